@@ -1,0 +1,21 @@
+# hzc_add_host_test(NAME SOURCES... [LIBS libs...])
+#   A GoogleTest binary that runs on the host without the module.
+# hzc_add_vm_test(NAME SOURCES... [LIBS libs...])
+#   A GoogleTest binary that needs hzc.ko; it runs in the QEMU guest.
+find_package(GTest REQUIRED)
+
+function(_hzc_add_test kind name)
+  cmake_parse_arguments(ARG "" "" "LIBS" ${ARGN})
+  add_executable(${name} ${ARG_UNPARSED_ARGUMENTS})
+  target_link_libraries(${name} PRIVATE GTest::gtest GTest::gtest_main GTest::gmock ${ARG_LIBS})
+  set_target_properties(${name} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/bin/${kind})
+endfunction()
+
+function(hzc_add_host_test name)
+  _hzc_add_test(host-tests ${name} ${ARGN})
+  add_test(NAME ${name} COMMAND ${name})
+endfunction()
+
+function(hzc_add_vm_test name)
+  _hzc_add_test(vm-tests ${name} ${ARGN})
+endfunction()
