@@ -1,0 +1,178 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * hzc: zero-copy memory ranges for collective communication.
+ *
+ * This file owns module init/exit, the /dev/hzc file operations and the
+ * ioctl table.  Each object kind lives in its own file.
+ */
+#include <linux/compat.h>
+#include <linux/fs.h>
+#include <linux/miscdevice.h>
+#include <linux/module.h>
+#include <linux/sched.h>
+#include <linux/slab.h>
+#include <linux/uaccess.h>
+
+#include "hzc.h"
+
+struct hzc_stats hzc_stats;
+
+static int hzc_info(struct hzc_ucmd *ucmd)
+{
+	struct hzc_info *cmd = ucmd->cmd;
+
+	if (cmd->flags)
+		return -EOPNOTSUPP;
+
+	cmd->out_abi_version = HZC_ABI_VERSION;
+	cmd->out_page_size = PAGE_SIZE;
+	cmd->out_features = HZC_FEATURE_INFO;
+	cmd->out_max_pinned_bytes = READ_ONCE(hzc_max_pinned_bytes);
+	cmd->out_max_ranges = READ_ONCE(hzc_max_ranges);
+	cmd->out_max_domains = READ_ONCE(hzc_max_domains);
+	cmd->out_max_ranks = HZC_MAX_RANKS;
+	cmd->out_max_blob_size = HZC_MAX_BLOB_SIZE;
+	return 0;
+}
+
+/* Big enough for the kernel's version of every command struct. */
+union hzc_ucmd_buffer {
+	struct hzc_info info;
+};
+
+/**
+ * struct hzc_ioctl_op - one row of the ioctl table
+ * @size: the kernel's sizeof() of the command struct
+ * @min_size: the smallest @size a caller may pass (the first version)
+ * @execute: the handler
+ */
+struct hzc_ioctl_op {
+	unsigned int size;
+	unsigned int min_size;
+	int (*execute)(struct hzc_ucmd *ucmd);
+};
+
+#define HZC_IOCTL_OP(_nr, _fn, _struct, _last)				\
+	[_nr] = {							\
+		.size = sizeof(_struct) +				\
+			BUILD_BUG_ON_ZERO(sizeof(union hzc_ucmd_buffer) <	\
+					  sizeof(_struct)),		\
+		.min_size = offsetofend(_struct, _last),		\
+		.execute = _fn,						\
+	}
+
+static const struct hzc_ioctl_op hzc_ioctl_ops[] = {
+	HZC_IOCTL_OP(HZC_CMD_INFO, hzc_info, struct hzc_info, out_max_blob_size),
+};
+
+static long hzc_fops_ioctl(struct file *file, unsigned int cmd,
+			   unsigned long arg)
+{
+	struct hzc_ctx *ctx = file->private_data;
+	const struct hzc_ioctl_op *op;
+	union hzc_ucmd_buffer buf;
+	struct hzc_ucmd ucmd = {};
+	unsigned int nr;
+	int ret;
+
+	nr = _IOC_NR(cmd);
+	if (_IOC_TYPE(cmd) != HZC_IOCTL_TYPE || nr >= ARRAY_SIZE(hzc_ioctl_ops))
+		return -ENOTTY;
+	op = &hzc_ioctl_ops[nr];
+	if (!op->execute)
+		return -ENOTTY;
+
+	if (current->mm != ctx->mm)
+		return -EPERM;
+
+	ucmd.ctx = ctx;
+	ucmd.ubuffer = (void __user *)arg;
+	ret = get_user(ucmd.user_size, (u32 __user *)ucmd.ubuffer);
+	if (ret)
+		return ret;
+	if (ucmd.user_size < op->min_size)
+		return -EINVAL;
+
+	ucmd.cmd = &buf;
+	ret = copy_struct_from_user(ucmd.cmd, op->size, ucmd.ubuffer,
+				    ucmd.user_size);
+	if (ret)
+		return ret;
+
+	ret = op->execute(&ucmd);
+	if (ret && !ucmd.copy_out_on_error)
+		return ret;
+	if (copy_to_user(ucmd.ubuffer, ucmd.cmd,
+			 min_t(u32, ucmd.user_size, op->size)))
+		return -EFAULT;
+	return ret;
+}
+
+static int hzc_fops_open(struct inode *inode, struct file *file)
+{
+	struct hzc_ctx *ctx;
+
+	ctx = hzc_ctx_create();
+	if (IS_ERR(ctx))
+		return PTR_ERR(ctx);
+	file->private_data = ctx;
+	return 0;
+}
+
+static int hzc_fops_release(struct inode *inode, struct file *file)
+{
+	hzc_ctx_release(file->private_data);
+	return 0;
+}
+
+static const struct file_operations hzc_fops = {
+	.owner = THIS_MODULE,
+	.open = hzc_fops_open,
+	.release = hzc_fops_release,
+	.unlocked_ioctl = hzc_fops_ioctl,
+	.compat_ioctl = compat_ptr_ioctl,
+	.llseek = noop_llseek,
+};
+
+/*
+ * World read/write: ranks run as ordinary users.  What one user can do to
+ * another is bounded elsewhere: pins are charged to the caller's
+ * RLIMIT_MEMLOCK, kernel memory to its memory cgroup, joining a domain needs
+ * the creator's euid, and mapping a peer's pages needs a common domain.
+ */
+static struct miscdevice hzc_misc = {
+	.minor = MISC_DYNAMIC_MINOR,
+	.name = HZC_DEVICE_NAME,
+	.fops = &hzc_fops,
+	.mode = 0666,
+};
+
+static int __init hzc_init(void)
+{
+	int ret;
+
+	ret = hzc_sysfs_init();
+	if (ret)
+		return ret;
+
+	ret = misc_register(&hzc_misc);
+	if (ret)
+		goto out_sysfs;
+	return 0;
+
+out_sysfs:
+	hzc_sysfs_exit();
+	return ret;
+}
+
+static void __exit hzc_exit(void)
+{
+	misc_deregister(&hzc_misc);
+	hzc_sysfs_exit();
+}
+
+module_init(hzc_init);
+module_exit(hzc_exit);
+
+MODULE_DESCRIPTION("hzc: zero-copy memory ranges for collective communication");
+MODULE_LICENSE("GPL");
