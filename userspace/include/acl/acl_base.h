@@ -1,0 +1,38 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * acl/acl_base.h: the ACL base types and the error codes libhzc returns, with ACL's values.
+ */
+#ifndef ACL_ACL_BASE_H_
+#define ACL_ACL_BASE_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef int aclError;
+typedef void *aclrtStream;
+
+#define ACL_SUCCESS 0
+#define ACL_ERROR_NONE 0
+#define ACL_ERROR_INVALID_PARAM 100000
+#define ACL_ERROR_UNINITIALIZE 100001
+
+/* Runtime codes: 107xxx parameter/feature, 207xxx resource, 507xxx internal. */
+#define ACL_ERROR_RT_PARAM_INVALID 107000
+#define ACL_ERROR_RT_ADDR_UNALIGNED 107008
+#define ACL_ERROR_RT_INVALID_HANDLE 107017
+#define ACL_ERROR_RT_FEATURE_NOT_SUPPORT 207000
+#define ACL_ERROR_RT_MEMORY_ALLOCATION 207001
+#define ACL_ERROR_RT_MEMORY_FREE 207002
+#define ACL_ERROR_RT_NO_PERMISSION 207006
+#define ACL_ERROR_RT_OVER_LIMIT 207012
+#define ACL_ERROR_RT_INTERNAL_ERROR 507000
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* ACL_ACL_BASE_H_ */

@@ -1,0 +1,126 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "core/config.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <cstdlib>
+
+namespace hzc {
+
+namespace {
+
+std::string Upper(std::string_view text) {
+  std::string out(text);
+  std::transform(out.begin(), out.end(), out.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::toupper(c)); });
+  return out;
+}
+
+}  // namespace
+
+std::optional<LogLevel> ParseLogLevel(std::string_view text) {
+  const std::string up = Upper(text);
+  if (up == "ERROR") {
+    return LogLevel::kError;
+  }
+  if (up == "WARN" || up == "WARNING") {
+    return LogLevel::kWarn;
+  }
+  if (up == "INFO") {
+    return LogLevel::kInfo;
+  }
+  if (up == "DEBUG") {
+    return LogLevel::kDebug;
+  }
+  return std::nullopt;
+}
+
+std::string_view LogLevelName(LogLevel level) {
+  switch (level) {
+    case LogLevel::kError:
+      return "ERROR";
+    case LogLevel::kWarn:
+      return "WARN";
+    case LogLevel::kInfo:
+      return "INFO";
+    case LogLevel::kDebug:
+      return "DEBUG";
+  }
+  return "?";
+}
+
+std::optional<uint64_t> ParseUnsigned(std::string_view text, uint64_t min, uint64_t max) {
+  uint64_t value = 0;
+  const char *end = text.data() + text.size();
+  auto [ptr, ec] = std::from_chars(text.data(), end, value);
+  if (text.empty() || ec != std::errc() || ptr != end || value < min || value > max) {
+    return std::nullopt;
+  }
+  return value;
+}
+
+Config Config::FromLookup(const std::function<const char *(const char *)> &getenv_fn) {
+  Config c;
+  if (const char *v = getenv_fn("HZC_LOG"); v != nullptr) {
+    if (auto level = ParseLogLevel(v)) {
+      c.log_level = *level;
+    } else {
+      c.warnings.push_back(
+          fmt::format("HZC_LOG=\"{}\": not one of ERROR, WARN, INFO, DEBUG; using WARN", v));
+    }
+  }
+  if (const char *v = getenv_fn("HZC_DEVICE"); v != nullptr) {
+    if (*v != '\0') {
+      c.device_path = v;
+    } else {
+      c.warnings.push_back(fmt::format("HZC_DEVICE is empty; using {}", kDefaultDevice));
+    }
+  }
+  if (const char *v = getenv_fn("HCCL_CONNECT_TIMEOUT"); v != nullptr) {
+    if (auto s = ParseUnsigned(v, 1, kMaxConnectTimeoutS)) {
+      c.connect_timeout = std::chrono::seconds(*s);
+    } else {
+      c.warnings.push_back(
+          fmt::format("HCCL_CONNECT_TIMEOUT=\"{}\": not a number of seconds in [1, {}]; using {}",
+                      v, kMaxConnectTimeoutS, kDefaultConnectTimeoutS));
+    }
+  }
+  if (const char *v = getenv_fn("HCCL_BUFFSIZE"); v != nullptr) {
+    if (auto mb = ParseUnsigned(v, 1, 1U << 20)) {
+      c.buff_size_mb = *mb;
+    } else {
+      c.warnings.push_back(
+          fmt::format("HCCL_BUFFSIZE=\"{}\": not a number of MB in [1, 1048576]; using {}", v,
+                      kDefaultBuffSizeMb));
+    }
+  }
+  if (const char *v = getenv_fn("HZC_RDMA_DEVICE"); v != nullptr) {
+    c.rdma_device = v;
+  }
+  if (const char *v = getenv_fn("HZC_HOST_ID"); v != nullptr) {
+    c.host_id = v;
+  }
+  return c;
+}
+
+std::vector<std::string> Config::Describe() const {
+  return {
+      fmt::format("HZC_LOG={}", LogLevelName(log_level)),
+      fmt::format("HZC_DEVICE={}", device_path),
+      fmt::format("HCCL_CONNECT_TIMEOUT={}", connect_timeout.count()),
+      fmt::format("HCCL_BUFFSIZE={}", buff_size_mb),
+      fmt::format("HZC_RDMA_DEVICE={}", rdma_device.empty() ? "(first active port)" : rdma_device),
+      fmt::format("HZC_HOST_ID={}", host_id.empty() ? "(boot id + hostname)" : host_id),
+  };
+}
+
+const Config &GetConfig() {
+  static const Config config =
+      Config::FromLookup([](const char *name) { return std::getenv(name); });
+  return config;
+}
+
+}  // namespace hzc

@@ -1,0 +1,50 @@
+// SPDX-License-Identifier: Apache-2.0
+// Configuration from the environment, read once per process.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace hzc {
+
+enum class LogLevel { kError, kWarn, kInfo, kDebug };
+
+// "ERROR", "WARN", "INFO", "DEBUG" (any case); nullopt for anything else.
+std::optional<LogLevel> ParseLogLevel(std::string_view text);
+std::string_view LogLevelName(LogLevel level);
+
+// A whole decimal number in [min, max]; nullopt for anything else (sign, junk, overflow).
+std::optional<uint64_t> ParseUnsigned(std::string_view text, uint64_t min, uint64_t max);
+
+struct Config {
+  static constexpr const char *kDefaultDevice = "/dev/hzc";
+  static constexpr uint64_t kDefaultConnectTimeoutS = 120;
+  static constexpr uint64_t kMaxConnectTimeoutS = 7200;
+  static constexpr uint64_t kDefaultBuffSizeMb = 200;
+
+  LogLevel log_level = LogLevel::kWarn;
+  std::string device_path = kDefaultDevice;
+  std::chrono::seconds connect_timeout{kDefaultConnectTimeoutS};
+  uint64_t buff_size_mb = kDefaultBuffSizeMb;
+  std::string rdma_device;  // empty: first active port
+  std::string host_id;      // empty: boot id + hostname
+
+  // Values that were set but invalid, one message each ("HZC_LOG=\"loud\": ..."), for the
+  // logger to report once it exists.
+  std::vector<std::string> warnings;
+
+  // Parse from a getenv-like lookup (nullptr = unset).
+  static Config FromLookup(const std::function<const char *(const char *)> &getenv_fn);
+  // One line per setting, for the INFO log.
+  std::vector<std::string> Describe() const;
+};
+
+// The process's configuration, read from the environment on first use.
+const Config &GetConfig();
+
+}  // namespace hzc
