@@ -1,0 +1,403 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "runtime/vmm.h"
+
+#include <fcntl.h>
+#include <linux/memfd.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <map>
+#include <memory>
+#include <mutex>
+
+#include "core/errno_string.h"
+#include "core/log.h"
+#include "core/unique_fd.h"
+
+namespace hzc::runtime {
+
+namespace {
+
+struct Physical {
+  UniqueFd fd;
+  size_t size = 0;
+  size_t granularity = 0;
+  bool hugetlb = false;
+};
+
+struct Mapping {
+  size_t size = 0;
+  std::shared_ptr<Physical> physical;
+};
+
+struct Reservation {
+  size_t size = 0;
+  std::map<uintptr_t, Mapping> mappings;  // by start address
+};
+
+struct State {
+  std::mutex mutex;
+  std::map<uintptr_t, Reservation> reservations;               // by base
+  std::map<uintptr_t, std::shared_ptr<Physical>> handles;      // by handle value
+  std::map<Physical *, std::weak_ptr<Physical>> all_physical;  // for Stats
+  uint64_t handles_made = 0;                                   // handle values are never reused
+};
+
+State &GetState() {
+  static State *const state = new State();  // outlives static destructors
+  return *state;
+}
+
+size_t PageSize() {
+  static const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  return page;
+}
+
+uintptr_t Addr(const void *p) {
+  return reinterpret_cast<uintptr_t>(p);
+}
+
+// Handles are opaque values, not addresses: a stale handle never names a newer allocation.
+constexpr uintptr_t kHandleBase = uintptr_t{0x48} << 40;
+constexpr uintptr_t kHandleStride = 0x40;
+
+bool IsHugeAttr(aclrtMemAttr attr) {
+  switch (attr) {
+    case ACL_DDR_MEM_HUGE:
+    case ACL_HBM_MEM_HUGE:
+    case ACL_DDR_MEM_P2P_HUGE:
+    case ACL_HBM_MEM_P2P_HUGE:
+      return true;
+    default:
+      return false;
+  }
+}
+
+bool IsGiantAttr(aclrtMemAttr attr) {
+  return attr == ACL_HBM_MEM_HUGE1G || attr == ACL_HBM_MEM_P2P_HUGE1G;
+}
+
+bool KnownAttr(int attr) {
+  return attr >= ACL_DDR_MEM && attr <= ACL_HBM_MEM_P2P_HUGE1G;
+}
+
+// The reservation containing [va, va+size), or end().
+std::map<uintptr_t, Reservation>::iterator FindReservation(State &s, uintptr_t va, size_t size) {
+  auto it = s.reservations.upper_bound(va);
+  if (it == s.reservations.begin()) {
+    return s.reservations.end();
+  }
+  --it;
+  if (va - it->first > it->second.size || size > it->second.size - (va - it->first)) {
+    return s.reservations.end();
+  }
+  return it;
+}
+
+// Try a hugetlb memfd with every page allocated up front; an empty fd if the pool lacks them.
+UniqueFd TryHugetlb(size_t size, size_t page) {
+  const unsigned int size_flag = page == kGiantPageSize ? MFD_HUGE_1GB : MFD_HUGE_2MB;
+  UniqueFd fd(memfd_create("hzc-physical", MFD_CLOEXEC | MFD_HUGETLB | size_flag));
+  if (!fd.valid()) {
+    return fd;
+  }
+  if (ftruncate(fd.get(), static_cast<off_t>(size)) != 0 ||
+      fallocate(fd.get(), 0, 0, static_cast<off_t>(size)) != 0) {
+    LogDebug("aclrtMallocPhysical: hugetlb pool cannot back {} bytes ({}), using a plain memfd",
+             size, ErrnoString(errno));
+    fd.reset();
+  }
+  return fd;
+}
+
+}  // namespace
+
+AclStatus Granularity(const aclrtPhysicalMemProp &prop, aclrtMemGranularityOptions option,
+                      size_t *out) {
+  if (!KnownAttr(prop.memAttr)) {
+    return Error(ACL_ERROR_RT_PARAM_INVALID, "prop->memAttr={}: unknown memory attribute",
+                 static_cast<int>(prop.memAttr));
+  }
+  if (option != ACL_RT_MEM_ALLOC_GRANULARITY_MINIMUM &&
+      option != ACL_RT_MEM_ALLOC_GRANULARITY_RECOMMENDED) {
+    return Error(ACL_ERROR_RT_PARAM_INVALID, "option={}: not MINIMUM (0) or RECOMMENDED (1)",
+                 static_cast<int>(option));
+  }
+  size_t g = PageSize();
+  if (IsGiantAttr(prop.memAttr)) {
+    g = kGiantPageSize;
+  } else if (IsHugeAttr(prop.memAttr) || option == ACL_RT_MEM_ALLOC_GRANULARITY_RECOMMENDED) {
+    g = kHugePageSize;
+  }
+  *out = g;
+  return AclStatus::Ok();
+}
+
+AclStatus Reserve(void **out, size_t size, void *expect, uint64_t flags) {
+  if (flags > 1) {
+    return Error(ACL_ERROR_RT_PARAM_INVALID, "flags={:#x}: must be 0 (normal) or 1 (huge pages)",
+                 flags);
+  }
+  if (size == 0) {
+    return Error(ACL_ERROR_RT_PARAM_INVALID, "size=0: must not be 0");
+  }
+  const size_t align = flags == 1 ? kHugePageSize : PageSize();
+  if (size > SIZE_MAX - 2 * align) {
+    return Error(ACL_ERROR_RT_PARAM_INVALID, "size={:#x}: too large", size);
+  }
+  const size_t rounded = (size + align - 1) / align * align;
+  if (expect != nullptr && Addr(expect) % align != 0) {
+    return Error(ACL_ERROR_RT_PARAM_INVALID, "expectPtr={}: not aligned to {:#x}", expect, align);
+  }
+  if (expect != nullptr && Addr(expect) > UINTPTR_MAX - rounded) {
+    return Error(ACL_ERROR_RT_PARAM_INVALID, "expectPtr={}: range wraps around", expect);
+  }
+  void *base = nullptr;
+  const int prot = PROT_NONE;
+  const int mflags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE;
+  if (expect != nullptr) {
+    base = mmap(expect, rounded, prot, mflags | MAP_FIXED_NOREPLACE, -1, 0);
+    if (base == MAP_FAILED) {
+      return Error(ACL_ERROR_RT_MEMORY_ALLOCATION, "expectPtr={} size={:#x}: address not free: {}",
+                   expect, rounded, ErrnoString(errno));
+    }
+    if (base != expect) {  // kernels before 4.17 treat the flag as a hint
+      munmap(base, rounded);
+      return Error(ACL_ERROR_RT_MEMORY_ALLOCATION, "expectPtr={} size={:#x}: address not free",
+                   expect, rounded);
+    }
+  } else {
+    // Over-reserve to align the base, then trim both ends.
+    void *raw = mmap(nullptr, rounded + align, prot, mflags, -1, 0);
+    if (raw == MAP_FAILED) {
+      return Error(ACL_ERROR_RT_MEMORY_ALLOCATION, "size={:#x}: mmap failed: {}", rounded,
+                   ErrnoString(errno));
+    }
+    const uintptr_t start = (Addr(raw) + align - 1) / align * align;
+    if (start > Addr(raw)) {
+      munmap(raw, start - Addr(raw));
+    }
+    const uintptr_t tail = Addr(raw) + rounded + align - (start + rounded);
+    if (tail > 0) {
+      munmap(reinterpret_cast<void *>(start + rounded), tail);
+    }
+    base = reinterpret_cast<void *>(start);
+  }
+  State &s = GetState();
+  {
+    std::lock_guard lock(s.mutex);
+    s.reservations[Addr(base)] = Reservation{.size = rounded, .mappings = {}};
+  }
+  *out = base;
+  LogDebug("aclrtReserveMemAddress: reserved [{}, +{:#x})", base, rounded);
+  return AclStatus::Ok();
+}
+
+AclStatus Release(void *base) {
+  State &s = GetState();
+  std::lock_guard lock(s.mutex);
+  auto it = s.reservations.find(Addr(base));
+  if (it == s.reservations.end()) {
+    return Error(ACL_ERROR_RT_PARAM_INVALID, "virPtr={}: not the base of a reservation", base);
+  }
+  if (!it->second.mappings.empty()) {
+    return Error(ACL_ERROR_RT_PARAM_INVALID,
+                 "virPtr={}: {} mapping(s) still inside; call aclrtUnmapMem first", base,
+                 it->second.mappings.size());
+  }
+  if (munmap(base, it->second.size) != 0) {
+    return Error(ACL_ERROR_RT_INTERNAL_ERROR, "virPtr={}: munmap failed: {}", base,
+                 ErrnoString(errno));
+  }
+  s.reservations.erase(it);
+  return AclStatus::Ok();
+}
+
+AclStatus MallocPhysical(aclrtDrvMemHandle *out, size_t size, const aclrtPhysicalMemProp &prop) {
+  if (prop.handleType != ACL_MEM_HANDLE_TYPE_NONE) {
+    return Error(ACL_ERROR_RT_PARAM_INVALID, "prop->handleType={}: only NONE (0) is supported",
+                 static_cast<int>(prop.handleType));
+  }
+  if (prop.allocationType != ACL_MEM_ALLOCATION_TYPE_PINNED) {
+    return Error(ACL_ERROR_RT_PARAM_INVALID,
+                 "prop->allocationType={}: only PINNED (0) is supported",
+                 static_cast<int>(prop.allocationType));
+  }
+  if (prop.location.type != ACL_MEM_LOCATION_TYPE_HOST &&
+      prop.location.type != ACL_MEM_LOCATION_TYPE_DEVICE) {
+    return Error(ACL_ERROR_RT_PARAM_INVALID, "prop->location.type={}: not HOST or DEVICE",
+                 static_cast<int>(prop.location.type));
+  }
+  if (prop.reserve != 0) {
+    return Error(ACL_ERROR_RT_PARAM_INVALID, "prop->reserve={:#x}: reserved, must be 0",
+                 prop.reserve);
+  }
+  size_t g = 0;
+  if (AclStatus st = Granularity(prop, ACL_RT_MEM_ALLOC_GRANULARITY_MINIMUM, &g); !st.ok()) {
+    return st;
+  }
+  if (size == 0 || size % g != 0) {
+    return Error(ACL_ERROR_RT_PARAM_INVALID, "size={:#x}: not a non-zero multiple of {:#x}", size,
+                 g);
+  }
+  if (size > static_cast<size_t>(INT64_MAX)) {
+    return Error(ACL_ERROR_RT_PARAM_INVALID, "size={:#x}: too large", size);
+  }
+  auto phys = std::make_shared<Physical>();
+  phys->size = size;
+  phys->granularity = g;
+  if (g > PageSize()) {
+    phys->fd = TryHugetlb(size, g);
+    phys->hugetlb = phys->fd.valid();
+  }
+  if (!phys->fd.valid()) {
+    phys->fd.reset(memfd_create("hzc-physical", MFD_CLOEXEC));
+    if (!phys->fd.valid()) {
+      return Error(ACL_ERROR_RT_MEMORY_ALLOCATION, "size={:#x}: memfd_create failed: {}", size,
+                   ErrnoString(errno));
+    }
+    if (ftruncate(phys->fd.get(), static_cast<off_t>(size)) != 0) {
+      return Error(ACL_ERROR_RT_MEMORY_ALLOCATION, "size={:#x}: ftruncate failed: {}", size,
+                   ErrnoString(errno));
+    }
+    // Allocate now, so running out of memory is this call's error and not a later SIGBUS.
+    if (int err = posix_fallocate(phys->fd.get(), 0, static_cast<off_t>(size)); err != 0) {
+      return Error(ACL_ERROR_RT_MEMORY_ALLOCATION, "size={:#x}: cannot allocate: {}", size,
+                   ErrnoString(err));
+    }
+  }
+  State &s = GetState();
+  std::lock_guard lock(s.mutex);
+  const uintptr_t key = kHandleBase + (++s.handles_made) * kHandleStride;
+  s.all_physical[phys.get()] = phys;
+  s.handles[key] = std::move(phys);
+  *out = reinterpret_cast<aclrtDrvMemHandle>(key);
+  return AclStatus::Ok();
+}
+
+AclStatus FreePhysical(aclrtDrvMemHandle handle) {
+  State &s = GetState();
+  std::lock_guard lock(s.mutex);
+  auto it = s.handles.find(Addr(handle));
+  if (it == s.handles.end()) {
+    return Error(ACL_ERROR_RT_INVALID_HANDLE,
+                 "handle={}: not a live allocation of aclrtMallocPhysical", handle);
+  }
+  s.handles.erase(it);  // mappings still hold the memory
+  return AclStatus::Ok();
+}
+
+AclStatus Map(void *va, size_t size, aclrtDrvMemHandle handle) {
+  State &s = GetState();
+  std::lock_guard lock(s.mutex);
+  auto hit = s.handles.find(Addr(handle));
+  if (hit == s.handles.end()) {
+    return Error(ACL_ERROR_RT_INVALID_HANDLE,
+                 "handle={}: not a live allocation of aclrtMallocPhysical", handle);
+  }
+  const std::shared_ptr<Physical> &phys = hit->second;
+  if (size != phys->size) {
+    return Error(ACL_ERROR_RT_PARAM_INVALID, "size={:#x}: the allocation has {:#x} bytes", size,
+                 phys->size);
+  }
+  if (Addr(va) % phys->granularity != 0) {
+    return Error(ACL_ERROR_RT_PARAM_INVALID, "virPtr={}: not aligned to {:#x}", va,
+                 phys->granularity);
+  }
+  auto rit = FindReservation(s, Addr(va), size);
+  if (rit == s.reservations.end()) {
+    return Error(ACL_ERROR_RT_PARAM_INVALID,
+                 "virPtr={} size={:#x}: not inside one aclrtReserveMemAddress reservation", va,
+                 size);
+  }
+  auto &maps = rit->second.mappings;
+  auto next = maps.lower_bound(Addr(va));
+  if (next != maps.end() && next->first < Addr(va) + size) {
+    return Error(ACL_ERROR_RT_PARAM_INVALID, "virPtr={} size={:#x}: overlaps the mapping at {:#x}",
+                 va, size, next->first);
+  }
+  if (next != maps.begin()) {
+    auto prev = std::prev(next);
+    if (prev->first + prev->second.size > Addr(va)) {
+      return Error(ACL_ERROR_RT_PARAM_INVALID,
+                   "virPtr={} size={:#x}: overlaps the mapping at {:#x}", va, size, prev->first);
+    }
+  }
+  void *p = mmap(va, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, phys->fd.get(), 0);
+  if (p == MAP_FAILED) {
+    const int err = errno;
+    // MAP_FIXED may have replaced part of the reservation: restore it.
+    mmap(va, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
+    return Error(ACL_ERROR_RT_MEMORY_ALLOCATION, "virPtr={} size={:#x}: mmap failed: {}", va, size,
+                 ErrnoString(err));
+  }
+  if (!phys->hugetlb && phys->granularity > PageSize()) {
+    madvise(va, size, MADV_HUGEPAGE);  // best effort: THP for shmem may be disabled
+  }
+  maps[Addr(va)] = Mapping{.size = size, .physical = phys};
+  return AclStatus::Ok();
+}
+
+AclStatus Unmap(void *va) {
+  State &s = GetState();
+  std::lock_guard lock(s.mutex);
+  auto rit = FindReservation(s, Addr(va), 1);
+  if (rit == s.reservations.end() || !rit->second.mappings.contains(Addr(va))) {
+    return Error(ACL_ERROR_RT_PARAM_INVALID, "virPtr={}: not the start of an aclrtMapMem mapping",
+                 va);
+  }
+  auto *maps = &rit->second.mappings;
+  auto mit = maps->find(Addr(va));
+  void *p = mmap(va, mit->second.size, PROT_NONE,
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
+  if (p == MAP_FAILED) {
+    return Error(ACL_ERROR_RT_INTERNAL_ERROR, "virPtr={}: cannot restore the reservation: {}", va,
+                 ErrnoString(errno));
+  }
+  maps->erase(mit);
+  return AclStatus::Ok();
+}
+
+std::string CheckMapped(void *va, size_t size, aclrtDrvMemHandle handle) {
+  State &s = GetState();
+  std::lock_guard lock(s.mutex);
+  auto hit = s.handles.find(Addr(handle));
+  if (hit == s.handles.end()) {
+    return fmt::format("handle={}: not a live allocation of aclrtMallocPhysical", handle);
+  }
+  auto rit = FindReservation(s, Addr(va), 1);
+  if (rit != s.reservations.end()) {
+    auto mit = rit->second.mappings.find(Addr(va));
+    if (mit != rit->second.mappings.end() && mit->second.physical == hit->second) {
+      if (mit->second.size != size) {
+        return fmt::format("size={:#x}: the allocation mapped at {} has {:#x} bytes", size, va,
+                           mit->second.size);
+      }
+      return "";
+    }
+  }
+  return fmt::format("virPtr={}: handle {} is not mapped there (aclrtMapMem)", va, handle);
+}
+
+Stats GetStats() {
+  State &s = GetState();
+  std::lock_guard lock(s.mutex);
+  Stats st;
+  st.reservations = s.reservations.size();
+  st.live_handles = s.handles.size();
+  for (auto it = s.all_physical.begin(); it != s.all_physical.end();) {
+    if (it->second.expired()) {
+      it = s.all_physical.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  st.physical_objects = s.all_physical.size();
+  for (const auto &[base, r] : s.reservations) {
+    st.mappings += r.mappings.size();
+  }
+  return st;
+}
+
+}  // namespace hzc::runtime

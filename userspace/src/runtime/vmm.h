@@ -1,0 +1,50 @@
+// SPDX-License-Identifier: Apache-2.0
+// Host implementation of the ACL virtual-memory calls.
+//
+//   reservation  a PROT_NONE, MAP_NORESERVE anonymous mapping
+//   physical     a memfd (hugetlb for huge-page attributes when the pool has pages, else a
+//                plain memfd with transparent huge pages requested), allocated eagerly
+//   mapping      the whole memfd mapped MAP_SHARED|MAP_FIXED into a reservation
+//
+// Mappings keep their physical allocation alive, so aclrtFreePhysical only drops the handle.
+#pragma once
+
+#include <acl/acl.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "core/status.h"
+
+namespace hzc::runtime {
+
+using AclStatus = BasicStatus<aclError>;
+
+inline constexpr size_t kHugePageSize = size_t{2} << 20;
+inline constexpr size_t kGiantPageSize = size_t{1} << 30;
+
+// Granularity of allocations with @prop (validated: memAttr known).
+AclStatus Granularity(const aclrtPhysicalMemProp &prop, aclrtMemGranularityOptions option,
+                      size_t *out);
+
+AclStatus Reserve(void **out, size_t size, void *expect, uint64_t flags);
+AclStatus Release(void *base);
+AclStatus MallocPhysical(aclrtDrvMemHandle *out, size_t size, const aclrtPhysicalMemProp &prop);
+AclStatus FreePhysical(aclrtDrvMemHandle handle);
+AclStatus Map(void *va, size_t size, aclrtDrvMemHandle handle);
+AclStatus Unmap(void *va);
+
+// For HcclCommActivateCommMemory: is @handle a live allocation of @size bytes mapped at @va?
+// Empty string if so, else why not.
+std::string CheckMapped(void *va, size_t size, aclrtDrvMemHandle handle);
+
+// Counters for tests.
+struct Stats {
+  size_t reservations = 0;
+  size_t live_handles = 0;
+  size_t physical_objects = 0;  // including freed handles still mapped somewhere
+  size_t mappings = 0;
+};
+Stats GetStats();
+
+}  // namespace hzc::runtime
