@@ -70,7 +70,7 @@ TEST_F(ConfigTest, AllSet) {
   EXPECT_EQ(c.rdma_device, "rxe0");
   EXPECT_EQ(c.host_id, "node-b");
   EXPECT_TRUE(c.warnings.empty());
-  EXPECT_EQ(c.Describe().size(), 6U);
+  EXPECT_EQ(c.Describe().size(), 7U);
 }
 
 TEST_F(ConfigTest, InvalidValuesWarnAndKeepDefaults) {

@@ -103,6 +103,9 @@ Config Config::FromLookup(const std::function<const char *(const char *)> &geten
   if (const char *v = getenv_fn("HZC_HOST_ID"); v != nullptr) {
     c.host_id = v;
   }
+  if (const char *v = getenv_fn("HCCL_IF_IP"); v != nullptr) {
+    c.if_ip = v;
+  }
   return c;
 }
 
@@ -114,6 +117,7 @@ std::vector<std::string> Config::Describe() const {
       fmt::format("HCCL_BUFFSIZE={}", buff_size_mb),
       fmt::format("HZC_RDMA_DEVICE={}", rdma_device.empty() ? "(first active port)" : rdma_device),
       fmt::format("HZC_HOST_ID={}", host_id.empty() ? "(boot id + hostname)" : host_id),
+      fmt::format("HCCL_IF_IP={}", if_ip.empty() ? "(first up interface)" : if_ip),
   };
 }
 

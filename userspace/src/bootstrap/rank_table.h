@@ -1,0 +1,37 @@
+// SPDX-License-Identifier: Apache-2.0
+// Rank-table files for HcclCommInitClusterInfo (versions "1.0" and "1.2").
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+
+namespace hzc::bootstrap {
+
+struct RankTable {
+  struct Device {
+    uint32_t device_id = 0;
+    std::string device_ip;
+    uint32_t rank = 0;
+  };
+  struct Server {
+    std::string server_id;
+    std::string host_ip;  // 1.2 only
+    std::vector<Device> devices;
+  };
+
+  std::string version;
+  std::vector<Server> servers;
+  uint32_t nranks = 0;
+  std::vector<uint32_t> server_of_rank;  // index into servers, per rank
+};
+
+// Parse and check a rank table. Every problem is HCCL_E_PARA naming the field
+// ("server_list[1].device[0].rank_id: ...").
+Expected<RankTable> ParseRankTable(const std::string &text);
+// Read @path (at most 4096 bytes long) and parse it; HCCL_E_OPEN_FILE_FAILURE if unreadable.
+Expected<RankTable> LoadRankTable(const std::string &path);
+
+}  // namespace hzc::bootstrap

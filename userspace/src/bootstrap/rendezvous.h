@@ -1,0 +1,35 @@
+// SPDX-License-Identifier: Apache-2.0
+// TCP rendezvous of the ranks of one communicator at the root's address.
+//
+// HcclGetRootInfo starts a root thread that listens on an ephemeral port. Every rank
+// (HcclCommInitRootInfo) connects and sends a hello (unique id, nranks, rank, host identity,
+// pid); once all nranks distinct ranks with the same id and nranks have arrived, the root sends
+// every rank the table of all ranks and exits. It waits at most the connect timeout after the
+// first hello; ranks that came get HCCL_E_TIMEOUT naming the missing ranks.
+// Messages are a 4-byte big-endian length followed by JSON.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "bootstrap/root_info.h"
+#include "core/status.h"
+
+namespace hzc::bootstrap {
+
+struct Peer {
+  std::string host;  // host identity (HostIdentity())
+  uint32_t pid = 0;
+};
+
+// Listen on @address (IPv4/IPv6 literal; empty: HCCL_IF_IP, else the first up non-loopback
+// IPv4 interface, else 127.0.0.1) and serve one rendezvous in a background thread.
+Expected<RootInfo> StartRoot(const std::string &address, std::chrono::seconds timeout);
+
+// Join the rendezvous described by @root as @rank of @nranks; the table of all ranks.
+Expected<std::vector<Peer>> Join(const RootInfo &root, uint32_t nranks, uint32_t rank,
+                                 const Peer &self, std::chrono::seconds timeout);
+
+}  // namespace hzc::bootstrap

@@ -1,0 +1,36 @@
+// SPDX-License-Identifier: Apache-2.0
+// HcclRootInfo contents: where the root listens and the communicator's unique id.
+#pragma once
+
+#include <hccl/hccl_types.h>
+#include <netinet/in.h>
+
+#include <array>
+#include <cstdint>
+#include <string>
+
+#include "core/status.h"
+
+namespace hzc::bootstrap {
+
+using UniqueId = std::array<uint8_t, 16>;
+
+struct RootInfo {
+  static constexpr uint32_t kMagic = 0x315a4348;  // "HCZ1" little endian
+  static constexpr uint32_t kVersion = 1;
+
+  sockaddr_storage addr{};  // AF_INET or AF_INET6, port set
+  UniqueId id{};
+
+  std::string AddressString() const;  // "1.2.3.4:5678" / "[::1]:5678"
+};
+
+void Encode(const RootInfo &info, HcclRootInfo *out);
+// HCCL_E_PARA naming what is wrong (magic, version, family, port, id, trailing bytes).
+Expected<RootInfo> Decode(const HcclRootInfo &in);
+
+// 16 random bytes (getrandom).
+Expected<UniqueId> RandomId();
+std::string IdString(const UniqueId &id);
+
+}  // namespace hzc::bootstrap

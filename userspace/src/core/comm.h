@@ -1,0 +1,65 @@
+// SPDX-License-Identifier: Apache-2.0
+// Communicators and the registry that validates their handles.
+#pragma once
+
+#include <hccl/hccl_types.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "bootstrap/rendezvous.h"
+#include "bootstrap/root_info.h"
+#include "core/status.h"
+
+namespace hzc {
+
+class Communicator {
+ public:
+  Communicator(bootstrap::UniqueId id, uint32_t rank, std::vector<bootstrap::Peer> ranks);
+
+  uint64_t serial() const { return serial_; }
+  const bootstrap::UniqueId &id() const { return id_; }
+  uint32_t rank() const { return rank_; }
+  uint32_t size() const { return static_cast<uint32_t>(ranks_.size()); }
+  const std::vector<bootstrap::Peer> &ranks() const { return ranks_; }
+  // Number of distinct servers (host identities) among the ranks.
+  uint32_t ServerCount() const;
+
+  // The communicator's own lock (link establishment, per-communicator state).
+  std::mutex &mutex() { return mutex_; }
+  bool linked() const { return linked_; }
+  void set_linked() { linked_ = true; }
+
+ private:
+  const uint64_t serial_;
+  const bootstrap::UniqueId id_;
+  const uint32_t rank_;
+  const std::vector<bootstrap::Peer> ranks_;
+  std::mutex mutex_;
+  bool linked_ = false;
+};
+
+// Live communicators by handle. Handles are opaque values never reused, so a destroyed or
+// foreign handle is an error and never another communicator.
+class CommRegistry {
+ public:
+  static CommRegistry &Process();
+
+  HcclComm Add(std::shared_ptr<Communicator> comm);
+  // HCCL_E_PARA for a handle that is not a live communicator.
+  Expected<std::shared_ptr<Communicator>> Get(HcclComm handle) const;
+  // HCCL_E_AGAIN while another call holds the communicator.
+  Status Remove(HcclComm handle);
+  size_t Count() const;
+
+ private:
+  mutable std::mutex mutex_;
+  std::map<uintptr_t, std::shared_ptr<Communicator>> comms_;
+  uint64_t made_ = 0;
+};
+
+}  // namespace hzc

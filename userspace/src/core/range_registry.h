@@ -1,0 +1,50 @@
+// SPDX-License-Identifier: Apache-2.0
+// The process-wide registry of memory ranges (HcclCommSetMemoryRange) and of the activated
+// blocks inside them. Ranges are visible to every communicator of the process: a range that
+// equals, contains, is contained in or partly overlaps a registered one is refused (adjacent
+// ranges are fine). A failed call changes nothing.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <mutex>
+
+#include "core/status.h"
+
+namespace hzc {
+
+class RangeRegistry {
+ public:
+  struct Activation {
+    size_t size = 0;
+    void *handle = nullptr;
+  };
+  struct Range {
+    size_t size = 0;
+    uint64_t comm_id = 0;  // the communicator that set it
+    std::map<uintptr_t, Activation> activations;
+  };
+
+  static RangeRegistry &Process();
+
+  Status Add(uintptr_t base, size_t size, uint64_t comm_id);
+  // Exact base; refused while activations remain.
+  Status Remove(uintptr_t base);
+  // [va, va+size) inside one range, no overlap with its activations.
+  Status Activate(uintptr_t va, size_t size, void *handle);
+  // Exact start of an activation.
+  Status Deactivate(uintptr_t va);
+
+  size_t RangeCount() const;
+  size_t ActivationCount() const;
+
+ private:
+  // The range containing [va, va+size), or end().
+  std::map<uintptr_t, Range>::iterator Containing(uintptr_t va, size_t size);
+
+  mutable std::mutex mutex_;
+  std::map<uintptr_t, Range> ranges_;
+};
+
+}  // namespace hzc
