@@ -1,0 +1,46 @@
+// SPDX-License-Identifier: Apache-2.0
+// One rank of a host multi-process test: init from a hex root info, query, set and unset one
+// range, destroy. Exit status: the HcclResult of HcclCommSetMemoryRange, or 10+ on setup errors.
+//
+// Usage: hzc-test-rank ROOT_INFO_HEX NRANKS RANK
+#include <acl/acl.h>
+#include <hccl/hccl.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+int main(int argc, char **argv) {
+  if (argc != 4 || std::strlen(argv[1]) != 2 * sizeof(HcclRootInfo)) {
+    return 2;
+  }
+  HcclRootInfo root;
+  for (size_t i = 0; i < sizeof(root); ++i) {
+    root.internal[i] = static_cast<char>(std::stoi(std::string(argv[1] + 2 * i, 2), nullptr, 16));
+  }
+  const auto nranks = static_cast<uint32_t>(std::atoi(argv[2]));
+  const auto rank = static_cast<uint32_t>(std::atoi(argv[3]));
+  HcclComm comm = nullptr;
+  if (HcclCommInitRootInfo(nranks, &root, rank, &comm) != HCCL_SUCCESS) {
+    return 10;
+  }
+  uint32_t n = 0, r = 0;
+  if (HcclGetRankSize(comm, &n) != HCCL_SUCCESS || n != nranks ||
+      HcclGetRankId(comm, &r) != HCCL_SUCCESS || r != rank) {
+    return 11;
+  }
+  const size_t page = static_cast<size_t>(getpagesize());
+  void *va = nullptr;
+  if (aclrtReserveMemAddress(&va, page, 0, nullptr, 0) != ACL_SUCCESS) {
+    return 12;
+  }
+  const HcclResult set = HcclCommSetMemoryRange(comm, va, page, 0, 0);
+  if (set == HCCL_SUCCESS && HcclCommUnsetMemoryRange(comm, va) != HCCL_SUCCESS) {
+    return 13;
+  }
+  if (aclrtReleaseMemAddress(va) != ACL_SUCCESS || HcclCommDestroy(comm) != HCCL_SUCCESS) {
+    return 14;
+  }
+  return set;
+}

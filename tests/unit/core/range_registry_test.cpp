@@ -1,0 +1,101 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "core/range_registry.h"
+
+#include "hzc_test.h"
+
+namespace hzc {
+namespace {
+
+using ::testing::HasSubstr;
+
+class RangeRegistryTest : public test::Test {
+ protected:
+  RangeRegistry reg;
+  static constexpr uintptr_t kBase = 0x100000;
+  static constexpr size_t kSize = 0x10000;
+};
+
+TEST_F(RangeRegistryTest, AdjacentRangesAreAccepted) {
+  ASSERT_TRUE(reg.Add(kBase, kSize, 1).ok());
+  EXPECT_TRUE(reg.Add(kBase + kSize, kSize, 1).ok());  // right neighbour
+  EXPECT_TRUE(reg.Add(kBase - kSize, kSize, 2).ok());  // left neighbour, other comm
+  EXPECT_EQ(reg.RangeCount(), 3U);
+}
+
+TEST_F(RangeRegistryTest, OverlapsAreRejectedAcrossCommunicators) {
+  ASSERT_TRUE(reg.Add(kBase, kSize, 1).ok());
+  struct Case {
+    uintptr_t base;
+    size_t size;
+    const char *what;
+  };
+  const Case cases[] = {
+      {kBase, kSize, "equal"},
+      {kBase + 0x1000, 0x1000, "contained"},
+      {kBase - 0x1000, kSize + 0x2000, "containing"},
+      {kBase - 0x1000, 0x2000, "partial left"},
+      {kBase + kSize - 0x1000, 0x2000, "partial right"},
+      {kBase, 0x1000, "same base, shorter"},
+      {kBase - 0x1000, kSize + 0x1000, "same end, longer"},
+  };
+  for (const auto &c : cases) {
+    for (uint64_t comm : {1, 2}) {
+      Status st = reg.Add(c.base, c.size, comm);
+      EXPECT_EQ(st.code(), HCCL_E_PARA) << c.what << " via comm " << comm;
+      EXPECT_THAT(st.message(), HasSubstr("already set")) << c.what;
+    }
+  }
+  EXPECT_THAT(reg.Add(kBase, kSize, 2).message(), HasSubstr("repeats"));
+  EXPECT_EQ(reg.RangeCount(), 1U);  // nothing changed
+}
+
+TEST_F(RangeRegistryTest, RemoveNeedsExactBase) {
+  ASSERT_TRUE(reg.Add(kBase, kSize, 1).ok());
+  EXPECT_EQ(reg.Remove(kBase + 0x1000).code(), HCCL_E_PARA);
+  EXPECT_EQ(reg.Remove(kBase - 0x1000).code(), HCCL_E_PARA);
+  EXPECT_TRUE(reg.Remove(kBase).ok());
+  EXPECT_EQ(reg.Remove(kBase).code(), HCCL_E_PARA);
+  EXPECT_EQ(reg.RangeCount(), 0U);
+}
+
+TEST_F(RangeRegistryTest, ActivationRules) {
+  ASSERT_TRUE(reg.Add(kBase, kSize, 1).ok());
+  ASSERT_TRUE(reg.Add(kBase + kSize, kSize, 1).ok());
+  int h = 0;
+  // Adjacent growth inside one range.
+  EXPECT_TRUE(reg.Activate(kBase, 0x2000, &h).ok());
+  EXPECT_TRUE(reg.Activate(kBase + 0x2000, 0x2000, &h).ok());
+  // Overlaps with activated memory.
+  EXPECT_EQ(reg.Activate(kBase + 0x1000, 0x1000, &h).code(), HCCL_E_PARA);
+  EXPECT_EQ(reg.Activate(kBase + 0x3000, 0x2000, &h).code(), HCCL_E_PARA);
+  // Across two adjacent ranges, or outside any.
+  EXPECT_THAT(reg.Activate(kBase + kSize - 0x1000, 0x2000, &h).message(),
+              HasSubstr("not inside one set range"));
+  EXPECT_EQ(reg.Activate(kBase - 0x1000, 0x1000, &h).code(), HCCL_E_PARA);
+  EXPECT_EQ(reg.Activate(kBase + 2 * kSize, 0x1000, &h).code(), HCCL_E_PARA);
+  EXPECT_EQ(reg.ActivationCount(), 2U);
+
+  // Unset refused while activated memory remains.
+  Status st = reg.Remove(kBase);
+  EXPECT_EQ(st.code(), HCCL_E_PARA);
+  EXPECT_THAT(st.message(), HasSubstr("2 activated block(s) remain"));
+
+  // Deactivate by exact start only.
+  EXPECT_EQ(reg.Deactivate(kBase + 0x1000).code(), HCCL_E_PARA);
+  EXPECT_TRUE(reg.Deactivate(kBase).ok());
+  EXPECT_EQ(reg.Deactivate(kBase).code(), HCCL_E_PARA);
+  EXPECT_TRUE(reg.Deactivate(kBase + 0x2000).ok());
+  EXPECT_TRUE(reg.Remove(kBase).ok());
+  EXPECT_TRUE(reg.Remove(kBase + kSize).ok());
+}
+
+TEST_F(RangeRegistryTest, ManySetUnsetPairsStayBalanced) {
+  for (int i = 0; i < 10000; ++i) {
+    ASSERT_TRUE(reg.Add(kBase, kSize, 1).ok());
+    ASSERT_TRUE(reg.Remove(kBase).ok());
+  }
+  EXPECT_EQ(reg.RangeCount(), 0U);
+}
+
+}  // namespace
+}  // namespace hzc
