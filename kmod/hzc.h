@@ -1,24 +1,62 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
  * hzc: declarations shared by the files of hzc.ko.
+ *
+ * Objects and their owners:
+ *   hzc_ctx         one per open file; owns its ranges and memberships
+ *   hzc_range       in its context's interval tree and in the global window
+ *                   tree; referenced by the context and by every peer VMA
+ *   hzc_activation  in its range's interval tree; owns the pinned pages
+ *   hzc_domain      in the global domain list while not broken; referenced
+ *                   by its members and by waiters
+ *   hzc_member      one rank of a domain held by a context
+ *
+ * Lock order (outer first):
+ *   mmap_lock -> hzc_domains_lock -> ctx->members_lock
+ *   ctx->lock -> mmap_lock (pinning, VMA checks)
+ *   ctx->lock -> range->lock;  mmap_lock (peer fault) -> range->lock
+ * Nothing copies to or from user memory under hzc_domains_lock or
+ * range->lock.  sysfs show() takes no lock but ctx->members_lock, so sysfs
+ * entries may be removed under any mutex.
  */
 #ifndef _HZC_PRIV_H
 #define _HZC_PRIV_H
 
 #include <linux/atomic.h>
+#include <linux/interval_tree.h>
 #include <linux/kref.h>
+#include <linux/list.h>
 #include <linux/mutex.h>
+#include <linux/rbtree.h>
+#include <linux/rcupdate.h>
+#include <linux/rwsem.h>
+#include <linux/spinlock.h>
 #include <linux/types.h>
+#include <linux/uidgid.h>
+#include <linux/wait.h>
 #include <linux/hzc.h>
 
 struct mm_struct;
 struct pid;
-struct kobject;
+struct page;
+struct file;
+struct vm_area_struct;
+struct hzc_kobj;
 
 /* Module parameters (limits.c). */
 extern unsigned int hzc_max_ranges;
 extern unsigned int hzc_max_domains;
 extern unsigned long long hzc_max_pinned_bytes;
+
+/*
+ * Ranges must end below 2^HZC_VA_BITS (the 4-level x86-64 user address
+ * space); a context's windows live at (slot << HZC_VA_BITS) + address, with
+ * slots 1 .. HZC_MAX_SLOTS, so every mmap offset fits in a signed 64-bit
+ * off_t.  HZC_MAX_SLOTS is also the limit on open files.
+ */
+#define HZC_VA_BITS		47
+#define HZC_VA_LIMIT		(1ULL << HZC_VA_BITS)
+#define HZC_MAX_SLOTS		((1U << (63 - HZC_VA_BITS)) - 1)
 
 /* Fixed limits reported by HZC_IOC_INFO. */
 #define HZC_MAX_RANKS		1024
@@ -37,23 +75,137 @@ extern struct hzc_stats hzc_stats;
 
 /**
  * struct hzc_ctx - one open file of /dev/hzc
- * @kref: references: the file, and short-lived lookups by peers
+ * @kref: references: the file, each of its ranges, short-lived lookups
  * @mm: the opener's mm (mmgrab()ed); every ioctl must come from it
+ * @slot: selects this context's part of the mmap offset space
  * @tgid: the opener's thread group, shown in sysfs
  * @euid: the opener's effective uid
  * @lock: serialises changes of this context's ranges and activations
+ * @ranges: interval tree of the ranges, by address
+ * @nr_ranges: number of ranges
+ * @pinned_bytes: bytes pinned by this context's activations
+ * @members_lock: protects @members for sysfs readers
+ * @members: memberships (struct hzc_member.ctx_node); changed under
+ *	hzc_domains_lock and @members_lock
+ * @released: the file is closed; no new range may appear
  */
 struct hzc_ctx {
 	struct kref kref;
 	struct mm_struct *mm;
+	unsigned int slot;
 	struct pid *tgid;
 	kuid_t euid;
 	struct mutex lock; /* ranges and activations of this context */
+	struct rb_root_cached ranges;
+	unsigned int nr_ranges;
+	u64 pinned_bytes;
+	spinlock_t members_lock; /* @members, for sysfs readers */
+	struct list_head members;
+	bool released;
 };
 
-struct hzc_ctx *hzc_ctx_create(void);
-void hzc_ctx_release(struct hzc_ctx *ctx);
-void hzc_ctx_put(struct hzc_ctx *ctx);
+/**
+ * struct hzc_range - a registered range
+ * @kref: references: the context's tree, each peer VMA, short-lived lookups
+ * @node: in @ctx->ranges; start/last are the first and last byte
+ * @wnode: in the global window tree; start/last are mmap byte offsets
+ * @ctx: the owning context (referenced)
+ * @id: unique id, never reused
+ * @window: first page of the range's window in the mmap offset space
+ *	(@wnode.start >> PAGE_SHIFT)
+ * @lock: protects @acts and @dead against the peer fault handler
+ * @acts: interval tree of the activations, by address
+ * @nr_acts: number of activations
+ * @activated_bytes: sum of their lengths
+ * @dead: unregistered; peer faults get SIGBUS
+ * @kobj: the range's sysfs directory
+ */
+struct hzc_range {
+	struct kref kref;
+	struct interval_tree_node node;
+	struct interval_tree_node wnode;
+	struct hzc_ctx *ctx;
+	u64 id;
+	unsigned long window;
+	struct rw_semaphore lock; /* @acts and @dead, against faults */
+	struct rb_root_cached acts;
+	unsigned int nr_acts;
+	u64 activated_bytes;
+	bool dead;
+	struct hzc_kobj *kobj;
+};
+
+static inline unsigned long hzc_range_base(const struct hzc_range *range)
+{
+	return range->node.start;
+}
+
+static inline unsigned long hzc_range_size(const struct hzc_range *range)
+{
+	return range->node.last - range->node.start + 1;
+}
+
+/**
+ * struct hzc_activation - a pinned, published sub-range of a range
+ * @node: in the range's @acts; start/last are the first and last byte
+ * @npages: number of pinned pages
+ * @pages: the pinned pages, in address order
+ */
+struct hzc_activation {
+	struct interval_tree_node node;
+	unsigned long npages;
+	struct page **pages;
+};
+
+/**
+ * struct hzc_domain - the kernel side of a communicator on this host
+ * @kref: references: each member, each waiter
+ * @list: in hzc_domains while not broken
+ * @id: 128-bit id
+ * @nranks: number of ranks
+ * @nr_joined: number of members
+ * @euid: the creator's effective uid
+ * @broken: a member left; waiters fail with ECONNRESET
+ * @wq: board waiters
+ * @nr_published: per key, how many members published it
+ * @members: member per rank, NULL if the rank is free
+ * @kobj: the domain's sysfs directory
+ */
+struct hzc_domain {
+	struct kref kref;
+	struct list_head list;
+	u64 id[2];
+	u32 nranks;
+	u32 nr_joined;
+	kuid_t euid;
+	bool broken;
+	wait_queue_head_t wq;
+	u32 nr_published[HZC_BOARD_KEYS];
+	struct hzc_member **members;
+	struct hzc_kobj *kobj;
+};
+
+/**
+ * struct hzc_member - one rank of a domain held by a context
+ * @dom: the domain (referenced)
+ * @ctx: the context
+ * @ctx_node: in @ctx->members
+ * @rank: the rank
+ * @pid: the member's process id, shown in sysfs
+ * @blob: per key, the published blob or NULL
+ * @blob_len: per key, its length
+ * @kobj: the member's sysfs directory
+ */
+struct hzc_member {
+	struct hzc_domain *dom;
+	struct hzc_ctx *ctx;
+	struct list_head ctx_node;
+	u32 rank;
+	pid_t pid;
+	void *blob[HZC_BOARD_KEYS];
+	u32 blob_len[HZC_BOARD_KEYS];
+	struct hzc_kobj *kobj;
+};
 
 /**
  * struct hzc_ucmd - one ioctl call in flight
@@ -72,8 +224,53 @@ struct hzc_ucmd {
 	bool copy_out_on_error;
 };
 
+/* context.c */
+struct hzc_ctx *hzc_ctx_create(void);
+void hzc_ctx_release(struct hzc_ctx *ctx);
+void hzc_ctx_put(struct hzc_ctx *ctx);
+
+/* range.c */
+int hzc_range_register(struct hzc_ucmd *ucmd);
+int hzc_range_unregister(struct hzc_ucmd *ucmd);
+void hzc_ranges_destroy(struct hzc_ctx *ctx);
+struct hzc_range *hzc_range_get_by_window(unsigned long pgoff);
+void hzc_range_put(struct hzc_range *range);
+void hzc_windows_destroy(void);
+
+/* activation.c */
+int hzc_activate(struct hzc_ucmd *ucmd);
+int hzc_deactivate(struct hzc_ucmd *ucmd);
+void hzc_activations_destroy(struct hzc_ctx *ctx, struct hzc_range *range);
+
+/* domain.c */
+extern struct mutex hzc_domains_lock;
+int hzc_domain_join(struct hzc_ucmd *ucmd);
+int hzc_domain_leave(struct hzc_ucmd *ucmd);
+int hzc_board_put(struct hzc_ucmd *ucmd);
+int hzc_board_wait(struct hzc_ucmd *ucmd);
+void hzc_domains_leave_all(struct hzc_ctx *ctx);
+bool hzc_ctx_share_domain(struct hzc_ctx *a, struct hzc_ctx *b);
+struct hzc_ctx *hzc_domain_peer_get(struct hzc_ctx *ctx, const u64 *id,
+				    u32 rank, u32 peer_rank, pid_t *pid);
+
+/* peer.c */
+int hzc_peer_init(void);
+void hzc_peer_exit(void);
+void hzc_peer_file_init(struct file *file);
+int hzc_peer_mmap(struct file *file, struct vm_area_struct *vma);
+void hzc_peer_revoke(struct hzc_range *range, unsigned long start,
+		     unsigned long size);
+int hzc_list_ranges(struct hzc_ucmd *ucmd);
+int hzc_list_activations(struct hzc_ucmd *ucmd);
+
 /* sysfs.c */
 int hzc_sysfs_init(void);
 void hzc_sysfs_exit(void);
+int hzc_sysfs_range_add(struct hzc_range *range);
+void hzc_sysfs_range_del(struct hzc_range *range);
+int hzc_sysfs_domain_add(struct hzc_domain *dom);
+void hzc_sysfs_domain_del(struct hzc_domain *dom);
+int hzc_sysfs_member_add(struct hzc_member *member);
+void hzc_sysfs_member_del(struct hzc_member *member);
 
 #endif /* _HZC_PRIV_H */

@@ -26,7 +26,9 @@ static int hzc_info(struct hzc_ucmd *ucmd)
 
 	cmd->out_abi_version = HZC_ABI_VERSION;
 	cmd->out_page_size = PAGE_SIZE;
-	cmd->out_features = HZC_FEATURE_INFO;
+	cmd->out_features = HZC_FEATURE_INFO | HZC_FEATURE_RANGES |
+			    HZC_FEATURE_ACTIVATIONS | HZC_FEATURE_DOMAINS |
+			    HZC_FEATURE_PEER_MAP;
 	cmd->out_max_pinned_bytes = READ_ONCE(hzc_max_pinned_bytes);
 	cmd->out_max_ranges = READ_ONCE(hzc_max_ranges);
 	cmd->out_max_domains = READ_ONCE(hzc_max_domains);
@@ -38,6 +40,16 @@ static int hzc_info(struct hzc_ucmd *ucmd)
 /* Big enough for the kernel's version of every command struct. */
 union hzc_ucmd_buffer {
 	struct hzc_info info;
+	struct hzc_range_register range_register;
+	struct hzc_range_unregister range_unregister;
+	struct hzc_activate activate;
+	struct hzc_deactivate deactivate;
+	struct hzc_domain_join domain_join;
+	struct hzc_domain_leave domain_leave;
+	struct hzc_board_put board_put;
+	struct hzc_board_wait board_wait;
+	struct hzc_list_ranges list_ranges;
+	struct hzc_list_activations list_activations;
 };
 
 /**
@@ -63,6 +75,26 @@ struct hzc_ioctl_op {
 
 static const struct hzc_ioctl_op hzc_ioctl_ops[] = {
 	HZC_IOCTL_OP(HZC_CMD_INFO, hzc_info, struct hzc_info, out_max_blob_size),
+	HZC_IOCTL_OP(HZC_CMD_RANGE_REGISTER, hzc_range_register,
+		     struct hzc_range_register, out_mmap_offset),
+	HZC_IOCTL_OP(HZC_CMD_RANGE_UNREGISTER, hzc_range_unregister,
+		     struct hzc_range_unregister, base),
+	HZC_IOCTL_OP(HZC_CMD_ACTIVATE, hzc_activate, struct hzc_activate,
+		     out_range_id),
+	HZC_IOCTL_OP(HZC_CMD_DEACTIVATE, hzc_deactivate, struct hzc_deactivate,
+		     va),
+	HZC_IOCTL_OP(HZC_CMD_DOMAIN_JOIN, hzc_domain_join,
+		     struct hzc_domain_join, nranks),
+	HZC_IOCTL_OP(HZC_CMD_DOMAIN_LEAVE, hzc_domain_leave,
+		     struct hzc_domain_leave, __reserved),
+	HZC_IOCTL_OP(HZC_CMD_BOARD_PUT, hzc_board_put, struct hzc_board_put,
+		     __reserved),
+	HZC_IOCTL_OP(HZC_CMD_BOARD_WAIT, hzc_board_wait, struct hzc_board_wait,
+		     __reserved),
+	HZC_IOCTL_OP(HZC_CMD_LIST_RANGES, hzc_list_ranges,
+		     struct hzc_list_ranges, ranges),
+	HZC_IOCTL_OP(HZC_CMD_LIST_ACTIVATIONS, hzc_list_activations,
+		     struct hzc_list_activations, activations),
 };
 
 static long hzc_fops_ioctl(struct file *file, unsigned int cmd,
@@ -116,6 +148,7 @@ static int hzc_fops_open(struct inode *inode, struct file *file)
 	if (IS_ERR(ctx))
 		return PTR_ERR(ctx);
 	file->private_data = ctx;
+	hzc_peer_file_init(file);
 	return 0;
 }
 
@@ -130,6 +163,7 @@ static const struct file_operations hzc_fops = {
 	.open = hzc_fops_open,
 	.release = hzc_fops_release,
 	.unlocked_ioctl = hzc_fops_ioctl,
+	.mmap = hzc_peer_mmap,
 	.compat_ioctl = compat_ptr_ioctl,
 	.llseek = noop_llseek,
 };
@@ -154,20 +188,27 @@ static int __init hzc_init(void)
 	ret = hzc_sysfs_init();
 	if (ret)
 		return ret;
-
-	ret = misc_register(&hzc_misc);
+	ret = hzc_peer_init();
 	if (ret)
 		goto out_sysfs;
+	ret = misc_register(&hzc_misc);
+	if (ret)
+		goto out_peer;
 	return 0;
 
+out_peer:
+	hzc_peer_exit();
 out_sysfs:
 	hzc_sysfs_exit();
 	return ret;
 }
 
+/* Only reached once no file is open and no peer VMA exists. */
 static void __exit hzc_exit(void)
 {
 	misc_deregister(&hzc_misc);
+	hzc_peer_exit();
+	hzc_windows_destroy();
 	hzc_sysfs_exit();
 }
 

@@ -21,6 +21,7 @@
  *   kernel.  Only ids cross the ABI, never kernel pointers.
  * - A context is bound to the mm of the process that opened /dev/hzc; an
  *   ioctl or mmap from another mm (e.g. a forked child) is -EPERM.
+ * - open() of /dev/hzc fails with -ENOSPC when 32767 files are open.
  *
  * Errno table (common to all commands; each command lists its own extras)
  * ------------------------------------------------------------------------
@@ -45,10 +46,27 @@
 
 enum {
 	HZC_CMD_INFO = 0x00,
+	HZC_CMD_RANGE_REGISTER = 0x01,
+	HZC_CMD_RANGE_UNREGISTER = 0x02,
+	HZC_CMD_ACTIVATE = 0x03,
+	HZC_CMD_DEACTIVATE = 0x04,
+	HZC_CMD_DOMAIN_JOIN = 0x05,
+	HZC_CMD_DOMAIN_LEAVE = 0x06,
+	HZC_CMD_BOARD_PUT = 0x07,
+	HZC_CMD_BOARD_WAIT = 0x08,
+	HZC_CMD_LIST_RANGES = 0x09,
+	HZC_CMD_LIST_ACTIVATIONS = 0x0a,
 };
 
 /* Feature bits reported in hzc_info.out_features. */
 #define HZC_FEATURE_INFO	(1ULL << 0)
+#define HZC_FEATURE_RANGES	(1ULL << 1)	/* RANGE_REGISTER/UNREGISTER */
+#define HZC_FEATURE_ACTIVATIONS	(1ULL << 2)	/* ACTIVATE/DEACTIVATE */
+#define HZC_FEATURE_DOMAINS	(1ULL << 3)	/* DOMAIN_*, BOARD_* */
+#define HZC_FEATURE_PEER_MAP	(1ULL << 4)	/* LIST_*, mmap of peer ranges */
+
+/* Number of board keys per domain: keys are 0 .. HZC_BOARD_KEYS - 1. */
+#define HZC_BOARD_KEYS		16
 
 /**
  * struct hzc_info - HZC_IOC_INFO: describe the module and its limits
@@ -79,5 +97,364 @@ struct hzc_info {
 };
 
 #define HZC_IOC_INFO _IOWR(HZC_IOCTL_TYPE, HZC_CMD_INFO, struct hzc_info)
+
+/**
+ * struct hzc_range_register - HZC_IOC_RANGE_REGISTER: publish a VA range
+ * @size: sizeof(struct hzc_range_register)
+ * @flags: must be 0
+ * @base: first byte of the range in the caller's address space
+ * @length: length of the range in bytes
+ * @out_id: the range's id, unique and never reused while the module is loaded
+ * @out_mmap_offset: offset of the range's window in the /dev/hzc mmap space
+ *
+ * [@base, @base + @length) must be page aligned, inside the user address
+ * space and covered by mappings (any protection, e.g. a PROT_NONE
+ * reservation).  It must not overlap a range of the same context.
+ *
+ * Errors:
+ *   EINVAL      @length is 0, @base or @length is not page aligned, or the
+ *               range ends beyond the user address space or beyond 2^47
+ *               (the 4-level x86-64 user address space)
+ *   EOVERFLOW   @base + @length overflows
+ *   EFAULT      part of the range is not mapped
+ *   EEXIST      the range overlaps a registered range; nothing changed
+ *   ENOSPC      the context has max_ranges ranges
+ */
+struct hzc_range_register {
+	__u32 size;
+	__u32 flags;
+	__aligned_u64 base;
+	__aligned_u64 length;
+	__aligned_u64 out_id;
+	__aligned_u64 out_mmap_offset;
+};
+
+#define HZC_IOC_RANGE_REGISTER \
+	_IOWR(HZC_IOCTL_TYPE, HZC_CMD_RANGE_REGISTER, struct hzc_range_register)
+
+/**
+ * struct hzc_range_unregister - HZC_IOC_RANGE_UNREGISTER: remove a range
+ * @size: sizeof(struct hzc_range_unregister)
+ * @flags: must be 0
+ * @base: exactly the @base the range was registered with
+ *
+ * Peers' mappings of the range are revoked: a later access is SIGBUS.
+ *
+ * Errors:
+ *   ENOENT      no range of this context starts at @base
+ *   EBUSY       the range still has activations
+ */
+struct hzc_range_unregister {
+	__u32 size;
+	__u32 flags;
+	__aligned_u64 base;
+};
+
+#define HZC_IOC_RANGE_UNREGISTER \
+	_IOWR(HZC_IOCTL_TYPE, HZC_CMD_RANGE_UNREGISTER, struct hzc_range_unregister)
+
+/**
+ * struct hzc_activate - HZC_IOC_ACTIVATE: pin a sub-range and publish it
+ * @size: sizeof(struct hzc_activate)
+ * @flags: must be 0
+ * @va: first byte of the activation
+ * @length: length in bytes
+ * @out_range_id: id of the range that contains the activation
+ *
+ * [@va, @va + @length) must lie inside one registered range, be mapped
+ * writable, and not overlap another activation.  Its pages are pinned
+ * long-term (FOLL_LONGTERM | FOLL_WRITE) and charged to RLIMIT_MEMLOCK of
+ * the context's owner (CAP_IPC_LOCK exempts from the limit).  Either the
+ * whole activation is pinned or nothing is.
+ *
+ * Errors:
+ *   EINVAL      @length is 0, @va or @length is not page aligned, or the
+ *               activation leaves the range that contains @va
+ *   EOVERFLOW   @va + @length overflows
+ *   ENOENT      no range contains @va
+ *   EEXIST      the activation overlaps an existing activation
+ *   ENOMEM      RLIMIT_MEMLOCK or max_pinned_bytes would be exceeded, or
+ *               out of memory
+ *   EFAULT      part of it is not mapped, or not writable
+ *   EINTR       a fatal signal arrived while pinning
+ */
+struct hzc_activate {
+	__u32 size;
+	__u32 flags;
+	__aligned_u64 va;
+	__aligned_u64 length;
+	__aligned_u64 out_range_id;
+};
+
+#define HZC_IOC_ACTIVATE _IOWR(HZC_IOCTL_TYPE, HZC_CMD_ACTIVATE, struct hzc_activate)
+
+/**
+ * struct hzc_deactivate - HZC_IOC_DEACTIVATE: revoke and unpin an activation
+ * @size: sizeof(struct hzc_deactivate)
+ * @flags: must be 0
+ * @va: exactly the @va the activation was made with
+ *
+ * Peers' mappings of the activation are revoked first (a later access is
+ * SIGBUS), then the pages are unpinned (marked dirty) and uncharged.
+ *
+ * Errors:
+ *   ENOENT      no activation of this context starts at @va
+ */
+struct hzc_deactivate {
+	__u32 size;
+	__u32 flags;
+	__aligned_u64 va;
+};
+
+#define HZC_IOC_DEACTIVATE _IOWR(HZC_IOCTL_TYPE, HZC_CMD_DEACTIVATE, struct hzc_deactivate)
+
+/**
+ * struct hzc_domain_join - HZC_IOC_DOMAIN_JOIN: become rank @rank of a domain
+ * @size: sizeof(struct hzc_domain_join)
+ * @flags: must be 0
+ * @domain_id: 128-bit domain id (@domain_id[0] low half), not all zero
+ * @rank: this member's rank, < @nranks
+ * @nranks: number of ranks of the domain, 1 .. out_max_ranks of INFO
+ *
+ * The first joiner creates the domain; later joiners must give the same
+ * @nranks and have the creator's effective uid (or CAP_SYS_ADMIN).  A
+ * context may hold several ranks of one domain.  When any member leaves
+ * (explicitly or by closing the file) the domain breaks: its waiters get
+ * ECONNRESET, it is no longer found by id (a new join with the same id
+ * creates a new domain), and the remaining members should leave.
+ *
+ * Errors:
+ *   EINVAL      @domain_id is zero, @nranks is 0 or too large, @rank >=
+ *               @nranks, or @nranks differs from the existing domain's
+ *   EBUSY       @rank is taken, or this context already holds @rank of a
+ *               domain with this id (leave it first)
+ *   EPERM       the caller's effective uid is not the creator's
+ *   ENOSPC      max_domains domains exist
+ */
+struct hzc_domain_join {
+	__u32 size;
+	__u32 flags;
+	__aligned_u64 domain_id[2];
+	__u32 rank;
+	__u32 nranks;
+};
+
+#define HZC_IOC_DOMAIN_JOIN _IOWR(HZC_IOCTL_TYPE, HZC_CMD_DOMAIN_JOIN, struct hzc_domain_join)
+
+/**
+ * struct hzc_domain_leave - HZC_IOC_DOMAIN_LEAVE: leave a domain
+ * @size: sizeof(struct hzc_domain_leave)
+ * @flags: must be 0
+ * @domain_id: the domain's id
+ * @rank: the rank this context holds
+ * @__reserved: must be 0
+ *
+ * Errors:
+ *   ENOENT      this context holds no such rank of such a domain
+ */
+struct hzc_domain_leave {
+	__u32 size;
+	__u32 flags;
+	__aligned_u64 domain_id[2];
+	__u32 rank;
+	__u32 __reserved;
+};
+
+#define HZC_IOC_DOMAIN_LEAVE _IOWR(HZC_IOCTL_TYPE, HZC_CMD_DOMAIN_LEAVE, struct hzc_domain_leave)
+
+/**
+ * struct hzc_board_put - HZC_IOC_BOARD_PUT: publish a blob on the board
+ * @size: sizeof(struct hzc_board_put)
+ * @flags: must be 0
+ * @domain_id: the domain's id
+ * @rank: the rank this context holds
+ * @key: board key, < HZC_BOARD_KEYS
+ * @blob: user pointer to the blob
+ * @blob_len: its length, 0 .. out_max_blob_size of INFO
+ * @__reserved: must be 0
+ *
+ * Each member publishes at most one blob per key; the blob stays until the
+ * member leaves.
+ *
+ * Errors:
+ *   EINVAL      @key or @blob_len out of bounds
+ *   ENOENT      this context holds no such rank of such a domain
+ *   EEXIST      this member already published under @key
+ *   ECONNRESET  the domain is broken (a member left)
+ */
+struct hzc_board_put {
+	__u32 size;
+	__u32 flags;
+	__aligned_u64 domain_id[2];
+	__u32 rank;
+	__u32 key;
+	__aligned_u64 blob;
+	__u32 blob_len;
+	__u32 __reserved;
+};
+
+#define HZC_IOC_BOARD_PUT _IOWR(HZC_IOCTL_TYPE, HZC_CMD_BOARD_PUT, struct hzc_board_put)
+
+/**
+ * struct hzc_board_wait - HZC_IOC_BOARD_WAIT: wait for every rank's blob
+ * @size: sizeof(struct hzc_board_wait)
+ * @flags: must be 0
+ * @domain_id: the domain's id
+ * @rank: the rank this context holds
+ * @key: board key, < HZC_BOARD_KEYS
+ * @timeout_ms: how long to wait; 0 = only look
+ * @blob_stride: bytes reserved per rank in @blobs
+ * @blobs: user pointer to nranks * @blob_stride bytes, or 0: receives rank
+ *         r's blob at r * @blob_stride
+ * @blob_lens: user pointer to nranks __u32, or 0: receives each blob's length
+ * @missing: user pointer to (nranks + 63) / 64 __u64, or 0: bit r set if
+ *           rank r has not published @key (written on success and ETIMEDOUT)
+ * @out_nr_missing: number of ranks that have not published @key (written on
+ *                  success and ETIMEDOUT)
+ * @__reserved: must be 0
+ *
+ * Sleeps interruptibly until all nranks members have published @key.
+ *
+ * Errors:
+ *   EINVAL      @key out of bounds, or @blobs given with @blob_stride 0
+ *   ENOENT      this context holds no such rank of such a domain
+ *   ETIMEDOUT   not every rank published in time (see @missing)
+ *   ECONNRESET  the domain broke (a member left or died) before or while
+ *               waiting
+ *   EMSGSIZE    a blob is longer than @blob_stride (@blob_lens is written)
+ *   EINTR       a signal arrived
+ */
+struct hzc_board_wait {
+	__u32 size;
+	__u32 flags;
+	__aligned_u64 domain_id[2];
+	__u32 rank;
+	__u32 key;
+	__u32 timeout_ms;
+	__u32 blob_stride;
+	__aligned_u64 blobs;
+	__aligned_u64 blob_lens;
+	__aligned_u64 missing;
+	__u32 out_nr_missing;
+	__u32 __reserved;
+};
+
+#define HZC_IOC_BOARD_WAIT _IOWR(HZC_IOCTL_TYPE, HZC_CMD_BOARD_WAIT, struct hzc_board_wait)
+
+/**
+ * struct hzc_range_desc - one range in the output of HZC_IOC_LIST_RANGES
+ * @id: the range's id
+ * @base: its base in the owner's address space
+ * @length: its length
+ * @mmap_offset: offset to pass to mmap() of /dev/hzc to map it
+ * @activated_bytes: sum of the lengths of its activations
+ * @nr_activations: number of activations
+ * @__reserved: written as 0
+ */
+struct hzc_range_desc {
+	__aligned_u64 id;
+	__aligned_u64 base;
+	__aligned_u64 length;
+	__aligned_u64 mmap_offset;
+	__aligned_u64 activated_bytes;
+	__u32 nr_activations;
+	__u32 __reserved;
+};
+
+/**
+ * struct hzc_list_ranges - HZC_IOC_LIST_RANGES: list a member's ranges
+ * @size: sizeof(struct hzc_list_ranges)
+ * @flags: must be 0
+ * @domain_id: a domain the caller is a member of
+ * @rank: the rank the caller holds in it
+ * @peer_rank: the member whose ranges are listed (may be @rank)
+ * @num_ranges: in: capacity of @ranges; out: number of ranges the peer has
+ * @out_peer_pid: the peer's process id (in the initial pid namespace)
+ * @ranges: user pointer to @num_ranges struct hzc_range_desc, sorted by base
+ *
+ * Errors:
+ *   EINVAL      @peer_rank >= nranks
+ *   ENOENT      the caller holds no such rank, or @peer_rank has not joined
+ *   ECONNRESET  the domain is broken
+ *   EMSGSIZE    @num_ranges is too small; it is updated to the needed count
+ *               and the first entries are written
+ */
+struct hzc_list_ranges {
+	__u32 size;
+	__u32 flags;
+	__aligned_u64 domain_id[2];
+	__u32 rank;
+	__u32 peer_rank;
+	__u32 num_ranges;
+	__u32 out_peer_pid;
+	__aligned_u64 ranges;
+};
+
+#define HZC_IOC_LIST_RANGES _IOWR(HZC_IOCTL_TYPE, HZC_CMD_LIST_RANGES, struct hzc_list_ranges)
+
+/**
+ * struct hzc_activation_desc - one activation in HZC_IOC_LIST_ACTIVATIONS
+ * @va: its first byte in the owner's address space
+ * @length: its length
+ */
+struct hzc_activation_desc {
+	__aligned_u64 va;
+	__aligned_u64 length;
+};
+
+/**
+ * struct hzc_list_activations - HZC_IOC_LIST_ACTIVATIONS: list a range's
+ *                               activations
+ * @size: sizeof(struct hzc_list_activations)
+ * @flags: must be 0
+ * @domain_id: a domain the caller is a member of
+ * @rank: the rank the caller holds in it
+ * @peer_rank: the member that owns the range (may be @rank)
+ * @range_id: the range's id
+ * @num_activations: in: capacity of @activations; out: number of activations
+ * @__reserved: must be 0
+ * @activations: user pointer to @num_activations struct
+ *               hzc_activation_desc, sorted by va
+ *
+ * Errors:
+ *   EINVAL      @peer_rank >= nranks
+ *   ENOENT      the caller holds no such rank, @peer_rank has not joined,
+ *               or the peer has no range @range_id
+ *   ECONNRESET  the domain is broken
+ *   EMSGSIZE    @num_activations is too small; it is updated to the needed
+ *               count and the first entries are written
+ */
+struct hzc_list_activations {
+	__u32 size;
+	__u32 flags;
+	__aligned_u64 domain_id[2];
+	__u32 rank;
+	__u32 peer_rank;
+	__aligned_u64 range_id;
+	__u32 num_activations;
+	__u32 __reserved;
+	__aligned_u64 activations;
+};
+
+#define HZC_IOC_LIST_ACTIVATIONS \
+	_IOWR(HZC_IOCTL_TYPE, HZC_CMD_LIST_ACTIVATIONS, struct hzc_list_activations)
+
+/*
+ * Peer mappings
+ * -------------
+ * mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, off) of /dev/hzc,
+ * with off = mmap_offset of a range (from RANGE_REGISTER or LIST_RANGES)
+ * plus a page-aligned offset into the range, maps that part of the owner's
+ * range.  Activated parts show the owner's pages; an access elsewhere is
+ * SIGBUS.  Deactivate, unregister and the owner's exit revoke the mapping
+ * (later accesses are SIGBUS); the mapping keeps its own range and never
+ * shows another range's pages.  The mapping is not inherited by fork().
+ *
+ * mmap errors:
+ *   EPERM       the caller's mm does not own this file, or the caller's
+ *               context shares no domain with the range's owner
+ *   EINVAL      not MAP_SHARED, or the mapping extends beyond the range
+ *   ENXIO       no range has a window at @off
+ */
 
 #endif /* _UAPI_LINUX_HZC_H */

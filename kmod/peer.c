@@ -1,0 +1,317 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * hzc: peer mappings and the listing of a peer's ranges.
+ *
+ * Every open file of /dev/hzc shares one address_space (of an inode on a
+ * private pseudo filesystem), so unmap_mapping_range() on a range's window
+ * reaches every peer VMA of that range.  A peer VMA holds a reference to
+ * the range it maps; its faults insert the owner's pinned pages of
+ * activated parts (VM_PFNMAP) and give SIGBUS elsewhere.
+ */
+#include <linux/fs.h>
+#include <linux/mm.h>
+#include <linux/mount.h>
+#include <linux/pseudo_fs.h>
+#include <linux/slab.h>
+#include <linux/uaccess.h>
+
+#include "hzc.h"
+
+#define HZC_FS_MAGIC	0x687a6331	/* "hzc1" */
+
+static struct vfsmount *hzc_mnt;
+static int hzc_mnt_count;
+static struct inode *hzc_inode;
+
+static int hzc_fs_init_fs_context(struct fs_context *fc)
+{
+	return init_pseudo(fc, HZC_FS_MAGIC) ? 0 : -ENOMEM;
+}
+
+/* Never mounted by users; it only provides the shared inode. */
+static struct file_system_type hzc_fs_type = {
+	.name = "hzc",
+	.init_fs_context = hzc_fs_init_fs_context,
+	.kill_sb = kill_anon_super,
+};
+
+int hzc_peer_init(void)
+{
+	int ret;
+
+	ret = simple_pin_fs(&hzc_fs_type, &hzc_mnt, &hzc_mnt_count);
+	if (ret)
+		return ret;
+	hzc_inode = alloc_anon_inode(hzc_mnt->mnt_sb);
+	if (IS_ERR(hzc_inode)) {
+		ret = PTR_ERR(hzc_inode);
+		simple_release_fs(&hzc_mnt, &hzc_mnt_count);
+		return ret;
+	}
+	return 0;
+}
+
+void hzc_peer_exit(void)
+{
+	iput(hzc_inode);
+	simple_release_fs(&hzc_mnt, &hzc_mnt_count);
+}
+
+void hzc_peer_file_init(struct file *file)
+{
+	file->f_mapping = hzc_inode->i_mapping;
+}
+
+/* Zap every peer PTE of [start, start + size) of the range (offsets). */
+void hzc_peer_revoke(struct hzc_range *range, unsigned long start,
+		     unsigned long size)
+{
+	loff_t off = ((loff_t)range->window << PAGE_SHIFT) + start;
+
+	unmap_mapping_range(hzc_inode->i_mapping, off, size, 1);
+}
+
+static void hzc_vm_open(struct vm_area_struct *vma)
+{
+	struct hzc_range *range = vma->vm_private_data;
+
+	kref_get(&range->kref);
+}
+
+static void hzc_vm_close(struct vm_area_struct *vma)
+{
+	hzc_range_put(vma->vm_private_data);
+}
+
+/*
+ * Insert the faulting page, and with it the rest of its 2 MiB block that
+ * lies in the same activation and VMA, so a sequential reader faults once
+ * per block.
+ */
+static vm_fault_t hzc_vm_fault(struct vm_fault *vmf)
+{
+	struct vm_area_struct *vma = vmf->vma;
+	struct hzc_range *range = vma->vm_private_data;
+	unsigned long va, first, last, addr, blk;
+	struct interval_tree_node *node;
+	struct hzc_activation *act;
+	vm_fault_t ret = VM_FAULT_SIGBUS;
+
+	va = hzc_range_base(range) +
+	     ((vmf->pgoff - range->window) << PAGE_SHIFT);
+
+	down_read(&range->lock);
+	if (range->dead)
+		goto out_unlock;
+	node = interval_tree_iter_first(&range->acts, va, va);
+	if (!node)
+		goto out_unlock;
+	act = container_of(node, struct hzc_activation, node);
+
+	ret = vmf_insert_pfn(vma, vmf->address,
+			     page_to_pfn(act->pages[(va - node->start) >> PAGE_SHIFT]));
+	if (ret != VM_FAULT_NOPAGE)
+		goto out_unlock;
+
+	blk = ALIGN_DOWN(vmf->address, PMD_SIZE);
+	first = max3(blk, vma->vm_start, vmf->address - (va - node->start));
+	last = min3(blk + PMD_SIZE - 1, vma->vm_end - 1,
+		    vmf->address + (node->last - va));
+	for (addr = first; addr < last; addr += PAGE_SIZE) {
+		unsigned long i = (va - node->start + addr - vmf->address) >>
+				  PAGE_SHIFT;
+
+		if (addr == vmf->address)
+			continue;
+		if (vmf_insert_pfn(vma, addr, page_to_pfn(act->pages[i])) !=
+		    VM_FAULT_NOPAGE)
+			break;
+	}
+out_unlock:
+	up_read(&range->lock);
+	return ret;
+}
+
+static const struct vm_operations_struct hzc_vm_ops = {
+	.open = hzc_vm_open,
+	.close = hzc_vm_close,
+	.fault = hzc_vm_fault,
+};
+
+int hzc_peer_mmap(struct file *file, struct vm_area_struct *vma)
+{
+	struct hzc_ctx *ctx = file->private_data;
+	struct hzc_range *range;
+	unsigned long npages;
+	bool dead;
+	int ret;
+
+	if (current->mm != ctx->mm)
+		return -EPERM;
+	if (!(vma->vm_flags & VM_SHARED))
+		return -EINVAL;
+
+	range = hzc_range_get_by_window(vma->vm_pgoff);
+	if (!range)
+		return -ENXIO;
+	npages = hzc_range_size(range) >> PAGE_SHIFT;
+	if (vma->vm_pgoff - range->window + vma_pages(vma) > npages) {
+		ret = -EINVAL;
+		goto out_put;
+	}
+	down_read(&range->lock);
+	dead = range->dead;
+	up_read(&range->lock);
+	if (dead) {
+		ret = -ENXIO;
+		goto out_put;
+	}
+	if (range->ctx != ctx && !hzc_ctx_share_domain(ctx, range->ctx)) {
+		ret = -EPERM;
+		goto out_put;
+	}
+
+#ifdef HZC_HAVE_VM_FLAGS_SET
+	vm_flags_set(vma, VM_PFNMAP | VM_DONTEXPAND | VM_DONTDUMP | VM_DONTCOPY);
+#else
+	vma->vm_flags |= VM_PFNMAP | VM_DONTEXPAND | VM_DONTDUMP | VM_DONTCOPY;
+#endif
+	vma->vm_ops = &hzc_vm_ops;
+	vma->vm_private_data = range;
+	return 0;
+
+out_put:
+	hzc_range_put(range);
+	return ret;
+}
+
+static void hzc_range_describe(struct hzc_range *range,
+			       struct hzc_range_desc *desc)
+{
+	desc->id = range->id;
+	desc->base = hzc_range_base(range);
+	desc->length = hzc_range_size(range);
+	desc->mmap_offset = (u64)range->window << PAGE_SHIFT;
+	desc->activated_bytes = range->activated_bytes;
+	desc->nr_activations = range->nr_acts;
+}
+
+int hzc_list_ranges(struct hzc_ucmd *ucmd)
+{
+	struct hzc_list_ranges *cmd = ucmd->cmd;
+	struct interval_tree_node *node;
+	struct hzc_range_desc *descs = NULL;
+	struct hzc_ctx *peer;
+	u32 total, n, i = 0;
+	pid_t pid = 0;
+	int ret = 0;
+
+	if (cmd->flags)
+		return -EOPNOTSUPP;
+
+	peer = hzc_domain_peer_get(ucmd->ctx, cmd->domain_id, cmd->rank,
+				   cmd->peer_rank, &pid);
+	if (IS_ERR(peer))
+		return PTR_ERR(peer);
+
+	mutex_lock(&peer->lock);
+	total = peer->nr_ranges;
+	n = min(total, cmd->num_ranges);
+	if (n) {
+		descs = kvcalloc(n, sizeof(*descs), GFP_KERNEL);
+		if (!descs) {
+			ret = -ENOMEM;
+			goto out_unlock;
+		}
+	}
+	for (node = interval_tree_iter_first(&peer->ranges, 0, ULONG_MAX);
+	     node && i < n; node = interval_tree_iter_next(node, 0, ULONG_MAX))
+		hzc_range_describe(container_of(node, struct hzc_range, node),
+				   &descs[i++]);
+out_unlock:
+	mutex_unlock(&peer->lock);
+	hzc_ctx_put(peer);
+	if (ret)
+		goto out_free;
+
+	if (n && copy_to_user(u64_to_user_ptr(cmd->ranges), descs,
+			      n * sizeof(*descs))) {
+		ret = -EFAULT;
+		goto out_free;
+	}
+	cmd->out_peer_pid = pid;
+	if (total > cmd->num_ranges) {
+		ret = -EMSGSIZE;
+		ucmd->copy_out_on_error = true;
+	}
+	cmd->num_ranges = total;
+out_free:
+	kvfree(descs);
+	return ret;
+}
+
+int hzc_list_activations(struct hzc_ucmd *ucmd)
+{
+	struct hzc_list_activations *cmd = ucmd->cmd;
+	struct hzc_activation_desc *descs = NULL;
+	struct interval_tree_node *node;
+	struct hzc_range *range = NULL;
+	struct hzc_ctx *peer;
+	u32 total = 0, n, i = 0;
+	pid_t pid = 0;
+	int ret = 0;
+
+	if (cmd->flags || cmd->__reserved)
+		return -EOPNOTSUPP;
+
+	peer = hzc_domain_peer_get(ucmd->ctx, cmd->domain_id, cmd->rank,
+				   cmd->peer_rank, &pid);
+	if (IS_ERR(peer))
+		return PTR_ERR(peer);
+
+	mutex_lock(&peer->lock);
+	for (node = interval_tree_iter_first(&peer->ranges, 0, ULONG_MAX);
+	     node; node = interval_tree_iter_next(node, 0, ULONG_MAX)) {
+		range = container_of(node, struct hzc_range, node);
+		if (range->id == cmd->range_id)
+			break;
+	}
+	if (!node) {
+		ret = -ENOENT;
+		goto out_unlock;
+	}
+	total = range->nr_acts;
+	n = min(total, cmd->num_activations);
+	if (n) {
+		descs = kvcalloc(n, sizeof(*descs), GFP_KERNEL);
+		if (!descs) {
+			ret = -ENOMEM;
+			goto out_unlock;
+		}
+	}
+	for (node = interval_tree_iter_first(&range->acts, 0, ULONG_MAX);
+	     node && i < n; node = interval_tree_iter_next(node, 0, ULONG_MAX)) {
+		descs[i].va = node->start;
+		descs[i].length = node->last - node->start + 1;
+		i++;
+	}
+out_unlock:
+	mutex_unlock(&peer->lock);
+	hzc_ctx_put(peer);
+	if (ret)
+		goto out_free;
+
+	if (n && copy_to_user(u64_to_user_ptr(cmd->activations), descs,
+			      n * sizeof(*descs))) {
+		ret = -EFAULT;
+		goto out_free;
+	}
+	if (total > cmd->num_activations) {
+		ret = -EMSGSIZE;
+		ucmd->copy_out_on_error = true;
+	}
+	cmd->num_activations = total;
+out_free:
+	kvfree(descs);
+	return ret;
+}
