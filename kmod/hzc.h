@@ -23,6 +23,7 @@
 #define _HZC_PRIV_H
 
 #include <linux/atomic.h>
+#include <linux/bits.h>
 #include <linux/interval_tree.h>
 #include <linux/kref.h>
 #include <linux/list.h>
@@ -55,7 +56,7 @@ extern unsigned long long hzc_max_pinned_bytes;
  * off_t.  HZC_MAX_SLOTS is also the limit on open files.
  */
 #define HZC_VA_BITS		47
-#define HZC_VA_LIMIT		(1ULL << HZC_VA_BITS)
+#define HZC_VA_LIMIT		BIT_ULL(HZC_VA_BITS)
 #define HZC_MAX_SLOTS		((1U << (63 - HZC_VA_BITS)) - 1)
 
 /* Fixed limits reported by HZC_IOC_INFO. */

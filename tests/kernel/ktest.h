@@ -275,8 +275,13 @@ inline int ListActivations(int fd, DomainId id, uint32_t rank, uint32_t peer, ui
   return err;
 }
 
-// /proc/vmstat counter, or -1.
+// /proc/vmstat counter, or -1.  Per-CPU deltas are folded first (root only;
+// otherwise the value may lag by up to a second).
 inline long long VmStat(const std::string &name) {
+  {
+    std::ofstream refresh("/proc/sys/vm/stat_refresh");
+    refresh << 1;
+  }
   std::ifstream in("/proc/vmstat");
   std::string key;
   long long value = 0;
