@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstring>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -62,7 +63,16 @@ uintptr_t Addr(const void *p) {
 constexpr uintptr_t kHandleBase = uintptr_t{0x48} << 40;
 constexpr uintptr_t kHandleStride = 0x40;
 
-bool IsHugeAttr(aclrtMemAttr attr) {
+// Enum fields from C callers may hold any int: read them as int, never as the enum type.
+template <typename Enum>
+int RawEnum(const Enum &field) {
+  static_assert(sizeof(Enum) == sizeof(int));
+  int value = 0;
+  std::memcpy(&value, &field, sizeof(value));
+  return value;
+}
+
+bool IsHugeAttr(int attr) {
   switch (attr) {
     case ACL_DDR_MEM_HUGE:
     case ACL_HBM_MEM_HUGE:
@@ -74,7 +84,7 @@ bool IsHugeAttr(aclrtMemAttr attr) {
   }
 }
 
-bool IsGiantAttr(aclrtMemAttr attr) {
+bool IsGiantAttr(int attr) {
   return attr == ACL_HBM_MEM_HUGE1G || attr == ACL_HBM_MEM_P2P_HUGE1G;
 }
 
@@ -115,19 +125,19 @@ UniqueFd TryHugetlb(size_t size, size_t page) {
 
 AclStatus Granularity(const aclrtPhysicalMemProp &prop, aclrtMemGranularityOptions option,
                       size_t *out) {
-  if (!KnownAttr(prop.memAttr)) {
-    return Error(ACL_ERROR_RT_PARAM_INVALID, "prop->memAttr={}: unknown memory attribute",
-                 static_cast<int>(prop.memAttr));
+  const int attr = RawEnum(prop.memAttr);
+  const int opt = RawEnum(option);
+  if (!KnownAttr(attr)) {
+    return Error(ACL_ERROR_RT_PARAM_INVALID, "prop->memAttr={}: unknown memory attribute", attr);
   }
-  if (option != ACL_RT_MEM_ALLOC_GRANULARITY_MINIMUM &&
-      option != ACL_RT_MEM_ALLOC_GRANULARITY_RECOMMENDED) {
-    return Error(ACL_ERROR_RT_PARAM_INVALID, "option={}: not MINIMUM (0) or RECOMMENDED (1)",
-                 static_cast<int>(option));
+  if (opt != ACL_RT_MEM_ALLOC_GRANULARITY_MINIMUM &&
+      opt != ACL_RT_MEM_ALLOC_GRANULARITY_RECOMMENDED) {
+    return Error(ACL_ERROR_RT_PARAM_INVALID, "option={}: not MINIMUM (0) or RECOMMENDED (1)", opt);
   }
   size_t g = PageSize();
-  if (IsGiantAttr(prop.memAttr)) {
+  if (IsGiantAttr(attr)) {
     g = kGiantPageSize;
-  } else if (IsHugeAttr(prop.memAttr) || option == ACL_RT_MEM_ALLOC_GRANULARITY_RECOMMENDED) {
+  } else if (IsHugeAttr(attr) || opt == ACL_RT_MEM_ALLOC_GRANULARITY_RECOMMENDED) {
     g = kHugePageSize;
   }
   *out = g;
@@ -215,19 +225,16 @@ AclStatus Release(void *base) {
 }
 
 AclStatus MallocPhysical(aclrtDrvMemHandle *out, size_t size, const aclrtPhysicalMemProp &prop) {
-  if (prop.handleType != ACL_MEM_HANDLE_TYPE_NONE) {
-    return Error(ACL_ERROR_RT_PARAM_INVALID, "prop->handleType={}: only NONE (0) is supported",
-                 static_cast<int>(prop.handleType));
+  if (const int v = RawEnum(prop.handleType); v != ACL_MEM_HANDLE_TYPE_NONE) {
+    return Error(ACL_ERROR_RT_PARAM_INVALID, "prop->handleType={}: only NONE (0) is supported", v);
   }
-  if (prop.allocationType != ACL_MEM_ALLOCATION_TYPE_PINNED) {
+  if (const int v = RawEnum(prop.allocationType); v != ACL_MEM_ALLOCATION_TYPE_PINNED) {
     return Error(ACL_ERROR_RT_PARAM_INVALID,
-                 "prop->allocationType={}: only PINNED (0) is supported",
-                 static_cast<int>(prop.allocationType));
+                 "prop->allocationType={}: only PINNED (0) is supported", v);
   }
-  if (prop.location.type != ACL_MEM_LOCATION_TYPE_HOST &&
-      prop.location.type != ACL_MEM_LOCATION_TYPE_DEVICE) {
-    return Error(ACL_ERROR_RT_PARAM_INVALID, "prop->location.type={}: not HOST or DEVICE",
-                 static_cast<int>(prop.location.type));
+  if (const int v = RawEnum(prop.location.type);
+      v != ACL_MEM_LOCATION_TYPE_HOST && v != ACL_MEM_LOCATION_TYPE_DEVICE) {
+    return Error(ACL_ERROR_RT_PARAM_INVALID, "prop->location.type={}: not HOST or DEVICE", v);
   }
   if (prop.reserve != 0) {
     return Error(ACL_ERROR_RT_PARAM_INVALID, "prop->reserve={:#x}: reserved, must be 0",
