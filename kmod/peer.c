@@ -86,7 +86,8 @@ static void hzc_vm_close(struct vm_area_struct *vma)
 /*
  * Insert the faulting page, and with it the rest of its 2 MiB block that
  * lies in the same activation and VMA, so a sequential reader faults once
- * per block.
+ * per block.  (2 MiB PMD entries are not possible here: kernels before
+ * 6.12 never call ->huge_fault() for VM_PFNMAP mappings.)
  */
 static vm_fault_t hzc_vm_fault(struct vm_fault *vmf)
 {
