@@ -21,7 +21,7 @@
  *   kernel.  Only ids cross the ABI, never kernel pointers.
  * - A context is bound to the mm of the process that opened /dev/hzc; an
  *   ioctl or mmap from another mm (e.g. a forked child) is -EPERM.
- * - open() of /dev/hzc fails with -ENOSPC when 32767 files are open.
+ * - open() of /dev/hzc fails with -ENOSPC when 65535 files are open.
  *
  * Errno table (common to all commands; each command lists its own extras)
  * ------------------------------------------------------------------------
