@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/range_registry.h"
+#include "hzc/hzc.h"
 #include "hzc_test.h"
 
 namespace {
@@ -90,112 +91,27 @@ TEST_F(HcclApiTest, SetMemoryRangeArguments) {
   EXPECT_EQ(HcclCommSetMemoryRange(comm_, p + 1, kPage, 0, 0), HCCL_E_PARA);
   EXPECT_EQ(HcclCommSetMemoryRange(comm_, p, kPage + 1, 0, 0), HCCL_E_PARA);
   EXPECT_EQ(HcclCommSetMemoryRange(comm_, p, SIZE_MAX - kPage + 1, 0, 0), HCCL_E_PARA);
-  EXPECT_EQ(hzc::RangeRegistry::Process().RangeCount(), 0U);
-  ASSERT_EQ(HcclCommSetMemoryRange(comm_, p, 4 * kPage, 0, 0), HCCL_SUCCESS);
-  EXPECT_EQ(HcclCommSetMemoryRange(comm_, p, 4 * kPage, 0, 0), HCCL_E_PARA);  // repeat
-  EXPECT_EQ(HcclCommSetMemoryRange(comm_, p + kPage, kPage, 0, 0), HCCL_E_PARA);
   EXPECT_EQ(HcclCommUnsetMemoryRange(nullptr, p), HCCL_E_PTR);
   EXPECT_EQ(HcclCommUnsetMemoryRange(comm_, nullptr), HCCL_E_PTR);
-  EXPECT_EQ(HcclCommUnsetMemoryRange(comm_, p + kPage), HCCL_E_PARA);
-  EXPECT_EQ(HcclCommUnsetMemoryRange(comm_, p), HCCL_SUCCESS);
-  EXPECT_EQ(HcclCommUnsetMemoryRange(comm_, p), HCCL_E_PARA);
+  EXPECT_EQ(hzc::RangeRegistry::Process().RangeCount(), 0U);
   EXPECT_EQ(aclrtReleaseMemAddress(va), ACL_SUCCESS);
 }
 
-// DESIGN.md section 1, host side: reserve, set, malloc, map, activate, ..., release.
-TEST_F(HcclApiTest, ElevenStepFlowGrowingInAdjacentChunks) {
+// Without the module every call past the argument checks is HCCL_E_DRV naming the device.
+TEST_F(HcclApiTest, WithoutModuleValidCallsAreDrvErrors) {
+  if (access(hzc_device_path(), F_OK) == 0) {
+    GTEST_SKIP() << hzc_device_path() << " exists: the guest tests cover this path";
+  }
   void *va = nullptr;
-  const size_t chunk = 2 * kPage;
-  ASSERT_EQ(aclrtReserveMemAddress(&va, 3 * chunk, 0, nullptr, 0), ACL_SUCCESS);
-  ASSERT_EQ(HcclCommSetMemoryRange(comm_, va, 3 * chunk, 0, 0), HCCL_SUCCESS);
-  aclrtPhysicalMemProp prop{};
-  prop.memAttr = ACL_HBM_MEM_NORMAL;
-  prop.location.type = ACL_MEM_LOCATION_TYPE_DEVICE;
-  std::vector<aclrtDrvMemHandle> handles(3);
-  aclrtDrvMemHandle other = nullptr;
-  ASSERT_EQ(aclrtMallocPhysical(&other, chunk, &prop, 0), ACL_SUCCESS);
-  for (size_t i = 0; i < 3; ++i) {
-    char *at = static_cast<char *>(va) + i * chunk;
-    ASSERT_EQ(aclrtMallocPhysical(&handles[i], chunk, &prop, 0), ACL_SUCCESS);
-    EXPECT_EQ(HcclCommActivateCommMemory(comm_, at, chunk, 0, handles[i], 0), HCCL_E_PARA)
-        << "activated before aclrtMapMem";
-    ASSERT_EQ(aclrtMapMem(at, chunk, 0, handles[i], 0), ACL_SUCCESS);
-    EXPECT_EQ(HcclCommActivateCommMemory(comm_, at, chunk, 0, other, 0), HCCL_E_PARA)
-        << "another allocation's handle";
-    EXPECT_EQ(HcclCommActivateCommMemory(comm_, at, chunk / 2, 0, handles[i], 0), HCCL_E_PARA);
-    EXPECT_EQ(HcclCommActivateCommMemory(comm_, at, chunk, kPage, handles[i], 0), HCCL_E_PARA);
-    EXPECT_EQ(HcclCommActivateCommMemory(comm_, at, chunk, 0, handles[i], 1), HCCL_E_PARA);
-    EXPECT_EQ(HcclCommActivateCommMemory(comm_, at, 0, 0, handles[i], 0), HCCL_E_PARA);
-    EXPECT_EQ(HcclCommActivateCommMemory(comm_, nullptr, chunk, 0, handles[i], 0), HCCL_E_PTR);
-    EXPECT_EQ(HcclCommActivateCommMemory(comm_, at, chunk, 0, nullptr, 0), HCCL_E_PTR);
-    EXPECT_EQ(HcclCommActivateCommMemory(nullptr, at, chunk, 0, handles[i], 0), HCCL_E_PTR);
-    ASSERT_EQ(HcclCommActivateCommMemory(comm_, at, chunk, 0, handles[i], 0), HCCL_SUCCESS);
-    EXPECT_EQ(HcclCommActivateCommMemory(comm_, at, chunk, 0, handles[i], 0), HCCL_E_PARA)
-        << "activated twice";
-    at[0] = static_cast<char>(i);
-  }
-  EXPECT_EQ(hzc::RangeRegistry::Process().ActivationCount(), 3U);
-  EXPECT_EQ(HcclCommUnsetMemoryRange(comm_, va), HCCL_E_PARA);  // activated memory remains
-  for (size_t i = 0; i < 3; ++i) {
-    char *at = static_cast<char *>(va) + i * chunk;
-    EXPECT_EQ(HcclCommDeactivateCommMemory(comm_, at + kPage), HCCL_E_PARA);
-    EXPECT_EQ(HcclCommDeactivateCommMemory(comm_, nullptr), HCCL_E_PTR);
-    EXPECT_EQ(HcclCommDeactivateCommMemory(nullptr, at), HCCL_E_PTR);
-    if (i == 1) {  // some callers unmap before deactivating
-      ASSERT_EQ(aclrtUnmapMem(at), ACL_SUCCESS);
-      ASSERT_EQ(HcclCommDeactivateCommMemory(comm_, at), HCCL_SUCCESS);
-    } else {
-      ASSERT_EQ(HcclCommDeactivateCommMemory(comm_, at), HCCL_SUCCESS);
-      ASSERT_EQ(aclrtUnmapMem(at), ACL_SUCCESS);
-    }
-    ASSERT_EQ(aclrtFreePhysical(handles[i]), ACL_SUCCESS);
-  }
-  ASSERT_EQ(aclrtFreePhysical(other), ACL_SUCCESS);
-  // Release before unset must work too.
-  ASSERT_EQ(aclrtReleaseMemAddress(va), ACL_SUCCESS);
-  ASSERT_EQ(HcclCommUnsetMemoryRange(comm_, va), HCCL_SUCCESS);
-}
-
-TEST_F(HcclApiTest, RangesAreProcessWide) {
-  HcclRootInfo root;
-  HcclComm other = nullptr;
-  ASSERT_EQ(HcclGetRootInfo(&root), HCCL_SUCCESS);
-  ASSERT_EQ(HcclCommInitRootInfo(1, &root, 0, &other), HCCL_SUCCESS);
-  void *va = nullptr;
-  ASSERT_EQ(aclrtReserveMemAddress(&va, 2 * kPage, 0, nullptr, 0), ACL_SUCCESS);
-  ASSERT_EQ(HcclCommSetMemoryRange(comm_, va, 2 * kPage, 0, 0), HCCL_SUCCESS);
-  EXPECT_EQ(HcclCommSetMemoryRange(other, va, kPage, 0, 0), HCCL_E_PARA);
-  EXPECT_EQ(HcclCommUnsetMemoryRange(other, va), HCCL_SUCCESS);  // visible through any
-  EXPECT_EQ(HcclCommDestroy(other), HCCL_SUCCESS);
-  EXPECT_EQ(aclrtReleaseMemAddress(va), ACL_SUCCESS);
-}
-
-TEST_F(HcclApiTest, ConcurrentSetFromThreads) {
-  constexpr int kThreads = 8;
-  void *va = nullptr;
-  ASSERT_EQ(aclrtReserveMemAddress(&va, kThreads * kPage, 0, nullptr, 0), ACL_SUCCESS);
-  std::vector<std::thread> threads;
-  std::atomic<int> ok{0};
-  for (int t = 0; t < kThreads; ++t) {
-    threads.emplace_back([&, t] {
-      char *mine = static_cast<char *>(va) + t * kPage;
-      for (int i = 0; i < 500; ++i) {
-        if (HcclCommSetMemoryRange(comm_, mine, kPage, 0, 0) != HCCL_SUCCESS ||
-            HcclCommUnsetMemoryRange(comm_, mine) != HCCL_SUCCESS) {
-          return;
-        }
-      }
-      // All threads race for one range: exactly one wins.
-      if (HcclCommSetMemoryRange(comm_, va, kThreads * kPage, 0, 0) == HCCL_SUCCESS) {
-        ++ok;
-      }
-    });
-  }
-  for (auto &t : threads) {
-    t.join();
-  }
-  EXPECT_EQ(ok.load(), 1);
-  EXPECT_EQ(HcclCommUnsetMemoryRange(comm_, va), HCCL_SUCCESS);
+  ASSERT_EQ(aclrtReserveMemAddress(&va, kPage, 0, nullptr, 0), ACL_SUCCESS);
+  testing::internal::CaptureStderr();
+  EXPECT_EQ(HcclCommSetMemoryRange(comm_, va, kPage, 0, 0), HCCL_E_DRV);
+  EXPECT_THAT(
+      testing::internal::GetCapturedStderr(),
+      testing::HasSubstr(std::string("HcclCommSetMemoryRange: cannot open ") + hzc_device_path()));
+  EXPECT_EQ(HcclCommUnsetMemoryRange(comm_, va), HCCL_E_DRV);
+  EXPECT_EQ(HcclCommDeactivateCommMemory(comm_, va), HCCL_E_DRV);
+  EXPECT_EQ(hzc::RangeRegistry::Process().RangeCount(), 0U);  // nothing changed
   EXPECT_EQ(aclrtReleaseMemAddress(va), ACL_SUCCESS);
 }
 
@@ -247,8 +163,11 @@ void RunProcesses(uint32_t nranks, bool two_servers, int expect) {
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
 }
 
-TEST_F(HcclMultiProcessTest, FourRanksOneServer) {
-  RunProcesses(4, false, HCCL_SUCCESS);
+TEST_F(HcclMultiProcessTest, FourRanksOneServerWithoutModule) {
+  if (access(hzc_device_path(), F_OK) == 0) {
+    GTEST_SKIP() << hzc_device_path() << " exists: the guest tests cover this path";
+  }
+  RunProcesses(4, false, HCCL_E_DRV);
 }
 
 TEST_F(HcclMultiProcessTest, TwoServersAreNotSupported) {

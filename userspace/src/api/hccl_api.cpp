@@ -6,6 +6,7 @@
 
 #include <unistd.h>
 
+#include <cstring>
 #include <functional>
 
 #include "api/boundary.h"
@@ -16,6 +17,7 @@
 #include "core/comm.h"
 #include "core/config.h"
 #include "core/range_registry.h"
+#include "device/device.h"
 #include "runtime/vmm.h"
 
 using hzc::Error;
@@ -207,13 +209,19 @@ HcclResult HcclCommSetMemoryRange(HcclComm comm, void *baseVirPtr, size_t size, 
                    "support memory ranges",
                    comm, (*c)->size(), servers);
     }
-    {
-      std::lock_guard lock((*c)->mutex());
-      if (!(*c)->linked()) {
-        (*c)->set_linked();  // kernel domain join + board rendezvous plug in here
-      }
+    auto device = hzc::Device::Process();
+    if (!device.ok()) {
+      return device.status();
     }
-    return hzc::RangeRegistry::Process().Add(Addr(baseVirPtr), size, (*c)->serial());
+    HZC_RETURN_IF_ERROR((*c)->EstablishLinks(*device, hzc::GetConfig().connect_timeout));
+    auto &ranges = hzc::RangeRegistry::Process();
+    HZC_RETURN_IF_ERROR(ranges.Add(Addr(baseVirPtr), size, (*c)->serial()));
+    auto ids = (*device)->RegisterRange(Addr(baseVirPtr), size);
+    if (!ids.ok()) {
+      (void)ranges.Remove(Addr(baseVirPtr));  // nothing changed
+      return ids.status();
+    }
+    return Status::Ok();
   });
 }
 
@@ -229,7 +237,18 @@ HcclResult HcclCommUnsetMemoryRange(HcclComm comm, void *baseVirPtr) {
     if (!c.ok()) {
       return c.status();
     }
-    return hzc::RangeRegistry::Process().Remove(Addr(baseVirPtr));
+    auto device = hzc::Device::Process();
+    if (!device.ok()) {
+      return device.status();
+    }
+    auto &ranges = hzc::RangeRegistry::Process();
+    hzc::RangeRegistry::Range removed;
+    HZC_RETURN_IF_ERROR(ranges.Remove(Addr(baseVirPtr), &removed));
+    if (Status st = (*device)->UnregisterRange(Addr(baseVirPtr)); !st.ok()) {
+      (void)ranges.Add(Addr(baseVirPtr), removed.size, removed.comm_id);  // nothing changed
+      return st;
+    }
+    return Status::Ok();
   });
 }
 
@@ -264,7 +283,17 @@ HcclResult HcclCommActivateCommMemory(HcclComm comm, void *virPtr, size_t size, 
     if (std::string why = hzc::runtime::CheckMapped(virPtr, size, handle); !why.empty()) {
       return Error(HCCL_E_PARA, "{}", why);
     }
-    return hzc::RangeRegistry::Process().Activate(Addr(virPtr), size, handle);
+    auto device = hzc::Device::Process();
+    if (!device.ok()) {
+      return device.status();
+    }
+    auto &ranges = hzc::RangeRegistry::Process();
+    HZC_RETURN_IF_ERROR(ranges.Activate(Addr(virPtr), size, handle));
+    if (Status st = (*device)->Activate(Addr(virPtr), size); !st.ok()) {
+      (void)ranges.Deactivate(Addr(virPtr));  // nothing changed
+      return st;
+    }
+    return Status::Ok();
   });
 }
 
@@ -280,6 +309,17 @@ HcclResult HcclCommDeactivateCommMemory(HcclComm comm, void *virPtr) {
     if (!c.ok()) {
       return c.status();
     }
-    return hzc::RangeRegistry::Process().Deactivate(Addr(virPtr));
+    auto device = hzc::Device::Process();
+    if (!device.ok()) {
+      return device.status();
+    }
+    auto &ranges = hzc::RangeRegistry::Process();
+    hzc::RangeRegistry::Activation removed;
+    HZC_RETURN_IF_ERROR(ranges.Deactivate(Addr(virPtr), &removed));
+    if (Status st = (*device)->Deactivate(Addr(virPtr)); !st.ok()) {
+      (void)ranges.Activate(Addr(virPtr), removed.size, removed.handle);  // nothing changed
+      return st;
+    }
+    return Status::Ok();
   });
 }

@@ -43,6 +43,14 @@ const char *hzc_feature_name(uint64_t feature_bit) {
   switch (feature_bit) {
     case HZC_FEATURE_INFO:
       return "info";
+    case HZC_FEATURE_RANGES:
+      return "ranges";
+    case HZC_FEATURE_ACTIVATIONS:
+      return "activations";
+    case HZC_FEATURE_DOMAINS:
+      return "domains";
+    case HZC_FEATURE_PEER_MAP:
+      return "peer_map";
     default:
       return nullptr;
   }

@@ -1,7 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "core/comm.h"
 
+#include "core/log.h"
+
+#include <unistd.h>
+
+#include <algorithm>
 #include <atomic>
+#include <cstring>
 #include <set>
 
 namespace hzc {
@@ -18,6 +24,70 @@ constexpr uintptr_t kHandleStride = 0x40;
 Communicator::Communicator(bootstrap::UniqueId id, uint32_t rank,
                            std::vector<bootstrap::Peer> ranks)
     : serial_(++g_serial), id_(id), rank_(rank), ranks_(std::move(ranks)) {}
+
+Communicator::~Communicator() {
+  if (device_) {
+    if (Status st = device_->LeaveDomain(DomainId(), rank_); !st.ok()) {
+      LogWarn("HcclCommDestroy: {}", st.message());
+    }
+  }
+}
+
+Device::DomainId Communicator::DomainId() const {
+  Device::DomainId id{};
+  std::memcpy(id.data(), id_.data(), sizeof(id));
+  return id;
+}
+
+bool Communicator::linked() const {
+  std::lock_guard lock(mutex_);
+  return device_ != nullptr;
+}
+
+Status Communicator::EstablishLinks(const std::shared_ptr<Device> &device,
+                                    std::chrono::seconds timeout) {
+  std::lock_guard lock(mutex_);
+  if (device_) {
+    return Status::Ok();
+  }
+  const Device::DomainId domain = DomainId();
+  HZC_RETURN_IF_ERROR(device->JoinDomain(domain, rank_, size()));
+  auto leave = [&] {
+    if (Status st = device->LeaveDomain(domain, rank_); !st.ok()) {
+      LogWarn("link establishment: {}", st.message());
+    }
+  };
+  // Key 0 carries each rank's pid; verbs endpoints will use further keys.
+  const uint32_t pid = static_cast<uint32_t>(getpid());
+  if (Status st = device->BoardPut(domain, rank_, 0, &pid, sizeof(pid)); !st.ok()) {
+    leave();
+    return st;
+  }
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(timeout).count();
+  std::vector<uint32_t> missing;
+  Status st = device->BoardWait(domain, rank_, size(), 0,
+                                static_cast<uint32_t>(std::min<int64_t>(ms, UINT32_MAX)), &missing);
+  if (!st.ok()) {
+    leave();
+    if (st.code() == HCCL_E_TIMEOUT) {
+      std::string list;
+      for (uint32_t r : missing) {
+        list += (list.empty() ? "" : ",") + std::to_string(r);
+      }
+      return Error(HCCL_E_TIMEOUT,
+                   "link establishment: rank(s) {} of {} did not call HcclCommSetMemoryRange "
+                   "within HCCL_CONNECT_TIMEOUT={}s",
+                   list, size(), timeout.count());
+    }
+    if (st.code() == HCCL_E_REMOTE) {
+      return Error(HCCL_E_REMOTE, "link establishment: a peer left or died ({})", st.message());
+    }
+    return st;
+  }
+  device_ = device;
+  LogDebug("link establishment: rank {} of {} linked", rank_, size());
+  return Status::Ok();
+}
 
 uint32_t Communicator::ServerCount() const {
   std::set<std::string> hosts;

@@ -4,6 +4,7 @@
 
 #include <hccl/hccl_types.h>
 
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -14,12 +15,16 @@
 #include "bootstrap/rendezvous.h"
 #include "bootstrap/root_info.h"
 #include "core/status.h"
+#include "device/device.h"
 
 namespace hzc {
 
 class Communicator {
  public:
   Communicator(bootstrap::UniqueId id, uint32_t rank, std::vector<bootstrap::Peer> ranks);
+  ~Communicator();  // leaves the kernel domain
+  Communicator(const Communicator &) = delete;
+  Communicator &operator=(const Communicator &) = delete;
 
   uint64_t serial() const { return serial_; }
   const bootstrap::UniqueId &id() const { return id_; }
@@ -29,18 +34,21 @@ class Communicator {
   // Number of distinct servers (host identities) among the ranks.
   uint32_t ServerCount() const;
 
-  // The communicator's own lock (link establishment, per-communicator state).
-  std::mutex &mutex() { return mutex_; }
-  bool linked() const { return linked_; }
-  void set_linked() { linked_ = true; }
+  // Link establishment, done by the first HcclCommSetMemoryRange of the communicator: join
+  // the kernel domain, publish on its board and wait (up to @timeout) until every rank has.
+  // A failure leaves the domain again, so a later call starts afresh. Idempotent.
+  Status EstablishLinks(const std::shared_ptr<Device> &device, std::chrono::seconds timeout);
+  bool linked() const;
 
  private:
   const uint64_t serial_;
   const bootstrap::UniqueId id_;
   const uint32_t rank_;
   const std::vector<bootstrap::Peer> ranks_;
-  std::mutex mutex_;
-  bool linked_ = false;
+  Device::DomainId DomainId() const;
+
+  mutable std::mutex mutex_;
+  std::shared_ptr<Device> device_;  // set once linked: the context holding our domain rank
 };
 
 // Live communicators by handle. Handles are opaque values never reused, so a destroyed or

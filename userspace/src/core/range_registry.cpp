@@ -51,7 +51,7 @@ Status RangeRegistry::Add(uintptr_t base, size_t size, uint64_t comm_id) {
   return Status::Ok();
 }
 
-Status RangeRegistry::Remove(uintptr_t base) {
+Status RangeRegistry::Remove(uintptr_t base, Range *removed) {
   std::lock_guard lock(mutex_);
   auto it = ranges_.find(base);
   if (it == ranges_.end()) {
@@ -61,6 +61,9 @@ Status RangeRegistry::Remove(uintptr_t base) {
     return Error(HCCL_E_PARA,
                  "baseVirPtr={:#x}: {} activated block(s) remain; deactivate them first", base,
                  it->second.activations.size());
+  }
+  if (removed != nullptr) {
+    *removed = it->second;
   }
   ranges_.erase(it);
   return Status::Ok();
@@ -89,12 +92,15 @@ Status RangeRegistry::Activate(uintptr_t va, size_t size, void *handle) {
   return Status::Ok();
 }
 
-Status RangeRegistry::Deactivate(uintptr_t va) {
+Status RangeRegistry::Deactivate(uintptr_t va, Activation *removed) {
   std::lock_guard lock(mutex_);
   auto it = Containing(va, 1);
   if (it != ranges_.end()) {
     auto act = it->second.activations.find(va);
     if (act != it->second.activations.end()) {
+      if (removed != nullptr) {
+        *removed = act->second;
+      }
       it->second.activations.erase(act);
       return Status::Ok();
     }

@@ -29,12 +29,12 @@ class RangeRegistry {
   static RangeRegistry &Process();
 
   Status Add(uintptr_t base, size_t size, uint64_t comm_id);
-  // Exact base; refused while activations remain.
-  Status Remove(uintptr_t base);
+  // Exact base; refused while activations remain. @removed (optional) receives the range.
+  Status Remove(uintptr_t base, Range *removed = nullptr);
   // [va, va+size) inside one range, no overlap with its activations.
   Status Activate(uintptr_t va, size_t size, void *handle);
-  // Exact start of an activation.
-  Status Deactivate(uintptr_t va);
+  // Exact start of an activation. @removed (optional) receives it.
+  Status Deactivate(uintptr_t va, Activation *removed = nullptr);
 
   size_t RangeCount() const;
   size_t ActivationCount() const;

@@ -51,6 +51,161 @@ Status Device::Info(hzc_info *out) const {
   return Status::Ok();
 }
 
+int Device::Ioctl(unsigned long request, void *arg) const {
+  for (;;) {
+    if (::ioctl(fd_.get(), request, arg) == 0) {
+      return 0;
+    }
+    if (errno != EINTR) {
+      return errno;
+    }
+  }
+}
+
+namespace {
+
+// The HcclResult for an errno of the module: caller mistakes are E_PARA, limits E_UNAVAIL or
+// E_MEMORY, a broken domain E_REMOTE, anything unexpected E_DRV.
+HcclResult CodeOf(int err) {
+  switch (err) {
+    case EINVAL:
+    case EOVERFLOW:
+    case EFAULT:
+    case EEXIST:
+    case ENOENT:
+    case EBUSY:
+      return HCCL_E_PARA;
+    case ENOMEM:
+      return HCCL_E_MEMORY;
+    case ENOSPC:
+      return HCCL_E_UNAVAIL;
+    case ETIMEDOUT:
+      return HCCL_E_TIMEOUT;
+    case ECONNRESET:
+      return HCCL_E_REMOTE;
+    case EPERM:
+      return HCCL_E_NOT_SUPPORT;
+    default:
+      return HCCL_E_DRV;
+  }
+}
+
+}  // namespace
+
+Expected<Device::RangeIds> Device::RegisterRange(uintptr_t base, size_t length) const {
+  hzc_range_register arg{};
+  arg.size = sizeof(arg);
+  arg.base = base;
+  arg.length = length;
+  if (int err = Ioctl(HZC_IOC_RANGE_REGISTER, &arg); err != 0) {
+    return Error(CodeOf(err), "kernel refused range [{:#x}, +{:#x}): {}{}", base, length,
+                 ErrnoString(err), err == EFAULT ? " (not mapped; reserve it first)" : "");
+  }
+  return RangeIds{.id = arg.out_id, .mmap_offset = arg.out_mmap_offset};
+}
+
+Status Device::UnregisterRange(uintptr_t base) const {
+  hzc_range_unregister arg{};
+  arg.size = sizeof(arg);
+  arg.base = base;
+  if (int err = Ioctl(HZC_IOC_RANGE_UNREGISTER, &arg); err != 0) {
+    return Error(CodeOf(err), "kernel refused to unregister {:#x}: {}", base, ErrnoString(err));
+  }
+  return Status::Ok();
+}
+
+Status Device::Activate(uintptr_t va, size_t length) const {
+  hzc_activate arg{};
+  arg.size = sizeof(arg);
+  arg.va = va;
+  arg.length = length;
+  if (int err = Ioctl(HZC_IOC_ACTIVATE, &arg); err != 0) {
+    return Error(CodeOf(err), "kernel cannot pin [{:#x}, +{:#x}): {}{}", va, length,
+                 ErrnoString(err), err == ENOMEM ? " (RLIMIT_MEMLOCK or max_pinned_bytes?)" : "");
+  }
+  return Status::Ok();
+}
+
+Status Device::Deactivate(uintptr_t va) const {
+  hzc_deactivate arg{};
+  arg.size = sizeof(arg);
+  arg.va = va;
+  if (int err = Ioctl(HZC_IOC_DEACTIVATE, &arg); err != 0) {
+    return Error(CodeOf(err), "kernel refused to deactivate {:#x}: {}", va, ErrnoString(err));
+  }
+  return Status::Ok();
+}
+
+Status Device::JoinDomain(const DomainId &id, uint32_t rank, uint32_t nranks) const {
+  hzc_domain_join arg{};
+  arg.size = sizeof(arg);
+  arg.domain_id[0] = id[0];
+  arg.domain_id[1] = id[1];
+  arg.rank = rank;
+  arg.nranks = nranks;
+  if (int err = Ioctl(HZC_IOC_DOMAIN_JOIN, &arg); err != 0) {
+    return Error(CodeOf(err), "cannot join the kernel domain as rank {} of {}: {}", rank, nranks,
+                 ErrnoString(err));
+  }
+  return Status::Ok();
+}
+
+Status Device::LeaveDomain(const DomainId &id, uint32_t rank) const {
+  hzc_domain_leave arg{};
+  arg.size = sizeof(arg);
+  arg.domain_id[0] = id[0];
+  arg.domain_id[1] = id[1];
+  arg.rank = rank;
+  if (int err = Ioctl(HZC_IOC_DOMAIN_LEAVE, &arg); err != 0) {
+    return Error(CodeOf(err), "cannot leave the kernel domain (rank {}): {}", rank,
+                 ErrnoString(err));
+  }
+  return Status::Ok();
+}
+
+Status Device::BoardPut(const DomainId &id, uint32_t rank, uint32_t key, const void *blob,
+                        uint32_t len) const {
+  hzc_board_put arg{};
+  arg.size = sizeof(arg);
+  arg.domain_id[0] = id[0];
+  arg.domain_id[1] = id[1];
+  arg.rank = rank;
+  arg.key = key;
+  arg.blob = reinterpret_cast<uintptr_t>(blob);
+  arg.blob_len = len;
+  if (int err = Ioctl(HZC_IOC_BOARD_PUT, &arg); err != 0) {
+    return Error(CodeOf(err), "cannot publish on the domain board (key {}): {}", key,
+                 ErrnoString(err));
+  }
+  return Status::Ok();
+}
+
+Status Device::BoardWait(const DomainId &id, uint32_t rank, uint32_t nranks, uint32_t key,
+                         uint32_t timeout_ms, std::vector<uint32_t> *missing) const {
+  std::vector<uint64_t> bits((nranks + 63) / 64);
+  hzc_board_wait arg{};
+  arg.size = sizeof(arg);
+  arg.domain_id[0] = id[0];
+  arg.domain_id[1] = id[1];
+  arg.rank = rank;
+  arg.key = key;
+  arg.timeout_ms = timeout_ms;
+  arg.missing = reinterpret_cast<uintptr_t>(bits.data());
+  const int err = Ioctl(HZC_IOC_BOARD_WAIT, &arg);
+  if (err == ETIMEDOUT && missing != nullptr) {
+    missing->clear();
+    for (uint32_t r = 0; r < nranks; ++r) {
+      if (bits[r / 64] & (1ULL << (r % 64))) {
+        missing->push_back(r);
+      }
+    }
+  }
+  if (err != 0) {
+    return Error(CodeOf(err), "waiting on the domain board (key {}): {}", key, ErrnoString(err));
+  }
+  return Status::Ok();
+}
+
 Expected<std::shared_ptr<Device>> Device::Process() {
   static std::mutex mutex;
   static std::shared_ptr<Device> device;

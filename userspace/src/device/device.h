@@ -5,8 +5,12 @@
 
 #include <linux/hzc.h>
 
+#include <array>
+#include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "core/status.h"
 #include "core/unique_fd.h"
@@ -27,8 +31,29 @@ class Device {
   Device &operator=(const Device &) = delete;
   ~Device() = default;
 
+  using DomainId = std::array<uint64_t, 2>;
+
   // HZC_IOC_INFO.
   Status Info(hzc_info *out) const;
+
+  struct RangeIds {
+    uint64_t id = 0;
+    uint64_t mmap_offset = 0;
+  };
+  // HZC_IOC_RANGE_REGISTER / UNREGISTER.
+  Expected<RangeIds> RegisterRange(uintptr_t base, size_t length) const;
+  Status UnregisterRange(uintptr_t base) const;
+  // HZC_IOC_ACTIVATE / DEACTIVATE.
+  Status Activate(uintptr_t va, size_t length) const;
+  Status Deactivate(uintptr_t va) const;
+  // HZC_IOC_DOMAIN_JOIN / LEAVE.
+  Status JoinDomain(const DomainId &id, uint32_t rank, uint32_t nranks) const;
+  Status LeaveDomain(const DomainId &id, uint32_t rank) const;
+  // HZC_IOC_BOARD_PUT / WAIT. On HCCL_E_TIMEOUT, @missing lists the ranks that did not publish.
+  Status BoardPut(const DomainId &id, uint32_t rank, uint32_t key, const void *blob,
+                  uint32_t len) const;
+  Status BoardWait(const DomainId &id, uint32_t rank, uint32_t nranks, uint32_t key,
+                   uint32_t timeout_ms, std::vector<uint32_t> *missing) const;
 
   // What INFO said when the device was opened.
   const hzc_info &info() const { return info_; }
@@ -36,6 +61,9 @@ class Device {
   int fd() const { return fd_.get(); }
 
  private:
+  // One ioctl; the errno on failure (EINTR retried).
+  int Ioctl(unsigned long request, void *arg) const;
+
   Device(UniqueFd fd, std::string path) : fd_(std::move(fd)), path_(std::move(path)) {}
 
   UniqueFd fd_;
