@@ -2,7 +2,7 @@
 // One rank of a host multi-process test: init from a hex root info, query, set and unset one
 // range, destroy. Exit status: the HcclResult of HcclCommSetMemoryRange, or 10+ on setup errors.
 //
-// Usage: hzc-test-rank ROOT_INFO_HEX NRANKS RANK
+// Usage: hzc-test-rank ROOT_INFO_HEX NRANKS RANK [DELAY_MS_BEFORE_SET [RETRIES]]
 #include <acl/acl.h>
 #include <hccl/hccl.h>
 #include <unistd.h>
@@ -12,7 +12,7 @@
 #include <string>
 
 int main(int argc, char **argv) {
-  if (argc != 4 || std::strlen(argv[1]) != 2 * sizeof(HcclRootInfo)) {
+  if (argc < 4 || argc > 6 || std::strlen(argv[1]) != 2 * sizeof(HcclRootInfo)) {
     return 2;
   }
   HcclRootInfo root;
@@ -35,7 +35,13 @@ int main(int argc, char **argv) {
   if (aclrtReserveMemAddress(&va, page, 0, nullptr, 0) != ACL_SUCCESS) {
     return 12;
   }
-  const HcclResult set = HcclCommSetMemoryRange(comm, va, page, 0, 0);
+  const int delay_ms = argc > 4 ? std::atoi(argv[4]) : 0;
+  int retries = argc > 5 ? std::atoi(argv[5]) : 0;
+  usleep(static_cast<useconds_t>(delay_ms) * 1000);
+  HcclResult set = HcclCommSetMemoryRange(comm, va, page, 0, 0);
+  while (set == HCCL_E_TIMEOUT && retries-- > 0) {
+    set = HcclCommSetMemoryRange(comm, va, page, 0, 0);  // no half state: a retry starts afresh
+  }
   if (set == HCCL_SUCCESS && HcclCommUnsetMemoryRange(comm, va) != HCCL_SUCCESS) {
     return 13;
   }

@@ -227,6 +227,45 @@ TEST_F(HcclMultiProcessTest, EightRanksOneServer) {
   RunProcesses(8, false, HCCL_SUCCESS);
 }
 
+// Two ranks; rank 1 calls HcclCommSetMemoryRange @delay_ms late. Exit statuses of both.
+std::vector<int> LateRank(int delay_ms, int timeout_s, int retries0, int retries1) {
+  HcclRootInfo root;
+  EXPECT_EQ(HcclGetRootInfo(&root), HCCL_SUCCESS);
+  const std::string hex = Hex(root), t = std::to_string(timeout_s);
+  std::vector<pid_t> pids;
+  for (int r = 0; r < 2; ++r) {
+    const std::string me = std::to_string(r), delay = std::to_string(r == 1 ? delay_ms : 0),
+                      retries = std::to_string(r == 0 ? retries0 : retries1);
+    const pid_t pid = fork();
+    if (pid == 0) {
+      setenv("HCCL_CONNECT_TIMEOUT", t.c_str(), 1);
+      execl(HZC_RANK_MAIN, HZC_RANK_MAIN, hex.c_str(), "2", me.c_str(), delay.c_str(),
+            retries.c_str(), nullptr);
+      _exit(127);
+    }
+    pids.push_back(pid);
+  }
+  std::vector<int> out;
+  for (pid_t pid : pids) {
+    int status = 0;
+    waitpid(pid, &status, 0);
+    out.push_back(WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  return out;
+}
+
+TEST_F(HcclMultiProcessTest, LateRankWithinTimeoutSucceeds) {
+  EXPECT_EQ(LateRank(500, 5, 0, 0), (std::vector<int>{HCCL_SUCCESS, HCCL_SUCCESS}));
+}
+
+TEST_F(HcclMultiProcessTest, AbsentRankTimesOutThenRetryWorks) {
+  // Rank 1 arrives 2.5 s late with a 1 s timeout: rank 0 times out once, then retries and
+  // meets rank 1.
+  EXPECT_EQ(LateRank(2500, 1, 0, 0)[0], HCCL_E_TIMEOUT);
+  EXPECT_EQ(LateRank(1500, 1, 3, 0), (std::vector<int>{HCCL_SUCCESS, HCCL_SUCCESS}));
+}
+
 TEST_F(HcclMultiProcessTest, TwoServersAreNotSupported) {
   RunProcesses(4, true, HCCL_E_NOT_SUPPORT);
 }
