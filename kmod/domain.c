@@ -34,7 +34,11 @@ static bool hzc_id_eq(const u64 *a, const u64 *b)
 static void hzc_domain_free(struct kref *kref)
 {
 	struct hzc_domain *dom = container_of(kref, struct hzc_domain, kref);
+	u32 i;
 
+	for (i = 0; i < dom->nranks * HZC_BOARD_KEYS; i++)
+		kfree(dom->board[i].blob);
+	kvfree(dom->board);
 	kfree(dom->members);
 	kfree(dom);
 }
@@ -53,7 +57,12 @@ static struct hzc_domain *hzc_domain_alloc(const u64 *id, u32 nranks)
 		return NULL;
 	dom->members = kcalloc(nranks, sizeof(*dom->members),
 			       GFP_KERNEL_ACCOUNT);
-	if (!dom->members) {
+	/* nranks <= HZC_MAX_RANKS: the product cannot overflow. */
+	dom->board = kvcalloc(nranks * HZC_BOARD_KEYS, sizeof(*dom->board),
+			      GFP_KERNEL_ACCOUNT);
+	if (!dom->members || !dom->board) {
+		kvfree(dom->board);
+		kfree(dom->members);
 		kfree(dom);
 		return NULL;
 	}
@@ -113,7 +122,6 @@ static void hzc_member_leave(struct hzc_member *m)
 {
 	struct hzc_domain *dom = m->dom;
 	struct hzc_ctx *ctx = m->ctx;
-	unsigned int key;
 
 	lockdep_assert_held(&hzc_domains_lock);
 	hzc_sysfs_member_del(m);
@@ -122,12 +130,10 @@ static void hzc_member_leave(struct hzc_member *m)
 	spin_unlock(&ctx->members_lock);
 	dom->members[m->rank] = NULL;
 	WRITE_ONCE(dom->nr_joined, dom->nr_joined - 1);
-	for (key = 0; key < HZC_BOARD_KEYS; key++) {
-		if (!m->blob[key])
-			continue;
-		WRITE_ONCE(dom->nr_published[key], dom->nr_published[key] - 1);
-		kfree(m->blob[key]);
-	}
+	/*
+	 * The member's blobs stay on the board: ranks woken by a key that
+	 * every rank published still read it after this rank is gone.
+	 */
 	hzc_domain_break(dom);
 	kfree(m);
 	hzc_domain_put(dom);
@@ -259,6 +265,7 @@ void hzc_domains_leave_all(struct hzc_ctx *ctx)
 int hzc_board_put(struct hzc_ucmd *ucmd)
 {
 	struct hzc_board_put *cmd = ucmd->cmd;
+	struct hzc_board_slot *slot;
 	struct hzc_domain *dom;
 	struct hzc_member *m;
 	void *blob;
@@ -285,12 +292,13 @@ int hzc_board_put(struct hzc_ucmd *ucmd)
 		ret = -ECONNRESET;
 		goto out_unlock;
 	}
-	if (m->blob[cmd->key]) {
+	slot = &dom->board[m->rank * HZC_BOARD_KEYS + cmd->key];
+	if (slot->blob) {
 		ret = -EEXIST;
 		goto out_unlock;
 	}
-	m->blob[cmd->key] = blob;
-	m->blob_len[cmd->key] = cmd->blob_len;
+	slot->blob = blob;
+	slot->len = cmd->blob_len;
 	blob = NULL;
 	WRITE_ONCE(dom->nr_published[cmd->key], dom->nr_published[cmd->key] + 1);
 	if (dom->nr_published[cmd->key] == dom->nranks)
@@ -344,24 +352,23 @@ static int hzc_board_snapshot_alloc(struct hzc_board_snapshot *s, u32 nranks,
 static void hzc_board_snapshot_fill(struct hzc_board_snapshot *s,
 				    struct hzc_domain *dom, u32 key)
 {
-	struct hzc_member *m;
-	u32 r, len;
+	const struct hzc_board_slot *slot;
+	u32 r;
 
 	lockdep_assert_held(&hzc_domains_lock);
 	for (r = 0; r < s->nranks; r++) {
-		m = dom->members[r];
-		if (!m || !m->blob[key]) {
+		slot = &dom->board[r * HZC_BOARD_KEYS + key];
+		if (!slot->blob) {
 			s->missing[r / 64] |= 1ULL << (r % 64);
 			s->nr_missing++;
 			continue;
 		}
-		len = m->blob_len[key];
-		s->lens[r] = len;
-		if (len > s->stride)
+		s->lens[r] = slot->len;
+		if (slot->len > s->stride)
 			s->too_long = true;
 		if (s->blobs)
-			memcpy(s->blobs + (size_t)r * s->stride, m->blob[key],
-			       min(len, s->stride));
+			memcpy(s->blobs + (size_t)r * s->stride, slot->blob,
+			       min(slot->len, s->stride));
 	}
 }
 
@@ -427,7 +434,8 @@ int hzc_board_wait(struct hzc_ucmd *ucmd)
 	}
 
 	mutex_lock(&hzc_domains_lock);
-	if (dom->broken) {
+	/* A key every rank published is complete even if a rank left since. */
+	if (dom->broken && dom->nr_published[cmd->key] != dom->nranks) {
 		mutex_unlock(&hzc_domains_lock);
 		ret = -ECONNRESET;
 		goto out_free;

@@ -159,6 +159,16 @@ struct hzc_activation {
 };
 
 /**
+ * struct hzc_board_slot - what one rank published under one key
+ * @blob: the blob (ZERO_SIZE_PTR if empty), NULL if nothing was published
+ * @len: its length
+ */
+struct hzc_board_slot {
+	void *blob;
+	u32 len;
+};
+
+/**
  * struct hzc_domain - the kernel side of a communicator on this host
  * @kref: references: each member, each waiter
  * @list: in hzc_domains while not broken
@@ -170,6 +180,9 @@ struct hzc_activation {
  * @wq: board waiters
  * @nr_published: per key, how many members published it
  * @members: member per rank, NULL if the rank is free
+ * @board: the published blobs, indexed [rank * HZC_BOARD_KEYS + key]; they
+ *	belong to the domain, not the member, so a key that every rank
+ *	published stays readable after a member leaves
  * @kobj: the domain's sysfs directory
  */
 struct hzc_domain {
@@ -183,6 +196,7 @@ struct hzc_domain {
 	wait_queue_head_t wq;
 	u32 nr_published[HZC_BOARD_KEYS];
 	struct hzc_member **members;
+	struct hzc_board_slot *board;
 	struct hzc_kobj *kobj;
 };
 
@@ -193,8 +207,6 @@ struct hzc_domain {
  * @ctx_node: in @ctx->members
  * @rank: the rank
  * @pid: the member's process id, shown in sysfs
- * @blob: per key, the published blob or NULL
- * @blob_len: per key, its length
  * @kobj: the member's sysfs directory
  */
 struct hzc_member {
@@ -203,8 +215,6 @@ struct hzc_member {
 	struct list_head ctx_node;
 	u32 rank;
 	pid_t pid;
-	void *blob[HZC_BOARD_KEYS];
-	u32 blob_len[HZC_BOARD_KEYS];
 	struct hzc_kobj *kobj;
 };
 

@@ -189,6 +189,34 @@ TEST_F(DomainTest, LeaveWakesWaitersWithEconnreset) {
   close(other);
 }
 
+// A rank that finished its rendezvous may leave before a slower rank reads
+// the board: a key every rank published stays readable, other keys do not.
+TEST_F(DomainTest, CompleteKeySurvivesALeaver) {
+  const DomainId id = NewDomainId();
+  const uint32_t n = 3;
+  std::vector<int> fds(n);
+  for (uint32_t r = 0; r < n; ++r) {
+    fds[r] = OpenDevice();
+    ASSERT_EQ(Join(fds[r], id, r, n), 0);
+    ASSERT_EQ(Put(fds[r], id, r, 2, &"xyz"[r], 1), 0);
+  }
+  ASSERT_EQ(Put(fds[0], id, 0, 3, "p", 1), 0);
+  ASSERT_EQ(Wait(fds[0], id, 0, 2, n, 1000).err, 0);
+  ASSERT_EQ(Leave(fds[0], id, 0), 0);  // the fast rank is done
+  for (uint32_t r = 1; r < n; ++r) {
+    WaitResult w = Wait(fds[r], id, r, 2, n, 1000);
+    ASSERT_EQ(w.err, 0) << "rank " << r;
+    ASSERT_EQ(w.blobs.size(), n);
+    EXPECT_EQ(w.blobs[0], "x");
+    EXPECT_EQ(w.blobs[2], "z");
+    EXPECT_EQ(Wait(fds[r], id, r, 3, n, 1000).err, ECONNRESET) << "incomplete key";
+    EXPECT_EQ(Put(fds[r], id, r, 4, "q", 1), ECONNRESET) << "no new blobs once broken";
+  }
+  for (int fd : fds) {
+    close(fd);
+  }
+}
+
 TEST_F(DomainTest, DeathWakesWaitersWithEconnreset) {
   const DomainId id = NewDomainId();
   int ready[2];

@@ -319,8 +319,9 @@ struct hzc_board_put {
  *   EINVAL      @key out of bounds, or @blobs given with @blob_stride 0
  *   ENOENT      this context holds no such rank of such a domain
  *   ETIMEDOUT   not every rank published in time (see @missing)
- *   ECONNRESET  the domain broke (a member left or died) before or while
- *               waiting
+ *   ECONNRESET  the domain broke (a member left or died) before every rank
+ *               published @key; a key that every rank published stays
+ *               readable after the domain breaks
  *   EMSGSIZE    a blob is longer than @blob_stride (@blob_lens is written)
  *   EINTR       a signal arrived
  */
