@@ -1,0 +1,661 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "verbs/links.h"
+
+#include <linux/hzc.h>
+#include <sched.h>
+#include <sys/ioctl.h>
+#include <sys/random.h>
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <unordered_map>
+#include <utility>
+
+#include "core/config.h"
+#include "core/errno_string.h"
+#include "core/log.h"
+
+namespace hzc::verbs {
+
+struct ProtectionDomain {
+  std::shared_ptr<ibv_context> context;  // declared first: outlives pd
+  PdPtr pd;
+};
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// The ready-barrier blob.
+struct ReadyBlob {
+  uint32_t magic = EndpointHeader::kMagic;
+  uint32_t state = EndpointHeader::kReady;
+};
+
+std::string RankList(const std::vector<uint32_t> &ranks) {
+  std::string list;
+  for (uint32_t r : ranks) {
+    list += (list.empty() ? "" : ",") + std::to_string(r);
+  }
+  return list;
+}
+
+std::optional<uint32_t> GidIndexFromEnvironment() {
+  static const std::optional<uint32_t> value = []() -> std::optional<uint32_t> {
+    const char *text = std::getenv("HZC_RDMA_GID_INDEX");
+    if (text == nullptr) {
+      return std::nullopt;
+    }
+    auto index = ParseUnsigned(text, 0, 65535);
+    if (!index) {
+      LogWarn("config: HZC_RDMA_GID_INDEX=\"{}\": not a GID index in [0, 65535]; ignored", text);
+      return std::nullopt;
+    }
+    LogInfo("config: HZC_RDMA_GID_INDEX={}", *index);
+    return static_cast<uint32_t>(*index);
+  }();
+  return value;
+}
+
+uint32_t RandomPsn() {
+  uint32_t value = 0;
+  if (getrandom(&value, sizeof(value), 0) != sizeof(value)) {
+    value = static_cast<uint32_t>(Clock::now().time_since_epoch().count());
+  }
+  return value & 0xffffff;
+}
+
+template <typename T>
+std::span<const std::byte> Bytes(const T &value) {
+  return std::as_bytes(std::span<const T, 1>(&value, 1));
+}
+
+}  // namespace
+
+LinkOptions LinkOptions::FromEnvironment() {
+  LinkOptions options;
+  const Config &config = GetConfig();
+  options.device = config.rdma_device;
+  options.timeout = config.connect_timeout;
+  options.gid_index = GidIndexFromEnvironment();
+  return options;
+}
+
+std::vector<std::byte> EncodeEndpoint(const Endpoint &ep) {
+  std::vector<std::byte> blob(sizeof(EndpointHeader) + ep.qps.size() * sizeof(QpEndpoint));
+  std::memcpy(blob.data(), &ep.header, sizeof(ep.header));
+  if (!ep.qps.empty()) {
+    std::memcpy(blob.data() + sizeof(EndpointHeader), ep.qps.data(),
+                ep.qps.size() * sizeof(QpEndpoint));
+  }
+  return blob;
+}
+
+Expected<Endpoint> DecodeEndpoint(std::span<const std::byte> blob, uint32_t rank, uint32_t nranks) {
+  Endpoint ep;
+  if (blob.size() < sizeof(EndpointHeader)) {
+    return Error(HCCL_E_ROCE_CONNECT, "endpoint of rank {}: {} bytes, too short", rank,
+                 blob.size());
+  }
+  std::memcpy(&ep.header, blob.data(), sizeof(EndpointHeader));
+  const EndpointHeader &h = ep.header;
+  if (h.magic != EndpointHeader::kMagic || h.version != EndpointHeader::kVersion) {
+    return Error(HCCL_E_ROCE_CONNECT, "endpoint of rank {}: not an hzc endpoint version {}", rank,
+                 EndpointHeader::kVersion);
+  }
+  if (h.rank != rank || h.nranks != nranks) {
+    return Error(HCCL_E_ROCE_CONNECT,
+                 "endpoint of rank {}: says rank {} of {}, expected rank {} of {}", rank, h.rank,
+                 h.nranks, rank, nranks);
+  }
+  if (h.state != EndpointHeader::kReady) {
+    if (h.state != EndpointHeader::kNoDevice && h.state != EndpointHeader::kFailed) {
+      return Error(HCCL_E_ROCE_CONNECT, "endpoint of rank {}: unknown state {}", rank, h.state);
+    }
+    return ep;  // no queue pairs follow
+  }
+  const size_t want = sizeof(EndpointHeader) + size_t{nranks} * sizeof(QpEndpoint);
+  if (blob.size() != want) {
+    return Error(HCCL_E_ROCE_CONNECT, "endpoint of rank {}: {} bytes, expected {}", rank,
+                 blob.size(), want);
+  }
+  ep.qps.resize(nranks);
+  std::memcpy(ep.qps.data(), blob.data() + sizeof(EndpointHeader), nranks * sizeof(QpEndpoint));
+  return ep;
+}
+
+MemoryRegion::MemoryRegion(std::shared_ptr<const ProtectionDomain> pd, MrPtr mr)
+    : pd_(std::move(pd)), mr_(std::move(mr)) {}
+
+MemoryRegion::~MemoryRegion() = default;
+
+bool MemoryRegion::Contains(const void *p, size_t len) const {
+  const auto begin = reinterpret_cast<uintptr_t>(mr_->addr);
+  const auto start = reinterpret_cast<uintptr_t>(p);
+  return start >= begin && start - begin <= mr_->length && len <= mr_->length - (start - begin);
+}
+
+Links::Links(const BoardRef &board, const LinkOptions &options, std::unique_ptr<Port> port)
+    : rank_(board.rank),
+      nranks_(board.nranks),
+      options_(options),
+      port_(std::move(port)),
+      qps_(board.nranks),
+      send_psn_(board.nranks),
+      broken_(board.nranks) {}
+
+Links::~Links() {
+  LogDebug("verbs: rank {}: closing {} links on {}", rank_, nranks_ - 1, port_->device);
+}
+
+Status Links::CreateQueues() {
+  ibv_context *ctx = port_->context.get();
+  auto pd = std::make_shared<ProtectionDomain>();
+  pd->context = port_->context;
+  pd->pd.reset(ibv_alloc_pd(ctx));
+  if (!pd->pd) {
+    return ConnectError("ibv_alloc_pd", errno, port_->device);
+  }
+  pd_ = std::move(pd);
+
+  const uint32_t peers = nranks_ - 1;
+  const uint32_t max_cqe = static_cast<uint32_t>(std::max(port_->device_attr.max_cqe, 1));
+  const uint32_t max_wr = static_cast<uint32_t>(std::max(port_->device_attr.max_qp_wr, 1));
+  uint32_t depth = std::clamp<uint32_t>(options_.queue_depth, 1, max_wr);
+  if (peers > 0) {
+    depth = std::clamp<uint32_t>(std::min(depth, max_cqe / peers), 1, depth);
+  }
+  options_.queue_depth = depth;
+  cq_size_ = std::clamp<uint32_t>(peers * depth, 1, max_cqe);
+  cq_.reset(ibv_create_cq(ctx, static_cast<int>(cq_size_), nullptr, nullptr, 0));
+  if (!cq_) {
+    return ConnectError("ibv_create_cq", errno, fmt::format("{} entries", cq_size_));
+  }
+  for (uint32_t peer = 0; peer < nranks_; ++peer) {
+    if (peer == rank_) {
+      continue;
+    }
+    ibv_qp_init_attr attr{};
+    attr.send_cq = cq_.get();
+    attr.recv_cq = cq_.get();
+    attr.qp_type = IBV_QPT_RC;
+    attr.cap.max_send_wr = depth;
+    attr.cap.max_recv_wr = 1;
+    attr.cap.max_send_sge = 1;
+    attr.cap.max_recv_sge = 1;
+    qps_[peer].reset(ibv_create_qp(pd_->pd.get(), &attr));
+    if (!qps_[peer]) {
+      return ConnectError("ibv_create_qp", errno, fmt::format("rc queue pair for rank {}", peer));
+    }
+    send_psn_[peer] = RandomPsn();
+    HZC_RETURN_IF_ERROR(ModifyToInit(peer));
+  }
+  return Status::Ok();
+}
+
+Status Links::ModifyToInit(uint32_t peer) {
+  ibv_qp_attr attr{};
+  attr.qp_state = IBV_QPS_INIT;
+  attr.pkey_index = 0;
+  attr.port_num = port_->port_num;
+  attr.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+  const int mask = IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS;
+  if (int ret = ibv_modify_qp(qps_[peer].get(), &attr, mask); ret != 0) {
+    return ConnectError("ibv_modify_qp", ret, fmt::format("qp to rank {} -> init", peer));
+  }
+  return Status::Ok();
+}
+
+Status Links::ModifyToReadyToReceive(uint32_t peer, const Endpoint &remote) {
+  const QpEndpoint &theirs = remote.qps[rank_];
+  ibv_qp_attr attr{};
+  attr.qp_state = IBV_QPS_RTR;
+  attr.path_mtu = std::min(port_->port_attr.active_mtu, static_cast<ibv_mtu>(remote.header.mtu));
+  attr.dest_qp_num = theirs.qpn;
+  attr.rq_psn = theirs.psn;
+  attr.max_dest_rd_atomic =
+      static_cast<uint8_t>(std::clamp(port_->device_attr.max_qp_rd_atom, 1, 16));
+  attr.min_rnr_timer = 12;
+  attr.ah_attr.port_num = port_->port_num;
+  attr.ah_attr.dlid = static_cast<uint16_t>(remote.header.lid);
+  if (port_->global()) {
+    attr.ah_attr.is_global = 1;
+    std::memcpy(attr.ah_attr.grh.dgid.raw, remote.header.gid, sizeof(remote.header.gid));
+    attr.ah_attr.grh.sgid_index = static_cast<uint8_t>(port_->gid_index);
+    attr.ah_attr.grh.hop_limit = 64;
+  }
+  const int mask = IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+                   IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
+  if (int ret = ibv_modify_qp(qps_[peer].get(), &attr, mask); ret != 0) {
+    return ConnectError("ibv_modify_qp", ret,
+                        fmt::format("qp to rank {} -> rtr (remote qp {:#x}, gid {})", peer,
+                                    theirs.qpn, GidString(attr.ah_attr.grh.dgid)));
+  }
+  return Status::Ok();
+}
+
+Status Links::ModifyToReadyToSend(uint32_t peer) {
+  ibv_qp_attr attr{};
+  attr.qp_state = IBV_QPS_RTS;
+  attr.sq_psn = send_psn_[peer];
+  attr.timeout = options_.ack_timeout;
+  attr.retry_cnt = options_.retry_count;
+  attr.rnr_retry = options_.retry_count;
+  attr.max_rd_atomic =
+      static_cast<uint8_t>(std::clamp(port_->device_attr.max_qp_init_rd_atom, 1, 16));
+  const int mask = IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+                   IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC;
+  if (int ret = ibv_modify_qp(qps_[peer].get(), &attr, mask); ret != 0) {
+    return ConnectError("ibv_modify_qp", ret, fmt::format("qp to rank {} -> rts", peer));
+  }
+  return Status::Ok();
+}
+
+Endpoint Links::LocalEndpoint() const {
+  Endpoint ep;
+  ep.header.rank = rank_;
+  ep.header.nranks = nranks_;
+  std::memcpy(ep.header.gid, port_->gid.raw, sizeof(ep.header.gid));
+  ep.header.lid = port_->port_attr.lid;
+  ep.header.mtu = port_->port_attr.active_mtu;
+  ep.header.port = port_->port_num;
+  ep.header.link_layer = port_->port_attr.link_layer;
+  ep.qps.resize(nranks_);
+  for (uint32_t peer = 0; peer < nranks_; ++peer) {
+    if (qps_[peer]) {
+      ep.qps[peer] = {.qpn = qps_[peer]->qp_num, .psn = send_psn_[peer]};
+    }
+  }
+  return ep;
+}
+
+Expected<std::unique_ptr<Links>> Links::Establish(const BoardRef &board,
+                                                  const LinkOptions &options) {
+  if (board.fd < 0 || board.nranks == 0 || board.rank >= board.nranks) {
+    return Error(HCCL_E_PARA, "link setup: rank {} of {} on descriptor {} is not a domain member",
+                 board.rank, board.nranks, board.fd);
+  }
+  if (options.endpoint_key >= HZC_BOARD_KEYS || options.ready_key >= HZC_BOARD_KEYS ||
+      options.endpoint_key == options.ready_key) {
+    return Error(HCCL_E_PARA, "link setup: board keys {} and {} must differ and be below {}",
+                 options.endpoint_key, options.ready_key, HZC_BOARD_KEYS);
+  }
+  hzc_info info{};
+  info.size = sizeof(info);
+  if (::ioctl(board.fd, HZC_IOC_INFO, &info) != 0) {
+    return Error(HCCL_E_DRV, "link setup: info ioctl failed: {}", ErrnoString(errno));
+  }
+  if (board.nranks > MaxRanksForBlob(info.out_max_blob_size)) {
+    return Error(HCCL_E_NOT_SUPPORT,
+                 "link setup: {} ranks do not fit the domain board ({} bytes per blob: at most {} "
+                 "ranks with rdma links)",
+                 board.nranks, info.out_max_blob_size, MaxRanksForBlob(info.out_max_blob_size));
+  }
+  const auto deadline = Clock::now() + options.timeout;
+  const uint32_t stride =
+      static_cast<uint32_t>(sizeof(EndpointHeader) + board.nranks * sizeof(QpEndpoint));
+
+  // A rank that cannot take part still publishes its state, so peers fail (or fall back to
+  // kernel-only links) at once instead of waiting for the timeout.
+  auto publish_state = [&](uint32_t key, EndpointHeader::State state) {
+    Status st;
+    if (key == options.endpoint_key) {
+      EndpointHeader h;
+      h.state = state;
+      h.rank = board.rank;
+      h.nranks = board.nranks;
+      st = BoardPut(board, key, Bytes(h));
+    } else {
+      ReadyBlob ready;
+      ready.state = state;
+      st = BoardPut(board, key, Bytes(ready));
+    }
+    if (!st.ok()) {
+      LogDebug("verbs: cannot tell peers this rank's link state: {}", st.message());
+    }
+  };
+
+  // Until this rank has published its last blob, a failure publishes "failed" under the key
+  // it would have published next.
+  uint32_t pending_key = options.endpoint_key;
+  ScopeGuard tell_peers([&] { publish_state(pending_key, EndpointHeader::kFailed); });
+
+  auto spec = ParseDeviceSpec(options.device);
+  if (!spec.ok()) {
+    return spec.status();
+  }
+  auto port = OpenPort(*spec, options.gid_index);
+  if (!port.ok()) {
+    return port.status();
+  }
+  std::unique_ptr<Links> links;
+  if (*port) {
+    links.reset(new Links(board, options, std::move(*port)));
+    HZC_RETURN_IF_ERROR(links->CreateQueues());
+    HZC_RETURN_IF_ERROR(
+        BoardPut(board, options.endpoint_key, EncodeEndpoint(links->LocalEndpoint())));
+    pending_key = options.ready_key;
+  } else {
+    static std::once_flag once;
+    std::call_once(
+        once, [] { LogInfo("verbs: no RDMA device with an active port: links are kernel-only"); });
+    tell_peers.Cancel();
+    publish_state(options.endpoint_key, EndpointHeader::kNoDevice);
+  }
+
+  auto blobs = BoardWait(board, options.endpoint_key, stride, deadline, "link setup: endpoints");
+  if (!blobs.ok()) {
+    return blobs.status();
+  }
+  std::vector<Endpoint> endpoints(board.nranks);
+  std::vector<uint32_t> failed, no_device;
+  for (uint32_t r = 0; r < board.nranks; ++r) {
+    auto ep = DecodeEndpoint(blobs->blob(r), r, board.nranks);
+    if (!ep.ok()) {
+      return ep.status();
+    }
+    if (ep->header.state == EndpointHeader::kFailed) {
+      failed.push_back(r);
+    } else if (ep->header.state == EndpointHeader::kNoDevice) {
+      no_device.push_back(r);
+    }
+    endpoints[r] = std::move(*ep);
+  }
+  if (!failed.empty()) {
+    return Error(HCCL_E_ROCE_CONNECT, "link setup: rank(s) {} failed to set up their links",
+                 RankList(failed));
+  }
+  if (!no_device.empty()) {
+    if (links) {
+      LogWarn("verbs: rank(s) {} have no RDMA device: links are kernel-only", RankList(no_device));
+    }
+    tell_peers.Cancel();
+    return std::unique_ptr<Links>();
+  }
+  for (uint32_t peer = 0; peer < board.nranks; ++peer) {
+    if (peer == board.rank) {
+      continue;
+    }
+    const Endpoint &ep = endpoints[peer];
+    Status st =
+        ep.header.link_layer != links->port_->port_attr.link_layer
+            ? Error(HCCL_E_ROCE_CONNECT, "link setup: rank {} uses link layer {}, this rank {}",
+                    peer, ep.header.link_layer, links->port_->port_attr.link_layer)
+            : links->ModifyToReadyToReceive(peer, ep);
+    if (st.ok()) {
+      st = links->ModifyToReadyToSend(peer);
+    }
+    HZC_RETURN_IF_ERROR(st);
+  }
+  HZC_RETURN_IF_ERROR(BoardPut(board, options.ready_key, Bytes(ReadyBlob{})));
+  tell_peers.Cancel();
+  auto ready =
+      BoardWait(board, options.ready_key, sizeof(ReadyBlob), deadline, "link setup: final barrier");
+  if (!ready.ok()) {
+    return ready.status();
+  }
+  for (uint32_t r = 0; r < board.nranks; ++r) {
+    ReadyBlob blob;
+    const auto bytes = ready->blob(r);
+    if (bytes.size() == sizeof(blob)) {
+      std::memcpy(&blob, bytes.data(), sizeof(blob));
+    }
+    if (blob.magic != EndpointHeader::kMagic || blob.state != EndpointHeader::kReady) {
+      failed.push_back(r);
+    }
+  }
+  if (!failed.empty()) {
+    return Error(HCCL_E_ROCE_CONNECT, "link setup: rank(s) {} could not connect their queue pairs",
+                 RankList(failed));
+  }
+  LogDebug("verbs: rank {} of {}: {} links up on {} port {}", board.rank, board.nranks,
+           board.nranks - 1, links->port_->device, links->port_->port_num);
+  return links;
+}
+
+Expected<std::unique_ptr<MemoryRegion>> Links::Register(void *va, size_t length) const {
+  const auto start = reinterpret_cast<uintptr_t>(va);
+  if (va == nullptr || length == 0 || start + length < start) {
+    return Error(HCCL_E_PARA, "verbs: cannot register [{}, +{:#x}): empty or overflowing", va,
+                 length);
+  }
+  constexpr int kAccess = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+  MrPtr mr(ibv_reg_mr(pd_->pd.get(), va, length, kAccess));
+  if (!mr) {
+    const int err = errno;
+    if (err == ENOMEM || err == EAGAIN) {
+      rlimit lim{};
+      getrlimit(RLIMIT_MEMLOCK, &lim);
+      const std::string limit = lim.rlim_cur == RLIM_INFINITY
+                                    ? std::string("unlimited")
+                                    : fmt::format("{} KiB", lim.rlim_cur / 1024);
+      return Error(HCCL_E_MEMORY,
+                   "verbs: ibv_reg_mr of [{}, +{:#x}) failed: {} (RLIMIT_MEMLOCK is {}; activated "
+                   "memory is pinned by hzc.ko and by the RDMA device, so raise it, e.g. "
+                   "`ulimit -l unlimited` or memlock in /etc/security/limits.conf)",
+                   va, length, ErrnoString(err), limit);
+    }
+    if (err == EFAULT || err == EINVAL) {
+      return Error(HCCL_E_PARA, "verbs: ibv_reg_mr of [{}, +{:#x}) failed: {} (not mapped?)", va,
+                   length, ErrnoString(err));
+    }
+    return ConnectError("ibv_reg_mr", err, fmt::format("[{}, +{:#x})", va, length));
+  }
+  return std::make_unique<MemoryRegion>(pd_, std::move(mr));
+}
+
+uint32_t Links::qp_num(uint32_t peer) const {
+  return peer < nranks_ && qps_[peer] ? qps_[peer]->qp_num : 0;
+}
+
+std::string Links::broken(uint32_t peer) const {
+  std::lock_guard lock(mutex_);
+  return peer < nranks_ ? broken_[peer] : std::string("no such rank");
+}
+
+void Links::Break(uint32_t peer, const std::string &why) {
+  if (!broken_[peer].empty()) {
+    return;
+  }
+  broken_[peer] = why;
+  ibv_qp_attr attr{};
+  attr.qp_state = IBV_QPS_ERR;
+  if (int ret = ibv_modify_qp(qps_[peer].get(), &attr, IBV_QP_STATE); ret != 0) {
+    LogWarn("verbs: ibv_modify_qp of qp to rank {} -> error failed: {}", peer, ErrnoString(ret));
+  }
+}
+
+Status Links::Execute(std::span<const WorkRequest> requests) {
+  std::lock_guard lock(mutex_);
+  for (size_t i = 0; i < requests.size(); ++i) {
+    const WorkRequest &r = requests[i];
+    if (r.peer >= nranks_ || r.peer == rank_) {
+      return Error(HCCL_E_PARA, "rdma request {}: rank {} is not a peer of rank {} of {}", i,
+                   r.peer, rank_, nranks_);
+    }
+    if (r.op != WorkRequest::kWrite && r.op != WorkRequest::kRead) {
+      return Error(HCCL_E_PARA, "rdma request {}: unknown operation {}", i, static_cast<int>(r.op));
+    }
+    if (r.mr == nullptr || !r.mr->Contains(r.local, r.length)) {
+      return Error(HCCL_E_PARA, "rdma request {}: local [{}, +{:#x}) is not in the registration", i,
+                   r.local, r.length);
+    }
+    if (!broken_[r.peer].empty()) {
+      return Error(HCCL_E_ROCE_TRANSFER, "rdma to rank {}: the link is broken ({})", r.peer,
+                   broken_[r.peer]);
+    }
+  }
+  const uint64_t gen = ++generation_ & 0xffffffff;
+  const uint64_t max_msg = std::max<uint32_t>(port_->port_attr.max_msg_sz, 4096);
+  const uint32_t depth = options_.queue_depth;
+
+  std::vector<uint32_t> outstanding(nranks_);
+  uint64_t total = 0;
+  size_t next = 0;      // request being posted
+  uint64_t offset = 0;  // bytes of it already posted
+  std::string error;    // first failure
+  std::vector<std::vector<ibv_send_wr>> chains(nranks_);
+  std::vector<std::vector<ibv_sge>> sges(nranks_);
+  std::unordered_map<uint32_t, uint32_t> peer_of_qp;
+  for (uint32_t p = 0; p < nranks_; ++p) {
+    if (qps_[p]) {
+      peer_of_qp[qps_[p]->qp_num] = p;
+    }
+  }
+  auto fail = [&](uint32_t peer, std::string why) {
+    if (error.empty()) {
+      error = why;
+    }
+    Break(peer, why);
+  };
+
+  // Post whatever fits, as one chain per peer.
+  auto post = [&] {
+    for (auto &c : chains) {
+      c.clear();
+    }
+    for (auto &s : sges) {
+      s.clear();
+    }
+    while (next < requests.size() && error.empty()) {
+      const WorkRequest &r = requests[next];
+      if (outstanding[r.peer] + chains[r.peer].size() >= depth) {
+        break;
+      }
+      if (sges[r.peer].capacity() < depth) {
+        sges[r.peer].reserve(depth);  // chains point into it: no reallocation while filling
+      }
+      const uint64_t len = std::min(r.length - offset, max_msg);
+      sges[r.peer].push_back({.addr = reinterpret_cast<uintptr_t>(r.local) + offset,
+                              .length = static_cast<uint32_t>(len),
+                              .lkey = r.mr->lkey()});
+      ibv_send_wr wr{};
+      wr.wr_id = (gen << 32) | next;
+      wr.sg_list = &sges[r.peer].back();
+      wr.num_sge = 1;
+      wr.opcode = r.op == WorkRequest::kWrite ? IBV_WR_RDMA_WRITE : IBV_WR_RDMA_READ;
+      wr.send_flags = IBV_SEND_SIGNALED;
+      wr.wr.rdma.remote_addr = r.remote_addr + offset;
+      wr.wr.rdma.rkey = r.rkey;
+      chains[r.peer].push_back(wr);
+      offset += len;
+      if (offset >= r.length) {
+        ++next;
+        offset = 0;
+      }
+    }
+    for (uint32_t p = 0; p < nranks_; ++p) {
+      auto &c = chains[p];
+      if (c.empty()) {
+        continue;
+      }
+      for (size_t i = 0; i + 1 < c.size(); ++i) {
+        c[i].next = &c[i + 1];
+      }
+      ibv_send_wr *bad = nullptr;
+      const int ret = ibv_post_send(qps_[p].get(), c.data(), &bad);
+      const size_t posted = ret == 0 ? c.size() : static_cast<size_t>(bad - c.data());
+      outstanding[p] += static_cast<uint32_t>(posted);
+      total += posted;
+      if (ret != 0) {
+        fail(p, fmt::format("ibv_post_send to rank {} failed: {}", p, ErrnoString(ret)));
+      }
+    }
+  };
+
+  auto last_progress = Clock::now();
+  bool timed_out = false;
+  unsigned idle = 0;
+  ibv_wc wcs[32];
+  post();
+  while (total > 0) {
+    const int n = ibv_poll_cq(cq_.get(), 32, wcs);
+    if (n < 0) {
+      error = fmt::format("ibv_poll_cq failed: {}", ErrnoString(errno));
+      for (uint32_t p = 0; p < nranks_; ++p) {
+        if (outstanding[p] != 0) {
+          Break(p, error);
+        }
+      }
+      break;
+    }
+    for (int i = 0; i < n; ++i) {
+      const ibv_wc &wc = wcs[i];
+      auto it = peer_of_qp.find(wc.qp_num);
+      if ((wc.wr_id >> 32) != gen || it == peer_of_qp.end()) {
+        continue;  // left over from an earlier, abandoned call
+      }
+      const uint32_t peer = it->second;
+      --outstanding[peer];
+      --total;
+      if (wc.status != IBV_WC_SUCCESS && wc.status != IBV_WC_WR_FLUSH_ERR) {
+        const WorkRequest &r = requests[wc.wr_id & 0xffffffff];
+        fail(peer, fmt::format("rdma {} of {:#x} bytes to rank {} (remote {:#x}, rkey {:#x}) "
+                               "failed: {} (vendor error {:#x})",
+                               r.op == WorkRequest::kWrite ? "write" : "read", r.length, peer,
+                               r.remote_addr, r.rkey, ibv_wc_status_str(wc.status), wc.vendor_err));
+      } else if (wc.status == IBV_WC_WR_FLUSH_ERR) {
+        fail(peer,
+             fmt::format("rdma to rank {} flushed: the queue pair is in the error state", peer));
+      }
+    }
+    const auto now = n > 0 || (++idle & 63) == 0 ? Clock::now() : last_progress;
+    if (n > 0) {
+      last_progress = now;
+      idle = 0;
+      post();
+      continue;
+    }
+    if ((idle & 127) == 0) {
+      sched_yield();
+    }
+    if (!timed_out && now - last_progress > options_.progress_timeout) {
+      timed_out = true;
+      const auto ms =
+          std::chrono::duration_cast<std::chrono::milliseconds>(options_.progress_timeout).count();
+      for (uint32_t p = 0; p < nranks_; ++p) {
+        if (outstanding[p] != 0) {
+          fail(p, fmt::format("rdma to rank {}: no completion within {} ms", p, ms));
+        }
+      }
+      last_progress = now;  // the flush of the broken queue pairs gets one more period
+    } else if (timed_out && now - last_progress > options_.progress_timeout) {
+      LogWarn("verbs: {} work requests never completed; their queue pairs stay broken", total);
+      break;
+    }
+  }
+  if (!error.empty()) {
+    return Error(HCCL_E_ROCE_TRANSFER, "{}", error);
+  }
+  return Status::Ok();
+}
+
+Status Links::Write(uint32_t peer, const MemoryRegion &mr, const void *local, size_t length,
+                    uint64_t remote_addr, uint32_t rkey) {
+  const WorkRequest r{.op = WorkRequest::kWrite,
+                      .peer = peer,
+                      .mr = &mr,
+                      .local = const_cast<void *>(local),
+                      .length = length,
+                      .remote_addr = remote_addr,
+                      .rkey = rkey};
+  return Execute({&r, 1});
+}
+
+Status Links::Read(uint32_t peer, const MemoryRegion &mr, void *local, size_t length,
+                   uint64_t remote_addr, uint32_t rkey) {
+  const WorkRequest r{.op = WorkRequest::kRead,
+                      .peer = peer,
+                      .mr = &mr,
+                      .local = local,
+                      .length = length,
+                      .remote_addr = remote_addr,
+                      .rkey = rkey};
+  return Execute({&r, 1});
+}
+
+}  // namespace hzc::verbs

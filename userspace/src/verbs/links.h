@@ -1,0 +1,213 @@
+// SPDX-License-Identifier: Apache-2.0
+// RDMA links of a communicator: one reliable-connected queue pair per peer on one device
+// port, set up through the kernel domain board; memory registration; RDMA WRITE / READ
+// into peers' registered memory with completion by CQ polling.
+//
+// Use (every rank of the domain, at about the same time):
+//   auto links = Links::Establish(board, LinkOptions::FromEnvironment());
+//   if (!links.ok()) -> links.status() (HCCL_E_TIMEOUT, HCCL_E_ROCE_CONNECT, ...)
+//   if (!*links)     -> no RDMA device on some rank: kernel-only links
+//   auto mr = (*links)->Register(va, len);      publish mr->remote() to peers
+//   (*links)->Write(peer, **mr, local, len, remote.addr + off, remote.rkey);
+// Destroying Links (and its MemoryRegions, in any order) releases every verbs object and
+// never waits for peers.
+#pragma once
+
+#include <infiniband/verbs.h>
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "verbs/board.h"
+#include "verbs/ibv.h"
+#include "verbs/port.h"
+
+namespace hzc::verbs {
+
+struct LinkOptions {
+  // Board keys link setup publishes under (each once per domain and rank: a second setup in
+  // the same domain needs other keys). Key 0 is the communicator's own rendezvous.
+  static constexpr uint32_t kEndpointKey = 1;
+  static constexpr uint32_t kReadyKey = 2;
+
+  std::string device;                          // HZC_RDMA_DEVICE, see DeviceSpec
+  std::optional<uint32_t> gid_index;           // HZC_RDMA_GID_INDEX; nullopt: ChooseGidIndex
+  std::chrono::milliseconds timeout{120'000};  // whole setup (HCCL_CONNECT_TIMEOUT)
+  uint32_t endpoint_key = kEndpointKey;
+  uint32_t ready_key = kReadyKey;
+  uint32_t queue_depth = 128;  // send work requests in flight per queue pair
+  // Local ACK timeout 4.096 us * 2^ack_timeout and retry count: a dead peer makes a
+  // transfer fail after about (retry_count + 1) * 268 ms instead of hanging.
+  uint8_t ack_timeout = 16;
+  uint8_t retry_count = 3;
+  // Data path: longest wait without any completion before the transfer is abandoned.
+  std::chrono::milliseconds progress_timeout{10'000};
+
+  // HZC_RDMA_DEVICE and HCCL_CONNECT_TIMEOUT from GetConfig(), HZC_RDMA_GID_INDEX from the
+  // environment (read once; an invalid value is logged and ignored).
+  static LinkOptions FromEnvironment();
+};
+
+// What a rank publishes about itself; the queue-pair part is per peer.
+struct EndpointHeader {
+  static constexpr uint32_t kMagic = 0x687a6365;  // "hzce"
+  static constexpr uint16_t kVersion = 1;
+  enum State : uint16_t { kReady = 1, kNoDevice = 2, kFailed = 3 };
+
+  uint32_t magic = kMagic;
+  uint16_t version = kVersion;
+  uint16_t state = kReady;
+  uint32_t rank = 0;
+  uint32_t nranks = 0;
+  uint8_t gid[16] = {};
+  uint32_t lid = 0;
+  uint32_t mtu = 0;  // enum ibv_mtu
+  uint32_t port = 0;
+  uint32_t link_layer = 0;
+};
+static_assert(sizeof(EndpointHeader) == 48);
+
+// The queue pair rank i created for rank j: its number and first send PSN.
+struct QpEndpoint {
+  uint32_t qpn = 0;
+  uint32_t psn = 0;
+};
+static_assert(sizeof(QpEndpoint) == 8);
+
+// A parsed endpoint blob.
+struct Endpoint {
+  EndpointHeader header;
+  std::vector<QpEndpoint> qps;  // nranks entries (own rank's is zero)
+};
+std::vector<std::byte> EncodeEndpoint(const Endpoint &ep);
+// HCCL_E_ROCE_CONNECT naming what is wrong with rank @rank's blob.
+Expected<Endpoint> DecodeEndpoint(std::span<const std::byte> blob, uint32_t rank, uint32_t nranks);
+// Largest nranks whose endpoint fits a board blob of @max_blob bytes.
+constexpr uint32_t MaxRanksForBlob(uint32_t max_blob) {
+  return (max_blob - sizeof(EndpointHeader)) / sizeof(QpEndpoint);
+}
+
+// Registered memory as a peer targets it: plain, to be published (e.g. on the board).
+struct RemoteBuffer {
+  uint64_t addr = 0;
+  uint64_t length = 0;
+  uint32_t rkey = 0;
+  uint32_t reserved = 0;
+};
+static_assert(sizeof(RemoteBuffer) == 24);
+
+struct ProtectionDomain;
+
+// One memory registration (local write, remote read, remote write). Keeps the protection
+// domain alive, so it may outlive the Links that made it.
+class MemoryRegion {
+ public:
+  MemoryRegion(std::shared_ptr<const ProtectionDomain> pd, MrPtr mr);
+  ~MemoryRegion();
+  MemoryRegion(const MemoryRegion &) = delete;
+  MemoryRegion &operator=(const MemoryRegion &) = delete;
+
+  void *addr() const { return mr_->addr; }
+  size_t length() const { return mr_->length; }
+  uint32_t lkey() const { return mr_->lkey; }
+  uint32_t rkey() const { return mr_->rkey; }
+  RemoteBuffer remote() const {
+    return {.addr = reinterpret_cast<uintptr_t>(mr_->addr), .length = mr_->length, .rkey = rkey()};
+  }
+  bool Contains(const void *p, size_t len) const;
+
+ private:
+  std::shared_ptr<const ProtectionDomain> pd_;
+  MrPtr mr_;
+};
+
+// One RDMA operation between registered local memory and a peer's registered memory.
+struct WorkRequest {
+  enum Opcode { kWrite, kRead };
+  Opcode op = kWrite;
+  uint32_t peer = 0;
+  const MemoryRegion *mr = nullptr;  // contains [local, local + length)
+  void *local = nullptr;
+  uint64_t length = 0;
+  uint64_t remote_addr = 0;
+  uint32_t rkey = 0;
+};
+
+class Links {
+ public:
+  // Set up links with every other rank of @board's domain; see the file comment. A null
+  // Links when this rank or any peer has no RDMA device (kernel-only links, logged once).
+  // Errors: HCCL_E_NOT_FOUND (HZC_RDMA_DEVICE names a missing device/port or GID),
+  // HCCL_E_PARA (malformed HZC_RDMA_DEVICE or board), HCCL_E_TIMEOUT (ranks missing; the
+  // message names them), HCCL_E_REMOTE (the domain broke), HCCL_E_ROCE_CONNECT (a verbs call
+  // failed here or a peer reported a failure), HCCL_E_NOT_SUPPORT (too many ranks for the
+  // board). On failure nothing is left behind.
+  static Expected<std::unique_ptr<Links>> Establish(const BoardRef &board,
+                                                    const LinkOptions &options);
+
+  ~Links();
+  Links(const Links &) = delete;
+  Links &operator=(const Links &) = delete;
+
+  // Register [va, va + length). HCCL_E_PARA for an empty, unmapped or overflowing range,
+  // HCCL_E_MEMORY (with a hint) when RLIMIT_MEMLOCK or memory is short, HCCL_E_ROCE_CONNECT
+  // for other verbs failures.
+  Expected<std::unique_ptr<MemoryRegion>> Register(void *va, size_t length) const;
+
+  // Post every request (up to queue_depth in flight per peer, large ones split at the
+  // port's max message size) and wait for all completions. HCCL_E_PARA for a bad request
+  // (nothing posted), HCCL_E_ROCE_TRANSFER when an operation fails or makes no progress
+  // within progress_timeout; the link to that peer is then broken for good and later
+  // requests to it fail at once. Thread-safe (one call at a time per Links).
+  Status Execute(std::span<const WorkRequest> requests);
+  Status Write(uint32_t peer, const MemoryRegion &mr, const void *local, size_t length,
+               uint64_t remote_addr, uint32_t rkey);
+  Status Read(uint32_t peer, const MemoryRegion &mr, void *local, size_t length,
+              uint64_t remote_addr, uint32_t rkey);
+
+  uint32_t rank() const { return rank_; }
+  uint32_t nranks() const { return nranks_; }
+  const Port &port() const { return *port_; }
+  // Queue pair number of the link to @peer (0 for the own rank).
+  uint32_t qp_num(uint32_t peer) const;
+  // Why the link to @peer is unusable; empty while it works.
+  std::string broken(uint32_t peer) const;
+
+ private:
+  Links(const BoardRef &board, const LinkOptions &options, std::unique_ptr<Port> port);
+
+  // Link setup steps (Establish), each returning the first failure.
+  Status CreateQueues();
+  Status ModifyToInit(uint32_t peer);
+  Status ModifyToReadyToReceive(uint32_t peer, const Endpoint &remote);
+  Status ModifyToReadyToSend(uint32_t peer);
+  Endpoint LocalEndpoint() const;
+
+  // The link to @peer failed: move its queue pair to the error state so everything posted
+  // on it completes (flushed), and refuse further requests to it.
+  void Break(uint32_t peer, const std::string &why);
+
+  const uint32_t rank_;
+  const uint32_t nranks_;
+  LinkOptions options_;         // queue_depth clamped to the device
+  std::unique_ptr<Port> port_;  // owns the device context (shared with pd_)
+  std::shared_ptr<const ProtectionDomain> pd_;
+  CqPtr cq_;
+  uint32_t cq_size_ = 0;
+  std::vector<QpPtr> qps_;           // [peer], null for the own rank; destroyed before cq_
+  std::vector<uint32_t> send_psn_;   // [peer]
+  std::vector<std::string> broken_;  // [peer]
+
+  mutable std::mutex mutex_;  // data path: cq_, broken_, generation_
+  uint64_t generation_ = 0;
+};
+
+}  // namespace hzc::verbs
