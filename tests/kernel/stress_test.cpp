@@ -24,6 +24,33 @@ class StressTest : public ::testing::Test {
   Counters before_;
 };
 
+sigjmp_buf read_jmp;
+
+void ReadHandler(int sig) {
+  siglongjmp(read_jmp, sig);
+}
+
+// Reads one byte of every page of @m: 0 if all held @expect, -1 on a wrong
+// value, else the signal that interrupted the read (SIGBUS once revoked).
+int ReadEveryPage(volatile const char *m, size_t len, size_t page, char expect) {
+  struct sigaction sa {
+  }, old{};
+  sa.sa_handler = ReadHandler;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGBUS, &sa, &old);
+  int ret = sigsetjmp(read_jmp, 1);
+  if (ret == 0) {
+    for (size_t i = 0; i < len; i += page) {
+      if (m[i] != expect) {
+        ret = -1;
+        break;
+      }
+    }
+  }
+  sigaction(SIGBUS, &old, nullptr);
+  return ret;
+}
+
 // Every process registers and activates one range, writes its rank into it,
 // maps every peer's range and checks their ranks; then owners deactivate
 // while peers keep reading (peers must only see their data or SIGBUS).
@@ -63,27 +90,14 @@ void PeerProcess(DomainId id, uint32_t rank, uint32_t n) {
     _exit(15);
   }
   // Read peers until SIGBUS shows up for each (bounded).
-  struct sigaction sa {};
-  sa.sa_handler = SIG_DFL;
-  static thread_local sigjmp_buf jmp;
-  sa.sa_handler = [](int sig) { siglongjmp(jmp, sig); };
-  sigaction(SIGBUS, &sa, nullptr);
   for (uint32_t p = 0; p < n; ++p) {
     const auto end = Clock::now() + std::chrono::seconds(10);
-    bool revoked = false;
-    while (!revoked && Clock::now() < end) {
-      if (sigsetjmp(jmp, 1) != 0) {
-        revoked = true;
-        break;
-      }
-      for (size_t i = 0; i < len; i += page) {
-        if (maps[p][i] != static_cast<char>(p + 1)) {
-          _exit(16);
-        }
-      }
+    int got = 0;
+    while (got == 0 && Clock::now() < end) {
+      got = ReadEveryPage(maps[p], len, page, static_cast<char>(p + 1));
     }
-    if (!revoked) {
-      _exit(17);
+    if (got != SIGBUS) {
+      _exit(got == 0 ? 17 : 16);
     }
   }
   // Close everything only after all peers are done reading.
