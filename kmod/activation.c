@@ -122,23 +122,30 @@ int hzc_activate(struct hzc_ucmd *ucmd)
 		goto out_unlock;
 	}
 
+	/*
+	 * Charge first: the page array below is sized by the caller, and
+	 * RLIMIT_MEMLOCK is what bounds it for unprivileged callers.  For
+	 * CAP_IPC_LOCK callers an array too big for kvmalloc() (over INT_MAX
+	 * bytes, or more than the memory there is) is a plain ENOMEM, without
+	 * the allocator's warning.
+	 */
+	ret = hzc_charge_memlock(ctx->mm, npages);
+	if (ret)
+		goto out_unlock;
 	act = kzalloc(sizeof(*act), GFP_KERNEL_ACCOUNT);
 	if (!act) {
 		ret = -ENOMEM;
-		goto out_unlock;
+		goto out_uncharge;
 	}
 	act->pages = kvmalloc_array(npages, sizeof(*act->pages),
-				    GFP_KERNEL_ACCOUNT);
+				    GFP_KERNEL_ACCOUNT | __GFP_NOWARN);
 	if (!act->pages) {
 		ret = -ENOMEM;
 		goto out_free_act;
 	}
-	ret = hzc_charge_memlock(ctx->mm, npages);
-	if (ret)
-		goto out_free_pages;
 	ret = hzc_pin(cmd->va, npages, act->pages);
 	if (ret)
-		goto out_uncharge;
+		goto out_free_pages;
 
 	act->npages = npages;
 	act->node.start = cmd->va;
@@ -155,12 +162,12 @@ int hzc_activate(struct hzc_ucmd *ucmd)
 	mutex_unlock(&ctx->lock);
 	return 0;
 
-out_uncharge:
-	atomic64_sub(npages, &ctx->mm->pinned_vm);
 out_free_pages:
 	kvfree(act->pages);
 out_free_act:
 	kfree(act);
+out_uncharge:
+	atomic64_sub(npages, &ctx->mm->pinned_vm);
 out_unlock:
 	mutex_unlock(&ctx->lock);
 	return ret;

@@ -212,6 +212,39 @@ TEST_F(ActivationTest, RlimitMemlockIsEnforcedWithoutCapIpcLock) {
   EXPECT_EQ(rc, 0) << "step that failed (100: could not drop privileges)";
 }
 
+// TAINT_WARN: set by any kernel warning, e.g. the allocator's on an oversized request.
+bool KernelWarned() {
+  return (ReadNumber("/proc/sys/kernel/tainted") & (1 << 9)) != 0;
+}
+
+// An activation whose page array alone would be 32 GiB: ENOMEM from the
+// memlock charge (unprivileged) or from the allocation (CAP_IPC_LOCK), never
+// a kernel warning, and nothing stays pinned or charged.
+TEST_F(ActivationTest, HugeActivationIsEnomemWithoutKernelWarning) {
+  if (KernelWarned()) {
+    GTEST_SKIP() << "the kernel is already tainted by a warning";
+  }
+  const size_t len = 16ULL << 40;  // 16 TiB of address space, no memory
+  Reservation res(len, PROT_NONE, MAP_NORESERVE);
+  if (res.base() == nullptr) {
+    GTEST_SKIP() << "cannot reserve 16 TiB of address space";
+  }
+  ASSERT_EQ(RegisterRange(fd_, res.base(), len), 0);
+  EXPECT_EQ(Activate(fd_, res.base(), len), ENOMEM) << "CAP_IPC_LOCK caller";
+  EXPECT_FALSE(KernelWarned());
+  const int rc = InUnprivilegedChild(16 * page_, [len]() {
+    int fd = OpenDevice();
+    Reservation r(len, PROT_NONE, MAP_NORESERVE);
+    if (fd < 0 || r.base() == nullptr || RegisterRange(fd, r.base(), len) != 0) {
+      return 1;
+    }
+    return Activate(fd, r.base(), len) == ENOMEM ? 0 : 2;
+  });
+  EXPECT_EQ(rc, 0) << "unprivileged caller (1: setup, 2: not ENOMEM)";
+  EXPECT_FALSE(KernelWarned());
+  EXPECT_EQ(UnregisterRange(fd_, res.base()), 0);
+}
+
 TEST_F(ActivationTest, CapIpcLockIsExempt) {
   if (geteuid() != 0) {
     GTEST_SKIP() << "needs root";
