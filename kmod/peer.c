@@ -151,6 +151,9 @@ int hzc_peer_mmap(struct file *file, struct vm_area_struct *vma)
 		return -EPERM;
 	if (!(vma->vm_flags & VM_SHARED))
 		return -EINVAL;
+	/* A peer's memory is data: never executable, now or after mprotect(). */
+	if (vma->vm_flags & VM_EXEC)
+		return -EPERM;
 
 	range = hzc_range_get_by_window(vma->vm_pgoff);
 	if (!range)
@@ -172,10 +175,19 @@ int hzc_peer_mmap(struct file *file, struct vm_area_struct *vma)
 		goto out_put;
 	}
 
+	/*
+	 * VM_PFNMAP: no struct page behind the PTEs as far as the core is
+	 * concerned, so GUP cannot take references through them.  VM_IO with
+	 * VM_DONTCOPY: not inherited by fork(), and madvise(MADV_DOFORK) cannot
+	 * undo that.  VM_DONTEXPAND: mremap() cannot grow it past the range.
+	 */
 #ifdef HZC_HAVE_VM_FLAGS_SET
-	vm_flags_set(vma, VM_PFNMAP | VM_DONTEXPAND | VM_DONTDUMP | VM_DONTCOPY);
+	vm_flags_mod(vma, VM_PFNMAP | VM_IO | VM_DONTEXPAND | VM_DONTDUMP |
+		     VM_DONTCOPY, VM_MAYEXEC);
 #else
-	vma->vm_flags |= VM_PFNMAP | VM_DONTEXPAND | VM_DONTDUMP | VM_DONTCOPY;
+	vma->vm_flags |= VM_PFNMAP | VM_IO | VM_DONTEXPAND | VM_DONTDUMP |
+			 VM_DONTCOPY;
+	vma->vm_flags &= ~VM_MAYEXEC;
 #endif
 	vma->vm_ops = &hzc_vm_ops;
 	vma->vm_private_data = range;

@@ -316,6 +316,19 @@ TEST_F(PeerTest, MmapErrors) {
   EXPECT_EQ(errno, ENXIO) << "offset 0 is no window";
   // Nothing is mapped past the end of the window either.
   EXPECT_EQ(Map(d, page_, static_cast<off_t>(kRangePages * page_)), nullptr);
+  // A peer's memory is never executable, at mmap() or later.
+  p = mmap(nullptr, page_, PROT_READ | PROT_EXEC, MAP_SHARED, fd_,
+           static_cast<off_t>(d.mmap_offset));
+  EXPECT_EQ(p, MAP_FAILED);
+  EXPECT_EQ(errno, EPERM) << "PROT_EXEC";
+  if (p != MAP_FAILED) {
+    munmap(p, page_);
+  }
+  char *m = Map(d, page_);
+  ASSERT_NE(m, nullptr);
+  EXPECT_EQ(mprotect(m, page_, PROT_READ | PROT_EXEC), -1);
+  EXPECT_EQ(errno, EACCES) << "mprotect(PROT_EXEC)";
+  munmap(m, page_);
 }
 
 TEST_F(PeerTest, ForkedChildGetsNeitherContextNorMapping) {
@@ -325,6 +338,9 @@ TEST_F(PeerTest, ForkedChildGetsNeitherContextNorMapping) {
   char *m = Map(ranges_[0], kRangePages * page_);
   ASSERT_NE(m, nullptr);
   ASSERT_EQ(Probe(m, false), 0);
+  // Not even on request: the mapping stays out of children.
+  EXPECT_EQ(madvise(m, kRangePages * page_, MADV_DOFORK), -1);
+  EXPECT_EQ(errno, EINVAL) << "MADV_DOFORK";
   const uint64_t off = ranges_[0].mmap_offset;
   pid_t pid = fork();
   ASSERT_GE(pid, 0);

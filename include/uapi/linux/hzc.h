@@ -452,8 +452,9 @@ struct hzc_list_activations {
  * shows another range's pages.  The mapping is not inherited by fork().
  *
  * mmap errors:
- *   EPERM       the caller's mm does not own this file, or the caller's
- *               context shares no domain with the range's owner
+ *   EPERM       the caller's mm does not own this file, the caller's
+ *               context shares no domain with the range's owner, or
+ *               PROT_EXEC was asked for (mprotect() to PROT_EXEC is EACCES)
  *   EINVAL      not MAP_SHARED, or the mapping extends beyond the range
  *   ENXIO       no range has a window at @off
  */
