@@ -13,6 +13,7 @@
 #include <linux/capability.h>
 #include <linux/cred.h>
 #include <linux/jiffies.h>
+#include <linux/overflow.h>
 #include <linux/sched.h>
 #include <linux/sched/signal.h>
 #include <linux/slab.h>
@@ -396,6 +397,24 @@ static int hzc_board_snapshot_copy(struct hzc_board_snapshot *s,
 	return 0;
 }
 
+/* Would a buffer of BOARD_WAIT for @nranks ranks wrap around? */
+static bool hzc_board_buffers_overflow(const struct hzc_board_wait *cmd,
+				       u32 nranks)
+{
+	u64 len, end;
+
+	if (cmd->blobs &&
+	    (check_mul_overflow((u64)nranks, (u64)cmd->blob_stride, &len) ||
+	     check_add_overflow(cmd->blobs, len, &end)))
+		return true;
+	if (cmd->blob_lens &&
+	    check_add_overflow(cmd->blob_lens, (u64)nranks * sizeof(u32), &end))
+		return true;
+	return cmd->missing &&
+	       check_add_overflow(cmd->missing,
+				  (u64)BITS_TO_U64(nranks) * sizeof(u64), &end);
+}
+
 int hzc_board_wait(struct hzc_ucmd *ucmd)
 {
 	struct hzc_board_wait *cmd = ucmd->cmd;
@@ -419,6 +438,12 @@ int hzc_board_wait(struct hzc_ucmd *ucmd)
 	dom = m->dom;
 	kref_get(&dom->kref);
 	mutex_unlock(&hzc_domains_lock);
+
+	/* Every user buffer must end inside the 64-bit address space. */
+	if (hzc_board_buffers_overflow(cmd, dom->nranks)) {
+		ret = -EOVERFLOW;
+		goto out_put;
+	}
 
 	ret = hzc_board_snapshot_alloc(&snap, dom->nranks, cmd->blob_stride,
 				       cmd->blobs);

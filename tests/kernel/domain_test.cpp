@@ -101,6 +101,17 @@ TEST_F(DomainTest, BadArguments) {
     w.blobs = reinterpret_cast<uintptr_t>(buf);
     w.blob_stride = 0;
     EXPECT_EQ(Ioctl(fd_, HZC_IOC_BOARD_WAIT, &w), EINVAL) << "blobs without a stride";
+    // Buffers that would wrap around the end of the address space.
+    w.blob_stride = 1u << 31;
+    w.blobs = ~0ULL << 32;
+    EXPECT_EQ(Ioctl(fd_, HZC_IOC_BOARD_WAIT, &w), EOVERFLOW) << "blobs wrap";
+    w.blobs = 0;
+    w.blob_stride = 0;
+    w.blob_lens = ~0ULL - 4;
+    EXPECT_EQ(Ioctl(fd_, HZC_IOC_BOARD_WAIT, &w), EOVERFLOW) << "blob_lens wrap";
+    w.blob_lens = 0;
+    w.missing = ~0ULL - 4;
+    EXPECT_EQ(Ioctl(fd_, HZC_IOC_BOARD_WAIT, &w), EOVERFLOW) << "missing wraps";
   }
   close(other);
 }

@@ -318,6 +318,8 @@ struct hzc_board_put {
  * Errors:
  *   EINVAL      @key out of bounds, or @blobs given with @blob_stride 0
  *   ENOENT      this context holds no such rank of such a domain
+ *   EOVERFLOW   a buffer (nranks entries from @blobs, @blob_lens or
+ *               @missing) wraps around the end of the address space
  *   ETIMEDOUT   not every rank published in time (see @missing)
  *   ECONNRESET  the domain broke (a member left or died) before every rank
  *               published @key; a key that every rank published stays
