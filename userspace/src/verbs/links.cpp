@@ -77,11 +77,14 @@ std::span<const std::byte> Bytes(const T &value) {
 }  // namespace
 
 LinkOptions LinkOptions::FromEnvironment() {
+  return FromConfig(GetConfig(), GidIndexFromEnvironment());
+}
+
+LinkOptions LinkOptions::FromConfig(const Config &config, std::optional<uint32_t> gid_index) {
   LinkOptions options;
-  const Config &config = GetConfig();
   options.device = config.rdma_device;
   options.timeout = config.connect_timeout;
-  options.gid_index = GidIndexFromEnvironment();
+  options.gid_index = gid_index;
   return options;
 }
 

@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "core/config.h"
 #include "core/status.h"
 #include "verbs/board.h"
 #include "verbs/ibv.h"
@@ -54,6 +55,8 @@ struct LinkOptions {
   // HZC_RDMA_DEVICE and HCCL_CONNECT_TIMEOUT from GetConfig(), HZC_RDMA_GID_INDEX from the
   // environment (read once; an invalid value is logged and ignored).
   static LinkOptions FromEnvironment();
+  // The same from @config, with @gid_index.
+  static LinkOptions FromConfig(const Config &config, std::optional<uint32_t> gid_index);
 };
 
 // What a rank publishes about itself; the queue-pair part is per peer.

@@ -1,0 +1,623 @@
+// SPDX-License-Identifier: Apache-2.0
+// RDMA links through the kernel domain board, on soft-RoCE in the guest: N ranks as forked
+// processes set up RC links, RDMA-WRITE a pattern into every peer's activated memory and
+// RDMA-READ it back; missing, failing and killed ranks; no leaked verbs objects.
+#include <fmt/format.h>
+#include <linux/capability.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+
+#include <chrono>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "core/config.h"
+#include "hzc_test.h"
+#include "verbs/links.h"
+#include "verbs/port.h"
+#include "verbs_test_util.h"
+
+namespace hzc::verbs {
+namespace {
+
+using std::chrono::seconds;
+using test::ActivatedBuffer;
+using test::AllRanks;
+using test::Member;
+using test::RunRanks;
+
+// Board keys of the tests (link setup uses 1 and 2).
+constexpr uint32_t kBufferKey = 3;
+constexpr uint32_t kWrittenKey = 4;
+constexpr uint32_t kDoneKey = 5;
+
+// What a rank publishes about its buffer.
+struct BufferBlob {
+  RemoteBuffer remote;
+  uint32_t pid = 0;
+  uint32_t reserved = 0;
+};
+
+uint8_t Pattern(uint32_t writer, uint32_t target, size_t i) {
+  return static_cast<uint8_t>(writer * 131 + target * 31 + i * 7 + (i >> 9));
+}
+
+LinkOptions TestOptions(seconds timeout) {
+  LinkOptions options;
+  options.timeout = timeout;
+  return options;
+}
+
+std::string Describe(const Status &st) {
+  return fmt::format("code {}: {}", static_cast<int>(st.code()), st.message());
+}
+
+template <typename T>
+std::span<const std::byte> Bytes(const T &value) {
+  return std::as_bytes(std::span<const T, 1>(&value, 1));
+}
+
+// Publish own buffer under kBufferKey and read every rank's back.
+Expected<std::vector<BufferBlob>> ExchangeBuffers(const BoardRef &board, const MemoryRegion &mr) {
+  BufferBlob mine{.remote = mr.remote(), .pid = static_cast<uint32_t>(getpid())};
+  HZC_RETURN_IF_ERROR(BoardPut(board, kBufferKey, Bytes(mine)));
+  auto blobs = BoardWait(board, kBufferKey, sizeof(BufferBlob),
+                         std::chrono::steady_clock::now() + seconds(60), "buffers");
+  if (!blobs.ok()) {
+    return blobs.status();
+  }
+  std::vector<BufferBlob> all(board.nranks);
+  for (uint32_t r = 0; r < board.nranks; ++r) {
+    if (blobs->blob(r).size() != sizeof(BufferBlob)) {
+      return Error(HCCL_E_INTERNAL, "rank {} published a {}-byte buffer blob", r,
+                   blobs->blob(r).size());
+    }
+    std::memcpy(&all[r], blobs->blob(r).data(), sizeof(BufferBlob));
+  }
+  return all;
+}
+
+Status Barrier(const BoardRef &board, uint32_t key) {
+  const uint32_t one = 1;
+  HZC_RETURN_IF_ERROR(BoardPut(board, key, Bytes(one)));
+  auto st =
+      BoardWait(board, key, sizeof(one), std::chrono::steady_clock::now() + seconds(60), "barrier");
+  return st.ok() ? Status::Ok() : st.status();
+}
+
+class VerbsVmTest : public hzc::test::Test {
+ protected:
+  void SetUp() override {
+    hzc::test::Test::SetUp();
+    if (access("/dev/hzc", F_OK) != 0) {
+      GTEST_SKIP() << "/dev/hzc is absent: hzc.ko is not loaded";
+    }
+    if (!test::HaveRdmaDevice()) {
+      GTEST_SKIP() << "no RDMA device (/sys/class/infiniband is empty): soft-RoCE is not set up";
+    }
+  }
+};
+
+// Every rank writes a pattern into its slot of every peer's activated buffer, checks what
+// the peers wrote into its own buffer, and reads its slots back from every peer.
+std::string DataRank(std::array<uint64_t, 2> id, uint32_t rank, uint32_t nranks, size_t slot) {
+  Member member(id, rank, nranks);
+  if (!member.error().empty()) {
+    return member.error();
+  }
+  auto links = Links::Establish(member.board(), TestOptions(seconds(60)));
+  if (!links.ok()) {
+    return "establish: " + Describe(links.status());
+  }
+  if (!*links) {
+    return "establish: kernel-only links although rxe0 is present";
+  }
+  Links &l = **links;
+  // inbox: slot r receives rank r's writes; out: the patterns this rank writes; back: reads.
+  ActivatedBuffer buf(member.fd(), 3 * nranks * slot);
+  if (!buf.error().empty()) {
+    return buf.error();
+  }
+  uint8_t *inbox = buf.data();
+  uint8_t *out = inbox + nranks * slot;
+  uint8_t *back = out + nranks * slot;
+  auto mr = l.Register(buf.data(), buf.length());
+  if (!mr.ok()) {
+    return "register: " + Describe(mr.status());
+  }
+  auto peers = ExchangeBuffers(member.board(), **mr);
+  if (!peers.ok()) {
+    return "exchange: " + Describe(peers.status());
+  }
+  std::vector<WorkRequest> writes;
+  for (uint32_t p = 0; p < nranks; ++p) {
+    if (p == rank) {
+      continue;
+    }
+    for (size_t i = 0; i < slot; ++i) {
+      out[p * slot + i] = Pattern(rank, p, i);
+    }
+    // The last peer gets an odd length, so not every transfer is whole pages.
+    const size_t len = p == nranks - 1 || (rank == nranks - 1 && p == nranks - 2) ? slot - 3 : slot;
+    writes.push_back({.op = WorkRequest::kWrite,
+                      .peer = p,
+                      .mr = mr->get(),
+                      .local = out + p * slot,
+                      .length = len,
+                      .remote_addr = (*peers)[p].remote.addr + rank * slot,
+                      .rkey = (*peers)[p].remote.rkey});
+  }
+  if (Status st = l.Execute(writes); !st.ok()) {
+    return "rdma write: " + Describe(st);
+  }
+  if (Status st = Barrier(member.board(), kWrittenKey); !st.ok()) {
+    return "barrier: " + Describe(st);
+  }
+  for (uint32_t p = 0; p < nranks; ++p) {
+    const size_t len =
+        rank == nranks - 1 || (p == nranks - 1 && rank == nranks - 2) ? slot - 3 : slot;
+    for (size_t i = 0; p != rank && i < len; ++i) {
+      if (inbox[p * slot + i] != Pattern(p, rank, i)) {
+        return fmt::format("byte {} written by rank {} is {:#x}, expected {:#x}", i, p,
+                           inbox[p * slot + i], Pattern(p, rank, i));
+      }
+    }
+  }
+  for (const WorkRequest &w : writes) {
+    const uint32_t p = w.peer;
+    if (Status st = l.Read(p, **mr, back + p * slot, w.length, w.remote_addr, w.rkey); !st.ok()) {
+      return "rdma read: " + Describe(st);
+    }
+    if (std::memcmp(back + p * slot, out + p * slot, w.length) != 0) {
+      return fmt::format("read back from rank {} differs from what was written", p);
+    }
+  }
+  // Nobody tears down while a peer may still read from it.
+  if (Status st = Barrier(member.board(), kDoneKey); !st.ok()) {
+    return "final barrier: " + Describe(st);
+  }
+  return "";
+}
+
+void RunDataTest(uint32_t nranks) {
+  const auto id = test::RandomDomainId();
+  const auto results = RunRanks(
+      AllRanks(nranks), [&](uint32_t rank) { return DataRank(id, rank, nranks, 64 * 1024); },
+      seconds(240));
+  for (uint32_t r = 0; r < nranks; ++r) {
+    EXPECT_EQ(results[r], "") << "rank " << r;
+  }
+}
+
+TEST_F(VerbsVmTest, TwoRanksWriteAndReadBack) {
+  RunDataTest(2);
+}
+
+TEST_F(VerbsVmTest, FourRanksWriteAndReadBack) {
+  RunDataTest(4);
+}
+
+TEST_F(VerbsVmTest, EightRanksWriteAndReadBack) {
+  RunDataTest(8);
+}
+
+// The rdma tool sees this process's objects while links exist and none once they are gone;
+// the other tests rely on this to show that nothing leaks.
+TEST_F(VerbsVmTest, ResourceCountSeesOwnObjects) {
+  const auto id = test::RandomDomainId();
+  const auto results = RunRanks(
+      {0},
+      [&](uint32_t) -> std::string {
+        Member member(id, 0, 1);
+        if (!member.error().empty()) {
+          return member.error();
+        }
+        {
+          auto links = Links::Establish(member.board(), TestOptions(seconds(10)));
+          if (!links.ok() || !*links) {
+            return "establish: " + Describe(links.status());
+          }
+          std::vector<uint8_t> mem(1 << 16);
+          auto mr = (*links)->Register(mem.data(), mem.size());
+          if (!mr.ok()) {
+            return "register: " + Describe(mr.status());
+          }
+          for (const char *kind : {"cq", "pd", "mr"}) {
+            if (test::RdmaResources(kind, getpid()) < 1) {
+              return fmt::format("rdma resource show {} does not list this process's object", kind);
+            }
+          }
+        }
+        const std::string left = test::Leftovers(getpid());
+        return left.empty() ? "" : "left after teardown: " + left;
+      },
+      seconds(60));
+  EXPECT_EQ(results[0], "");
+}
+
+// Rank 2 of 3 never shows up: the others fail with HCCL_E_TIMEOUT naming it, and hold no
+// QP, CQ, PD or MR afterwards.
+TEST_F(VerbsVmTest, MissingRankTimesOutWithoutLeaks) {
+  const auto id = test::RandomDomainId();
+  const auto results = RunRanks(
+      {0, 1},
+      [&](uint32_t rank) -> std::string {
+        Member member(id, rank, 3);
+        if (!member.error().empty()) {
+          return member.error();
+        }
+        const auto start = std::chrono::steady_clock::now();
+        auto links = Links::Establish(member.board(), TestOptions(seconds(3)));
+        const auto took = std::chrono::steady_clock::now() - start;
+        if (links.ok()) {
+          return "establish succeeded without rank 2";
+        }
+        if (links.status().code() != HCCL_E_TIMEOUT) {
+          return "expected HCCL_E_TIMEOUT, got " + Describe(links.status());
+        }
+        if (links.status().message().find("rank(s) 2 of 3") == std::string::npos) {
+          return "message does not name rank 2: " + links.status().message();
+        }
+        if (took > seconds(20)) {
+          return fmt::format("took {} s for a 3 s timeout",
+                             std::chrono::duration_cast<seconds>(took).count());
+        }
+        const std::string left = test::Leftovers(getpid());
+        return left.empty() ? "" : "left after the failed setup: " + left;
+      },
+      seconds(90));
+  EXPECT_EQ(results[0], "");
+  EXPECT_EQ(results[1], "");
+}
+
+// A named device that does not exist is HCCL_E_NOT_FOUND (through the configuration, as
+// HZC_RDMA_DEVICE reaches it); the peer learns at once that the rank failed.
+TEST_F(VerbsVmTest, WrongDeviceIsNotFound) {
+  const auto id = test::RandomDomainId();
+  const auto results = RunRanks(
+      {0, 1},
+      [&](uint32_t rank) -> std::string {
+        Member member(id, rank, 2);
+        if (!member.error().empty()) {
+          return member.error();
+        }
+        LinkOptions options = TestOptions(seconds(60));
+        if (rank == 0) {
+          const Config config = Config::FromLookup([](const char *name) -> const char * {
+            return std::string(name) == "HZC_RDMA_DEVICE" ? "nosuch0" : nullptr;
+          });
+          options = LinkOptions::FromConfig(config, std::nullopt);
+          options.timeout = seconds(60);
+        }
+        const auto start = std::chrono::steady_clock::now();
+        auto links = Links::Establish(member.board(), options);
+        const auto took = std::chrono::steady_clock::now() - start;
+        if (links.ok()) {
+          return "establish succeeded";
+        }
+        const Status &st = links.status();
+        if (rank == 0 &&
+            (st.code() != HCCL_E_NOT_FOUND || st.message().find("nosuch0") == std::string::npos)) {
+          return "expected HCCL_E_NOT_FOUND naming nosuch0, got " + Describe(st);
+        }
+        if (rank == 1 && (st.code() != HCCL_E_ROCE_CONNECT ||
+                          st.message().find("rank(s) 0 ") == std::string::npos)) {
+          return "expected HCCL_E_ROCE_CONNECT naming rank 0, got " + Describe(st);
+        }
+        if (took > seconds(30)) {
+          return "the failure waited for the timeout";
+        }
+        const std::string left = test::Leftovers(getpid());
+        return left.empty() ? "" : "left after the failed setup: " + left;
+      },
+      seconds(120));
+  EXPECT_EQ(results[0], "");
+  EXPECT_EQ(results[1], "");
+}
+
+TEST_F(VerbsVmTest, WrongPortAndGidAreNotFound) {
+  const auto results = RunRanks(
+      {0},
+      [](uint32_t) -> std::string {
+        // The first device with an active port, to name a wrong port and GID of it.
+        auto any = OpenPort({}, std::nullopt);
+        if (!any.ok() || !*any) {
+          return "no active port found";
+        }
+        const std::string dev = (*any)->device;
+        auto port = OpenPort({.name = dev, .port = 9}, std::nullopt);
+        if (port.ok() || port.status().code() != HCCL_E_NOT_FOUND) {
+          return "port 9: expected HCCL_E_NOT_FOUND";
+        }
+        auto gid = OpenPort({.name = dev, .port = 0}, 4000);
+        if (gid.ok() || gid.status().code() != HCCL_E_NOT_FOUND ||
+            gid.status().message().find("HZC_RDMA_GID_INDEX=4000") == std::string::npos) {
+          return "gid 4000: expected HCCL_E_NOT_FOUND, got " +
+                 (gid.ok() ? std::string("success") : Describe(gid.status()));
+        }
+        auto same = OpenPort({.name = dev, .port = (*any)->port_num}, (*any)->gid_index);
+        if (!same.ok() || !*same || (*same)->gid_index != (*any)->gid_index) {
+          return "naming the chosen port and gid index explicitly failed";
+        }
+        return "";
+      },
+      seconds(60));
+  EXPECT_EQ(results[0], "");
+}
+
+// Rank 1 of 3 dies after the links are up: rank 0's next transfer to it fails with
+// HCCL_E_ROCE_TRANSFER (not a hang), later ones fail at once, rank 2 is still reachable,
+// and tearing down does not wait for the dead peer.
+TEST_F(VerbsVmTest, KilledPeerFailsTransfers) {
+  const auto id = test::RandomDomainId();
+  int done[2];
+  ASSERT_EQ(pipe2(done, O_CLOEXEC), 0);
+  const auto results = RunRanks(
+      AllRanks(3),
+      [&](uint32_t rank) -> std::string {
+        Member member(id, rank, 3);
+        if (!member.error().empty()) {
+          return member.error();
+        }
+        auto links = Links::Establish(member.board(), TestOptions(seconds(60)));
+        if (!links.ok() || !*links) {
+          return "establish: " +
+                 (links.ok() ? std::string("kernel-only") : Describe(links.status()));
+        }
+        std::vector<uint8_t> mem(1 << 16, static_cast<uint8_t>(rank + 1));
+        auto mr = (*links)->Register(mem.data(), mem.size());
+        if (!mr.ok()) {
+          return "register: " + Describe(mr.status());
+        }
+        auto peers = ExchangeBuffers(member.board(), **mr);
+        if (!peers.ok()) {
+          return "exchange: " + Describe(peers.status());
+        }
+        if (rank == 1) {
+          raise(SIGKILL);
+        }
+        if (rank == 2) {
+          // Stay alive (memory registered) until rank 0 is done with it.
+          char c;
+          close(done[1]);
+          return read(done[0], &c, 1) == 1 ? "" : "rank 0 did not report";
+        }
+        close(done[0]);
+        // Wait until rank 1 is dead and its files (and so its queue pairs) are closed.
+        const std::string stat = fmt::format("/proc/{}/stat", (*peers)[1].pid);
+        for (int i = 0; i < 600; ++i) {
+          std::string line;
+          FILE *f = fopen(stat.c_str(), "r");
+          if (f == nullptr) {
+            break;
+          }
+          char buf[512] = {};
+          const bool zombie =
+              fgets(buf, sizeof(buf), f) != nullptr && std::strstr(buf, ") Z ") != nullptr;
+          fclose(f);
+          if (zombie) {
+            break;
+          }
+          usleep(100 * 1000);
+        }
+        Links &l = **links;
+        const auto start = std::chrono::steady_clock::now();
+        Status st =
+            l.Write(1, **mr, mem.data(), 4096, (*peers)[1].remote.addr, (*peers)[1].remote.rkey);
+        const auto took = std::chrono::steady_clock::now() - start;
+        if (st.ok() || st.code() != HCCL_E_ROCE_TRANSFER) {
+          return "write to the dead rank: expected HCCL_E_ROCE_TRANSFER, got " +
+                 (st.ok() ? std::string("success") : Describe(st));
+        }
+        if (took > seconds(30)) {
+          return "the failure took longer than 30 s";
+        }
+        fprintf(stderr, "rank 0: write to the dead rank failed after %lld ms: %s\n",
+                static_cast<long long>(
+                    std::chrono::duration_cast<std::chrono::milliseconds>(took).count()),
+                st.message().c_str());
+        st = l.Read(1, **mr, mem.data(), 4096, (*peers)[1].remote.addr, (*peers)[1].remote.rkey);
+        if (st.code() != HCCL_E_ROCE_TRANSFER || l.broken(1).empty()) {
+          return "second transfer: expected the link to stay broken, got " + Describe(st);
+        }
+        st = l.Read(2, **mr, mem.data(), 4096, (*peers)[2].remote.addr, (*peers)[2].remote.rkey);
+        if (!st.ok() || mem[0] != 3 || mem[4095] != 3) {
+          return "rank 2 is no longer reachable: " + Describe(st);
+        }
+        ssize_t unused = write(done[1], "x", 1);
+        (void)unused;
+        return "";
+      },
+      seconds(180));
+  close(done[0]);
+  close(done[1]);
+  EXPECT_EQ(results[0], "");
+  EXPECT_EQ(results[1], "killed by signal 9");
+  EXPECT_EQ(results[2], "");
+}
+
+// Registration under a small RLIMIT_MEMLOCK without CAP_IPC_LOCK: HCCL_E_MEMORY with a hint.
+TEST_F(VerbsVmTest, MemlockLimitIsMemoryError) {
+  const auto id = test::RandomDomainId();
+  const auto results = RunRanks(
+      {0},
+      [&](uint32_t) -> std::string {
+        Member member(id, 0, 1);
+        if (!member.error().empty()) {
+          return member.error();
+        }
+        auto links = Links::Establish(member.board(), TestOptions(seconds(10)));
+        if (!links.ok() || !*links) {
+          return "establish failed";
+        }
+        // Drop CAP_IPC_LOCK from the effective set (it exempts from the limit).
+        __user_cap_header_struct hdr{.version = _LINUX_CAPABILITY_VERSION_3, .pid = 0};
+        __user_cap_data_struct data[2] = {};
+        if (syscall(SYS_capget, &hdr, data) != 0) {
+          return "capget: " + ErrnoString(errno);
+        }
+        data[CAP_IPC_LOCK / 32].effective &= ~(1U << (CAP_IPC_LOCK % 32));
+        if (syscall(SYS_capset, &hdr, data) != 0) {
+          return "capset: " + ErrnoString(errno);
+        }
+        rlimit lim{.rlim_cur = 64 * 1024, .rlim_max = 64 * 1024};
+        if (setrlimit(RLIMIT_MEMLOCK, &lim) != 0) {
+          return "setrlimit: " + ErrnoString(errno);
+        }
+        std::vector<uint8_t> mem(4 << 20);
+        auto mr = (*links)->Register(mem.data(), mem.size());
+        if (mr.ok()) {
+          return "registering 4 MiB under a 64 KiB RLIMIT_MEMLOCK succeeded";
+        }
+        if (mr.status().code() != HCCL_E_MEMORY ||
+            mr.status().message().find("RLIMIT_MEMLOCK is 64 KiB") == std::string::npos) {
+          return "expected HCCL_E_MEMORY with the limit, got " + Describe(mr.status());
+        }
+        return "";
+      },
+      seconds(60));
+  EXPECT_EQ(results[0], "");
+}
+
+// Requests that are wrong on this side are HCCL_E_PARA and post nothing.
+TEST_F(VerbsVmTest, BadRequestsAreRejected) {
+  const auto id = test::RandomDomainId();
+  const auto results = RunRanks(
+      AllRanks(2),
+      [&](uint32_t rank) -> std::string {
+        Member member(id, rank, 2);
+        if (!member.error().empty()) {
+          return member.error();
+        }
+        auto links = Links::Establish(member.board(), TestOptions(seconds(60)));
+        if (!links.ok() || !*links) {
+          return "establish failed";
+        }
+        Links &l = **links;
+        std::vector<uint8_t> mem(8192);
+        auto mr = l.Register(mem.data(), 4096);
+        if (!mr.ok()) {
+          return "register: " + Describe(mr.status());
+        }
+        const uint32_t peer = 1 - rank;
+        const std::vector<std::pair<std::string, Status>> cases = {
+            {"self", l.Write(rank, **mr, mem.data(), 16, 0, 0)},
+            {"rank out of range", l.Write(7, **mr, mem.data(), 16, 0, 0)},
+            {"local past the registration", l.Write(peer, **mr, mem.data() + 4000, 200, 0, 0)},
+            {"local before the registration", l.Read(peer, **mr, mem.data() - 1, 2, 0, 0)},
+        };
+        for (const auto &[what, st] : cases) {
+          if (st.code() != HCCL_E_PARA) {
+            return what + ": expected HCCL_E_PARA, got " + Describe(st);
+          }
+          if (!l.broken(peer).empty()) {
+            return what + ": broke the link";
+          }
+        }
+        if (auto bad = l.Register(nullptr, 4096); bad.ok() || bad.status().code() != HCCL_E_PARA) {
+          return "registering NULL: expected HCCL_E_PARA";
+        }
+        // A bad rkey is the peer's to refuse: HCCL_E_ROCE_TRANSFER.
+        Status st = l.Write(peer, **mr, mem.data(), 16, 0x1000, 0xdead);
+        if (st.code() != HCCL_E_ROCE_TRANSFER) {
+          return "bad rkey: expected HCCL_E_ROCE_TRANSFER, got " + Describe(st);
+        }
+        return "";
+      },
+      seconds(120));
+  EXPECT_EQ(results[0], "");
+  EXPECT_EQ(results[1], "");
+}
+
+// Pure logic, no device needed.
+TEST(VerbsLogicTest, ParseDeviceSpec) {
+  auto empty = ParseDeviceSpec("");
+  ASSERT_TRUE(empty.ok());
+  EXPECT_EQ(empty->name, "");
+  EXPECT_EQ(empty->port, 0);
+  auto name = ParseDeviceSpec("rxe0");
+  ASSERT_TRUE(name.ok());
+  EXPECT_EQ(name->name, "rxe0");
+  EXPECT_EQ(name->port, 0);
+  auto port = ParseDeviceSpec("mlx5_1:2");
+  ASSERT_TRUE(port.ok());
+  EXPECT_EQ(port->name, "mlx5_1");
+  EXPECT_EQ(port->port, 2);
+  for (const char *bad : {":1", "rxe0:", "rxe0:0", "rxe0:256", "rxe0:x", "rxe0:1:2", "rxe0:-1"}) {
+    auto st = ParseDeviceSpec(bad);
+    EXPECT_FALSE(st.ok()) << bad;
+    if (!st.ok()) {
+      EXPECT_EQ(st.status().code(), HCCL_E_PARA) << bad;
+      EXPECT_NE(st.status().message().find("HZC_RDMA_DEVICE"), std::string::npos) << bad;
+    }
+  }
+}
+
+GidEntry Gid(uint32_t index, uint32_t type, bool v4) {
+  GidEntry e{.index = index, .type = type};
+  if (v4) {
+    e.gid.raw[10] = 0xff;
+    e.gid.raw[11] = 0xff;
+    e.gid.raw[12] = 127;
+    e.gid.raw[15] = 1;
+  } else {
+    e.gid.raw[0] = 0xfe;
+    e.gid.raw[1] = 0x80;
+    e.gid.raw[15] = static_cast<uint8_t>(index + 1);
+  }
+  return e;
+}
+
+TEST(VerbsLogicTest, ChooseGidIndex) {
+  EXPECT_EQ(ChooseGidIndex({}), std::nullopt);
+  // Typical RoCE table: v1/v2 link-local, then v1/v2 IPv4-mapped.
+  const std::vector<GidEntry> roce = {
+      Gid(0, IBV_GID_TYPE_ROCE_V1, false), Gid(1, IBV_GID_TYPE_ROCE_V2, false),
+      Gid(2, IBV_GID_TYPE_ROCE_V1, true), Gid(3, IBV_GID_TYPE_ROCE_V2, true)};
+  EXPECT_EQ(ChooseGidIndex(roce), 3U);
+  EXPECT_EQ(ChooseGidIndex(std::span(roce).first(3)), 1U);
+  EXPECT_EQ(ChooseGidIndex(std::vector<GidEntry>{roce[0], roce[2]}), 0U);
+  EXPECT_EQ(ChooseGidIndex(std::vector<GidEntry>{Gid(5, IBV_GID_TYPE_IB, false),
+                                                 Gid(2, IBV_GID_TYPE_IB, false)}),
+            2U);
+  EXPECT_TRUE(IsIpv4Mapped(roce[3].gid));
+  EXPECT_FALSE(IsIpv4Mapped(roce[1].gid));
+  EXPECT_EQ(GidString(roce[3].gid), "::ffff:127.0.0.1");
+}
+
+TEST(VerbsLogicTest, EndpointRoundTripAndChecks) {
+  Endpoint ep;
+  ep.header.rank = 1;
+  ep.header.nranks = 3;
+  ep.header.mtu = IBV_MTU_4096;
+  ep.qps = {{.qpn = 0x11, .psn = 0x123}, {}, {.qpn = 0x13, .psn = 0xabcdef}};
+  const auto blob = EncodeEndpoint(ep);
+  ASSERT_EQ(blob.size(), sizeof(EndpointHeader) + 3 * sizeof(QpEndpoint));
+  auto back = DecodeEndpoint(blob, 1, 3);
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(back->qps[2].qpn, 0x13U);
+  EXPECT_EQ(back->qps[2].psn, 0xabcdefU);
+  EXPECT_EQ(back->header.mtu, static_cast<uint32_t>(IBV_MTU_4096));
+
+  EXPECT_EQ(DecodeEndpoint(blob, 2, 3).status().code(), HCCL_E_ROCE_CONNECT);  // wrong rank
+  EXPECT_EQ(DecodeEndpoint(blob, 1, 4).status().code(), HCCL_E_ROCE_CONNECT);  // wrong size
+  EXPECT_FALSE(DecodeEndpoint(std::span(blob).first(10), 1, 3).ok());
+  EXPECT_FALSE(DecodeEndpoint(std::span(blob).first(blob.size() - 1), 1, 3).ok());
+  auto bad = blob;
+  bad[0] = std::byte{0};
+  EXPECT_FALSE(DecodeEndpoint(bad, 1, 3).ok());
+
+  // A rank without a device or with a failure publishes only the header.
+  Endpoint none;
+  none.header.state = EndpointHeader::kNoDevice;
+  none.header.rank = 0;
+  none.header.nranks = 3;
+  auto decoded = DecodeEndpoint(EncodeEndpoint(none), 0, 3);
+  ASSERT_TRUE(decoded.ok());
+  EXPECT_EQ(decoded->header.state, EndpointHeader::kNoDevice);
+  EXPECT_EQ(MaxRanksForBlob(4096), 506U);
+}
+
+}  // namespace
+}  // namespace hzc::verbs
