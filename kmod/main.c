@@ -124,6 +124,13 @@ static long hzc_fops_ioctl(struct file *file, unsigned int cmd,
 		return ret;
 	if (ucmd.user_size < op->min_size)
 		return -EINVAL;
+	/*
+	 * As clone3() and openat2() do: no command struct will ever outgrow a
+	 * page, and a larger @size would only make the kernel check gigabytes
+	 * of user memory for zeroes.
+	 */
+	if (ucmd.user_size > PAGE_SIZE)
+		return -E2BIG;
 
 	ucmd.cmd = &buf;
 	ret = copy_struct_from_user(ucmd.cmd, op->size, ucmd.ubuffer,

@@ -66,6 +66,21 @@ TEST_F(InfoTest, LongStructWithZeroTailWorksAndTailIsUntouched) {
   }
 }
 
+// A @size above the page size is refused up front, however the tail looks,
+// instead of having the kernel check up to 4 GiB of user memory for zeroes.
+TEST_F(InfoTest, SizeAbovePageSizeIsE2big) {
+  const size_t page = PageSize();
+  Reservation buf(2 * page, PROT_READ | PROT_WRITE);
+  ASSERT_NE(buf.base(), nullptr);
+  auto *arg = reinterpret_cast<hzc_info *>(buf.base());
+  arg->size = static_cast<uint32_t>(page);
+  EXPECT_EQ(Ioctl(fd_, HZC_IOC_INFO, arg), 0) << "a page, zero tail";
+  arg->size = static_cast<uint32_t>(page + 1);
+  EXPECT_EQ(Ioctl(fd_, HZC_IOC_INFO, arg), E2BIG) << "one byte more than a page, zero tail";
+  arg->size = ~0u;
+  EXPECT_EQ(Ioctl(fd_, HZC_IOC_INFO, arg), E2BIG) << "4 GiB";
+}
+
 TEST_F(InfoTest, NonZeroFlagsAreEopnotsupp) {
   for (uint32_t bit = 0; bit < 32; ++bit) {
     hzc_info info{};

@@ -12,8 +12,8 @@
  *   struct it was compiled against.  Structs only grow at the end.
  * - @size smaller than the first version of the struct is -EINVAL.  A larger
  *   @size is accepted if every byte beyond what the kernel knows is zero, and
- *   is -E2BIG otherwise.  Outputs are written back only up to the smaller of
- *   the two sizes.
+ *   is -E2BIG otherwise; a @size above the page size is always -E2BIG.
+ *   Outputs are written back only up to the smaller of the two sizes.
  * - Every @flags bit not defined for the command, and every __reserved field
  *   that is not zero, is -EOPNOTSUPP.
  * - Fields are __u32 or __u64 (user pointers as __aligned_u64), naturally
@@ -27,7 +27,8 @@
  * ------------------------------------------------------------------------
  *   ENOTTY      unknown command
  *   EINVAL      @size too small, or a field has an invalid value
- *   E2BIG       @size larger than known and the unknown tail is not zero
+ *   E2BIG       @size larger than known and the unknown tail is not zero,
+ *               or @size larger than the page size
  *   EOPNOTSUPP  unknown @flags bit or non-zero __reserved field
  *   EFAULT      the struct or a buffer it points to is not accessible
  *   EPERM       the caller's mm does not own this context
