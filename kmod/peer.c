@@ -86,8 +86,26 @@ static void hzc_vm_close(struct vm_area_struct *vma)
 /*
  * Insert the faulting page, and with it the rest of its 2 MiB block that
  * lies in the same activation and VMA, so a sequential reader faults once
- * per block.  (2 MiB PMD entries are not possible here: kernels before
- * 6.12 never call ->huge_fault() for VM_PFNMAP mappings.)
+ * per block.
+ *
+ * Why PTEs and not one 2 MiB PMD entry per block, even where the pinned
+ * pages are a THP or hugetlb page:
+ * - Before 6.12, __handle_mm_fault() only calls ->huge_fault() when
+ *   hugepage_vma_check() allows it, and that refuses every VMA with a
+ *   VM_SPECIAL flag (VM_NO_KHUGEPAGED), VM_PFNMAP included, unless the
+ *   VMA's mapping host is a DAX inode (S_DAX).
+ * - Marking our inode S_DAX would get ->huge_fault() called, but the 6.1
+ *   page tables have no "special" bit for PMDs (pmd_special() arrived with
+ *   ARCH_SUPPORTS_PMD_PFNMAP in 6.12): lockless GUP would take references
+ *   on the owner's pages through such an entry and so outlive revocation;
+ *   for pages that are not one compound page it would even get the
+ *   reference counts wrong.  Only the devmap bit hides a PMD from it, and
+ *   that bit promises a ZONE_DEVICE page, which ours are not.
+ * PTEs made by vmf_insert_pfn() are pte_special(), which every GUP path
+ * refuses, so the pages stay reachable only through this VMA.  On 6.12+
+ * kernels with CONFIG_ARCH_SUPPORTS_PMD_PFNMAP, a ->huge_fault() using
+ * vmf_insert_pfn_pmd() (and thp_get_unmapped_area() for aligned mmap
+ * addresses) would give real 2 MiB entries.
  */
 static vm_fault_t hzc_vm_fault(struct vm_fault *vmf)
 {
