@@ -1,0 +1,281 @@
+// SPDX-License-Identifier: Apache-2.0
+// RDMA WRITE bandwidth and latency between two ranks through hzc's links (verbs/links.h),
+// printed as a markdown table. Ranks are forked processes sharing a fresh kernel domain.
+//
+// Bandwidth: rank 0 posts N writes of one size into rank 1's buffer (up to the queue depth
+// in flight, like ib_write_bw) and divides the bytes by the time until the last completion.
+// Latency: ping-pong like ib_write_lat: each side writes the message into the other's
+// buffer and spins on the last 8 bytes of its own buffer for the peer's sequence number;
+// the table shows half the median round trip.
+#include <fcntl.h>
+#include <linux/hzc.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "core/errno_string.h"
+#include "core/unique_fd.h"
+#include "verbs/board.h"
+#include "verbs/links.h"
+
+namespace hzc::verbs {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr uint32_t kBufferKey = 3;
+constexpr uint32_t kBandwidthDoneKey = 4;
+constexpr uint32_t kDoneKey = 5;
+
+struct Params {
+  std::vector<size_t> sizes = {4 << 10, 16 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20};
+  size_t max_size = 0;         // largest of sizes
+  size_t bw_bytes = 32 << 20;  // bytes written per size for bandwidth
+  size_t lat_bytes = 4 << 20;  // bytes per direction per size for latency
+  unsigned min_iters = 5;
+  std::string device;
+};
+
+struct Row {
+  size_t size = 0;
+  unsigned bw_iters = 0;
+  double mib_s = 0;
+  unsigned lat_iters = 0;
+  double lat_us = 0;
+};
+
+unsigned Iterations(size_t total, size_t size, unsigned min_iters, unsigned max_iters) {
+  return static_cast<unsigned>(std::clamp<size_t>(total / size, min_iters, max_iters));
+}
+
+double Seconds(Clock::duration d) {
+  return std::chrono::duration<double>(d).count();
+}
+
+template <typename T>
+std::span<const std::byte> Bytes(const T &value) {
+  return std::as_bytes(std::span<const T, 1>(&value, 1));
+}
+
+// Spin until the 8 bytes at @p hold @want; false after 30 s.
+bool AwaitSequence(const uint8_t *p, uint64_t want) {
+  auto *word = reinterpret_cast<const uint64_t *>(p);
+  const auto deadline = Clock::now() + std::chrono::seconds(30);
+  for (unsigned i = 0;; ++i) {
+    if (std::atomic_ref<const uint64_t>(*word).load(std::memory_order_acquire) == want) {
+      return true;
+    }
+    if ((i & 4095) == 0 && Clock::now() > deadline) {
+      return false;
+    }
+  }
+}
+
+// Both ranks publish @key and wait for each other; "" or the failure.
+std::string Barrier(const BoardRef &board, uint32_t key) {
+  const uint32_t one = 1;
+  if (Status st = BoardPut(board, key, Bytes(one)); !st.ok()) {
+    return st.message();
+  }
+  auto done =
+      BoardWait(board, key, sizeof(one), Clock::now() + std::chrono::seconds(600), "barrier");
+  return done.ok() ? "" : done.status().message();
+}
+
+// One rank; rank 0 fills @rows. Returns "" or the failure.
+std::string RunRank(const Params &params, std::array<uint64_t, 2> id, uint32_t rank,
+                    std::vector<Row> *rows) {
+  UniqueFd fd(open("/dev/hzc", O_RDWR | O_CLOEXEC));
+  if (!fd.valid()) {
+    return "open /dev/hzc: " + ErrnoString(errno);
+  }
+  hzc_domain_join join{};
+  join.size = sizeof(join);
+  join.domain_id[0] = id[0];
+  join.domain_id[1] = id[1];
+  join.rank = rank;
+  join.nranks = 2;
+  if (ioctl(fd.get(), HZC_IOC_DOMAIN_JOIN, &join) != 0) {
+    return "domain join: " + ErrnoString(errno);
+  }
+  const BoardRef board{.fd = fd.get(), .domain = id, .rank = rank, .nranks = 2};
+  LinkOptions options;
+  options.device = params.device;
+  options.timeout = std::chrono::seconds(60);
+  options.progress_timeout = std::chrono::seconds(60);
+  auto links = Links::Establish(board, options);
+  if (!links.ok()) {
+    return "link setup: " + links.status().message();
+  }
+  if (!*links) {
+    return "link setup: no RDMA device (kernel-only links)";
+  }
+  Links &l = **links;
+  // [0, max): receive region, [max, 2 max): send region.
+  const size_t len = 2 * params.max_size;
+  void *mem =
+      mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+  if (mem == MAP_FAILED) {
+    return "mmap: " + ErrnoString(errno);
+  }
+  auto unmap = [&] { munmap(mem, len); };
+  ScopeGuard guard(unmap);
+  auto *recv = static_cast<uint8_t *>(mem);
+  uint8_t *send = recv + params.max_size;
+  auto mr = l.Register(mem, len);
+  if (!mr.ok()) {
+    return "register: " + mr.status().message();
+  }
+  const RemoteBuffer mine = (*mr)->remote();
+  if (Status st = BoardPut(board, kBufferKey, Bytes(mine)); !st.ok()) {
+    return st.message();
+  }
+  auto blobs = BoardWait(board, kBufferKey, sizeof(RemoteBuffer),
+                         Clock::now() + std::chrono::seconds(60), "buffers");
+  if (!blobs.ok()) {
+    return blobs.status().message();
+  }
+  RemoteBuffer peer;
+  std::memcpy(&peer, blobs->blob(1 - rank).data(), sizeof(peer));
+  const uint32_t other = 1 - rank;
+
+  const std::vector<size_t> &sizes = params.sizes;
+  if (rank == 0) {
+    for (size_t s : sizes) {
+      Row row{.size = s};
+      row.bw_iters = Iterations(params.bw_bytes, s, params.min_iters, 4096);
+      std::vector<WorkRequest> writes(row.bw_iters, {.op = WorkRequest::kWrite,
+                                                     .peer = other,
+                                                     .mr = mr->get(),
+                                                     .local = send,
+                                                     .length = s,
+                                                     .remote_addr = peer.addr,
+                                                     .rkey = peer.rkey});
+      // Warm-up: a few messages, not timed.
+      if (Status st = l.Execute(std::span(writes).first(std::min<size_t>(writes.size(), 2)));
+          !st.ok()) {
+        return st.message();
+      }
+      const auto start = Clock::now();
+      if (Status st = l.Execute(writes); !st.ok()) {
+        return st.message();
+      }
+      row.mib_s = static_cast<double>(s) * row.bw_iters / Seconds(Clock::now() - start) / (1 << 20);
+      rows->push_back(row);
+    }
+  }
+  // Rank 1 sleeps in the kernel while rank 0 measures bandwidth.
+  if (std::string err = Barrier(board, kBandwidthDoneKey); !err.empty()) {
+    return err;
+  }
+  // Latency: sequence numbers grow across sizes, so nothing stale ever matches.
+  uint64_t seq = 0;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    const size_t s = sizes[i];
+    const unsigned iters = Iterations(params.lat_bytes, s, params.min_iters, 1000);
+    const unsigned warmup = s >= (1U << 20) ? 1 : 2;
+    std::vector<double> rtt;
+    for (unsigned it = 0; it < iters + warmup; ++it) {
+      ++seq;
+      const auto start = Clock::now();
+      if (rank == 1 && !AwaitSequence(recv + s - 8, seq)) {
+        return "latency: rank 0's message never arrived";
+      }
+      std::memcpy(send + s - 8, &seq, 8);
+      if (Status st = l.Write(other, **mr, send, s, peer.addr, peer.rkey); !st.ok()) {
+        return st.message();
+      }
+      if (rank == 0) {
+        if (!AwaitSequence(recv + s - 8, seq)) {
+          return "latency: rank 1's reply never arrived";
+        }
+        if (it >= warmup) {
+          rtt.push_back(Seconds(Clock::now() - start));
+        }
+      }
+    }
+    if (rank == 0) {
+      std::sort(rtt.begin(), rtt.end());
+      (*rows)[i].lat_iters = iters;
+      (*rows)[i].lat_us = rtt[rtt.size() / 2] / 2 * 1e6;
+    }
+  }
+  return Barrier(board, kDoneKey);
+}
+
+int Main(int argc, char **argv) {
+  Params params;
+  CLI::App app{"RDMA WRITE bandwidth and latency through hzc links between two ranks"};
+  app.add_option("--size", params.sizes,
+                 "message sizes in bytes (repeatable; default 4 KiB to "
+                 "16 MiB in steps of 4x)");
+  app.add_option("--bw-bytes", params.bw_bytes, "bytes written per size for bandwidth");
+  app.add_option("--lat-bytes", params.lat_bytes, "bytes per direction per size for latency");
+  app.add_option("--min-iters", params.min_iters, "fewest iterations per size");
+  app.add_option("--device", params.device, "RDMA device[:port] (default: first active)");
+  CLI11_PARSE(app, argc, argv);
+  for (size_t size : params.sizes) {
+    if (size < 8) {
+      fprintf(stderr, "hzc-bench-verbs: --size %zu: messages carry an 8-byte sequence number\n",
+              size);
+      return 2;
+    }
+    params.max_size = std::max(params.max_size, size);
+  }
+  std::array<uint64_t, 2> id{};
+  if (getrandom(id.data(), sizeof(id), 0) != sizeof(id)) {
+    id = {static_cast<uint64_t>(getpid()), static_cast<uint64_t>(time(nullptr))};
+  }
+  id[0] |= 1;
+  fflush(nullptr);
+  const pid_t child = fork();
+  if (child < 0) {
+    perror("fork");
+    return 1;
+  }
+  if (child == 0) {
+    const std::string err = RunRank(params, id, 1, nullptr);
+    if (!err.empty()) {
+      fprintf(stderr, "hzc-bench-verbs: rank 1: %s\n", err.c_str());
+    }
+    _exit(err.empty() ? 0 : 1);
+  }
+  std::vector<Row> rows;
+  const std::string err = RunRank(params, id, 0, &rows);
+  int status = 0;
+  waitpid(child, &status, 0);
+  if (!err.empty()) {
+    fprintf(stderr, "hzc-bench-verbs: rank 0: %s\n", err.c_str());
+    return 1;
+  }
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    return 1;
+  }
+  printf(
+      "| size | write BW iters | hzc write BW (MiB/s) | latency iters | hzc write latency "
+      "(us) |\n");
+  printf("|---:|---:|---:|---:|---:|\n");
+  for (const Row &r : rows) {
+    printf("| %zu | %u | %.2f | %u | %.1f |\n", r.size, r.bw_iters, r.mib_s, r.lat_iters, r.lat_us);
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace hzc::verbs
+
+int main(int argc, char **argv) {
+  return hzc::verbs::Main(argc, argv);
+}
