@@ -9,6 +9,7 @@
  * hold range->lock for reading while inserting), then unpin.  So the pages
  * stay pinned until the last peer PTE is gone.
  */
+#include <linux/backing-dev.h>
 #include <linux/mm.h>
 #include <linux/overflow.h>
 #include <linux/sched.h>
@@ -20,6 +21,18 @@
 
 /* Pages pinned (or unpinned) per call: one page of page pointers. */
 #define HZC_PIN_BATCH	(PAGE_SIZE / sizeof(struct page *))
+
+/* Long-term, writable pins of the caller's pages; mmap_lock held. */
+static long hzc_pin_user_pages(unsigned long addr, unsigned long n,
+			       struct page **pages)
+{
+	/* pin_user_pages() lost its vmas argument in 6.5. */
+#ifdef HZC_HAVE_GET_USER_PAGE_VMA_REMOTE
+	return pin_user_pages(addr, n, FOLL_LONGTERM | FOLL_WRITE, pages);
+#else
+	return pin_user_pages(addr, n, FOLL_LONGTERM | FOLL_WRITE, pages, NULL);
+#endif
+}
 
 static int hzc_charge_memlock(struct mm_struct *mm, unsigned long npages)
 {
@@ -44,28 +57,66 @@ static void hzc_unpin(struct page **pages, unsigned long npages)
 	}
 }
 
-/* Pin all of it or nothing. */
-static int hzc_pin(unsigned long va, unsigned long npages, struct page **pages)
+/*
+ * Can [start, end) be pinned writable for the long term?  Not where a
+ * shared file mapping needs dirty tracking (page_mkwrite, writeback): the
+ * file system would meet pages written behind its back, through the pin and
+ * through peer mappings, long after it cleaned them.  The same rule as GUP
+ * itself applies from 6.5 on (writable_file_mapping_allowed()); anonymous
+ * memory, shmem/memfd and hugetlbfs are fine.  Called with mmap_lock held.
+ */
+static int hzc_check_pinnable(struct mm_struct *mm, unsigned long start,
+			      unsigned long end)
 {
-	unsigned long done = 0;
-	int n;
+	struct vm_area_struct *vma;
+	unsigned long addr = start;
+
+	mmap_assert_locked(mm);
+	while (addr < end) {
+		vma = find_vma(mm, addr);
+		if (!vma || vma->vm_start > addr)
+			return -EFAULT;
+		if ((vma->vm_flags & (VM_SHARED | VM_WRITE)) ==
+		    (VM_SHARED | VM_WRITE) && vma->vm_file &&
+		    !(vma->vm_flags & VM_PFNMAP) &&
+		    ((vma->vm_ops && (vma->vm_ops->page_mkwrite ||
+				      vma->vm_ops->pfn_mkwrite)) ||
+		     mapping_can_writeback(vma->vm_file->f_mapping)))
+			return -EFAULT;
+		addr = vma->vm_end;
+	}
+	return 0;
+}
+
+/*
+ * Pin all of it or nothing, a batch at a time; each batch is checked and
+ * pinned under one hold of mmap_lock, so the VMAs checked are the VMAs
+ * pinned from.
+ */
+static int hzc_pin(struct mm_struct *mm, unsigned long va, unsigned long npages,
+		   struct page **pages)
+{
+	unsigned long done = 0, addr, n;
+	long ret;
 
 	while (done < npages) {
 		if (fatal_signal_pending(current)) {
-			n = -EINTR;
+			ret = -EINTR;
 			goto out_unpin;
 		}
-		n = pin_user_pages_fast(va + done * PAGE_SIZE,
-					min_t(unsigned long, npages - done,
-					      HZC_PIN_BATCH),
-					FOLL_LONGTERM | FOLL_WRITE,
-					pages + done);
-		if (n <= 0) {
-			if (!n)
-				n = -EFAULT;
+		addr = va + done * PAGE_SIZE;
+		n = min_t(unsigned long, npages - done, HZC_PIN_BATCH);
+		mmap_read_lock(mm);
+		ret = hzc_check_pinnable(mm, addr, addr + n * PAGE_SIZE);
+		if (!ret)
+			ret = hzc_pin_user_pages(addr, n, pages + done);
+		mmap_read_unlock(mm);
+		if (ret <= 0) {
+			if (!ret)
+				ret = -EFAULT;
 			goto out_unpin;
 		}
-		done += n;
+		done += ret;
 		cond_resched();
 	}
 	return 0;
@@ -73,7 +124,7 @@ static int hzc_pin(unsigned long va, unsigned long npages, struct page **pages)
 out_unpin:
 	/* Nothing was written through these pages: unpin them clean. */
 	unpin_user_pages(pages, done);
-	return n;
+	return ret;
 }
 
 static struct hzc_range *hzc_range_at(struct hzc_ctx *ctx, unsigned long va)
@@ -143,7 +194,7 @@ int hzc_activate(struct hzc_ucmd *ucmd)
 		ret = -ENOMEM;
 		goto out_free_act;
 	}
-	ret = hzc_pin(cmd->va, npages, act->pages);
+	ret = hzc_pin(ctx->mm, cmd->va, npages, act->pages);
 	if (ret)
 		goto out_free_pages;
 

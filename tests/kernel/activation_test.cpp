@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 // HZC_IOC_ACTIVATE / HZC_IOC_DEACTIVATE: pins, accounting, memfd and huge pages.
 #include <sys/mman.h>
+#include <sys/mount.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -118,6 +119,43 @@ TEST_F(ActivationTest, MemfdPages) {
   EXPECT_EQ(Deactivate(fd_, res.base()), 0);
   EXPECT_EQ(UnregisterRange(fd_, res.base()), 0);
   close(mfd);
+}
+
+// A shared mapping of a file whose pages the file system tracks for writing
+// (here ramfs: page_mkwrite) cannot be pinned writable for the long term;
+// a private mapping of the same file can (its pages are anonymous copies).
+TEST_F(ActivationTest, SharedFileMappingNeedingDirtyTrackingIsEfault) {
+  char dir[] = "/tmp/hzc-ramfs-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  if (mount("hzc-ramfs", dir, "ramfs", 0, nullptr) != 0) {
+    rmdir(dir);
+    GTEST_SKIP() << "cannot mount a ramfs: " << strerror(errno);
+  }
+  const std::string path = std::string(dir) + "/file";
+  const size_t len = 8 * page_;
+  int file = open(path.c_str(), O_RDWR | O_CREAT, 0600);
+  ASSERT_GE(file, 0);
+  ASSERT_EQ(ftruncate(file, static_cast<off_t>(len)), 0);
+  {
+    Reservation res(2 * len);
+    ASSERT_NE(res.base(), nullptr);
+    ASSERT_EQ(RegisterRange(fd_, res.base(), res.size()), 0);
+    ASSERT_EQ(mmap(res.base(), len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, file, 0),
+              res.base());
+    ASSERT_EQ(mmap(res.base() + len, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_FIXED, file, 0),
+              res.base() + len);
+    std::memset(res.base(), 1, 2 * len);
+    EXPECT_EQ(Activate(fd_, res.base(), len), EFAULT) << "MAP_SHARED";
+    EXPECT_EQ(Activate(fd_, res.base() + len - page_, 2 * page_), EFAULT) << "straddling both";
+    EXPECT_EQ(Counters().foll_pins, before_.foll_pins) << "nothing stays pinned";
+    EXPECT_EQ(Activate(fd_, res.base() + len, len), 0) << "MAP_PRIVATE";
+    EXPECT_EQ(Deactivate(fd_, res.base() + len), 0);
+    EXPECT_EQ(UnregisterRange(fd_, res.base()), 0);
+  }
+  close(file);
+  unlink(path.c_str());
+  EXPECT_EQ(umount(dir), 0);
+  rmdir(dir);
 }
 
 TEST_F(ActivationTest, TransparentHugePages) {

@@ -176,7 +176,10 @@ struct hzc_range_unregister {
  *   EEXIST      the activation overlaps an existing activation
  *   ENOMEM      RLIMIT_MEMLOCK or max_pinned_bytes would be exceeded, or
  *               out of memory
- *   EFAULT      part of it is not mapped, or not writable
+ *   EFAULT      part of it is not mapped, or not writable, or is a shared
+ *               mapping of a file whose writes the file system tracks
+ *               (anonymous memory, shmem/memfd and hugetlbfs can be
+ *               activated; a MAP_SHARED file on ext4, say, cannot)
  *   EINTR       a fatal signal arrived while pinning
  */
 struct hzc_activate {
