@@ -167,7 +167,12 @@ int hzc_peer_mmap(struct file *file, struct vm_area_struct *vma)
 
 	if (current->mm != ctx->mm)
 		return -EPERM;
-	if (!(vma->vm_flags & VM_SHARED))
+	/*
+	 * MAP_SHARED only (VM_MAYSHARE: VM_SHARED is cleared for a file opened
+	 * read-only, which may still map read-only).  A private mapping would
+	 * be a COW mapping, which VM_PFNMAP cannot be.
+	 */
+	if (!(vma->vm_flags & VM_MAYSHARE))
 		return -EINVAL;
 	/* A peer's memory is data: never executable, now or after mprotect(). */
 	if (vma->vm_flags & VM_EXEC)

@@ -227,6 +227,34 @@ TEST_F(PeerTest, ListAndReadThroughMapping) {
   munmap(m, page_);
 }
 
+// A file opened read-only maps peers read-only (and only read-only).
+TEST_F(PeerTest, ReadOnlyFileMapsReadOnly) {
+  const DomainId id = NewDomainId();
+  Owner owner(id);
+  ASSERT_TRUE(owner.ok());
+  const int ro = open(kDevice, O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(ro, 0);
+  ASSERT_EQ(Join(ro, id, 1, 2), 0);
+  ASSERT_EQ(ListRanges(ro, id, 1, 0, &ranges_), 0);
+  ASSERT_EQ(ranges_.size(), 1u);
+  const off_t off = static_cast<off_t>(ranges_[0].mmap_offset);
+  void *p = mmap(nullptr, page_, PROT_READ | PROT_WRITE, MAP_SHARED, ro, off);
+  EXPECT_EQ(p, MAP_FAILED);
+  EXPECT_EQ(errno, EACCES) << "writable mapping of a read-only file";
+  void *m = mmap(nullptr, 4 * page_, PROT_READ, MAP_SHARED, ro, off);
+  ASSERT_NE(m, MAP_FAILED) << strerror(errno);
+  char v = 0;
+  EXPECT_EQ(Probe(static_cast<char *>(m) + 3 * page_, false, &v), 0);
+  EXPECT_EQ(v, 3);
+  EXPECT_EQ(mprotect(m, page_, PROT_READ | PROT_WRITE), -1);
+  EXPECT_EQ(errno, EACCES) << "mprotect(PROT_WRITE)";
+  munmap(m, 4 * page_);
+  p = mmap(nullptr, page_, PROT_READ, MAP_PRIVATE, ro, off);
+  EXPECT_EQ(p, MAP_FAILED);
+  EXPECT_EQ(errno, EINVAL) << "MAP_PRIVATE";
+  close(ro);
+}
+
 TEST_F(PeerTest, DeactivateRevokesAndReactivateRestores) {
   const DomainId id = NewDomainId();
   Owner owner(id);

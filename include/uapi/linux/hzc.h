@@ -462,6 +462,7 @@ struct hzc_list_activations {
  *               context shares no domain with the range's owner, or
  *               PROT_EXEC was asked for (mprotect() to PROT_EXEC is EACCES)
  *   EINVAL      not MAP_SHARED, or the mapping extends beyond the range
+ * A file opened read-only maps read-only (PROT_WRITE is then EACCES).
  *   ENXIO       no range has a window at @off
  */
 
