@@ -5,6 +5,7 @@
 #ifndef HZC_HZC_H_
 #define HZC_HZC_H_
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include <hccl/hccl_types.h>
@@ -40,6 +41,36 @@ const char *hzc_device_path(void);
 
 /** The library version, "MAJOR.MINOR.PATCH". */
 const char *hzc_version(void);
+
+/** One activated block of a rank: [va, va + size) in that rank's address space. */
+struct hzc_peer_block {
+  uint64_t va;
+  uint64_t size;
+};
+
+/**
+ * Peer access to activated memory (after the communicator's first HcclCommSetMemoryRange).
+ *
+ * hzc_comm_peer_ptr: set *local to a pointer through which this process reads and writes
+ * [peer_va, peer_va + size) of rank @rank; the bytes must lie in memory that rank has
+ * activated (adjacent activations count as one). For the caller's own rank *local is peer_va.
+ * The pointer stays valid until that rank deactivates or unsets the memory or @comm is
+ * destroyed; an access after that raises SIGBUS or SIGSEGV. Peer pointers cannot be used as
+ * buffers of process_vm_readv, ibv_reg_mr or O_DIRECT I/O.
+ *
+ * hzc_comm_peer_blocks: the activated blocks of rank @rank, sorted by address. *count is the
+ * capacity of @blocks on input (blocks may be NULL when it is 0) and the number of blocks on
+ * output; at most the capacity are written.
+ *
+ * Errors: HCCL_E_PTR for a NULL comm, peer_va, local or count; HCCL_E_PARA for a destroyed
+ * or foreign comm, rank >= rank size, size 0, or memory that is not activated;
+ * HCCL_E_UNAVAIL when the communicator has no links yet; HCCL_E_REMOTE when the rank died or
+ * left; HCCL_E_SYSCALL/HCCL_E_MEMORY when the window cannot be mapped.
+ */
+HcclResult hzc_comm_peer_ptr(HcclComm comm, uint32_t rank, const void *peer_va, size_t size,
+                             void **local);
+HcclResult hzc_comm_peer_blocks(HcclComm comm, uint32_t rank, struct hzc_peer_block *blocks,
+                                uint32_t *count);
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -16,6 +16,7 @@
 #include "bootstrap/root_info.h"
 #include "core/comm.h"
 #include "core/config.h"
+#include "core/generation.h"
 #include "core/range_registry.h"
 #include "device/device.h"
 #include "runtime/vmm.h"
@@ -248,6 +249,7 @@ HcclResult HcclCommUnsetMemoryRange(HcclComm comm, void *baseVirPtr) {
       (void)ranges.Add(Addr(baseVirPtr), removed.size, removed.comm_id);  // nothing changed
       return st;
     }
+    hzc::Generation::BumpProcess();  // peers' cached views are stale
     return Status::Ok();
   });
 }
@@ -293,6 +295,7 @@ HcclResult HcclCommActivateCommMemory(HcclComm comm, void *virPtr, size_t size, 
       (void)ranges.Deactivate(Addr(virPtr));  // nothing changed
       return st;
     }
+    hzc::Generation::BumpProcess();
     return Status::Ok();
   });
 }
@@ -320,6 +323,7 @@ HcclResult HcclCommDeactivateCommMemory(HcclComm comm, void *virPtr) {
       (void)ranges.Activate(Addr(virPtr), removed.size, removed.handle);  // nothing changed
       return st;
     }
+    hzc::Generation::BumpProcess();
     return Status::Ok();
   });
 }

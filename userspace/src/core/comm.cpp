@@ -26,6 +26,7 @@ Communicator::Communicator(bootstrap::UniqueId id, uint32_t rank,
     : serial_(++g_serial), id_(id), rank_(rank), ranks_(std::move(ranks)) {}
 
 Communicator::~Communicator() {
+  peer_memory_.reset();  // unmap peer windows before leaving the domain
   if (device_) {
     if (Status st = device_->LeaveDomain(DomainId(), rank_); !st.ok()) {
       LogWarn("HcclCommDestroy: {}", st.message());
@@ -44,6 +45,11 @@ bool Communicator::linked() const {
   return device_ != nullptr;
 }
 
+PeerMemory *Communicator::peer_memory() const {
+  std::lock_guard lock(mutex_);
+  return peer_memory_.get();
+}
+
 Status Communicator::EstablishLinks(const std::shared_ptr<Device> &device,
                                     std::chrono::seconds timeout) {
   std::lock_guard lock(mutex_);
@@ -57,16 +63,25 @@ Status Communicator::EstablishLinks(const std::shared_ptr<Device> &device,
       LogWarn("link establishment: {}", st.message());
     }
   };
-  // Key 0 carries each rank's pid; verbs endpoints will use further keys.
-  const uint32_t pid = static_cast<uint32_t>(getpid());
-  if (Status st = device->BoardPut(domain, rank_, 0, &pid, sizeof(pid)); !st.ok()) {
+  // Key 0 carries each rank's card (pid, generation page); verbs endpoints use further keys.
+  RankCard card;
+  card.pid = static_cast<uint32_t>(getpid());
+  if (auto generation = Generation::Process(); generation.ok()) {
+    card.generation_fd = (*generation)->fd();
+  } else {
+    LogInfo("link establishment: {}; peers will list our ranges on every lookup",
+            generation.status().message());
+  }
+  if (Status st = device->BoardPut(domain, rank_, 0, &card, sizeof(card)); !st.ok()) {
     leave();
     return st;
   }
   const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(timeout).count();
   std::vector<uint32_t> missing;
+  std::vector<RankCard> cards(size());
   Status st = device->BoardWait(domain, rank_, size(), 0,
-                                static_cast<uint32_t>(std::min<int64_t>(ms, UINT32_MAX)), &missing);
+                                static_cast<uint32_t>(std::min<int64_t>(ms, UINT32_MAX)), &missing,
+                                cards.data(), sizeof(RankCard));
   if (!st.ok()) {
     leave();
     if (st.code() == HCCL_E_TIMEOUT) {
@@ -84,7 +99,14 @@ Status Communicator::EstablishLinks(const std::shared_ptr<Device> &device,
     }
     return st;
   }
+  for (uint32_t r = 0; r < size(); ++r) {
+    if (cards[r].magic != RankCard::kMagic) {
+      leave();
+      return Error(HCCL_E_INTERNAL, "link establishment: rank {} published no valid card", r);
+    }
+  }
   device_ = device;
+  peer_memory_ = std::make_unique<PeerMemory>(device, domain, rank_, std::move(cards));
   LogDebug("link establishment: rank {} of {} linked", rank_, size());
   return Status::Ok();
 }

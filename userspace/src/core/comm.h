@@ -14,6 +14,7 @@
 
 #include "bootstrap/rendezvous.h"
 #include "bootstrap/root_info.h"
+#include "core/peer_memory.h"
 #include "core/status.h"
 #include "device/device.h"
 
@@ -40,6 +41,10 @@ class Communicator {
   Status EstablishLinks(const std::shared_ptr<Device> &device, std::chrono::seconds timeout);
   bool linked() const;
 
+  // Access to the peers' activated memory; nullptr until linked. Valid while the communicator
+  // lives.
+  PeerMemory *peer_memory() const;
+
  private:
   const uint64_t serial_;
   const bootstrap::UniqueId id_;
@@ -48,7 +53,8 @@ class Communicator {
   Device::DomainId DomainId() const;
 
   mutable std::mutex mutex_;
-  std::shared_ptr<Device> device_;  // set once linked: the context holding our domain rank
+  std::shared_ptr<Device> device_;           // set once linked: the context holding our domain rank
+  std::unique_ptr<PeerMemory> peer_memory_;  // set once linked
 };
 
 // Live communicators by handle. Handles are opaque values never reused, so a destroyed or

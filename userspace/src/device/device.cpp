@@ -3,6 +3,7 @@
 
 #include <fcntl.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -181,7 +182,8 @@ Status Device::BoardPut(const DomainId &id, uint32_t rank, uint32_t key, const v
 }
 
 Status Device::BoardWait(const DomainId &id, uint32_t rank, uint32_t nranks, uint32_t key,
-                         uint32_t timeout_ms, std::vector<uint32_t> *missing) const {
+                         uint32_t timeout_ms, std::vector<uint32_t> *missing, void *blobs,
+                         uint32_t stride) const {
   std::vector<uint64_t> bits((nranks + 63) / 64);
   hzc_board_wait arg{};
   arg.size = sizeof(arg);
@@ -191,6 +193,10 @@ Status Device::BoardWait(const DomainId &id, uint32_t rank, uint32_t nranks, uin
   arg.key = key;
   arg.timeout_ms = timeout_ms;
   arg.missing = reinterpret_cast<uintptr_t>(bits.data());
+  if (blobs != nullptr) {
+    arg.blobs = reinterpret_cast<uintptr_t>(blobs);
+    arg.blob_stride = stride;
+  }
   const int err = Ioctl(HZC_IOC_BOARD_WAIT, &arg);
   if (err == ETIMEDOUT && missing != nullptr) {
     missing->clear();
@@ -204,6 +210,74 @@ Status Device::BoardWait(const DomainId &id, uint32_t rank, uint32_t nranks, uin
     return Error(CodeOf(err), "waiting on the domain board (key {}): {}", key, ErrnoString(err));
   }
   return Status::Ok();
+}
+
+Expected<std::vector<hzc_range_desc>> Device::ListRanges(const DomainId &id, uint32_t rank,
+                                                         uint32_t peer_rank) const {
+  std::vector<hzc_range_desc> out(8);
+  for (;;) {
+    hzc_list_ranges arg{};
+    arg.size = sizeof(arg);
+    arg.domain_id[0] = id[0];
+    arg.domain_id[1] = id[1];
+    arg.rank = rank;
+    arg.peer_rank = peer_rank;
+    arg.num_ranges = static_cast<uint32_t>(out.size());
+    arg.ranges = reinterpret_cast<uintptr_t>(out.data());
+    const int err = Ioctl(HZC_IOC_LIST_RANGES, &arg);
+    if (err == EMSGSIZE && arg.num_ranges > out.size()) {
+      out.resize(arg.num_ranges);
+      continue;  // the peer set more ranges meanwhile
+    }
+    if (err != 0) {
+      return Error(CodeOf(err), "cannot list the ranges of rank {}: {}{}", peer_rank,
+                   ErrnoString(err), err == ECONNRESET ? " (a rank left or died)" : "");
+    }
+    out.resize(arg.num_ranges);
+    return out;
+  }
+}
+
+Expected<std::vector<hzc_activation_desc>> Device::ListActivations(const DomainId &id,
+                                                                   uint32_t rank,
+                                                                   uint32_t peer_rank,
+                                                                   uint64_t range_id) const {
+  std::vector<hzc_activation_desc> out(8);
+  for (;;) {
+    hzc_list_activations arg{};
+    arg.size = sizeof(arg);
+    arg.domain_id[0] = id[0];
+    arg.domain_id[1] = id[1];
+    arg.rank = rank;
+    arg.peer_rank = peer_rank;
+    arg.range_id = range_id;
+    arg.num_activations = static_cast<uint32_t>(out.size());
+    arg.activations = reinterpret_cast<uintptr_t>(out.data());
+    const int err = Ioctl(HZC_IOC_LIST_ACTIVATIONS, &arg);
+    if (err == EMSGSIZE && arg.num_activations > out.size()) {
+      out.resize(arg.num_activations);
+      continue;
+    }
+    if (err != 0) {
+      return Error(err == ENOENT ? HCCL_E_NOT_FOUND : CodeOf(err),
+                   "cannot list the activations of range {} of rank {}: {}{}", range_id, peer_rank,
+                   ErrnoString(err), err == ECONNRESET ? " (a rank left or died)" : "");
+    }
+    out.resize(arg.num_activations);
+    return out;
+  }
+}
+
+Expected<void *> Device::MapPeerWindow(uint64_t mmap_offset, size_t length) const {
+  void *p = ::mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_SHARED, fd_.get(),
+                   static_cast<off_t>(mmap_offset));
+  if (p == MAP_FAILED) {
+    const int err = errno;
+    return Error(err == ENOMEM ? HCCL_E_MEMORY : HCCL_E_SYSCALL,
+                 "cannot map the peer window at offset {:#x} (+{:#x}): {}", mmap_offset, length,
+                 ErrnoString(err));
+  }
+  return p;
 }
 
 Expected<std::shared_ptr<Device>> Device::Process() {

@@ -50,10 +50,24 @@ class Device {
   Status JoinDomain(const DomainId &id, uint32_t rank, uint32_t nranks) const;
   Status LeaveDomain(const DomainId &id, uint32_t rank) const;
   // HZC_IOC_BOARD_PUT / WAIT. On HCCL_E_TIMEOUT, @missing lists the ranks that did not publish.
+  // @blobs (optional, nranks * @stride bytes) receives rank r's blob at r * @stride.
   Status BoardPut(const DomainId &id, uint32_t rank, uint32_t key, const void *blob,
                   uint32_t len) const;
   Status BoardWait(const DomainId &id, uint32_t rank, uint32_t nranks, uint32_t key,
-                   uint32_t timeout_ms, std::vector<uint32_t> *missing) const;
+                   uint32_t timeout_ms, std::vector<uint32_t> *missing, void *blobs = nullptr,
+                   uint32_t stride = 0) const;
+
+  // HZC_IOC_LIST_RANGES: every range of @peer_rank, sorted by base. HCCL_E_REMOTE when the
+  // domain broke (a member left or died).
+  Expected<std::vector<hzc_range_desc>> ListRanges(const DomainId &id, uint32_t rank,
+                                                   uint32_t peer_rank) const;
+  // HZC_IOC_LIST_ACTIVATIONS: the activations of range @range_id of @peer_rank, sorted by va.
+  // HCCL_E_NOT_FOUND when the range is gone, HCCL_E_REMOTE when the domain broke.
+  Expected<std::vector<hzc_activation_desc>> ListActivations(const DomainId &id, uint32_t rank,
+                                                             uint32_t peer_rank,
+                                                             uint64_t range_id) const;
+  // mmap of a peer range's window (MAP_SHARED, read-write): @length bytes from @mmap_offset.
+  Expected<void *> MapPeerWindow(uint64_t mmap_offset, size_t length) const;
 
   // What INFO said when the device was opened.
   const hzc_info &info() const { return info_; }

@@ -1,0 +1,214 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "core/peer_memory.h"
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "core/log.h"
+
+namespace hzc {
+
+PeerMemory::PeerMemory(std::shared_ptr<Device> device, Device::DomainId domain, uint32_t rank,
+                       std::vector<RankCard> cards)
+    : device_(std::move(device)),
+      domain_(domain),
+      rank_(rank),
+      cards_(std::move(cards)),
+      peers_(cards_.size()) {}
+
+PeerMemory::~PeerMemory() {
+  for (Peer &p : peers_) {
+    Drop(p);
+  }
+}
+
+bool PeerMemory::SameProcess(uint32_t peer) const {
+  return peer == rank_ || cards_[peer].pid == static_cast<uint32_t>(::getpid());
+}
+
+void PeerMemory::Drop(Peer &p) {
+  for (auto &[base, r] : p.ranges) {
+    if (r.local != nullptr) {
+      ::munmap(r.local, r.desc.length);
+    }
+  }
+  p.ranges.clear();
+  p.listed = false;
+}
+
+Status PeerMemory::Refresh(uint32_t peer, Peer &p) {
+  auto listed = device_->ListRanges(domain_, rank_, peer);
+  if (!listed.ok()) {
+    Drop(p);
+    return listed.status();
+  }
+  std::map<uintptr_t, CachedRange> next;
+  for (const hzc_range_desc &d : *listed) {
+    CachedRange r{.desc = d, .activations = {}, .local = nullptr};
+    auto old = p.ranges.find(d.base);
+    if (old != p.ranges.end() && old->second.desc.id == d.id) {
+      r.local = std::exchange(old->second.local, nullptr);  // the same range: keep its window
+    }
+    if (d.nr_activations > 0) {
+      auto acts = device_->ListActivations(domain_, rank_, peer, d.id);
+      if (!acts.ok() && acts.status().code() != HCCL_E_NOT_FOUND) {
+        if (r.local != nullptr) {
+          ::munmap(r.local, d.length);
+        }
+        for (auto &[b, n] : next) {
+          if (n.local != nullptr) {
+            ::munmap(n.local, n.desc.length);
+          }
+        }
+        Drop(p);
+        return acts.status();
+      }
+      if (acts.ok()) {
+        r.activations = std::move(*acts);
+      }  // else the range went away after the listing: keep it without activations
+    }
+    next.emplace(d.base, std::move(r));
+  }
+  Drop(p);  // ranges the peer no longer has (and windows not carried over)
+  p.ranges = std::move(next);
+  p.listed = true;
+  return Status::Ok();
+}
+
+Expected<void *> PeerMemory::Lookup(uint32_t peer, Peer &p, uintptr_t va, size_t len) {
+  auto it = p.ranges.upper_bound(va);
+  if (it == p.ranges.begin()) {
+    return static_cast<void *>(nullptr);
+  }
+  --it;
+  CachedRange &r = it->second;
+  const uintptr_t base = r.desc.base;
+  if (va - base >= r.desc.length || len > r.desc.length - (va - base)) {
+    return static_cast<void *>(nullptr);
+  }
+  // Walk the activations from the one containing va through adjacent ones.
+  uintptr_t covered = va;
+  const uintptr_t end = va + len;
+  for (const hzc_activation_desc &a : r.activations) {
+    if (a.va > covered) {
+      break;
+    }
+    if (a.va + a.length > covered) {
+      covered = a.va + a.length;
+      if (covered >= end) {
+        break;
+      }
+    }
+  }
+  if (covered < end) {
+    return static_cast<void *>(nullptr);
+  }
+  if (SameProcess(peer)) {
+    return reinterpret_cast<void *>(va);
+  }
+  if (r.local == nullptr) {
+    auto mapped = device_->MapPeerWindow(r.desc.mmap_offset, r.desc.length);
+    if (!mapped.ok()) {
+      return mapped.status();
+    }
+    r.local = *mapped;
+    LogDebug("peer memory: mapped range {:#x} (+{:#x}) of rank {} at {}", base, r.desc.length, peer,
+             r.local);
+  }
+  return static_cast<void *>(static_cast<char *>(r.local) + (va - base));
+}
+
+Expected<void *> PeerMemory::Translate(uint32_t peer, uintptr_t peer_va, size_t len) {
+  if (peer >= cards_.size()) {
+    return Error(HCCL_E_PARA, "rank={}: the communicator has {} ranks", peer, cards_.size());
+  }
+  if (len == 0) {
+    return Error(HCCL_E_PARA, "size=0: must not be 0");
+  }
+  if (peer_va > UINTPTR_MAX - len) {
+    return Error(HCCL_E_PARA, "peer address {:#x} size {:#x}: wraps around", peer_va, len);
+  }
+  std::lock_guard lock(mutex_);
+  Peer &p = peers_[peer];
+  const bool same = SameProcess(peer);
+  std::shared_ptr<Generation> own;
+  if (same) {
+    if (auto g = Generation::Process(); g.ok()) {
+      own = *g;
+    }
+  } else if (!p.attached) {
+    p.attached = true;
+    const RankCard &card = cards_[peer];
+    if (card.generation_fd >= 0) {
+      auto g = PeerGeneration::Attach(static_cast<pid_t>(card.pid), card.generation_fd);
+      if (g.ok()) {
+        p.generation = std::move(*g);
+      } else {
+        LogInfo("peer memory: rank {}: {}; its ranges are listed on every lookup", peer,
+                g.status().message());
+      }
+    }
+  }
+  // The generation is read before listing, so a change during the listing is seen next time.
+  std::optional<uint64_t> now;
+  if (own) {
+    now = own->Load();
+  } else if (p.generation) {
+    if (!p.generation->Alive()) {
+      Drop(p);
+      return Error(HCCL_E_REMOTE, "rank {} (pid {}) has exited", peer, cards_[peer].pid);
+    }
+    now = p.generation->Load();
+  }
+  if (now && p.listed && p.listed_at == *now) {
+    auto hit = Lookup(peer, p, peer_va, len);
+    if (!hit.ok() || *hit != nullptr) {
+      return hit;
+    }
+  }
+  HZC_RETURN_IF_ERROR(Refresh(peer, p));
+  p.listed_at = now.value_or(0);
+  if (!now) {
+    p.listed = false;  // nothing tells when this listing goes stale
+  }
+  auto hit = Lookup(peer, p, peer_va, len);
+  if (!hit.ok()) {
+    return hit;
+  }
+  if (*hit == nullptr) {
+    return Error(HCCL_E_PARA, "[{:#x}, +{:#x}) is not activated memory of rank {}", peer_va, len,
+                 peer);
+  }
+  return hit;
+}
+
+Expected<std::vector<PeerBlock>> PeerMemory::Blocks(uint32_t peer) {
+  if (peer >= cards_.size()) {
+    return Error(HCCL_E_PARA, "rank={}: the communicator has {} ranks", peer, cards_.size());
+  }
+  std::lock_guard lock(mutex_);
+  Peer &p = peers_[peer];
+  // A listing taken now is not tied to a generation: the next Translate lists again.
+  HZC_RETURN_IF_ERROR(Refresh(peer, p));
+  p.listed = false;
+  std::vector<PeerBlock> out;
+  for (const auto &[base, r] : p.ranges) {
+    for (const hzc_activation_desc &a : r.activations) {
+      out.push_back(PeerBlock{.va = a.va, .size = a.length});
+    }
+  }
+  return out;
+}
+
+size_t PeerMemory::MappedWindows() const {
+  std::lock_guard lock(mutex_);
+  size_t n = 0;
+  for (const Peer &p : peers_) {
+    for (const auto &[base, r] : p.ranges) {
+      n += r.local != nullptr ? 1 : 0;
+    }
+  }
+  return n;
+}
+
+}  // namespace hzc
