@@ -90,6 +90,14 @@ aclError aclrtUnmapMem(void *virPtr);
 aclError aclrtMemGetAllocationGranularity(aclrtPhysicalMemProp *prop,
                                           aclrtMemGranularityOptions option, size_t *granularity);
 
+/*
+ * Streams.  On the host every call that takes a stream is complete when it returns, so a
+ * stream is only a handle that calls validate and aclrtSynchronizeStream returns at once.
+ */
+aclError aclrtCreateStream(aclrtStream *stream);
+aclError aclrtDestroyStream(aclrtStream stream);
+aclError aclrtSynchronizeStream(aclrtStream stream);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

@@ -46,6 +46,30 @@ HcclResult HcclCommActivateCommMemory(HcclComm comm, void *virPtr, size_t size, 
                                       aclrtDrvMemHandle handle, uint64_t flags);
 HcclResult HcclCommDeactivateCommMemory(HcclComm comm, void *virPtr);
 
+/*
+ * Collectives of the ranks of one server.  Every call is complete when it returns (the data
+ * is in recvBuf); @stream may be NULL or a stream from aclrtCreateStream and is only
+ * validated.  When every rank's buffers lie in activated memory the data moves zero-copy
+ * through the peers' mappings, otherwise through a shared staging buffer of HCCL_BUFFSIZE MB.
+ * A rank that does not join within HCCL_EXEC_TIMEOUT seconds makes the others fail with
+ * HCCL_E_TIMEOUT; mismatched calls fail with HCCL_E_PARA on every rank; a call that fails
+ * half-way (timeout, dead rank, peer memory deactivated) leaves the communicator's collectives
+ * unusable (HCCL_E_REMOTE).  Reductions combine ranks in rank order; integers wrap around;
+ * FP16/BFP16 accumulate in float and round once (nearest even); MAX/MIN propagate NaN.
+ * INT128, HIF8 and FP8 types are moved by AllGather/Broadcast but not reduced
+ * (HCCL_E_NOT_SUPPORT).
+ */
+HcclResult HcclAllReduce(void *sendBuf, void *recvBuf, uint64_t count, HcclDataType dataType,
+                         HcclReduceOp op, HcclComm comm, aclrtStream stream);
+HcclResult HcclBroadcast(void *buf, uint64_t count, HcclDataType dataType, uint32_t root,
+                         HcclComm comm, aclrtStream stream);
+HcclResult HcclReduceScatter(void *sendBuf, void *recvBuf, uint64_t recvCount,
+                             HcclDataType dataType, HcclReduceOp op, HcclComm comm,
+                             aclrtStream stream);
+HcclResult HcclAllGather(void *sendBuf, void *recvBuf, uint64_t sendCount, HcclDataType dataType,
+                         HcclComm comm, aclrtStream stream);
+HcclResult HcclBarrier(HcclComm comm, aclrtStream stream);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

@@ -41,6 +41,12 @@ class Communicator {
   Status EstablishLinks(const std::shared_ptr<Device> &device, std::chrono::seconds timeout);
   bool linked() const;
 
+  // State of the collectives (coll/): made by their first call, destroyed with the
+  // communicator. Access is serialised by the collectives layer.
+  struct CollState {
+    virtual ~CollState() = default;
+  };
+  std::unique_ptr<CollState> &coll_state() { return coll_state_; }
   // Access to the peers' activated memory; nullptr until linked. Valid while the communicator
   // lives.
   PeerMemory *peer_memory() const;
@@ -51,6 +57,8 @@ class Communicator {
   const uint32_t rank_;
   const std::vector<bootstrap::Peer> ranks_;
   Device::DomainId DomainId() const;
+
+  std::unique_ptr<CollState> coll_state_;
 
   mutable std::mutex mutex_;
   std::shared_ptr<Device> device_;           // set once linked: the context holding our domain rank

@@ -1,0 +1,416 @@
+// SPDX-License-Identifier: Apache-2.0
+// One rank of the collective tests (run as a process by coll_vm_test.cpp).
+//
+// Usage: hzc-coll-rank ROOT_INFO_HEX NRANKS RANK SCENARIO MODE
+//   MODE: staging (malloc'd buffers) or zerocopy (activated memory)
+//   SCENARIO:
+//     matrix    every collective, type, op, in place or not, sizes from 1 element to ~3 MiB
+//               (not multiples of the rank count), checked against a reference made here
+//     mismatch  calls that disagree across ranks fail with HCCL_E_PARA on every rank and leave
+//               the bytes around the buffers alone; a matching call afterwards works
+//     absent    the last rank never calls: the others get HCCL_E_TIMEOUT
+//     die       rank 1 is killed before a call: the others get an error, quickly
+//     revoke    (zerocopy) rank 1 deactivates its input during a large AllGather: the readers
+//               get HCCL_E_REMOTE and do not crash
+// Exit status: 0 success; an HcclResult for an unexpected result; 60 wrong data; 61 bytes
+// outside a buffer changed; 50+ setup failures. The scenarios absent/die/revoke exit with the
+// result of the decisive call.
+#include <acl/acl.h>
+#include <hccl/hccl.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "../../unit/coll/reference.h"
+
+namespace {
+
+uint32_t g_rank = 0, g_n = 0;
+HcclComm g_comm = nullptr;
+bool g_zero_copy = false;
+
+size_t TypeSize(HcclDataType t) {
+  switch (t) {
+    case HCCL_DATA_TYPE_INT8:
+    case HCCL_DATA_TYPE_UINT8:
+    case HCCL_DATA_TYPE_HIF8:
+    case HCCL_DATA_TYPE_FP8E4M3:
+    case HCCL_DATA_TYPE_FP8E5M2:
+    case HCCL_DATA_TYPE_FP8E8M0:
+      return 1;
+    case HCCL_DATA_TYPE_INT16:
+    case HCCL_DATA_TYPE_UINT16:
+    case HCCL_DATA_TYPE_FP16:
+    case HCCL_DATA_TYPE_BFP16:
+      return 2;
+    case HCCL_DATA_TYPE_INT32:
+    case HCCL_DATA_TYPE_UINT32:
+    case HCCL_DATA_TYPE_FP32:
+      return 4;
+    case HCCL_DATA_TYPE_INT128:
+      return 16;
+    default:
+      return 8;
+  }
+}
+
+// One arena for all buffers: activated memory (zerocopy) or plain memory (staging).
+struct Arena {
+  uint8_t *base = nullptr;
+  size_t size = 0;
+  void *va = nullptr;
+  aclrtDrvMemHandle handle = nullptr;
+  bool ok = false;
+
+  Arena(size_t bytes, bool zero_copy) {
+    if (!zero_copy) {
+      size = bytes;
+      base = static_cast<uint8_t *>(std::malloc(bytes));
+      ok = base != nullptr;
+      return;
+    }
+    aclrtPhysicalMemProp prop{};
+    prop.memAttr = ACL_HBM_MEM_NORMAL;
+    prop.location.type = ACL_MEM_LOCATION_TYPE_DEVICE;
+    size_t gran = 0;
+    if (aclrtMemGetAllocationGranularity(&prop, ACL_RT_MEM_ALLOC_GRANULARITY_MINIMUM, &gran) !=
+        ACL_SUCCESS) {
+      return;
+    }
+    size = (bytes + gran - 1) / gran * gran;
+    ok = aclrtReserveMemAddress(&va, size, 0, nullptr, 0) == ACL_SUCCESS &&
+         HcclCommSetMemoryRange(g_comm, va, size, 0, 0) == HCCL_SUCCESS &&
+         aclrtMallocPhysical(&handle, size, &prop, 0) == ACL_SUCCESS &&
+         aclrtMapMem(va, size, 0, handle, 0) == ACL_SUCCESS &&
+         HcclCommActivateCommMemory(g_comm, va, size, 0, handle, 0) == HCCL_SUCCESS;
+    base = static_cast<uint8_t *>(va);
+  }
+  ~Arena() {
+    if (va == nullptr) {
+      std::free(base);
+      return;
+    }
+    HcclCommDeactivateCommMemory(g_comm, va);
+    aclrtUnmapMem(va);
+    aclrtFreePhysical(handle);
+    HcclCommUnsetMemoryRange(g_comm, va);
+    aclrtReleaseMemAddress(va);
+  }
+};
+
+enum Kind { kAllGather, kBroadcast, kReduceScatter, kAllReduce };
+const char *kKindNames[] = {"AllGather", "Broadcast", "ReduceScatter", "AllReduce"};
+
+constexpr size_t kGuard = 64;
+constexpr uint8_t kGuardByte = 0xa5;
+
+// Run one collective on @arena and check it; 0 or an exit status.
+int RunOne(Arena &arena, Kind kind, HcclDataType type, HcclReduceOp op, uint64_t count,
+           bool in_place, uint32_t root, uint64_t seed) {
+  const size_t es = TypeSize(type), b = count * es, n = g_n, me = g_rank;
+  const size_t send_bytes = kind == kReduceScatter ? n * b : b;
+  const size_t recv_bytes = kind == kAllGather ? n * b : b;
+  // Layout: guard | recv | guard | send | guard
+  uint8_t *recv = arena.base + kGuard;
+  uint8_t *send = recv + recv_bytes + kGuard;
+  if (send + send_bytes + kGuard > arena.base + arena.size) {
+    std::fprintf(stderr, "arena too small\n");
+    return 51;
+  }
+  std::memset(arena.base, kGuardByte, send_bytes + recv_bytes + 3 * kGuard);
+  // Inputs of every rank (for the reference), this rank's copied into place.
+  std::vector<std::vector<uint8_t>> inputs(n, std::vector<uint8_t>(send_bytes));
+  for (uint32_t p = 0; p < n; ++p) {
+    hzc::test::FillInput(type, es, p, seed, inputs[p].data(), send_bytes / std::max<size_t>(es, 1));
+  }
+  uint8_t *in = send;
+  uint8_t *out = recv;
+  if (in_place) {
+    in = kind == kAllGather ? recv + me * b : kind == kReduceScatter ? send : recv;
+    out = kind == kReduceScatter ? send + me * b : recv;
+  }
+  if (kind == kBroadcast) {
+    if (me == root) {
+      std::memcpy(recv, inputs[root].data(), b);
+    }
+  } else {
+    std::memcpy(in, inputs[me].data(), send_bytes);
+  }
+  HcclResult r = HCCL_SUCCESS;
+  switch (kind) {
+    case kAllGather:
+      r = HcclAllGather(in, recv, count, type, g_comm, nullptr);
+      break;
+    case kBroadcast:
+      r = HcclBroadcast(recv, count, type, root, g_comm, nullptr);
+      break;
+    case kReduceScatter:
+      r = HcclReduceScatter(in, out, count, type, op, g_comm, nullptr);
+      break;
+    case kAllReduce:
+      r = HcclAllReduce(in, recv, count, type, op, g_comm, nullptr);
+      break;
+  }
+  if (r != HCCL_SUCCESS) {
+    std::fprintf(stderr, "rank %u: %s type %d op %d count %lu in_place %d: %s\n", g_rank,
+                 kKindNames[kind], type, op, static_cast<unsigned long>(count), in_place,
+                 HcclGetErrorString(r));
+    return r;
+  }
+  std::vector<uint8_t> want(kind == kReduceScatter ? b : recv_bytes);
+  std::vector<const void *> ptrs(n);
+  switch (kind) {
+    case kAllGather:
+      for (uint32_t p = 0; p < n; ++p) {
+        std::memcpy(want.data() + p * b, inputs[p].data(), b);
+      }
+      break;
+    case kBroadcast:
+      std::memcpy(want.data(), inputs[root].data(), b);
+      break;
+    case kReduceScatter:
+      for (uint32_t p = 0; p < n; ++p) {
+        ptrs[p] = inputs[p].data() + me * b;
+      }
+      hzc::test::RefReduce(type, op, ptrs, want.data(), count);
+      break;
+    case kAllReduce:
+      for (uint32_t p = 0; p < n; ++p) {
+        ptrs[p] = inputs[p].data();
+      }
+      hzc::test::RefReduce(type, op, ptrs, want.data(), count);
+      break;
+  }
+  const uint8_t *got = kind == kReduceScatter ? out : recv;
+  if (std::memcmp(got, want.data(), want.size()) != 0) {
+    size_t i = 0;
+    while (got[i] == want[i]) {
+      ++i;
+    }
+    std::fprintf(stderr,
+                 "rank %u: %s type %d op %d count %lu in_place %d: byte %zu is %#x, want %#x\n",
+                 g_rank, kKindNames[kind], type, op, static_cast<unsigned long>(count), in_place, i,
+                 got[i], want[i]);
+    return 60;
+  }
+  // Bytes around the buffers (the buffers of this layout minus the ones the call may write).
+  auto untouched = [](const uint8_t *p, size_t len) {
+    for (size_t i = 0; i < len; ++i) {
+      if (p[i] != kGuardByte) {
+        return false;
+      }
+    }
+    return true;
+  };
+  if (!untouched(arena.base, kGuard) || !untouched(recv + recv_bytes, kGuard) ||
+      !untouched(send + send_bytes, kGuard)) {
+    std::fprintf(stderr, "rank %u: %s wrote outside its buffers\n", g_rank, kKindNames[kind]);
+    return 61;
+  }
+  return 0;
+}
+
+constexpr HcclDataType kReducible[] = {
+    HCCL_DATA_TYPE_INT8,  HCCL_DATA_TYPE_INT16,  HCCL_DATA_TYPE_INT32,  HCCL_DATA_TYPE_INT64,
+    HCCL_DATA_TYPE_UINT8, HCCL_DATA_TYPE_UINT16, HCCL_DATA_TYPE_UINT32, HCCL_DATA_TYPE_UINT64,
+    HCCL_DATA_TYPE_FP16,  HCCL_DATA_TYPE_BFP16,  HCCL_DATA_TYPE_FP32,   HCCL_DATA_TYPE_FP64};
+constexpr HcclDataType kMoved[] = {HCCL_DATA_TYPE_INT8,    HCCL_DATA_TYPE_FP16,
+                                   HCCL_DATA_TYPE_FP32,    HCCL_DATA_TYPE_INT128,
+                                   HCCL_DATA_TYPE_FP8E4M3, HCCL_DATA_TYPE_HIF8};
+constexpr HcclReduceOp kOps[] = {HCCL_REDUCE_SUM, HCCL_REDUCE_PROD, HCCL_REDUCE_MAX,
+                                 HCCL_REDUCE_MIN};
+
+int Matrix() {
+  Arena arena(16 << 20, g_zero_copy);
+  if (!arena.ok) {
+    return 52;
+  }
+  uint64_t seed = 1;
+  for (bool in_place : {false, true}) {
+    for (uint64_t count : {1ul, 7ul, 1001ul}) {
+      for (HcclDataType t : kMoved) {
+        for (Kind k : {kAllGather, kBroadcast}) {
+          ++seed;
+          const auto root = static_cast<uint32_t>(seed % g_n);
+          if (int rc = RunOne(arena, k, t, HCCL_REDUCE_SUM, count, in_place, root, seed)) {
+            return rc;
+          }
+        }
+      }
+      for (HcclDataType t : kReducible) {
+        for (HcclReduceOp op : kOps) {
+          for (Kind k : {kReduceScatter, kAllReduce}) {
+            if (int rc = RunOne(arena, k, t, op, count, in_place, 0, ++seed)) {
+              return rc;
+            }
+          }
+        }
+      }
+    }
+    // Large, odd sizes: several staging chunks (the tests set HCCL_BUFFSIZE=1).
+    struct Big {
+      Kind kind;
+      HcclDataType type;
+      HcclReduceOp op;
+      uint64_t bytes;
+    };
+    const std::vector<Big> bigs = {
+        Big{kAllGather, HCCL_DATA_TYPE_INT8, HCCL_REDUCE_SUM, 3 << 19},
+        Big{kBroadcast, HCCL_DATA_TYPE_FP64, HCCL_REDUCE_SUM, 3 << 20},
+        Big{kReduceScatter, HCCL_DATA_TYPE_BFP16, HCCL_REDUCE_MAX, 3 << 19},
+        Big{kAllReduce, HCCL_DATA_TYPE_FP32, HCCL_REDUCE_SUM, 3 << 20},
+        Big{kAllReduce, HCCL_DATA_TYPE_INT32, HCCL_REDUCE_PROD, 5 << 18}};
+    // The references of 8 ranks are costly in the guest: fewer large cases there.
+    for (size_t i = 0; i < bigs.size(); ++i) {
+      if (g_n > 4 && (in_place || i == 1 || i == 2 || i == 4)) {
+        continue;
+      }
+      const Big &big = bigs[i];
+      const size_t es = TypeSize(big.type);
+      const uint64_t count = big.bytes / es / (big.kind == kAllGather ? g_n : 1) + 3;
+      if (int rc = RunOne(arena, big.kind, big.type, big.op, count, in_place, g_n - 1, ++seed)) {
+        return rc;
+      }
+    }
+  }
+  return HcclBarrier(g_comm, nullptr);
+}
+
+int Mismatch() {
+  Arena arena(1 << 20, g_zero_copy);
+  if (!arena.ok) {
+    return 52;
+  }
+  uint8_t *buf = arena.base;
+  std::memset(buf, kGuardByte, 1 << 20);
+  // Counts differ (rank 0 asks for more than the others provide).
+  const uint64_t count = g_rank == 0 ? 4096 : 1024;
+  HcclResult r = HcclAllGather(buf, buf + 65536, count, HCCL_DATA_TYPE_INT8, g_comm, nullptr);
+  if (r != HCCL_E_PARA) {
+    return r == HCCL_SUCCESS ? 70 : r;
+  }
+  for (size_t i = 0; i < (1 << 20); ++i) {
+    if (buf[i] != kGuardByte) {
+      return 61;
+    }
+  }
+  // Roots differ; types differ; collectives differ.
+  r = HcclBroadcast(buf, 16, HCCL_DATA_TYPE_INT8, g_rank == 0 ? 0 : 1, g_comm, nullptr);
+  if (r != HCCL_E_PARA) {
+    return r == HCCL_SUCCESS ? 71 : r;
+  }
+  r = HcclAllReduce(buf, buf, 16, g_rank == 0 ? HCCL_DATA_TYPE_FP32 : HCCL_DATA_TYPE_INT32,
+                    HCCL_REDUCE_SUM, g_comm, nullptr);
+  if (r != HCCL_E_PARA) {
+    return r == HCCL_SUCCESS ? 72 : r;
+  }
+  r = g_rank == 0
+          ? HcclBarrier(g_comm, nullptr)
+          : HcclAllReduce(buf, buf, 16, HCCL_DATA_TYPE_FP32, HCCL_REDUCE_SUM, g_comm, nullptr);
+  if (r != HCCL_E_PARA) {
+    return r == HCCL_SUCCESS ? 73 : r;
+  }
+  // The communicator still works.
+  return RunOne(arena, kAllReduce, HCCL_DATA_TYPE_FP32, HCCL_REDUCE_SUM, 1000, false, 0, 99);
+}
+
+int Absent() {
+  if (HcclBarrier(g_comm, nullptr) != HCCL_SUCCESS) {  // the control area exists
+    return 53;
+  }
+  if (g_rank == g_n - 1) {
+    std::this_thread::sleep_for(std::chrono::seconds(4));  // never calls
+    return 0;
+  }
+  float x = 1;
+  return HcclAllReduce(&x, &x, 1, HCCL_DATA_TYPE_FP32, HCCL_REDUCE_SUM, g_comm, nullptr);
+}
+
+int Die() {
+  float x = 1;
+  if (HcclAllReduce(&x, &x, 1, HCCL_DATA_TYPE_FP32, HCCL_REDUCE_SUM, g_comm, nullptr) !=
+      HCCL_SUCCESS) {
+    return 53;
+  }
+  if (g_rank == 1) {
+    raise(SIGKILL);
+  }
+  const auto start = std::chrono::steady_clock::now();
+  const HcclResult r =
+      HcclAllReduce(&x, &x, 1, HCCL_DATA_TYPE_FP32, HCCL_REDUCE_SUM, g_comm, nullptr);
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                      std::chrono::steady_clock::now() - start)
+                      .count();
+  std::fprintf(stderr, "rank %u: error after %lld ms\n", g_rank, static_cast<long long>(ms));
+  return ms > 5000 ? 74 : r;
+}
+
+int Revoke() {
+  const size_t count = 16 << 20;
+  Arena arena(count * (g_n + 1) + 4096, true);
+  if (!arena.ok) {
+    return 52;
+  }
+  std::memset(arena.base, 1, arena.size);
+  if (HcclBarrier(g_comm, nullptr) != HCCL_SUCCESS) {
+    return 53;
+  }
+  std::thread revoker;
+  if (g_rank == 1) {
+    revoker = std::thread([&] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      HcclCommDeactivateCommMemory(g_comm, arena.va);
+    });
+  }
+  HcclResult r = HCCL_SUCCESS;
+  for (int i = 0; i < 20 && r == HCCL_SUCCESS; ++i) {
+    r = HcclAllGather(arena.base, arena.base + count, count, HCCL_DATA_TYPE_INT8, g_comm, nullptr);
+  }
+  if (revoker.joinable()) {
+    revoker.join();
+  }
+  return r;
+}
+
+}  // namespace
+
+int main(int argc, char **argv) {
+  if (argc != 6 || std::strlen(argv[1]) != 2 * sizeof(HcclRootInfo)) {
+    return 50;
+  }
+  HcclRootInfo root;
+  for (size_t i = 0; i < sizeof(root); ++i) {
+    root.internal[i] = static_cast<char>(std::stoi(std::string(argv[1] + 2 * i, 2), nullptr, 16));
+  }
+  g_n = static_cast<uint32_t>(std::atoi(argv[2]));
+  g_rank = static_cast<uint32_t>(std::atoi(argv[3]));
+  const std::string scenario = argv[4];
+  g_zero_copy = std::string(argv[5]) == "zerocopy";
+  if (HcclCommInitRootInfo(g_n, &root, g_rank, &g_comm) != HCCL_SUCCESS) {
+    return 54;
+  }
+  int rc = 55;
+  if (scenario == "matrix") {
+    rc = Matrix();
+  } else if (scenario == "mismatch") {
+    rc = Mismatch();
+  } else if (scenario == "absent") {
+    rc = Absent();
+  } else if (scenario == "die") {
+    rc = Die();
+  } else if (scenario == "revoke") {
+    rc = Revoke();
+  }
+  if (scenario != "die" && scenario != "absent" && scenario != "revoke" &&
+      HcclCommDestroy(g_comm) != HCCL_SUCCESS && rc == 0) {
+    rc = 56;
+  }
+  return rc;
+}

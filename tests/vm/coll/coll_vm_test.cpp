@@ -1,0 +1,123 @@
+// SPDX-License-Identifier: Apache-2.0
+// The collectives with real processes (tests/vm/coll/coll_rank.cpp) against the real module:
+// 2, 3, 4 and 8 ranks, staging and zero-copy paths, and the fault cases.
+#include <hccl/hccl.h>
+#include <hzc/hzc.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <map>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "hzc_test.h"
+
+namespace {
+
+std::string Hex(const HcclRootInfo &root) {
+  static const char kDigits[] = "0123456789abcdef";
+  std::string out;
+  for (char c : root.internal) {
+    out += kDigits[static_cast<unsigned char>(c) >> 4];
+    out += kDigits[static_cast<unsigned char>(c) & 15];
+  }
+  return out;
+}
+
+// Exit status of each rank (-signal when killed).
+std::vector<int> RunRanks(uint32_t n, const char *scenario, const char *mode,
+                          const std::map<std::string, std::string> &env = {}) {
+  HcclRootInfo root;
+  EXPECT_EQ(HcclGetRootInfo(&root), HCCL_SUCCESS);
+  const std::string hex = Hex(root), nranks = std::to_string(n);
+  std::vector<pid_t> pids;
+  for (uint32_t r = 0; r < n; ++r) {
+    const std::string me = std::to_string(r);
+    const pid_t pid = fork();
+    if (pid == 0) {
+      setenv("HCCL_BUFFSIZE", "1", 1);
+      setenv("HCCL_CONNECT_TIMEOUT", "30", 1);
+      setenv("HCCL_EXEC_TIMEOUT", "60", 1);
+      for (const auto &[k, v] : env) {
+        setenv(k.c_str(), v.c_str(), 1);
+      }
+      execl(HZC_COLL_RANK, HZC_COLL_RANK, hex.c_str(), nranks.c_str(), me.c_str(), scenario, mode,
+            nullptr);
+      _exit(127);
+    }
+    pids.push_back(pid);
+  }
+  std::vector<int> out;
+  for (pid_t pid : pids) {
+    int status = 0;
+    waitpid(pid, &status, 0);
+    out.push_back(WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // root thread exit
+  return out;
+}
+
+class CollTest : public hzc::test::Test {
+ protected:
+  static bool HaveModule() { return access(hzc_device_path(), F_OK) == 0; }
+};
+
+class CollMatrixTest : public CollTest,
+                       public ::testing::WithParamInterface<std::tuple<uint32_t, const char *>> {};
+
+TEST_P(CollMatrixTest, EveryCollectiveTypeOpAndSize) {
+  const auto [n, mode] = GetParam();
+  if (std::string(mode) == "zerocopy") {
+    if (!HaveModule()) {
+      GTEST_SKIP() << hzc_device_path() << " is absent: hzc.ko is not loaded";
+    }
+  }
+  EXPECT_EQ(RunRanks(n, "matrix", mode), std::vector<int>(n, 0));
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, CollMatrixTest,
+                         ::testing::Combine(::testing::Values(2u, 3u, 4u, 8u),
+                                            ::testing::Values("staging", "zerocopy")),
+                         [](const auto &param_info) {
+                           return std::to_string(std::get<0>(param_info.param)) + "ranks_" +
+                                  std::get<1>(param_info.param);
+                         });
+
+TEST_F(CollTest, MismatchedCallsFailEverywhereAndChangeNothing) {
+  ExpectErrorLog("ranks disagree on call");
+  EXPECT_EQ(RunRanks(3, "mismatch", "staging"), std::vector<int>(3, 0));
+}
+
+TEST_F(CollTest, MismatchedCallsZeroCopy) {
+  if (!HaveModule()) {
+    GTEST_SKIP() << hzc_device_path() << " is absent: hzc.ko is not loaded";
+  }
+  ExpectErrorLog("ranks disagree on call");
+  EXPECT_EQ(RunRanks(3, "mismatch", "zerocopy"), std::vector<int>(3, 0));
+}
+
+TEST_F(CollTest, AbsentRankTimesOut) {
+  ExpectErrorLog("HcclAllReduce: ");
+  const auto rc = RunRanks(3, "absent", "staging", {{"HCCL_EXEC_TIMEOUT", "1"}});
+  EXPECT_EQ(rc, (std::vector<int>{HCCL_E_TIMEOUT, HCCL_E_TIMEOUT, 0}));
+}
+
+TEST_F(CollTest, DeadRankIsAnErrorNotAHang) {
+  ExpectErrorLog("HcclAllReduce: ");
+  const auto rc = RunRanks(3, "die", "staging");
+  EXPECT_EQ(rc, (std::vector<int>{HCCL_E_REMOTE, -SIGKILL, HCCL_E_REMOTE}));
+}
+
+TEST_F(CollTest, PeerMemoryDeactivatedDuringACallIsAnError) {
+  if (!HaveModule()) {
+    GTEST_SKIP() << hzc_device_path() << " is absent: hzc.ko is not loaded";
+  }
+  ExpectErrorLog("HcclAllGather: ");
+  ExpectErrorLog("HcclCommDeactivateCommMemory: ");  // the rank's clean-up, already done
+  const auto rc = RunRanks(2, "revoke", "zerocopy");
+  EXPECT_EQ(rc, (std::vector<int>{HCCL_E_REMOTE, HCCL_E_REMOTE}));
+}
+
+}  // namespace

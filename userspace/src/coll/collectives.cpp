@@ -1,0 +1,351 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "coll/collectives.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "bootstrap/root_info.h"
+#include "coll/control.h"
+#include "coll/reduce.h"
+#include "coll/zero_copy.h"
+#include "core/config.h"
+#include "core/log.h"
+
+namespace hzc::coll {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr size_t kAlign = 64;
+
+size_t AlignDown(size_t v) {
+  return v / kAlign * kAlign;
+}
+
+// The collectives' state of one communicator.
+struct State : Communicator::CollState {
+  std::mutex mutex;  // one call at a time
+  std::unique_ptr<ControlArea> area;
+  uint64_t seq = 0;
+  Status broken;  // set once a call failed half-way
+};
+
+std::mutex g_create_mutex;
+std::map<std::string, uint64_t> g_made;  // control areas made per communicator id
+
+Expected<State *> GetState(Communicator &comm) {
+  std::lock_guard lock(g_create_mutex);
+  auto &slot = comm.coll_state();
+  if (!slot) {
+    const std::string id = bootstrap::IdString(comm.id());
+    ControlArea::Options o;
+    o.name = "hzc-coll-" + id + "-" + std::to_string(++g_made[id]);
+    o.rank = comm.rank();
+    o.nranks = comm.size();
+    o.staging_bytes = GetConfig().buff_size_mb << 20;
+    o.connect_timeout = GetConfig().connect_timeout;
+    auto area = ControlArea::Open(o);
+    if (!area.ok()) {
+      --g_made[id];  // a retry uses the same name again
+      return area.status();
+    }
+    auto state = std::make_unique<State>();
+    state->area = std::move(*area);
+    LogDebug("collectives: rank {} of {} mapped the control area @{} ({} MiB staging)", comm.rank(),
+             comm.size(), o.name, state->area->staging_bytes() >> 20);
+    slot = std::move(state);
+  }
+  return static_cast<State *>(slot.get());
+}
+
+// Bytes one rank contributes (AllGather, ReduceScatter: per rank block) or holds.
+size_t Bytes(const Call &c) {
+  return static_cast<size_t>(c.count) * TypeSize(c.dtype);
+}
+
+Status CheckSame(const ControlArea &area, const CallDesc &mine) {
+  for (uint32_t r = 0; r < area.nranks(); ++r) {
+    const CallDesc d = area.Posted(r, mine.seq);
+    const char *field = nullptr;
+    uint64_t theirs = 0, ours = 0;
+    if (d.seq != mine.seq) {
+      field = "call number", theirs = d.seq, ours = mine.seq;
+    } else if (d.kind != mine.kind) {
+      field = "collective", theirs = d.kind, ours = mine.kind;
+    } else if (d.count != mine.count) {
+      field = "count", theirs = d.count, ours = mine.count;
+    } else if (d.dtype != mine.dtype) {
+      field = "dataType", theirs = d.dtype, ours = mine.dtype;
+    } else if (d.op != mine.op) {
+      field = "op", theirs = d.op, ours = mine.op;
+    } else if (d.root != mine.root) {
+      field = "root", theirs = d.root, ours = mine.root;
+    }
+    if (field != nullptr) {
+      return Error(HCCL_E_PARA,
+                   "ranks disagree on call {}: rank {} gave {}={} ({}), rank {} gave {}; nothing "
+                   "was moved",
+                   mine.seq, r, field, theirs,
+                   field == std::string("collective") ? KindName(static_cast<Kind>(theirs)) : "",
+                   area.rank(), ours);
+    }
+  }
+  return Status::Ok();
+}
+
+// --- staging path -----------------------------------------------------------------------
+
+class Staging {
+ public:
+  Staging(ControlArea &area, const Call &c, Clock::time_point deadline)
+      : area_(area), c_(c), deadline_(deadline), n_(area.nranks()), me_(area.rank()) {}
+
+  Status Run() {
+    switch (c_.kind) {
+      case Kind::kAllGather:
+        return AllGather();
+      case Kind::kBroadcast:
+        return Broadcast();
+      case Kind::kReduceScatter:
+        return ReduceScatter();
+      case Kind::kAllReduce:
+        return AllReduce();
+      case Kind::kBarrier:
+        return Status::Ok();
+    }
+    return Error(HCCL_E_INTERNAL, "unknown collective");
+  }
+
+ private:
+  Status Step() { return area_.Barrier(deadline_, "the staging step"); }
+  uint8_t *Half(size_t k) const { return area_.staging() + (k % 2) * (area_.staging_bytes() / 2); }
+  const uint8_t *Send() const { return static_cast<const uint8_t *>(c_.send); }
+  uint8_t *Recv() const { return static_cast<uint8_t *>(c_.recv); }
+
+  // Double-buffered: a chunk is written into one half while the other half's chunk may still
+  // be read; one barrier per chunk.
+  Status AllGather() {
+    const size_t bytes = Bytes(c_), slot = AlignDown(area_.staging_bytes() / 2 / n_);
+    for (size_t k = 0, off = 0; off < bytes; ++k, off += slot) {
+      const size_t len = std::min(slot, bytes - off);
+      std::memcpy(Half(k) + me_ * slot, Send() + off, len);
+      HZC_RETURN_IF_ERROR(Step());
+      for (uint32_t p = 0; p < n_; ++p) {
+        uint8_t *to = Recv() + p * bytes + off;
+        const uint8_t *from = p == me_ ? Send() + off : Half(k) + p * slot;
+        if (to != from) {
+          std::memmove(to, from, len);
+        }
+      }
+    }
+    return Status::Ok();
+  }
+
+  Status Broadcast() {
+    const size_t bytes = Bytes(c_), slot = AlignDown(area_.staging_bytes() / 2);
+    for (size_t k = 0, off = 0; off < bytes; ++k, off += slot) {
+      const size_t len = std::min(slot, bytes - off);
+      if (me_ == c_.root) {
+        std::memcpy(Half(k), Send() + off, len);
+      }
+      HZC_RETURN_IF_ERROR(Step());
+      if (me_ != c_.root) {
+        std::memcpy(Recv() + off, Half(k), len);
+      }
+    }
+    return Status::Ok();
+  }
+
+  // Block (p, q) of a half holds rank p's input for rank q; rank q reduces its own input and
+  // the blocks (p, q), in rank order.
+  Status ReduceScatter() {
+    ReduceFn reduce = nullptr;
+    HZC_RETURN_IF_ERROR(GetReduce(c_.dtype, c_.op, &reduce));
+    const size_t es = TypeSize(c_.dtype), bytes = Bytes(c_);
+    const size_t blk = AlignDown(area_.staging_bytes() / 2 / (n_ * n_));
+    std::vector<const void *> in(n_);
+    for (size_t k = 0, off = 0; off < bytes; ++k, off += blk) {
+      const size_t len = std::min(blk, bytes - off);
+      for (uint32_t q = 0; q < n_; ++q) {
+        if (q != me_) {
+          std::memcpy(Half(k) + (me_ * n_ + q) * blk, Send() + q * bytes + off, len);
+        }
+      }
+      HZC_RETURN_IF_ERROR(Step());
+      for (uint32_t p = 0; p < n_; ++p) {
+        in[p] = p == me_ ? Send() + me_ * bytes + off : Half(k) + (p * n_ + me_) * blk;
+      }
+      reduce(Recv() + off, in.data(), n_, len / es);
+    }
+    return Status::Ok();
+  }
+
+  // Per chunk: every rank stages its input; rank r reduces segment r of the chunk into the
+  // result region; everyone copies the result out. Two barriers per chunk, no double buffer
+  // needed (the barriers separate every write from the reads of the previous chunk).
+  Status AllReduce() {
+    ReduceFn reduce = nullptr;
+    HZC_RETURN_IF_ERROR(GetReduce(c_.dtype, c_.op, &reduce));
+    const size_t es = TypeSize(c_.dtype), bytes = Bytes(c_);
+    const size_t slot = AlignDown(area_.staging_bytes() / (n_ + 1));
+    uint8_t *const result = area_.staging() + n_ * slot;
+    std::vector<const void *> in(n_);
+    for (size_t off = 0; off < bytes; off += slot) {
+      const size_t len = std::min(slot, bytes - off), elems = len / es;
+      std::memcpy(area_.staging() + me_ * slot, Send() + off, len);
+      HZC_RETURN_IF_ERROR(Step());
+      const size_t per = (elems + n_ - 1) / n_;
+      const size_t first = std::min(elems, me_ * per), last = std::min(elems, first + per);
+      if (last > first) {
+        for (uint32_t p = 0; p < n_; ++p) {
+          in[p] = area_.staging() + p * slot + first * es;
+        }
+        reduce(result + first * es, in.data(), n_, last - first);
+      }
+      HZC_RETURN_IF_ERROR(Step());
+      std::memcpy(Recv() + off, result, len);
+    }
+    return Status::Ok();
+  }
+
+  ControlArea &area_;
+  const Call &c_;
+  const Clock::time_point deadline_;
+  const uint32_t n_;
+  const uint32_t me_;
+};
+
+}  // namespace
+
+const char *KindName(Kind kind) {
+  switch (kind) {
+    case Kind::kAllGather:
+      return "AllGather";
+    case Kind::kBroadcast:
+      return "Broadcast";
+    case Kind::kReduceScatter:
+      return "ReduceScatter";
+    case Kind::kAllReduce:
+      return "AllReduce";
+    case Kind::kBarrier:
+      return "Barrier";
+  }
+  return "unknown";
+}
+
+std::chrono::seconds ExecTimeout() {
+  static const std::chrono::seconds timeout = [] {
+    constexpr uint64_t kDefault = 1836;
+    uint64_t s = kDefault;
+    if (const char *v = std::getenv("HCCL_EXEC_TIMEOUT")) {
+      if (auto parsed = ParseUnsigned(v, 1, 24 * 3600)) {
+        s = *parsed;
+      } else {
+        LogWarn("HCCL_EXEC_TIMEOUT=\"{}\": not a number of seconds in [1, 86400]; using {}", v,
+                kDefault);
+      }
+    }
+    LogInfo("config: HCCL_EXEC_TIMEOUT={}s", s);
+    return std::chrono::seconds(s);
+  }();
+  return timeout;
+}
+
+Status Validate(const Communicator &comm, const Call &c) {
+  if (c.kind == Kind::kBarrier) {
+    return Status::Ok();
+  }
+  const size_t es = TypeSize(c.dtype);
+  if (es == 0) {
+    return Error(HCCL_E_PARA, "dataType={}: not an HcclDataType", static_cast<int>(c.dtype));
+  }
+  if (c.kind == Kind::kReduceScatter || c.kind == Kind::kAllReduce) {
+    ReduceFn fn = nullptr;
+    HZC_RETURN_IF_ERROR(GetReduce(c.dtype, c.op, &fn));
+  }
+  if (c.kind == Kind::kBroadcast && c.root >= comm.size()) {
+    return Error(HCCL_E_PARA, "root={}: must be below the rank count {}", c.root, comm.size());
+  }
+  const uint64_t blocks =
+      (c.kind == Kind::kAllGather || c.kind == Kind::kReduceScatter) ? comm.size() : 1;
+  if (c.count > SIZE_MAX / es / blocks) {
+    return Error(HCCL_E_PARA, "count={}: {} bytes overflow the address space", c.count,
+                 "count * element size * ranks");
+  }
+  const size_t total = static_cast<size_t>(c.count) * es * blocks;
+  const auto in = reinterpret_cast<uintptr_t>(c.send);
+  const auto out = reinterpret_cast<uintptr_t>(c.recv);
+  if ((in != 0 && in > UINTPTR_MAX - total) || (out != 0 && out > UINTPTR_MAX - total)) {
+    return Error(HCCL_E_PARA, "count={}: the buffers wrap around the address space", c.count);
+  }
+  if (comm.ServerCount() > 1) {
+    return Error(HCCL_E_NOT_SUPPORT,
+                 "the communicator's {} ranks span {} servers; collectives need one server",
+                 comm.size(), comm.ServerCount());
+  }
+  return Status::Ok();
+}
+
+Status Run(Communicator &comm, const Call &call) {
+  HZC_RETURN_IF_ERROR(Validate(comm, call));
+  auto state = GetState(comm);
+  if (!state.ok()) {
+    return state.status();
+  }
+  State &s = **state;
+  std::lock_guard lock(s.mutex);
+  if (!s.broken.ok()) {
+    return Error(s.broken.code(), "an earlier call failed half-way ({}); destroy the communicator",
+                 s.broken.message());
+  }
+  ControlArea &area = *s.area;
+  HZC_RETURN_IF_ERROR(area.CheckAbort());
+  const Clock::time_point deadline = Clock::now() + ExecTimeout();
+
+  CallDesc mine;
+  mine.seq = ++s.seq;
+  mine.kind = static_cast<uint32_t>(call.kind);
+  mine.dtype = call.kind == Kind::kBarrier ? 0 : static_cast<uint32_t>(call.dtype);
+  mine.op = (call.kind == Kind::kReduceScatter || call.kind == Kind::kAllReduce)
+                ? static_cast<uint32_t>(call.op)
+                : 0;
+  mine.root = call.kind == Kind::kBroadcast ? call.root : 0;
+  mine.count = call.count;
+  mine.send = reinterpret_cast<uintptr_t>(call.send);
+  mine.recv = reinterpret_cast<uintptr_t>(call.recv);
+  mine.zero_copy = ZeroCopy::Eligible(comm, call) ? 1 : 0;
+  area.Post(mine);
+
+  auto fail = [&](Status st) {
+    area.Abort(st.code());
+    s.broken = st;
+    return st;
+  };
+  if (Status st = area.Barrier(deadline, KindName(call.kind)); !st.ok()) {
+    return fail(Error(st.code(), "{}: {}", KindName(call.kind), st.message()));
+  }
+  // Every rank sees the same descriptors, so every rank takes the same decision.
+  HZC_RETURN_IF_ERROR(CheckSame(area, mine));
+  if (call.kind == Kind::kBarrier) {
+    return Status::Ok();
+  }
+  bool zero_copy = true;
+  for (uint32_t r = 0; r < area.nranks(); ++r) {
+    zero_copy = zero_copy && area.Posted(r, mine.seq).zero_copy == 1;
+  }
+  Status st = zero_copy ? ZeroCopy(comm, area, call, mine.seq, deadline).Run()
+                        : Staging(area, call, deadline).Run();
+  if (!st.ok()) {
+    return fail(st);
+  }
+  return Status::Ok();
+}
+
+}  // namespace hzc::coll

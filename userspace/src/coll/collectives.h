@@ -1,0 +1,57 @@
+// SPDX-License-Identifier: Apache-2.0
+// The collectives of a communicator whose ranks share one server.
+//
+// Every call posts a descriptor (kind, type, op, count, root, buffer addresses, whether the
+// buffers lie in activated memory) in the communicator's control area (coll/control.h) and
+// meets the other ranks there; every rank checks every descriptor, so mismatched calls fail on
+// every rank with HCCL_E_PARA before any byte moves. Then:
+// - zero-copy path, when every rank's buffers lie in activated memory: each rank reads its
+//   peers' buffers through the library's peer mappings (one copy per byte): AllGather and
+//   Broadcast pull, ReduceScatter reduces its own slice straight from every peer's input,
+//   AllReduce is a reduce-scatter phase and an all-gather phase;
+// - staging path otherwise: chunks pass through the shared staging area (HCCL_BUFFSIZE MB).
+// A call is complete when it returns (streams are only validated). A failure in the middle of
+// a call (timeout, dead peer, revoked peer memory) aborts the communicator's collectives on
+// every rank: later calls fail with HCCL_E_REMOTE.
+#pragma once
+
+#include <hccl/hccl_types.h>
+
+#include <chrono>
+#include <cstdint>
+
+#include "core/comm.h"
+#include "core/status.h"
+
+namespace hzc::coll {
+
+enum class Kind : uint32_t {
+  kAllGather = 1,
+  kBroadcast = 2,
+  kReduceScatter = 3,
+  kAllReduce = 4,
+  kBarrier = 5,
+};
+
+const char *KindName(Kind kind);
+
+struct Call {
+  Kind kind = Kind::kBarrier;
+  const void *send = nullptr;  // Broadcast: the buffer
+  void *recv = nullptr;
+  uint64_t count = 0;  // AllGather: sendCount, ReduceScatter: recvCount, else count
+  HcclDataType dtype = HCCL_DATA_TYPE_INT8;
+  HcclReduceOp op = HCCL_REDUCE_SUM;
+  uint32_t root = 0;
+};
+
+// Check the call's local arguments (types, ops, root, sizes) without touching the peers.
+Status Validate(const Communicator &comm, const Call &call);
+
+// Run @call on @comm (all ranks must make the same call).
+Status Run(Communicator &comm, const Call &call);
+
+// HCCL_EXEC_TIMEOUT (seconds, default 1836), read once.
+std::chrono::seconds ExecTimeout();
+
+}  // namespace hzc::coll

@@ -1,0 +1,104 @@
+// SPDX-License-Identifier: Apache-2.0
+// The control area of a communicator's collectives: one shared mapping that every rank maps.
+//
+// Rank 0 creates a memfd at the first collective call and hands it to the other ranks over an
+// abstract Unix socket named after the communicator (SCM_RIGHTS; both ends check that the peer
+// has the same uid). Nobody keeps the descriptor: the kernel frees the memory when the last
+// rank unmaps it, dead ranks included. The mapping holds a header, one slot per rank and the
+// staging area (HCCL_BUFFSIZE MB) of the staging path.
+//
+// Synchronisation is by steps: each rank has a 32-bit step counter in its slot that it only
+// increments; a barrier is "advance mine, wait until every rank's counter reached it". A wait
+// spins briefly, then sleeps on the counter with FUTEX_WAIT on the shared mapping (not
+// _PRIVATE) in short slices; a rank that advances its counter calls FUTEX_WAKE only when a
+// waiter announced itself, so a call where nobody sleeps makes no syscall. Each sleep slice
+// checks the abort word, the peers' pidfds and the deadline (HCCL_EXEC_TIMEOUT).
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "core/unique_fd.h"
+
+namespace hzc::coll {
+
+// What a rank posts about its part of a call; every rank checks every other rank's.
+struct CallDesc {
+  uint64_t seq = 0;  // call number in this communicator, from 1
+  uint32_t kind = 0;
+  uint32_t dtype = 0;
+  uint32_t op = 0;
+  uint32_t root = 0;
+  uint64_t count = 0;
+  uint64_t send = 0;  // addresses in the poster's address space
+  uint64_t recv = 0;
+  uint32_t zero_copy = 0;  // 1: send and recv lie in activated memory
+  uint32_t reserved = 0;
+};
+
+class ControlArea {
+ public:
+  struct Options {
+    std::string name;  // unique per communicator, the same in every rank
+    uint32_t rank = 0;
+    uint32_t nranks = 1;
+    size_t staging_bytes = 0;  // rank 0's value wins
+    std::chrono::milliseconds connect_timeout{0};
+  };
+  // Create (rank 0) or receive (others) and map the area, then meet every rank in it.
+  static Expected<std::unique_ptr<ControlArea>> Open(const Options &options);
+  ~ControlArea();
+  ControlArea(const ControlArea &) = delete;
+  ControlArea &operator=(const ControlArea &) = delete;
+
+  uint32_t rank() const { return rank_; }
+  uint32_t nranks() const { return nranks_; }
+
+  // Post this rank's descriptor of call @d.seq (slots are double-buffered by call parity).
+  void Post(const CallDesc &d);
+  // Rank @r's descriptor of call @seq (valid between the arrival barrier and the next call).
+  CallDesc Posted(uint32_t r, uint64_t seq) const;
+
+  // Advance this rank's step and wait until every rank reached it, until @deadline.
+  // HCCL_E_TIMEOUT naming the missing ranks, HCCL_E_REMOTE when a rank aborted or died.
+  Status Barrier(std::chrono::steady_clock::time_point deadline, const char *what);
+
+  // Tell every rank that this rank failed a call with @code: their waits fail from now on and
+  // the communicator's collectives stay unusable.
+  void Abort(HcclResult code);
+  // An error if a rank aborted (naming it): HCCL_E_TIMEOUT if it gave up waiting for a rank,
+  // else HCCL_E_REMOTE.
+  Status CheckAbort() const;
+
+  uint8_t *staging() const { return staging_; }
+  size_t staging_bytes() const { return staging_bytes_; }
+
+ private:
+  struct Header;
+  struct Slot;
+  ControlArea(void *base, size_t bytes, uint32_t rank, uint32_t nranks);
+  Slot &slot(uint32_t r) const;
+  Status Meet(std::chrono::steady_clock::time_point deadline);
+  Status WaitStep(uint32_t r, uint32_t target, std::chrono::steady_clock::time_point deadline,
+                  const char *what);
+  // HCCL_E_REMOTE when a peer's process is gone.
+  Status CheckPeers() const;
+
+  void *base_ = nullptr;
+  size_t bytes_ = 0;
+  uint32_t rank_ = 0;
+  uint32_t nranks_ = 0;
+  Header *header_ = nullptr;
+  uint8_t *staging_ = nullptr;
+  size_t staging_bytes_ = 0;
+  uint32_t step_ = 0;             // this rank's step counter (mirrors its slot)
+  std::vector<UniqueFd> pidfds_;  // by rank; invalid for this rank
+};
+
+}  // namespace hzc::coll
