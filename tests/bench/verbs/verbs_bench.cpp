@@ -46,6 +46,8 @@ struct Params {
   size_t lat_bytes = 4 << 20;  // bytes per direction per size for latency
   unsigned min_iters = 5;
   std::string device;
+  unsigned ack_timeout = LinkOptions{}.ack_timeout;
+  unsigned retry_count = LinkOptions{}.retry_count;
 };
 
 struct Row {
@@ -115,6 +117,8 @@ std::string RunRank(const Params &params, std::array<uint64_t, 2> id, uint32_t r
   options.device = params.device;
   options.timeout = std::chrono::seconds(60);
   options.progress_timeout = std::chrono::seconds(60);
+  options.ack_timeout = static_cast<uint8_t>(params.ack_timeout);
+  options.retry_count = static_cast<uint8_t>(params.retry_count);
   auto links = Links::Establish(board, options);
   if (!links.ok()) {
     return "link setup: " + links.status().message();
@@ -184,7 +188,7 @@ std::string RunRank(const Params &params, std::array<uint64_t, 2> id, uint32_t r
   uint64_t seq = 0;
   for (size_t i = 0; i < sizes.size(); ++i) {
     const size_t s = sizes[i];
-    const unsigned iters = Iterations(params.lat_bytes, s, params.min_iters, 1000);
+    const unsigned iters = Iterations(params.lat_bytes, s, params.min_iters, 100);
     const unsigned warmup = s >= (1U << 20) ? 1 : 2;
     std::vector<double> rtt;
     for (unsigned it = 0; it < iters + warmup; ++it) {
@@ -225,6 +229,10 @@ int Main(int argc, char **argv) {
   app.add_option("--lat-bytes", params.lat_bytes, "bytes per direction per size for latency");
   app.add_option("--min-iters", params.min_iters, "fewest iterations per size");
   app.add_option("--device", params.device, "RDMA device[:port] (default: first active)");
+  app.add_option("--ack-timeout", params.ack_timeout, "queue-pair local ACK timeout exponent")
+      ->check(CLI::Range(1, 31));
+  app.add_option("--retry-count", params.retry_count, "queue-pair retry count")
+      ->check(CLI::Range(0, 7));
   CLI11_PARSE(app, argc, argv);
   for (size_t size : params.sizes) {
     if (size < 8) {

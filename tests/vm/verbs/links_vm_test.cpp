@@ -604,6 +604,9 @@ TEST(VerbsLogicTest, EndpointRoundTripAndChecks) {
   EXPECT_EQ(DecodeEndpoint(blob, 1, 4).status().code(), HCCL_E_ROCE_CONNECT);  // wrong size
   EXPECT_FALSE(DecodeEndpoint(std::span(blob).first(10), 1, 3).ok());
   EXPECT_FALSE(DecodeEndpoint(std::span(blob).first(blob.size() - 1), 1, 3).ok());
+  Endpoint bad_mtu = ep;
+  bad_mtu.header.mtu = 9;
+  EXPECT_EQ(DecodeEndpoint(EncodeEndpoint(bad_mtu), 1, 3).status().code(), HCCL_E_ROCE_CONNECT);
   auto bad = blob;
   bad[0] = std::byte{0};
   EXPECT_FALSE(DecodeEndpoint(bad, 1, 3).ok());

@@ -121,6 +121,9 @@ Expected<Endpoint> DecodeEndpoint(std::span<const std::byte> blob, uint32_t rank
     }
     return ep;  // no queue pairs follow
   }
+  if (h.mtu < IBV_MTU_256 || h.mtu > IBV_MTU_4096) {
+    return Error(HCCL_E_ROCE_CONNECT, "endpoint of rank {}: invalid path mtu code {}", rank, h.mtu);
+  }
   const size_t want = sizeof(EndpointHeader) + size_t{nranks} * sizeof(QpEndpoint);
   if (blob.size() != want) {
     return Error(HCCL_E_ROCE_CONNECT, "endpoint of rank {}: {} bytes, expected {}", rank,

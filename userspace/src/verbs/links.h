@@ -45,10 +45,12 @@ struct LinkOptions {
   uint32_t endpoint_key = kEndpointKey;
   uint32_t ready_key = kReadyKey;
   uint32_t queue_depth = 128;  // send work requests in flight per queue pair
-  // Local ACK timeout 4.096 us * 2^ack_timeout and retry count: a dead peer makes a
-  // transfer fail after about (retry_count + 1) * 268 ms instead of hanging.
-  uint8_t ack_timeout = 16;
-  uint8_t retry_count = 3;
+  // Local ACK timeout 4.096 us * 2^ack_timeout (134 ms) and retry count: a dead peer makes
+  // a transfer fail after about (retry_count + 1) * 134 ms instead of hanging. soft-RoCE
+  // retransmits whenever the timer fires during a long transfer, so a short timeout costs
+  // bandwidth there; the retry count must outlast the guest's scheduling stalls.
+  uint8_t ack_timeout = 15;
+  uint8_t retry_count = 6;
   // Data path: longest wait without any completion before the transfer is abandoned.
   std::chrono::milliseconds progress_timeout{10'000};
 

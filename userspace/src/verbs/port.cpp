@@ -210,6 +210,12 @@ Expected<std::unique_ptr<Port>> OpenPort(const DeviceSpec &spec,
       return Error(HCCL_E_NOT_FOUND, "verbs: {} port {} has an empty GID table", name,
                    port->port_num);
     }
+    if (chosen->index > UINT8_MAX) {
+      return Error(HCCL_E_NOT_SUPPORT,
+                   "verbs: {} port {} gid index {} is above 255, which address handles cannot "
+                   "name; choose another with HZC_RDMA_GID_INDEX",
+                   name, port->port_num, chosen->index);
+    }
     port->gid_index = chosen->index;
     port->gid = chosen->gid;
     port->gid_type = chosen->type;

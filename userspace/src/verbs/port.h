@@ -60,7 +60,8 @@ struct Port {
 // Open the port @spec names (see DeviceSpec), with GID @gid_index (nullopt: ChooseGidIndex).
 // A null Port when @spec names nothing and the host has no device with an active port.
 // HCCL_E_NOT_FOUND when a named device or port does not exist or is not active, or the GID
-// index is not in the table; HCCL_E_ROCE_CONNECT when a verbs query fails.
+// index is not in the table; HCCL_E_NOT_SUPPORT for a GID index above 255;
+// HCCL_E_ROCE_CONNECT when a verbs query fails.
 Expected<std::unique_ptr<Port>> OpenPort(const DeviceSpec &spec, std::optional<uint32_t> gid_index);
 
 }  // namespace hzc::verbs
