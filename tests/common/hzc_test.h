@@ -1,17 +1,23 @@
 // SPDX-License-Identifier: Apache-2.0
-// Base fixture of every hzc test: fails a test that leaves file descriptors open.
+// Base fixture of every hzc test: fails a test that leaves file descriptors open or that makes
+// the library log an error it did not declare with ExpectErrorLog().
 #pragma once
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <hzc/hzc.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <climits>
+#include <cstdio>
 #include <cstdlib>
 #include <map>
+#include <sstream>
 #include <string>
+#include <vector>
 
 namespace hzc::test {
 
@@ -40,9 +46,13 @@ inline std::map<int, std::string> OpenFds() {
 
 class Test : public ::testing::Test {
  protected:
-  void SetUp() override { fds_before_ = OpenFds(); }
+  void SetUp() override {
+    fds_before_ = OpenFds();
+    StartLogCapture();
+  }
 
   void TearDown() override {
+    CheckLog();
     // The library keeps one descriptor of the device and one of its generation page (see
     // userspace/src/core/generation.h) per process by design.
     const std::string device = hzc_device_path();
@@ -55,8 +65,73 @@ class Test : public ::testing::Test {
     }
   }
 
+  // Declare that this test makes the library log error lines containing @text (for example
+  // "HcclCommSetMemoryRange: "). Every error line the library logs (here or in child
+  // processes that inherit stderr) must contain a declared text, and every declared text
+  // must appear in at least one error line.
+  void ExpectErrorLog(std::string text) { expected_errors_.push_back(std::move(text)); }
+
  private:
+  // Send fd 2 to a memfd until TearDown, which copies it back to the real stderr.
+  void StartLogCapture() {
+    if (!GTEST_FLAG_GET(internal_run_death_test).empty()) {
+      return;  // a death test's child: its stderr is what the death test examines
+    }
+    std::fflush(stderr);
+    capture_fd_ = memfd_create("hzc-test-stderr", MFD_CLOEXEC);
+    saved_stderr_ = fcntl(2, F_DUPFD_CLOEXEC, 3);
+    if (capture_fd_ < 0 || saved_stderr_ < 0 || dup2(capture_fd_, 2) < 0) {
+      ADD_FAILURE() << "cannot capture stderr";
+    }
+  }
+
+  void CheckLog() {
+    if (capture_fd_ < 0 || saved_stderr_ < 0) {
+      return;
+    }
+    std::fflush(stderr);
+    dup2(saved_stderr_, 2);
+    close(saved_stderr_);
+    std::string log;
+    char buf[4096];
+    ssize_t n;
+    off_t off = 0;
+    while ((n = pread(capture_fd_, buf, sizeof(buf), off)) > 0) {
+      log.append(buf, static_cast<size_t>(n));
+      off += n;
+    }
+    close(capture_fd_);
+    capture_fd_ = saved_stderr_ = -1;
+    if (!log.empty() && write(2, log.data(), log.size()) < 0) {
+      // nothing else to do: the log is also examined below
+    }
+    std::vector<bool> seen(expected_errors_.size());
+    std::istringstream lines(log);
+    for (std::string line; std::getline(lines, line);) {
+      if (line.rfind("hzc[", 0) != 0 || line.find("]: error: ") == std::string::npos) {
+        continue;
+      }
+      bool declared = false;
+      for (size_t i = 0; i < expected_errors_.size(); ++i) {
+        if (line.find(expected_errors_[i]) != std::string::npos) {
+          seen[i] = declared = true;
+        }
+      }
+      if (!declared) {
+        ADD_FAILURE() << "unexpected error logged: " << line;
+      }
+    }
+    for (size_t i = 0; i < expected_errors_.size() && !IsSkipped(); ++i) {
+      if (!seen[i]) {
+        ADD_FAILURE() << "expected an error log line containing \"" << expected_errors_[i] << "\"";
+      }
+    }
+  }
+
   std::map<int, std::string> fds_before_;
+  std::vector<std::string> expected_errors_;
+  int capture_fd_ = -1;
+  int saved_stderr_ = -1;
 };
 
 }  // namespace hzc::test

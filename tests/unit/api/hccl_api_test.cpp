@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/comm.h"
 #include "core/range_registry.h"
 #include "hzc/hzc.h"
 #include "hzc_test.h"
@@ -40,6 +41,8 @@ class HcclApiTest : public hzc::test::Test {
 };
 
 TEST_F(HcclApiTest, RankQueries) {
+  ExpectErrorLog("HcclGetRankId: ");
+  ExpectErrorLog("HcclGetRankSize: ");
   uint32_t n = 0, r = 99;
   EXPECT_EQ(HcclGetRankSize(comm_, &n), HCCL_SUCCESS);
   EXPECT_EQ(n, 1U);
@@ -52,6 +55,9 @@ TEST_F(HcclApiTest, RankQueries) {
 }
 
 TEST_F(HcclApiTest, DestroyedAndForeignHandlesAreErrors) {
+  ExpectErrorLog("HcclCommDestroy: ");
+  ExpectErrorLog("HcclCommSetMemoryRange: ");
+  ExpectErrorLog("HcclGetRankSize: ");
   int foreign = 0;
   uint32_t n = 0;
   EXPECT_EQ(HcclGetRankSize(&foreign, &n), HCCL_E_PARA);
@@ -65,6 +71,9 @@ TEST_F(HcclApiTest, DestroyedAndForeignHandlesAreErrors) {
 }
 
 TEST_F(HcclApiTest, InitArguments) {
+  ExpectErrorLog("HcclCommInitClusterInfo: ");
+  ExpectErrorLog("HcclCommInitRootInfo: ");
+  ExpectErrorLog("HcclGetRootInfo: ");
   HcclRootInfo root{};
   HcclComm c = nullptr;
   EXPECT_EQ(HcclCommInitRootInfo(1, nullptr, 0, &c), HCCL_E_PTR);
@@ -80,6 +89,8 @@ TEST_F(HcclApiTest, InitArguments) {
 }
 
 TEST_F(HcclApiTest, SetMemoryRangeArguments) {
+  ExpectErrorLog("HcclCommSetMemoryRange: ");
+  ExpectErrorLog("HcclCommUnsetMemoryRange: ");
   void *va = nullptr;
   ASSERT_EQ(aclrtReserveMemAddress(&va, 4 * kPage, 0, nullptr, 0), ACL_SUCCESS);
   char *p = static_cast<char *>(va);
@@ -99,6 +110,8 @@ TEST_F(HcclApiTest, SetMemoryRangeArguments) {
 
 // Without the module every call past the argument checks is HCCL_E_DRV naming the device.
 TEST_F(HcclApiTest, WithoutModuleValidCallsAreDrvErrors) {
+  ExpectErrorLog("HcclCommDeactivateCommMemory: ");
+  ExpectErrorLog("HcclCommUnsetMemoryRange: ");
   if (access(hzc_device_path(), F_OK) == 0) {
     GTEST_SKIP() << hzc_device_path() << " exists: the guest tests cover this path";
   }
@@ -122,6 +135,110 @@ TEST_F(HcclApiTest, FailureLogLineNamesApiArgumentAndCause) {
   EXPECT_THAT(testing::internal::GetCapturedStderr(),
               testing::MatchesRegex("hzc\\[[0-9]+\\]: error: HcclCommSetMemoryRange: "
                                     "alignment=0x40: reserved, must be 0\n"));
+}
+
+// Every argument of Activate is checked before any work (and before the device is opened).
+TEST_F(HcclApiTest, ActivateArguments) {
+  ExpectErrorLog("HcclCommActivateCommMemory: ");
+  void *va = nullptr;
+  ASSERT_EQ(aclrtReserveMemAddress(&va, 2 * kPage, 0, nullptr, 0), ACL_SUCCESS);
+  aclrtPhysicalMemProp prop{};
+  prop.memAttr = ACL_HBM_MEM_NORMAL;
+  prop.location.type = ACL_MEM_LOCATION_TYPE_DEVICE;
+  aclrtDrvMemHandle h = nullptr, other = nullptr;
+  ASSERT_EQ(aclrtMallocPhysical(&h, kPage, &prop, 0), ACL_SUCCESS);
+  ASSERT_EQ(aclrtMallocPhysical(&other, kPage, &prop, 0), ACL_SUCCESS);
+  ASSERT_EQ(aclrtMapMem(va, kPage, 0, h, 0), ACL_SUCCESS);
+  int foreign = 0;
+  EXPECT_EQ(HcclCommActivateCommMemory(nullptr, va, kPage, 0, h, 0), HCCL_E_PTR);
+  EXPECT_EQ(HcclCommActivateCommMemory(comm_, nullptr, kPage, 0, h, 0), HCCL_E_PTR);
+  EXPECT_EQ(HcclCommActivateCommMemory(comm_, va, kPage, 0, nullptr, 0), HCCL_E_PTR);
+  EXPECT_EQ(HcclCommActivateCommMemory(comm_, va, 0, 0, h, 0), HCCL_E_PARA);
+  EXPECT_EQ(HcclCommActivateCommMemory(comm_, va, kPage, kPage, h, 0), HCCL_E_PARA);
+  EXPECT_EQ(HcclCommActivateCommMemory(comm_, va, kPage, 0, h, 1), HCCL_E_PARA);
+  EXPECT_EQ(HcclCommActivateCommMemory(comm_, va, SIZE_MAX, 0, h, 0), HCCL_E_PARA);  // wraps
+  EXPECT_EQ(HcclCommActivateCommMemory(&foreign, va, kPage, 0, h, 0), HCCL_E_PARA);
+  EXPECT_EQ(HcclCommActivateCommMemory(comm_, va, 2 * kPage, 0, h, 0), HCCL_E_PARA);  // size
+  EXPECT_EQ(HcclCommActivateCommMemory(comm_, va, kPage, 0, other, 0), HCCL_E_PARA);  // handle
+  EXPECT_EQ(HcclCommActivateCommMemory(comm_, static_cast<char *>(va) + kPage, kPage, 0, h, 0),
+            HCCL_E_PARA);  // not where it is mapped
+  EXPECT_EQ(HcclCommActivateCommMemory(comm_, va, kPage, 0, &foreign, 0), HCCL_E_PARA);
+  EXPECT_EQ(hzc::RangeRegistry::Process().ActivationCount(), 0U);
+  ASSERT_EQ(aclrtUnmapMem(va), ACL_SUCCESS);
+  ASSERT_EQ(aclrtFreePhysical(h), ACL_SUCCESS);
+  ASSERT_EQ(aclrtFreePhysical(other), ACL_SUCCESS);
+  ASSERT_EQ(aclrtReleaseMemAddress(va), ACL_SUCCESS);
+}
+
+TEST_F(HcclApiTest, DeactivateAndUnsetArguments) {
+  ExpectErrorLog("HcclCommDeactivateCommMemory: ");
+  ExpectErrorLog("HcclCommUnsetMemoryRange: ");
+  int foreign = 0;
+  EXPECT_EQ(HcclCommDeactivateCommMemory(nullptr, &foreign), HCCL_E_PTR);
+  EXPECT_EQ(HcclCommDeactivateCommMemory(comm_, nullptr), HCCL_E_PTR);
+  EXPECT_EQ(HcclCommDeactivateCommMemory(&foreign, &foreign), HCCL_E_PARA);
+  EXPECT_EQ(HcclCommUnsetMemoryRange(nullptr, &foreign), HCCL_E_PTR);
+  EXPECT_EQ(HcclCommUnsetMemoryRange(comm_, nullptr), HCCL_E_PTR);
+  EXPECT_EQ(HcclCommUnsetMemoryRange(&foreign, &foreign), HCCL_E_PARA);
+}
+
+TEST_F(HcclApiTest, ClusterInfoRankMustBeInTheTable) {
+  ExpectErrorLog("HcclCommInitClusterInfo: rank=2: no such rank_id");
+  const std::string path = std::string(getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp") +
+                           "/hzc-unit-table-" + std::to_string(getpid()) + ".json";
+  std::ofstream(path) << R"({"status": "completed", "version": "1.0", "server_count": "1",
+    "server_list": [{"server_id": "node-a", "device": [
+      {"device_id": "0", "device_ip": "192.168.1.10", "rank_id": "0"},
+      {"device_id": "1", "device_ip": "192.168.1.11", "rank_id": "1"}]}]})";
+  HcclComm c = nullptr;
+  EXPECT_EQ(HcclCommInitClusterInfo(path.c_str(), 2, &c), HCCL_E_PARA);
+  EXPECT_EQ(c, nullptr);
+  ASSERT_EQ(HcclCommInitClusterInfo(path.c_str(), 1, &c), HCCL_SUCCESS);
+  uint32_t n = 0, r = 0;
+  EXPECT_EQ(HcclGetRankSize(c, &n), HCCL_SUCCESS);
+  EXPECT_EQ(HcclGetRankId(c, &r), HCCL_SUCCESS);
+  EXPECT_EQ(n, 2U);
+  EXPECT_EQ(r, 1U);
+  EXPECT_EQ(HcclCommDestroy(c), HCCL_SUCCESS);
+  std::remove(path.c_str());
+}
+
+// HcclCommDestroy while another call holds the communicator is HCCL_E_AGAIN; once the call
+// is over the destroy goes through.
+TEST_F(HcclApiTest, DestroyWhileBusyIsAgain) {
+  ExpectErrorLog("HcclCommDestroy: comm=");
+  ExpectErrorLog("a call on it is in progress");
+  {
+    auto busy = hzc::CommRegistry::Process().Get(comm_);  // what every entry point holds
+    ASSERT_TRUE(busy.ok());
+    EXPECT_EQ(HcclCommDestroy(comm_), HCCL_E_AGAIN);
+    uint32_t n = 0;
+    EXPECT_EQ(HcclGetRankSize(comm_, &n), HCCL_SUCCESS);  // still alive
+  }
+  EXPECT_EQ(HcclCommDestroy(comm_), HCCL_SUCCESS);
+  comm_ = nullptr;
+}
+
+TEST_F(HcclApiTest, PeerAccessArguments) {
+  ExpectErrorLog("hzc_comm_peer_ptr: ");
+  ExpectErrorLog("hzc_comm_peer_blocks: ");
+  ExpectErrorLog("no links yet");
+  int x = 0;
+  void *local = nullptr;
+  hzc_peer_block blocks[1];
+  uint32_t count = 1;
+  EXPECT_EQ(hzc_comm_peer_ptr(nullptr, 0, &x, 8, &local), HCCL_E_PTR);
+  EXPECT_EQ(hzc_comm_peer_ptr(comm_, 0, nullptr, 8, &local), HCCL_E_PTR);
+  EXPECT_EQ(hzc_comm_peer_ptr(comm_, 0, &x, 8, nullptr), HCCL_E_PTR);
+  EXPECT_EQ(hzc_comm_peer_ptr(comm_, 0, &x, 0, &local), HCCL_E_PARA);
+  EXPECT_EQ(hzc_comm_peer_ptr(&x, 0, &x, 8, &local), HCCL_E_PARA);
+  EXPECT_EQ(hzc_comm_peer_ptr(comm_, 0, &x, 8, &local), HCCL_E_UNAVAIL);  // not linked
+  EXPECT_EQ(local, nullptr);
+  EXPECT_EQ(hzc_comm_peer_blocks(nullptr, 0, blocks, &count), HCCL_E_PTR);
+  EXPECT_EQ(hzc_comm_peer_blocks(comm_, 0, blocks, nullptr), HCCL_E_PTR);
+  EXPECT_EQ(hzc_comm_peer_blocks(comm_, 0, nullptr, &count), HCCL_E_PTR);
+  EXPECT_EQ(hzc_comm_peer_blocks(&x, 0, blocks, &count), HCCL_E_PARA);
+  EXPECT_EQ(hzc_comm_peer_blocks(comm_, 0, blocks, &count), HCCL_E_UNAVAIL);
 }
 
 // Ranks as forked processes; two simulated servers (HZC_HOST_ID) -> HCCL_E_NOT_SUPPORT.
@@ -164,6 +281,7 @@ void RunProcesses(uint32_t nranks, bool two_servers, int expect) {
 }
 
 TEST_F(HcclMultiProcessTest, FourRanksOneServerWithoutModule) {
+  ExpectErrorLog("HcclCommSetMemoryRange: ");
   if (access(hzc_device_path(), F_OK) == 0) {
     GTEST_SKIP() << hzc_device_path() << " exists: the guest tests cover this path";
   }
@@ -171,6 +289,7 @@ TEST_F(HcclMultiProcessTest, FourRanksOneServerWithoutModule) {
 }
 
 TEST_F(HcclMultiProcessTest, TwoServersAreNotSupported) {
+  ExpectErrorLog("HcclCommSetMemoryRange: ");
   RunProcesses(4, true, HCCL_E_NOT_SUPPORT);
 }
 

@@ -61,6 +61,7 @@ TEST_F(RendezvousTest, SingleRank) {
 }
 
 TEST_F(RendezvousTest, MissingRankTimesOutNamingIt) {
+  ExpectErrorLog("bootstrap: root");
   auto root = StartRoot("127.0.0.1", seconds(1));
   ASSERT_TRUE(root.ok());
   auto results = RunRanks(*root, 4, {0, 1, 3}, seconds(1));
@@ -72,6 +73,7 @@ TEST_F(RendezvousTest, MissingRankTimesOutNamingIt) {
 }
 
 TEST_F(RendezvousTest, MismatchedRankCountIsParaError) {
+  ExpectErrorLog("bootstrap: root");
   auto root = StartRoot("127.0.0.1", seconds(1));
   ASSERT_TRUE(root.ok());
   auto first = std::async(std::launch::async, [&] {

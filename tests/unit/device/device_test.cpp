@@ -41,6 +41,7 @@ TEST_F(DeviceTest, DirectoryIsDrvError) {
 }
 
 TEST_F(DeviceTest, NullInfoIsPtrError) {
+  ExpectErrorLog("hzc_get_device_info: ");
   EXPECT_EQ(hzc_get_device_info(nullptr), HCCL_E_PTR);
 }
 

@@ -79,6 +79,7 @@ TEST_F(VmmTest, Granularity) {
 }
 
 TEST_F(VmmTest, GranularityBadArguments) {
+  ExpectErrorLog("aclrtMemGetAllocationGranularity: ");
   size_t g = 0;
   auto p = Prop();
   EXPECT_EQ(aclrtMemGetAllocationGranularity(nullptr, ACL_RT_MEM_ALLOC_GRANULARITY_MINIMUM, &g),
@@ -106,6 +107,7 @@ TEST_F(VmmTest, ReserveIsProtNoneAndAligned) {
 }
 
 TEST_F(VmmTest, ReserveHonoursExpectPtr) {
+  ExpectErrorLog("aclrtReserveMemAddress: ");
   void *first = nullptr;
   ASSERT_EQ(aclrtReserveMemAddress(&first, 4 * k2M, 0, nullptr, 1), ACL_SUCCESS);
   ASSERT_EQ(aclrtReleaseMemAddress(first), ACL_SUCCESS);
@@ -124,6 +126,8 @@ TEST_F(VmmTest, ReserveHonoursExpectPtr) {
 }
 
 TEST_F(VmmTest, ReserveBadArguments) {
+  ExpectErrorLog("aclrtReleaseMemAddress: ");
+  ExpectErrorLog("aclrtReserveMemAddress: ");
   void *va = nullptr;
   EXPECT_EQ(aclrtReserveMemAddress(nullptr, kPage, 0, nullptr, 0), ACL_ERROR_INVALID_PARAM);
   EXPECT_EQ(aclrtReserveMemAddress(&va, 0, 0, nullptr, 0), ACL_ERROR_RT_PARAM_INVALID);
@@ -137,6 +141,9 @@ TEST_F(VmmTest, ReserveBadArguments) {
 }
 
 TEST_F(VmmTest, FullFlowSharesMemoryAndRestoresReservation) {
+  ExpectErrorLog("aclrtFreePhysical: ");
+  ExpectErrorLog("aclrtReleaseMemAddress: ");
+  ExpectErrorLog("aclrtUnmapMem: ");
   void *va = nullptr;
   ASSERT_EQ(aclrtReserveMemAddress(&va, 4 * kPage, 0, nullptr, 0), ACL_SUCCESS);
   auto prop = Prop();
@@ -170,6 +177,8 @@ TEST_F(VmmTest, FullFlowSharesMemoryAndRestoresReservation) {
 }
 
 TEST_F(VmmTest, HugeAllocation) {
+  ExpectErrorLog("aclrtMallocPhysical: ");
+  ExpectErrorLog("aclrtMapMem: ");
   void *va = nullptr;
   ASSERT_EQ(aclrtReserveMemAddress(&va, 2 * k2M, 0, nullptr, 1), ACL_SUCCESS);
   auto prop = Prop(ACL_HBM_MEM_HUGE);
@@ -186,6 +195,8 @@ TEST_F(VmmTest, HugeAllocation) {
 }
 
 TEST_F(VmmTest, MallocBadArguments) {
+  ExpectErrorLog("aclrtFreePhysical: ");
+  ExpectErrorLog("aclrtMallocPhysical: ");
   auto prop = Prop();
   aclrtDrvMemHandle h = nullptr;
   EXPECT_EQ(aclrtMallocPhysical(nullptr, kPage, &prop, 0), ACL_ERROR_INVALID_PARAM);
@@ -215,6 +226,9 @@ TEST_F(VmmTest, MallocBadArguments) {
 }
 
 TEST_F(VmmTest, MapBadArguments) {
+  ExpectErrorLog("aclrtMapMem: ");
+  ExpectErrorLog("aclrtReleaseMemAddress: ");
+  ExpectErrorLog("aclrtUnmapMem: ");
   void *va = nullptr;
   ASSERT_EQ(aclrtReserveMemAddress(&va, 4 * kPage, 0, nullptr, 0), ACL_SUCCESS);
   auto prop = Prop();

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "hzc_test.h"
+#include "kernel_counters.h"
 
 namespace {
 
@@ -27,6 +28,7 @@ class HcclApiTest : public hzc::test::Test {
     if (access(hzc_device_path(), F_OK) != 0) {
       GTEST_SKIP() << hzc_device_path() << " is absent: hzc.ko is not loaded";
     }
+    baseline_ = hzc::test::KernelCounters();
     HcclRootInfo root;
     ASSERT_EQ(HcclGetRootInfo(&root), HCCL_SUCCESS);
     ASSERT_EQ(HcclCommInitRootInfo(1, &root, 0, &comm_), HCCL_SUCCESS);
@@ -34,14 +36,18 @@ class HcclApiTest : public hzc::test::Test {
   void TearDown() override {
     if (comm_ != nullptr) {
       EXPECT_EQ(HcclCommDestroy(comm_), HCCL_SUCCESS);
+      hzc::test::ExpectKernelBaseline(baseline_);  // ranges, pins and the domain are gone
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(50));  // root thread exit
     hzc::test::Test::TearDown();
   }
   HcclComm comm_ = nullptr;
+  std::map<std::string, long> baseline_;
 };
 
 TEST_F(HcclApiTest, SetUnsetAndOverlaps) {
+  ExpectErrorLog("HcclCommSetMemoryRange: ");
+  ExpectErrorLog("HcclCommUnsetMemoryRange: ");
   void *va = nullptr;
   ASSERT_EQ(aclrtReserveMemAddress(&va, 4 * kPage, 0, nullptr, 0), ACL_SUCCESS);
   char *p = static_cast<char *>(va);
@@ -55,6 +61,8 @@ TEST_F(HcclApiTest, SetUnsetAndOverlaps) {
 }
 
 TEST_F(HcclApiTest, UnmappedMemoryIsRefusedAndNothingChanges) {
+  ExpectErrorLog("HcclCommSetMemoryRange: ");
+  ExpectErrorLog("HcclCommUnsetMemoryRange: ");
   void *va = nullptr;
   ASSERT_EQ(aclrtReserveMemAddress(&va, 2 * kPage, 0, nullptr, 0), ACL_SUCCESS);
   ASSERT_EQ(aclrtReleaseMemAddress(va), ACL_SUCCESS);  // now nothing is mapped there
@@ -74,6 +82,9 @@ TEST_F(HcclApiTest, TenThousandSetUnsetPairs) {
 
 // DESIGN.md section 1, host side: reserve, set, malloc, map, activate, ..., release.
 TEST_F(HcclApiTest, ElevenStepFlowGrowingInAdjacentChunks) {
+  ExpectErrorLog("HcclCommActivateCommMemory: ");
+  ExpectErrorLog("HcclCommDeactivateCommMemory: ");
+  ExpectErrorLog("HcclCommUnsetMemoryRange: ");
   void *va = nullptr;
   const size_t chunk = 2 * kPage;
   ASSERT_EQ(aclrtReserveMemAddress(&va, 3 * chunk, 0, nullptr, 0), ACL_SUCCESS);
@@ -126,6 +137,7 @@ TEST_F(HcclApiTest, ElevenStepFlowGrowingInAdjacentChunks) {
 }
 
 TEST_F(HcclApiTest, RangesAreProcessWide) {
+  ExpectErrorLog("HcclCommSetMemoryRange: ");
   HcclRootInfo root;
   HcclComm other = nullptr;
   ASSERT_EQ(HcclGetRootInfo(&root), HCCL_SUCCESS);
@@ -140,6 +152,7 @@ TEST_F(HcclApiTest, RangesAreProcessWide) {
 }
 
 TEST_F(HcclApiTest, ConcurrentSetFromThreads) {
+  ExpectErrorLog("HcclCommSetMemoryRange: ");
   constexpr int kThreads = 8;
   void *va = nullptr;
   ASSERT_EQ(aclrtReserveMemAddress(&va, kThreads * kPage, 0, nullptr, 0), ACL_SUCCESS);
@@ -176,7 +189,15 @@ class HcclMultiProcessTest : public hzc::test::Test {
     if (access(hzc_device_path(), F_OK) != 0) {
       GTEST_SKIP() << hzc_device_path() << " is absent: hzc.ko is not loaded";
     }
+    baseline_ = hzc::test::KernelCounters();
   }
+  void TearDown() override {
+    if (!IsSkipped()) {
+      hzc::test::ExpectKernelBaseline(baseline_);  // no half state after any outcome
+    }
+    hzc::test::Test::TearDown();
+  }
+  std::map<std::string, long> baseline_;
 };
 
 std::string Hex(const HcclRootInfo &root) {
@@ -260,6 +281,9 @@ TEST_F(HcclMultiProcessTest, LateRankWithinTimeoutSucceeds) {
 }
 
 TEST_F(HcclMultiProcessTest, AbsentRankTimesOutThenRetryWorks) {
+  ExpectErrorLog("HcclCommSetMemoryRange: link establishment: rank(s) ");
+  ExpectErrorLog(
+      "rank(s) 1 of 2 did not call HcclCommSetMemoryRange within HCCL_CONNECT_TIMEOUT=1s");
   // Rank 1 arrives 2.5 s late with a 1 s timeout: rank 0 times out once, then retries and
   // meets rank 1.
   EXPECT_EQ(LateRank(2500, 1, 0, 0)[0], HCCL_E_TIMEOUT);
@@ -267,6 +291,8 @@ TEST_F(HcclMultiProcessTest, AbsentRankTimesOutThenRetryWorks) {
 }
 
 TEST_F(HcclMultiProcessTest, TwoServersAreNotSupported) {
+  ExpectErrorLog("HcclCommSetMemoryRange: comm=");
+  ExpectErrorLog("span 2 servers");
   RunProcesses(4, true, HCCL_E_NOT_SUPPORT);
 }
 

@@ -177,6 +177,9 @@ int Flow(Rank &r, hzc::test::SharedSync *sync) {
         hzc_comm_peer_ptr(r.comm, q, reinterpret_cast<void *>(base[q] + 2 * kChunk), kPage, &out),
         HCCL_E_PARA, "reserved memory that is not activated");
   }
+  void *none = nullptr;
+  Expect(hzc_comm_peer_ptr(r.comm, n, reinterpret_cast<void *>(base[0]), kPage, &none),
+         HCCL_E_PARA, "a rank beyond the communicator");
   barrier();
   for (uint32_t q = 0; q < n; ++q) {
     const char *got = r.va + 2 * kChunk - kPage + q * kGreeting;
