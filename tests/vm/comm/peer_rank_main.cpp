@@ -178,8 +178,8 @@ int Flow(Rank &r, hzc::test::SharedSync *sync) {
         HCCL_E_PARA, "reserved memory that is not activated");
   }
   void *none = nullptr;
-  Expect(hzc_comm_peer_ptr(r.comm, n, reinterpret_cast<void *>(base[0]), kPage, &none),
-         HCCL_E_PARA, "a rank beyond the communicator");
+  Expect(hzc_comm_peer_ptr(r.comm, n, reinterpret_cast<void *>(base[0]), kPage, &none), HCCL_E_PARA,
+         "a rank beyond the communicator");
   barrier();
   for (uint32_t q = 0; q < n; ++q) {
     const char *got = r.va + 2 * kChunk - kPage + q * kGreeting;
