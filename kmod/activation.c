@@ -71,7 +71,8 @@ static int hzc_check_pinnable(struct mm_struct *mm, unsigned long start,
 	struct vm_area_struct *vma;
 	unsigned long addr = start;
 
-	mmap_assert_locked(mm);
+	/* Not mmap_assert_locked(): with DEBUG_VM it needs dump_mm(), not exported. */
+	lockdep_assert_held(&mm->mmap_lock);
 	while (addr < end) {
 		vma = find_vma(mm, addr);
 		if (!vma || vma->vm_start > addr)
