@@ -13,85 +13,97 @@
 #include <string.h>
 #include <unistd.h>
 
-int main(int argc, char **argv)
-{
-	const char *coll = "allreduce";
-	size_t minb = 1 << 20, maxb = 64 << 20;
-	double factor = 2;
-	int iters = 10, warmup = 2, opt, rank, n;
+int main(int argc, char **argv) {
+  const char *coll = "allreduce";
+  size_t minb = 1 << 20, maxb = 64 << 20;
+  double factor = 2;
+  int iters = 10, warmup = 2, opt, rank, n;
 
-	MPI_Init(&argc, &argv);
-	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-	MPI_Comm_size(MPI_COMM_WORLD, &n);
-	while ((opt = getopt(argc, argv, "t:b:e:f:n:w:")) != -1) {
-		switch (opt) {
-		case 't': coll = optarg; break;
-		case 'b': minb = strtoull(optarg, NULL, 0); break;
-		case 'e': maxb = strtoull(optarg, NULL, 0); break;
-		case 'f': factor = atof(optarg); break;
-		case 'n': iters = atoi(optarg); break;
-		case 'w': warmup = atoi(optarg); break;
-		default:
-			if (rank == 0)
-				fprintf(stderr, "usage: hzc-mpi-perf [-t allreduce|allgather|reducescatter|broadcast] [-b min] [-e max] [-f factor] [-n iters] [-w warmup]\n");
-			MPI_Abort(MPI_COMM_WORLD, 2);
-		}
-	}
-	int gather = !strcmp(coll, "allgather"), scatter = !strcmp(coll, "reducescatter");
-	int bcast = !strcmp(coll, "broadcast");
-	double busf = !strcmp(coll, "allreduce") ? 2.0 * (n - 1) / n : bcast ? 1.0 : (double)(n - 1) / n;
-	float *send = malloc(maxb), *recv = malloc(maxb);
+  MPI_Init(&argc, &argv);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &n);
+  while ((opt = getopt(argc, argv, "t:b:e:f:n:w:")) != -1) {
+    switch (opt) {
+      case 't':
+        coll = optarg;
+        break;
+      case 'b':
+        minb = strtoull(optarg, NULL, 0);
+        break;
+      case 'e':
+        maxb = strtoull(optarg, NULL, 0);
+        break;
+      case 'f':
+        factor = atof(optarg);
+        break;
+      case 'n':
+        iters = atoi(optarg);
+        break;
+      case 'w':
+        warmup = atoi(optarg);
+        break;
+      default:
+        if (rank == 0)
+          fprintf(stderr,
+                  "usage: hzc-mpi-perf [-t allreduce|allgather|reducescatter|broadcast] [-b min] "
+                  "[-e max] [-f factor] [-n iters] [-w warmup]\n");
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+  }
+  int gather = !strcmp(coll, "allgather"), scatter = !strcmp(coll, "reducescatter");
+  int bcast = !strcmp(coll, "broadcast");
+  double busf = !strcmp(coll, "allreduce") ? 2.0 * (n - 1) / n : bcast ? 1.0 : (double)(n - 1) / n;
+  float *send = malloc(maxb), *recv = malloc(maxb);
 
-	if (!send || !recv || factor <= 1 || iters < 1)
-		MPI_Abort(MPI_COMM_WORLD, 3);
-	memset(send, 0, maxb);
-	memset(recv, 0, maxb);
-	if (rank == 0) {
-		printf("# mpi: %s, %d ranks, Open MPI\n", coll, n);
-		printf("# %10s %12s %8s %6s %12s %8s %8s %8s\n", "size", "count", "type", "redop",
-		       "time(us)", "algbw", "busbw", "errors");
-	}
-	for (size_t bytes = minb; bytes <= maxb; bytes = (size_t)(bytes * factor)) {
-		int count = (int)((gather || scatter) ? bytes / 4 / n : bytes / 4);
-		long errors = 0, all = 0;
-		double t0 = MPI_Wtime(), us;
+  if (!send || !recv || factor <= 1 || iters < 1)
+    MPI_Abort(MPI_COMM_WORLD, 3);
+  memset(send, 0, maxb);
+  memset(recv, 0, maxb);
+  if (rank == 0) {
+    printf("# mpi: %s, %d ranks, Open MPI\n", coll, n);
+    printf("# %10s %12s %8s %6s %12s %8s %8s %8s\n", "size", "count", "type", "redop", "time(us)",
+           "algbw", "busbw", "errors");
+  }
+  for (size_t bytes = minb; bytes <= maxb; bytes = (size_t)(bytes * factor)) {
+    int count = (int)((gather || scatter) ? bytes / 4 / n : bytes / 4);
+    long errors = 0, all = 0;
+    double t0 = MPI_Wtime(), us;
 
-		for (int it = -warmup - 1; it < iters; ++it) {
-			if (it == -1) {
-				/* the checked call: rank r sends r + 1 everywhere */
-				for (size_t i = 0; i < bytes / 4; ++i)
-					send[i] = (float)(rank + 1);
-			}
-			if (gather)
-				MPI_Allgather(send, count, MPI_FLOAT, recv, count, MPI_FLOAT, MPI_COMM_WORLD);
-			else if (scatter)
-				MPI_Reduce_scatter_block(send, recv, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-			else if (bcast)
-				MPI_Bcast(send, count, MPI_FLOAT, 0, MPI_COMM_WORLD);
-			else
-				MPI_Allreduce(send, recv, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-			if (it == -1) {
-				for (int i = 0; i < (gather ? count * n : count); ++i) {
-					float want = bcast ? 1.0f : gather ? (float)(i / count + 1) :
-						     (float)n * (n + 1) / 2;
-					errors += (bcast ? send[i] : recv[i]) != want;
-				}
-				MPI_Barrier(MPI_COMM_WORLD);
-				t0 = MPI_Wtime();
-			}
-		}
-		us = (MPI_Wtime() - t0) * 1e6 / iters;
-		MPI_Reduce(&errors, &all, 1, MPI_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
-		if (rank == 0) {
-			double algbw = (double)bytes / us / 1e3;
+    for (int it = -warmup - 1; it < iters; ++it) {
+      if (it == -1) {
+        /* the checked call: rank r sends r + 1 everywhere */
+        for (size_t i = 0; i < bytes / 4; ++i)
+          send[i] = (float)(rank + 1);
+      }
+      if (gather)
+        MPI_Allgather(send, count, MPI_FLOAT, recv, count, MPI_FLOAT, MPI_COMM_WORLD);
+      else if (scatter)
+        MPI_Reduce_scatter_block(send, recv, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+      else if (bcast)
+        MPI_Bcast(send, count, MPI_FLOAT, 0, MPI_COMM_WORLD);
+      else
+        MPI_Allreduce(send, recv, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+      if (it == -1) {
+        for (int i = 0; i < (gather ? count * n : count); ++i) {
+          float want = bcast ? 1.0f : gather ? (float)(i / count + 1) : (float)n * (n + 1) / 2;
+          errors += (bcast ? send[i] : recv[i]) != want;
+        }
+        MPI_Barrier(MPI_COMM_WORLD);
+        t0 = MPI_Wtime();
+      }
+    }
+    us = (MPI_Wtime() - t0) * 1e6 / iters;
+    MPI_Reduce(&errors, &all, 1, MPI_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
+    if (rank == 0) {
+      double algbw = (double)bytes / us / 1e3;
 
-			printf("%12zu %12d %8s %6s %12.1f %8.3f %8.3f %8ld\n", bytes, count, "fp32",
-			       (gather || bcast) ? "none" : "sum", us, algbw, algbw * busf, all);
-			fflush(stdout);
-		}
-	}
-	free(send);
-	free(recv);
-	MPI_Finalize();
-	return 0;
+      printf("%12zu %12d %8s %6s %12.1f %8.3f %8.3f %8ld\n", bytes, count, "fp32",
+             (gather || bcast) ? "none" : "sum", us, algbw, algbw * busf, all);
+      fflush(stdout);
+    }
+  }
+  free(send);
+  free(recv);
+  MPI_Finalize();
+  return 0;
 }
