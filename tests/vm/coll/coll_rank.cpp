@@ -6,6 +6,7 @@
 //   SCENARIO:
 //     matrix    every collective, type, op, in place or not, sizes from 1 element to ~3 MiB
 //               (not multiples of the rank count), checked against a reference made here
+//     large     every collective once with 64 MiB buffers and an odd count, checked the same way
 //     mismatch  calls that disagree across ranks fail with HCCL_E_PARA on every rank and leave
 //               the bytes around the buffers alone; a matching call afterwards works
 //     absent    the last rank never calls: the others get HCCL_E_TIMEOUT
@@ -283,6 +284,35 @@ int Matrix() {
   return HcclBarrier(g_comm, nullptr);
 }
 
+// The top size of the tests: every collective once with 64 MiB buffers and an odd count,
+// checked like the matrix.
+int Large() {
+  constexpr uint64_t kBytes = 64ul << 20;
+  Arena arena(2 * kBytes + (1 << 20), g_zero_copy);
+  if (!arena.ok) {
+    return 52;
+  }
+  struct Call {
+    Kind kind;
+    HcclDataType type;
+    HcclReduceOp op;
+  };
+  const Call calls[] = {{kAllGather, HCCL_DATA_TYPE_INT8, HCCL_REDUCE_SUM},
+                        {kBroadcast, HCCL_DATA_TYPE_FP16, HCCL_REDUCE_SUM},
+                        {kReduceScatter, HCCL_DATA_TYPE_FP32, HCCL_REDUCE_SUM},
+                        {kAllReduce, HCCL_DATA_TYPE_FP32, HCCL_REDUCE_SUM}};
+  uint64_t seed = 7000;
+  for (const Call &c : calls) {
+    const size_t es = TypeSize(c.type);
+    const bool per_rank = c.kind == kAllGather || c.kind == kReduceScatter;
+    const uint64_t count = kBytes / es / (per_rank ? g_n : 1) - 3;
+    if (int rc = RunOne(arena, c.kind, c.type, c.op, count, false, 0, ++seed)) {
+      return rc;
+    }
+  }
+  return HcclBarrier(g_comm, nullptr);
+}
+
 int Mismatch() {
   Arena arena(1 << 20, g_zero_copy);
   if (!arena.ok) {
@@ -399,6 +429,8 @@ int main(int argc, char **argv) {
   int rc = 55;
   if (scenario == "matrix") {
     rc = Matrix();
+  } else if (scenario == "large") {
+    rc = Large();
   } else if (scenario == "mismatch") {
     rc = Mismatch();
   } else if (scenario == "absent") {

@@ -85,6 +85,17 @@ INSTANTIATE_TEST_SUITE_P(Ranks, CollMatrixTest,
                                   std::get<1>(param_info.param);
                          });
 
+TEST_F(CollTest, LargeBuffersStaging) {
+  EXPECT_EQ(RunRanks(2, "large", "staging", {{"HCCL_BUFFSIZE", "8"}}), std::vector<int>(2, 0));
+}
+
+TEST_F(CollTest, LargeBuffersZeroCopy) {
+  if (!HaveModule()) {
+    GTEST_SKIP() << hzc_device_path() << " is absent: hzc.ko is not loaded";
+  }
+  EXPECT_EQ(RunRanks(2, "large", "zerocopy"), std::vector<int>(2, 0));
+}
+
 TEST_F(CollTest, MismatchedCallsFailEverywhereAndChangeNothing) {
   ExpectErrorLog("ranks disagree on call");
   EXPECT_EQ(RunRanks(3, "mismatch", "staging"), std::vector<int>(3, 0));
