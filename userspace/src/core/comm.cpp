@@ -26,6 +26,7 @@ Communicator::Communicator(bootstrap::UniqueId id, uint32_t rank,
     : serial_(++g_serial), id_(id), rank_(rank), ranks_(std::move(ranks)) {}
 
 Communicator::~Communicator() {
+  coll_state_.reset();   // the collectives may hold pointers into peer windows
   peer_memory_.reset();  // unmap peer windows before leaving the domain
   if (device_) {
     if (Status st = device_->LeaveDomain(DomainId(), rank_); !st.ok()) {
