@@ -22,18 +22,6 @@
 /* Pages pinned (or unpinned) per call: one page of page pointers. */
 #define HZC_PIN_BATCH	(PAGE_SIZE / sizeof(struct page *))
 
-/* Long-term, writable pins of the caller's pages; mmap_lock held. */
-static long hzc_pin_user_pages(unsigned long addr, unsigned long n,
-			       struct page **pages)
-{
-	/* pin_user_pages() lost its vmas argument in 6.5. */
-#ifdef HZC_HAVE_GET_USER_PAGE_VMA_REMOTE
-	return pin_user_pages(addr, n, FOLL_LONGTERM | FOLL_WRITE, pages);
-#else
-	return pin_user_pages(addr, n, FOLL_LONGTERM | FOLL_WRITE, pages, NULL);
-#endif
-}
-
 static int hzc_charge_memlock(struct mm_struct *mm, unsigned long npages)
 {
 	unsigned long limit = rlimit(RLIMIT_MEMLOCK) >> PAGE_SHIFT;
@@ -90,9 +78,13 @@ static int hzc_check_pinnable(struct mm_struct *mm, unsigned long start,
 }
 
 /*
- * Pin all of it or nothing, a batch at a time; each batch is checked and
- * pinned under one hold of mmap_lock, so the VMAs checked are the VMAs
- * pinned from.
+ * Pin all of it or nothing, a batch at a time, with the lockless fast path
+ * (as RDMA memory registration does): it pins a huge page in one step, where
+ * pin_user_pages() walks it 4 KiB at a time.  Each pinned batch is then
+ * checked under mmap_lock; a batch from a mapping that may not be pinned
+ * for the long term is unpinned again.  A mapping replaced between the pin
+ * and the check is the caller racing itself: it gets the pages it asked for
+ * at the time of the pin.
  */
 static int hzc_pin(struct mm_struct *mm, unsigned long va, unsigned long npages,
 		   struct page **pages)
@@ -107,17 +99,22 @@ static int hzc_pin(struct mm_struct *mm, unsigned long va, unsigned long npages,
 		}
 		addr = va + done * PAGE_SIZE;
 		n = min_t(unsigned long, npages - done, HZC_PIN_BATCH);
-		mmap_read_lock(mm);
-		ret = hzc_check_pinnable(mm, addr, addr + n * PAGE_SIZE);
-		if (!ret)
-			ret = hzc_pin_user_pages(addr, n, pages + done);
-		mmap_read_unlock(mm);
+		ret = pin_user_pages_fast(addr, n, FOLL_LONGTERM | FOLL_WRITE,
+					  pages + done);
 		if (ret <= 0) {
 			if (!ret)
 				ret = -EFAULT;
 			goto out_unpin;
 		}
-		done += ret;
+		n = ret;
+		mmap_read_lock(mm);
+		ret = hzc_check_pinnable(mm, addr, addr + n * PAGE_SIZE);
+		mmap_read_unlock(mm);
+		if (ret) {
+			unpin_user_pages(pages + done, n);
+			goto out_unpin;
+		}
+		done += n;
 		cond_resched();
 	}
 	return 0;
