@@ -214,6 +214,9 @@ int hzc_domain_join(struct hzc_ucmd *ucmd)
 	list_add_tail(&m->ctx_node, &ctx->members);
 	spin_unlock(&ctx->members_lock);
 	mutex_unlock(&hzc_domains_lock);
+	/* Allocated in case the domain had to be created; it existed. */
+	if (new_dom)
+		hzc_domain_put(new_dom);
 	return 0;
 
 out_put_domain:
