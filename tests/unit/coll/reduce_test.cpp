@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "hzc_test.h"
+#include "reference.h"
 
 namespace hzc::coll {
 namespace {
@@ -26,77 +27,11 @@ constexpr HcclDataType kReducible[] = {
 constexpr HcclReduceOp kOps[] = {HCCL_REDUCE_SUM, HCCL_REDUCE_PROD, HCCL_REDUCE_MAX,
                                  HCCL_REDUCE_MIN};
 
-// --- reference conversions -------------------------------------------------------------
-
-float BfToFloat(uint16_t b) {
-  return std::bit_cast<float>(static_cast<uint32_t>(b) << 16);
-}
-
-uint16_t FloatToBf(float f) {
-  if (std::isnan(f)) {
-    return static_cast<uint16_t>((std::bit_cast<uint32_t>(f) >> 16) | 0x40);
-  }
-  const uint32_t bits = std::bit_cast<uint32_t>(f);
-  const uint16_t lo = static_cast<uint16_t>(bits >> 16);  // truncated towards zero
-  if ((bits & 0xffff) == 0) {
-    return lo;
-  }
-  const uint16_t hi = static_cast<uint16_t>(lo + 1);  // next away from zero
-  const double dlo = std::fabs(static_cast<double>(f) - BfToFloat(lo));
-  const double dhi = std::fabs(static_cast<double>(BfToFloat(hi)) - f);
-  if (dlo < dhi) {
-    return lo;
-  }
-  if (dhi < dlo) {
-    return hi;
-  }
-  return (lo & 1) ? hi : lo;
-}
-
-float HalfToFloat(uint16_t h) {
-  return static_cast<float>(std::bit_cast<_Float16>(h));
-}
-uint16_t FloatToHalf(float f) {
-  return std::bit_cast<uint16_t>(static_cast<_Float16>(f));
-}
-
-// --- reference ops ---------------------------------------------------------------------
-
-template <typename A>
-A RefOp(HcclReduceOp op, A a, A b) {
-  if constexpr (std::is_integral_v<A>) {
-    using W = std::conditional_t<std::is_signed_v<A>, __int128, unsigned __int128>;
-    const W wa = a, wb = b;
-    switch (op) {
-      case HCCL_REDUCE_SUM:
-        return static_cast<A>(static_cast<unsigned __int128>(wa + wb));
-      case HCCL_REDUCE_PROD:
-        return static_cast<A>(static_cast<unsigned __int128>(wa) *
-                              static_cast<unsigned __int128>(wb));
-      case HCCL_REDUCE_MAX:
-        return std::max(a, b);
-      default:
-        return std::min(a, b);
-    }
-  } else {
-    switch (op) {
-      case HCCL_REDUCE_SUM:
-        return a + b;
-      case HCCL_REDUCE_PROD:
-        return a * b;
-      case HCCL_REDUCE_MAX:
-        if (std::isnan(a) || std::isnan(b)) {
-          return std::isnan(a) ? a : b;
-        }
-        return b > a ? b : a;
-      default:
-        if (std::isnan(a) || std::isnan(b)) {
-          return std::isnan(a) ? a : b;
-        }
-        return b < a ? b : a;
-    }
-  }
-}
+using test::BfToFloat;
+using test::FloatToBf;
+using test::FloatToHalf;
+using test::HalfToFloat;
+using test::RefOp;
 
 // Reference reduction of @in (each of @count elements) for element type T.
 template <typename T>
