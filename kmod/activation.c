@@ -197,6 +197,7 @@ int hzc_activate(struct hzc_ucmd *ucmd)
 		goto out_free_pages;
 
 	act->npages = npages;
+	act->cookie = cmd->cookie;
 	act->node.start = cmd->va;
 	act->node.last = end - 1;
 	down_write(&range->lock);

@@ -151,11 +151,13 @@ static inline unsigned long hzc_range_size(const struct hzc_range *range)
  * @node: in the range's @acts; start/last are the first and last byte
  * @npages: number of pinned pages
  * @pages: the pinned pages, in address order
+ * @cookie: the caller's opaque value, returned by LIST_ACTIVATIONS
  */
 struct hzc_activation {
 	struct interval_tree_node node;
 	unsigned long npages;
 	struct page **pages;
+	u64 cookie;
 };
 
 /**

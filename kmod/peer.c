@@ -289,16 +289,22 @@ out_free:
 int hzc_list_activations(struct hzc_ucmd *ucmd)
 {
 	struct hzc_list_activations *cmd = ucmd->cmd;
-	struct hzc_activation_desc *descs = NULL;
 	struct interval_tree_node *node;
+	struct hzc_activation_desc desc;
 	struct hzc_range *range = NULL;
-	struct hzc_ctx *peer;
 	u32 total = 0, n, i = 0;
+	struct hzc_ctx *peer;
+	size_t desc_size;
+	void *descs = NULL;
 	pid_t pid = 0;
 	int ret = 0;
 
-	if (cmd->flags || cmd->__reserved)
+	if (cmd->flags)
 		return -EOPNOTSUPP;
+	desc_size = cmd->desc_size ?: HZC_ACTIVATION_DESC_SIZE_V0;
+	if (desc_size < HZC_ACTIVATION_DESC_SIZE_V0 || desc_size > PAGE_SIZE ||
+	    !IS_ALIGNED(desc_size, sizeof(u64)))
+		return -EINVAL;
 
 	peer = hzc_domain_peer_get(ucmd->ctx, cmd->domain_id, cmd->rank,
 				   cmd->peer_rank, &pid);
@@ -319,7 +325,8 @@ int hzc_list_activations(struct hzc_ucmd *ucmd)
 	total = range->nr_acts;
 	n = min(total, cmd->num_activations);
 	if (n) {
-		descs = kvcalloc(n, sizeof(*descs), GFP_KERNEL);
+		/* Zeroed: whatever the caller knows beyond our struct reads 0. */
+		descs = kvcalloc(n, desc_size, GFP_KERNEL);
 		if (!descs) {
 			ret = -ENOMEM;
 			goto out_unlock;
@@ -327,8 +334,13 @@ int hzc_list_activations(struct hzc_ucmd *ucmd)
 	}
 	for (node = interval_tree_iter_first(&range->acts, 0, ULONG_MAX);
 	     node && i < n; node = interval_tree_iter_next(node, 0, ULONG_MAX)) {
-		descs[i].va = node->start;
-		descs[i].length = node->last - node->start + 1;
+		struct hzc_activation *act =
+			container_of(node, struct hzc_activation, node);
+
+		desc.va = node->start;
+		desc.length = node->last - node->start + 1;
+		desc.cookie = act->cookie;
+		memcpy(descs + i * desc_size, &desc, min(desc_size, sizeof(desc)));
 		i++;
 	}
 out_unlock:
@@ -338,7 +350,7 @@ out_unlock:
 		goto out_free;
 
 	if (n && copy_to_user(u64_to_user_ptr(cmd->activations), descs,
-			      n * sizeof(*descs))) {
+			      n * desc_size)) {
 		ret = -EFAULT;
 		goto out_free;
 	}

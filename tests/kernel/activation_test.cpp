@@ -6,6 +6,7 @@
 #include <sys/syscall.h>
 #include <sys/wait.h>
 
+#include <cstddef>
 #include <iostream>
 
 #include "ktest.h"
@@ -332,8 +333,15 @@ TEST_F(ActivationTest, AbiSizesAndFlags) {
   act.size = sizeof(act);
   act.va = reinterpret_cast<uintptr_t>(res.base());
   act.length = 4 * page_;
-  CheckAbi(fd_, HZC_IOC_ACTIVATE, act, 0,
-           [&](const hzc_activate &) { EXPECT_EQ(Deactivate(fd_, res.base()), 0); });
+  CheckAbi(
+      fd_, HZC_IOC_ACTIVATE, act, 0,
+      [&](const hzc_activate &) { EXPECT_EQ(Deactivate(fd_, res.base()), 0); },
+      offsetof(hzc_activate, cookie));
+  // The first version of the struct (without the cookie) still works.
+  act.size = offsetof(hzc_activate, cookie);
+  act.cookie = 0x5a5a;
+  ASSERT_EQ(Ioctl(fd_, HZC_IOC_ACTIVATE, &act), 0);
+  EXPECT_EQ(Deactivate(fd_, res.base()), 0);
   ASSERT_EQ(Activate(fd_, res.base(), 4 * page_), 0);
   hzc_deactivate deact{};
   deact.size = sizeof(deact);

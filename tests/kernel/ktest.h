@@ -70,9 +70,11 @@ class Sized {
 // one with a non-zero tail is E2BIG, a longer one with a zero tail behaves like
 // the exact size (`expect_ok` is the errno the exact-size call gives, `undo`
 // reverts a successful call).  Also checks each flag bit is EOPNOTSUPP.
+// `min_size` is the size of the struct's first version, when it has grown since.
 template <typename T, typename Undo>
-void CheckAbi(int fd, unsigned long cmd, const T &valid, int expect_ok, Undo undo) {
-  for (uint32_t size : {0u, 4u, static_cast<uint32_t>(sizeof(T) - 4)}) {
+void CheckAbi(int fd, unsigned long cmd, const T &valid, int expect_ok, Undo undo,
+              uint32_t min_size = sizeof(T)) {
+  for (uint32_t size : {0u, 4u, min_size - 4}) {
     Sized<T> arg(size);
     std::memcpy(static_cast<void *>(arg.Get()), &valid, sizeof(T));
     arg.Get()->size = size;
@@ -134,11 +136,13 @@ inline int UnregisterRange(int fd, const void *base) {
   return Ioctl(fd, HZC_IOC_RANGE_UNREGISTER, &arg);
 }
 
-inline int Activate(int fd, const void *va, size_t len, uint64_t *range_id = nullptr) {
+inline int Activate(int fd, const void *va, size_t len, uint64_t *range_id = nullptr,
+                    uint64_t cookie = 0) {
   hzc_activate arg{};
   arg.size = sizeof(arg);
   arg.va = reinterpret_cast<uintptr_t>(va);
   arg.length = len;
+  arg.cookie = cookie;
   const int err = Ioctl(fd, HZC_IOC_ACTIVATE, &arg);
   if (range_id != nullptr) {
     *range_id = arg.out_range_id;
@@ -264,6 +268,7 @@ inline int ListActivations(int fd, DomainId id, uint32_t rank, uint32_t peer, ui
   arg.rank = rank;
   arg.peer_rank = peer;
   arg.range_id = range_id;
+  arg.desc_size = sizeof(hzc_activation_desc);
   int err = Ioctl(fd, HZC_IOC_LIST_ACTIVATIONS, &arg);
   if (err != 0 && err != EMSGSIZE) {
     return err;

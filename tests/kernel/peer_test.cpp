@@ -5,6 +5,9 @@
 #include <sys/mman.h>
 #include <sys/wait.h>
 
+#include <algorithm>
+#include <iterator>
+
 #include "ktest.h"
 
 namespace hzc::ktest {
@@ -42,6 +45,7 @@ int Probe(volatile char *p, bool write, char *value = nullptr) {
 
 constexpr size_t kRangePages = 1024;  // 4 MiB: two 2 MiB blocks
 constexpr size_t kActPages = 512;
+constexpr uint64_t kOwnerCookie = 0x1234567890abcdefull;
 
 // The owner: a child process that holds rank 0 and obeys one-letter commands
 // ('d' deactivate, 'a' activate, 'u' unregister, 'r' register, 'l' leave,
@@ -110,7 +114,7 @@ class Owner {
     hzc_range_register reg{};
     if (fd < 0 || b == MAP_FAILED || Join(fd, id_, 0, 2) != 0 ||
         RegisterRange(fd, b, kRangePages * page, &reg) != 0 ||
-        Activate(fd, b, kActPages * page) != 0) {
+        Activate(fd, b, kActPages * page, nullptr, kOwnerCookie) != 0) {
       return 1;
     }
     char hello[16];
@@ -128,7 +132,7 @@ class Owner {
           err = Deactivate(fd, b);
           break;
         case 'a':
-          err = Activate(fd, b, kActPages * page);
+          err = Activate(fd, b, kActPages * page, nullptr, kOwnerCookie + 1);
           break;
         case 'u':
           err = UnregisterRange(fd, b);
@@ -203,6 +207,7 @@ TEST_F(PeerTest, ListAndReadThroughMapping) {
   ASSERT_EQ(acts.size(), 1u);
   EXPECT_EQ(acts[0].va, owner.base());
   EXPECT_EQ(acts[0].length, kActPages * page_);
+  EXPECT_EQ(acts[0].cookie, kOwnerCookie);
   EXPECT_EQ(ListActivations(fd_, id, 1, 0, d.id + 1000000, &acts), ENOENT);
   EXPECT_EQ(ListRanges(fd_, id, 1, 2, &ranges_), EINVAL) << "peer rank out of bounds";
 
@@ -439,14 +444,66 @@ TEST_F(PeerTest, ListAbi) {
   la.num_activations = 1;
   la.activations = reinterpret_cast<uintptr_t>(acts.data());
   CheckAbi(fd_, HZC_IOC_LIST_ACTIVATIONS, la, 0, [](const hzc_list_activations &) {});
-  la.__reserved = 1;
-  EXPECT_EQ(Ioctl(fd_, HZC_IOC_LIST_ACTIVATIONS, &la), EOPNOTSUPP);
-  la.__reserved = 0;
+  for (uint32_t bad : {8u, 12u, 20u, static_cast<uint32_t>(page_) + 8}) {
+    la.desc_size = bad;
+    EXPECT_EQ(Ioctl(fd_, HZC_IOC_LIST_ACTIVATIONS, &la), EINVAL) << "desc_size " << bad;
+  }
+  la.desc_size = 0;
   la.num_activations = 0;
   EXPECT_EQ(Ioctl(fd_, HZC_IOC_LIST_ACTIVATIONS, &la), EMSGSIZE);
   EXPECT_EQ(la.num_activations, 1u);
   la.rank = 0;
   EXPECT_EQ(Ioctl(fd_, HZC_IOC_LIST_ACTIVATIONS, &la), ENOENT) << "caller does not hold rank 0";
+}
+
+// Elements of LIST_ACTIVATIONS are desc_size apart: 0 is the first version (va, length), a
+// larger size than the kernel knows gets a zeroed tail; the cookie comes back as activated,
+// and a re-activation carries its own.
+TEST_F(PeerTest, ActivationCookieAndDescSize) {
+  const DomainId id = NewDomainId();
+  Owner owner(id);
+  Attach(owner, id);
+  const uint64_t range_id = ranges_[0].id;
+  hzc_list_activations la{};
+  la.size = sizeof(la);
+  la.domain_id[0] = id.lo;
+  la.domain_id[1] = id.hi;
+  la.rank = 1;
+  la.range_id = range_id;
+  la.num_activations = 2;
+
+  uint64_t v0[2 * 2];
+  std::fill(std::begin(v0), std::end(v0), ~0ull);
+  la.activations = reinterpret_cast<uintptr_t>(v0);
+  ASSERT_EQ(Ioctl(fd_, HZC_IOC_LIST_ACTIVATIONS, &la), 0);
+  ASSERT_EQ(la.num_activations, 1u);
+  EXPECT_EQ(v0[0], owner.base());
+  EXPECT_EQ(v0[1], kActPages * page_);
+  EXPECT_EQ(v0[2], ~0ull) << "only one 16-byte element written";
+
+  struct Future {
+    hzc_activation_desc known;
+    uint64_t unknown[3];
+  };
+  Future future[2];
+  std::memset(future, 0xff, sizeof(future));
+  la.num_activations = 2;
+  la.desc_size = sizeof(Future);
+  la.activations = reinterpret_cast<uintptr_t>(future);
+  ASSERT_EQ(Ioctl(fd_, HZC_IOC_LIST_ACTIVATIONS, &la), 0);
+  EXPECT_EQ(future[0].known.va, owner.base());
+  EXPECT_EQ(future[0].known.cookie, kOwnerCookie);
+  for (uint64_t u : future[0].unknown) {
+    EXPECT_EQ(u, 0u) << "tail beyond what the kernel knows is zeroed";
+  }
+  EXPECT_EQ(future[1].known.va, ~0ull) << "second element untouched";
+
+  ASSERT_EQ(owner.Command('d'), 0);
+  ASSERT_EQ(owner.Command('a'), 0);
+  std::vector<hzc_activation_desc> acts;
+  ASSERT_EQ(ListActivations(fd_, id, 1, 0, range_id, &acts), 0);
+  ASSERT_EQ(acts.size(), 1u);
+  EXPECT_EQ(acts[0].cookie, kOwnerCookie + 1);
 }
 
 }  // namespace

@@ -161,6 +161,9 @@ struct hzc_range_unregister {
  * @va: first byte of the activation
  * @length: length in bytes
  * @out_range_id: id of the range that contains the activation
+ * @cookie: an opaque value stored with the activation and returned with it by
+ *          HZC_IOC_LIST_ACTIVATIONS (e.g. how peers reach the memory by other
+ *          means); callers that do not know the field store 0
  *
  * [@va, @va + @length) must lie inside one registered range, be mapped
  * writable, and not overlap another activation.  Its pages are pinned
@@ -188,6 +191,7 @@ struct hzc_activate {
 	__aligned_u64 va;
 	__aligned_u64 length;
 	__aligned_u64 out_range_id;
+	__aligned_u64 cookie;
 };
 
 #define HZC_IOC_ACTIVATE _IOWR(HZC_IOCTL_TYPE, HZC_CMD_ACTIVATE, struct hzc_activate)
@@ -403,11 +407,19 @@ struct hzc_list_ranges {
  * struct hzc_activation_desc - one activation in HZC_IOC_LIST_ACTIVATIONS
  * @va: its first byte in the owner's address space
  * @length: its length
+ * @cookie: the @cookie it was activated with
+ *
+ * Like the ioctl structs, this one only grows at the end; the caller says
+ * which size it knows in hzc_list_activations.desc_size.
  */
 struct hzc_activation_desc {
 	__aligned_u64 va;
 	__aligned_u64 length;
+	__aligned_u64 cookie;
 };
+
+/* Size of the first version of struct hzc_activation_desc (va, length). */
+#define HZC_ACTIVATION_DESC_SIZE_V0	16
 
 /**
  * struct hzc_list_activations - HZC_IOC_LIST_ACTIVATIONS: list a range's
@@ -419,12 +431,17 @@ struct hzc_activation_desc {
  * @peer_rank: the member that owns the range (may be @rank)
  * @range_id: the range's id
  * @num_activations: in: capacity of @activations; out: number of activations
- * @__reserved: must be 0
- * @activations: user pointer to @num_activations struct
- *               hzc_activation_desc, sorted by va
+ * @desc_size: size of one element of @activations, i.e. the caller's
+ *             sizeof(struct hzc_activation_desc); 0 means
+ *             HZC_ACTIVATION_DESC_SIZE_V0.  Elements are @desc_size apart; the
+ *             kernel fills what it knows of each and zeroes the rest.
+ * @activations: user pointer to @num_activations elements of @desc_size
+ *               bytes, sorted by va
  *
  * Errors:
- *   EINVAL      @peer_rank >= nranks
+ *   EINVAL      @peer_rank >= nranks, or @desc_size is not 0 and is below
+ *               HZC_ACTIVATION_DESC_SIZE_V0, above the page size or not a
+ *               multiple of 8
  *   ENOENT      the caller holds no such rank, @peer_rank has not joined,
  *               or the peer has no range @range_id
  *   ECONNRESET  the domain is broken
@@ -439,7 +456,7 @@ struct hzc_list_activations {
 	__u32 peer_rank;
 	__aligned_u64 range_id;
 	__u32 num_activations;
-	__u32 __reserved;
+	__u32 desc_size;
 	__aligned_u64 activations;
 };
 

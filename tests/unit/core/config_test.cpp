@@ -52,6 +52,7 @@ TEST_F(ConfigTest, Defaults) {
   EXPECT_EQ(c.connect_timeout.count(), 120);
   EXPECT_EQ(c.buff_size_mb, 200U);
   EXPECT_TRUE(c.rdma_device.empty());
+  EXPECT_EQ(c.rdma_gid_index, std::nullopt);
   EXPECT_TRUE(c.host_id.empty());
   EXPECT_TRUE(c.warnings.empty());
 }
@@ -62,31 +63,36 @@ TEST_F(ConfigTest, AllSet) {
                           {"HCCL_CONNECT_TIMEOUT", "3"},
                           {"HCCL_BUFFSIZE", "64"},
                           {"HZC_RDMA_DEVICE", "rxe0"},
+                          {"HZC_RDMA_GID_INDEX", "3"},
                           {"HZC_HOST_ID", "node-b"}});
   EXPECT_EQ(c.log_level, LogLevel::kDebug);
   EXPECT_EQ(c.device_path, "/tmp/x");
   EXPECT_EQ(c.connect_timeout.count(), 3);
   EXPECT_EQ(c.buff_size_mb, 64U);
   EXPECT_EQ(c.rdma_device, "rxe0");
+  EXPECT_EQ(c.rdma_gid_index, 3U);
   EXPECT_EQ(c.host_id, "node-b");
   EXPECT_TRUE(c.warnings.empty());
-  EXPECT_EQ(c.Describe().size(), 7U);
+  EXPECT_EQ(c.Describe().size(), 8U);
 }
 
 TEST_F(ConfigTest, InvalidValuesWarnAndKeepDefaults) {
   const Config c = Parse({{"HZC_LOG", "loud"},
                           {"HZC_DEVICE", ""},
                           {"HCCL_CONNECT_TIMEOUT", "0"},
-                          {"HCCL_BUFFSIZE", "lots"}});
+                          {"HCCL_BUFFSIZE", "lots"},
+                          {"HZC_RDMA_GID_INDEX", "65536"}});
   EXPECT_EQ(c.log_level, LogLevel::kWarn);
   EXPECT_EQ(c.device_path, "/dev/hzc");
   EXPECT_EQ(c.connect_timeout.count(), 120);
   EXPECT_EQ(c.buff_size_mb, 200U);
-  ASSERT_EQ(c.warnings.size(), 4U);
+  EXPECT_EQ(c.rdma_gid_index, std::nullopt);
+  ASSERT_EQ(c.warnings.size(), 5U);
   EXPECT_NE(c.warnings[0].find("HZC_LOG=\"loud\""), std::string::npos) << c.warnings[0];
   EXPECT_NE(c.warnings[1].find("HZC_DEVICE"), std::string::npos) << c.warnings[1];
   EXPECT_NE(c.warnings[2].find("HCCL_CONNECT_TIMEOUT=\"0\""), std::string::npos);
   EXPECT_NE(c.warnings[3].find("HCCL_BUFFSIZE=\"lots\""), std::string::npos);
+  EXPECT_NE(c.warnings[4].find("HZC_RDMA_GID_INDEX=\"65536\""), std::string::npos);
 }
 
 }  // namespace

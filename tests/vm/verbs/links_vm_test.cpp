@@ -287,7 +287,7 @@ TEST_F(VerbsVmTest, WrongDeviceIsNotFound) {
           const Config config = Config::FromLookup([](const char *name) -> const char * {
             return std::string(name) == "HZC_RDMA_DEVICE" ? "nosuch0" : nullptr;
           });
-          options = LinkOptions::FromConfig(config, std::nullopt);
+          options = LinkOptions::FromConfig(config);
           options.timeout = seconds(60);
         }
         const auto start = std::chrono::steady_clock::now();

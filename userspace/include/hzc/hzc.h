@@ -72,6 +72,44 @@ HcclResult hzc_comm_peer_ptr(HcclComm comm, uint32_t rank, const void *peer_va, 
 HcclResult hzc_comm_peer_blocks(HcclComm comm, uint32_t rank, struct hzc_peer_block *blocks,
                                 uint32_t *count);
 
+/** What a communicator's links are made of (after its first HcclCommSetMemoryRange). */
+struct hzc_link_info {
+  uint32_t linked;    /* 1 once the first HcclCommSetMemoryRange made the links */
+  uint32_t rdma;      /* 1 when they include RDMA queue pairs; 0: kernel-only links */
+  char device[64];    /* RDMA device name ("" when rdma is 0) */
+  uint32_t port;      /* its port number */
+  uint32_t gid_index; /* the GID index the queue pairs use */
+};
+
+/**
+ * hzc_comm_link_info: fill @info for @comm. HCCL_E_PTR for NULL, HCCL_E_PARA for a destroyed
+ * or foreign comm. Before the first HcclCommSetMemoryRange linked is 0 and rdma is 0.
+ */
+HcclResult hzc_comm_link_info(HcclComm comm, struct hzc_link_info *info);
+
+/**
+ * RDMA between activated memory of this rank and of rank @rank over @comm's RDMA links
+ * (one operation, returns when it has completed).
+ *
+ * hzc_comm_rdma_write: copy [local, local + size) into [peer_va, peer_va + size) of @rank.
+ * hzc_comm_rdma_read: copy [peer_va, peer_va + size) of @rank into [local, local + size).
+ *
+ * @local must lie in one block this process activated with HcclCommActivateCommMemory on
+ * @comm; [peer_va, peer_va + size) must lie in one block @rank activated on @comm (each
+ * activation is registered with the RDMA device on its own, so a transfer cannot span two).
+ * @rank must be another rank of @comm.
+ *
+ * Errors: HCCL_E_PTR for a NULL comm, local or peer_va; HCCL_E_PARA for a destroyed or
+ * foreign comm, @rank out of range or the own rank, size 0, or memory not activated as
+ * above; HCCL_E_UNAVAIL when @comm has no links yet or its links are kernel-only (no RDMA
+ * device); HCCL_E_REMOTE when @rank died or left; HCCL_E_ROCE_TRANSFER when the transfer
+ * failed or made no progress in time (the link to @rank is then unusable).
+ */
+HcclResult hzc_comm_rdma_write(HcclComm comm, uint32_t rank, const void *local, void *peer_va,
+                               size_t size);
+HcclResult hzc_comm_rdma_read(HcclComm comm, uint32_t rank, void *local, const void *peer_va,
+                              size_t size);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

@@ -100,6 +100,14 @@ Config Config::FromLookup(const std::function<const char *(const char *)> &geten
   if (const char *v = getenv_fn("HZC_RDMA_DEVICE"); v != nullptr) {
     c.rdma_device = v;
   }
+  if (const char *v = getenv_fn("HZC_RDMA_GID_INDEX"); v != nullptr) {
+    if (auto index = ParseUnsigned(v, 0, 65535)) {
+      c.rdma_gid_index = static_cast<uint32_t>(*index);
+    } else {
+      c.warnings.push_back(fmt::format(
+          "HZC_RDMA_GID_INDEX=\"{}\": not a GID index in [0, 65535]; choosing one per port", v));
+    }
+  }
   if (const char *v = getenv_fn("HZC_HOST_ID"); v != nullptr) {
     c.host_id = v;
   }
@@ -116,6 +124,8 @@ std::vector<std::string> Config::Describe() const {
       fmt::format("HCCL_CONNECT_TIMEOUT={}", connect_timeout.count()),
       fmt::format("HCCL_BUFFSIZE={}", buff_size_mb),
       fmt::format("HZC_RDMA_DEVICE={}", rdma_device.empty() ? "(first active port)" : rdma_device),
+      fmt::format("HZC_RDMA_GID_INDEX={}",
+                  rdma_gid_index ? std::to_string(*rdma_gid_index) : "(RoCE v2, IPv4 first)"),
       fmt::format("HZC_HOST_ID={}", host_id.empty() ? "(boot id + hostname)" : host_id),
       fmt::format("HCCL_IF_IP={}", if_ip.empty() ? "(first up interface)" : if_ip),
   };

@@ -31,9 +31,10 @@ struct Config {
   std::string device_path = kDefaultDevice;
   std::chrono::seconds connect_timeout{kDefaultConnectTimeoutS};
   uint64_t buff_size_mb = kDefaultBuffSizeMb;
-  std::string rdma_device;  // empty: first active port
-  std::string host_id;      // empty: boot id + hostname
-  std::string if_ip;        // HCCL_IF_IP: address the root listens on; empty: automatic
+  std::string rdma_device;                 // empty: first active port
+  std::optional<uint32_t> rdma_gid_index;  // HZC_RDMA_GID_INDEX; nullopt: chosen per port
+  std::string host_id;                     // empty: boot id + hostname
+  std::string if_ip;  // HCCL_IF_IP: address the root listens on; empty: automatic
 
   // Values that were set but invalid, one message each ("HZC_LOG=\"loud\": ..."), for the
   // logger to report once it exists.

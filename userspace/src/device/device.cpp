@@ -115,11 +115,12 @@ Status Device::UnregisterRange(uintptr_t base) const {
   return Status::Ok();
 }
 
-Status Device::Activate(uintptr_t va, size_t length) const {
+Status Device::Activate(uintptr_t va, size_t length, uint64_t cookie) const {
   hzc_activate arg{};
   arg.size = sizeof(arg);
   arg.va = va;
   arg.length = length;
+  arg.cookie = cookie;
   if (int err = Ioctl(HZC_IOC_ACTIVATE, &arg); err != 0) {
     return Error(CodeOf(err), "kernel cannot pin [{:#x}, +{:#x}): {}{}", va, length,
                  ErrnoString(err), err == ENOMEM ? " (RLIMIT_MEMLOCK or max_pinned_bytes?)" : "");
@@ -252,6 +253,7 @@ Expected<std::vector<hzc_activation_desc>> Device::ListActivations(const DomainI
     arg.peer_rank = peer_rank;
     arg.range_id = range_id;
     arg.num_activations = static_cast<uint32_t>(out.size());
+    arg.desc_size = sizeof(hzc_activation_desc);
     arg.activations = reinterpret_cast<uintptr_t>(out.data());
     const int err = Ioctl(HZC_IOC_LIST_ACTIVATIONS, &arg);
     if (err == EMSGSIZE && arg.num_activations > out.size()) {

@@ -44,7 +44,7 @@ class Device {
   Expected<RangeIds> RegisterRange(uintptr_t base, size_t length) const;
   Status UnregisterRange(uintptr_t base) const;
   // HZC_IOC_ACTIVATE / DEACTIVATE.
-  Status Activate(uintptr_t va, size_t length) const;
+  Status Activate(uintptr_t va, size_t length, uint64_t cookie = 0) const;
   Status Deactivate(uintptr_t va) const;
   // HZC_IOC_DOMAIN_JOIN / LEAVE.
   Status JoinDomain(const DomainId &id, uint32_t rank, uint32_t nranks) const;

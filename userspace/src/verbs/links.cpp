@@ -44,23 +44,6 @@ std::string RankList(const std::vector<uint32_t> &ranks) {
   return list;
 }
 
-std::optional<uint32_t> GidIndexFromEnvironment() {
-  static const std::optional<uint32_t> value = []() -> std::optional<uint32_t> {
-    const char *text = std::getenv("HZC_RDMA_GID_INDEX");
-    if (text == nullptr) {
-      return std::nullopt;
-    }
-    auto index = ParseUnsigned(text, 0, 65535);
-    if (!index) {
-      LogWarn("config: HZC_RDMA_GID_INDEX=\"{}\": not a GID index in [0, 65535]; ignored", text);
-      return std::nullopt;
-    }
-    LogInfo("config: HZC_RDMA_GID_INDEX={}", *index);
-    return static_cast<uint32_t>(*index);
-  }();
-  return value;
-}
-
 uint32_t RandomPsn() {
   uint32_t value = 0;
   if (getrandom(&value, sizeof(value), 0) != sizeof(value)) {
@@ -77,14 +60,14 @@ std::span<const std::byte> Bytes(const T &value) {
 }  // namespace
 
 LinkOptions LinkOptions::FromEnvironment() {
-  return FromConfig(GetConfig(), GidIndexFromEnvironment());
+  return FromConfig(GetConfig());
 }
 
-LinkOptions LinkOptions::FromConfig(const Config &config, std::optional<uint32_t> gid_index) {
+LinkOptions LinkOptions::FromConfig(const Config &config) {
   LinkOptions options;
   options.device = config.rdma_device;
   options.timeout = config.connect_timeout;
-  options.gid_index = gid_index;
+  options.gid_index = config.rdma_gid_index;
   return options;
 }
 

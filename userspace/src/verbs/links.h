@@ -54,11 +54,10 @@ struct LinkOptions {
   // Data path: longest wait without any completion before the transfer is abandoned.
   std::chrono::milliseconds progress_timeout{10'000};
 
-  // HZC_RDMA_DEVICE and HCCL_CONNECT_TIMEOUT from GetConfig(), HZC_RDMA_GID_INDEX from the
-  // environment (read once; an invalid value is logged and ignored).
+  // HZC_RDMA_DEVICE, HZC_RDMA_GID_INDEX and HCCL_CONNECT_TIMEOUT from GetConfig().
   static LinkOptions FromEnvironment();
-  // The same from @config, with @gid_index.
-  static LinkOptions FromConfig(const Config &config, std::optional<uint32_t> gid_index);
+  // The same from @config.
+  static LinkOptions FromConfig(const Config &config);
 };
 
 // What a rank publishes about itself; the queue-pair part is per peer.
