@@ -135,6 +135,7 @@ Links::Links(const BoardRef &board, const LinkOptions &options, std::unique_ptr<
       port_(std::move(port)),
       qps_(board.nranks),
       send_psn_(board.nranks),
+      post_bytes_(board.nranks),
       broken_(board.nranks) {}
 
 Links::~Links() {
@@ -224,6 +225,9 @@ Status Links::ModifyToReadyToReceive(uint32_t peer, const Endpoint &remote) {
                         fmt::format("qp to rank {} -> rtr (remote qp {:#x}, gid {})", peer,
                                     theirs.qpn, GidString(attr.ah_attr.grh.dgid)));
   }
+  const uint64_t mtu_bytes = uint64_t{128} << attr.path_mtu;  // IBV_MTU_256 is 1
+  post_bytes_[peer] =
+      options_.post_bytes != 0 ? options_.post_bytes : LinkOptions::kPacketsPerPost * mtu_bytes;
   return Status::Ok();
 }
 
@@ -518,7 +522,7 @@ Status Links::Execute(std::span<const WorkRequest> requests) {
       if (sges[r.peer].capacity() < depth) {
         sges[r.peer].reserve(depth);  // chains point into it: no reallocation while filling
       }
-      const uint64_t len = std::min(r.length - offset, max_msg);
+      const uint64_t len = std::min({r.length - offset, max_msg, post_bytes_[r.peer]});
       sges[r.peer].push_back({.addr = reinterpret_cast<uintptr_t>(r.local) + offset,
                               .length = static_cast<uint32_t>(len),
                               .lkey = r.mr->lkey()});
@@ -542,16 +546,25 @@ Status Links::Execute(std::span<const WorkRequest> requests) {
       if (c.empty()) {
         continue;
       }
-      for (size_t i = 0; i + 1 < c.size(); ++i) {
-        c[i].next = &c[i + 1];
-      }
-      ibv_send_wr *bad = nullptr;
-      const int ret = ibv_post_send(qps_[p].get(), c.data(), &bad);
-      const size_t posted = ret == 0 ? c.size() : static_cast<size_t>(bad - c.data());
-      outstanding[p] += static_cast<uint32_t>(posted);
-      total += posted;
-      if (ret != 0) {
-        fail(p, fmt::format("ibv_post_send to rank {} failed: {}", p, ErrnoString(ret)));
+      // Calls of at most post_bytes_[p] bytes each (and at least one request).
+      for (size_t first = 0, last = 0; first < c.size(); first = last) {
+        uint64_t bytes = c[first].sg_list->length;
+        for (last = first + 1; last < c.size(); ++last) {
+          bytes += c[last].sg_list->length;
+          if (bytes > post_bytes_[p]) {
+            break;
+          }
+          c[last - 1].next = &c[last];
+        }
+        ibv_send_wr *bad = nullptr;
+        const int ret = ibv_post_send(qps_[p].get(), &c[first], &bad);
+        const size_t posted = ret == 0 ? last - first : static_cast<size_t>(bad - &c[first]);
+        outstanding[p] += static_cast<uint32_t>(posted);
+        total += posted;
+        if (ret != 0) {
+          fail(p, fmt::format("ibv_post_send to rank {} failed: {}", p, ErrnoString(ret)));
+          break;
+        }
       }
     }
   };

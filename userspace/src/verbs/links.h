@@ -53,6 +53,15 @@ struct LinkOptions {
   uint8_t retry_count = 6;
   // Data path: longest wait without any completion before the transfer is abandoned.
   std::chrono::milliseconds progress_timeout{10'000};
+  // Most bytes one ibv_post_send call hands to a queue pair: longer requests are split into
+  // work requests of at most this size, and the work requests of a batch go out in calls of at
+  // most this many bytes. 0: kPacketsPerPost packets of the path MTU (4 MiB at MTU 4096).
+  // Soft-RoCE (rxe) does a user queue pair's protocol work inside the post call, but only for
+  // 1024 packets (RXE_MAX_ITERATIONS); the rest of a larger batch is deferred to a tasklet that
+  // ends up in ksoftirqd, which shares a CPU with the polling thread and ran at about half the
+  // speed. On hardware the split only costs a few more doorbells and completions.
+  static constexpr uint64_t kPacketsPerPost = 1024;
+  uint64_t post_bytes = 0;
 
   // HZC_RDMA_DEVICE, HZC_RDMA_GID_INDEX and HCCL_CONNECT_TIMEOUT from GetConfig().
   static LinkOptions FromEnvironment();
@@ -167,9 +176,9 @@ class Links {
   Expected<std::unique_ptr<MemoryRegion>> Register(void *va, size_t length) const;
 
   // Post every request (up to queue_depth in flight per peer, large ones split at the
-  // port's max message size) and wait for all completions. HCCL_E_PARA for a bad request
-  // (nothing posted), HCCL_E_ROCE_TRANSFER when an operation fails or makes no progress
-  // within progress_timeout; the link to that peer is then broken for good and later
+  // port's max message size and at post_bytes) and wait for all completions. HCCL_E_PARA for
+  // a bad request (nothing posted), HCCL_E_ROCE_TRANSFER when an operation fails or makes no
+  // progress within progress_timeout; the link to that peer is then broken for good and later
   // requests to it fail at once. Thread-safe (one call at a time per Links).
   Status Execute(std::span<const WorkRequest> requests);
   Status Write(uint32_t peer, const MemoryRegion &mr, const void *local, size_t length,
@@ -206,9 +215,10 @@ class Links {
   std::shared_ptr<const ProtectionDomain> pd_;
   CqPtr cq_;
   uint32_t cq_size_ = 0;
-  std::vector<QpPtr> qps_;           // [peer], null for the own rank; destroyed before cq_
-  std::vector<uint32_t> send_psn_;   // [peer]
-  std::vector<std::string> broken_;  // [peer]
+  std::vector<QpPtr> qps_;            // [peer], null for the own rank; destroyed before cq_
+  std::vector<uint32_t> send_psn_;    // [peer]
+  std::vector<uint64_t> post_bytes_;  // [peer]: options_.post_bytes for the path MTU
+  std::vector<std::string> broken_;   // [peer]
 
   mutable std::mutex mutex_;  // data path: cq_, broken_, generation_
   uint64_t generation_ = 0;
