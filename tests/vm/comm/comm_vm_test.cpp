@@ -11,11 +11,15 @@
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
+#include <map>
+#include <string>
 #include <thread>
 #include <vector>
 
 #include "hzc_test.h"
 #include "kernel_counters.h"
+#include "rdma_resources.h"
 
 namespace {
 
@@ -181,6 +185,201 @@ TEST_F(HcclApiTest, ConcurrentSetFromThreads) {
   EXPECT_EQ(aclrtReleaseMemAddress(va), ACL_SUCCESS);
 }
 
+// One chunk of memory-range memory: reserved, set through @comm, mapped and activated.
+struct Block {
+  char *va = nullptr;
+  size_t size = 0;
+  aclrtDrvMemHandle handle = nullptr;
+
+  // Reserve and set (the first set of @comm establishes its links).
+  HcclResult Set(HcclComm comm, size_t bytes) {
+    size = bytes;
+    void *v = nullptr;
+    if (aclrtReserveMemAddress(&v, size, 0, nullptr, 0) != ACL_SUCCESS) {
+      return HCCL_E_MEMORY;
+    }
+    va = static_cast<char *>(v);
+    return HcclCommSetMemoryRange(comm, va, size, 0, 0);
+  }
+  HcclResult Activate(HcclComm comm) {
+    aclrtPhysicalMemProp prop{};
+    prop.memAttr = ACL_HBM_MEM_NORMAL;
+    prop.location.type = ACL_MEM_LOCATION_TYPE_DEVICE;
+    if (aclrtMallocPhysical(&handle, size, &prop, 0) != ACL_SUCCESS ||
+        aclrtMapMem(va, size, 0, handle, 0) != ACL_SUCCESS) {
+      return HCCL_E_MEMORY;
+    }
+    return HcclCommActivateCommMemory(comm, va, size, 0, handle, 0);
+  }
+  // Deactivate through @comm (nullptr: not activated), unmap, free, unset, release.
+  void Release(HcclComm comm, HcclComm unset_through) {
+    if (comm != nullptr) {
+      EXPECT_EQ(HcclCommDeactivateCommMemory(comm, va), HCCL_SUCCESS);
+    }
+    if (handle != nullptr) {
+      EXPECT_EQ(aclrtUnmapMem(va), ACL_SUCCESS);
+      EXPECT_EQ(aclrtFreePhysical(handle), ACL_SUCCESS);
+    }
+    EXPECT_EQ(HcclCommUnsetMemoryRange(unset_through, va), HCCL_SUCCESS);
+    EXPECT_EQ(aclrtReleaseMemAddress(va), ACL_SUCCESS);
+  }
+};
+
+TEST_F(HcclApiTest, LinkInfoBeforeAndAfterTheFirstSet) {
+  ExpectErrorLog("hzc_comm_link_info: ");
+  hzc_link_info info;
+  std::memset(&info, 0xff, sizeof(info));
+  ASSERT_EQ(hzc_comm_link_info(comm_, &info), HCCL_SUCCESS);
+  EXPECT_EQ(info.linked, 0U);
+  EXPECT_EQ(info.rdma, 0U);
+  EXPECT_STREQ(info.device, "");
+  EXPECT_EQ(hzc_comm_link_info(nullptr, &info), HCCL_E_PTR);
+  EXPECT_EQ(hzc_comm_link_info(comm_, nullptr), HCCL_E_PTR);
+  EXPECT_EQ(hzc_comm_link_info(reinterpret_cast<HcclComm>(0x1234), &info), HCCL_E_PARA);
+  Block b;
+  ASSERT_EQ(b.Set(comm_, kPage), HCCL_SUCCESS);
+  ASSERT_EQ(hzc_comm_link_info(comm_, &info), HCCL_SUCCESS);
+  EXPECT_EQ(info.linked, 1U);
+  EXPECT_EQ(info.rdma, hzc::test::RdmaLinksExpected() ? 1U : 0U);
+  if (info.rdma != 0) {
+    EXPECT_GT(std::strlen(info.device), 0U);
+    EXPECT_LT(std::strlen(info.device), sizeof(info.device));
+    EXPECT_GT(info.port, 0U);
+    EXPECT_EQ(hzc::test::RdmaObjects("pd", getpid()), 1);
+    EXPECT_EQ(hzc::test::RdmaObjects("cq", getpid()), 1);
+    EXPECT_EQ(hzc::test::RdmaObjects("qp", getpid()), 0) << "a single rank has no peers";
+  }
+  b.Release(nullptr, comm_);
+}
+
+// With RDMA links each activation is a memory region of the communicator it was activated
+// through; deactivation through any communicator and destruction release it.
+TEST_F(HcclApiTest, ActivationsAreMemoryRegions) {
+  if (!hzc::test::RdmaLinksExpected() || hzc::test::RdmaObjects("mr", getpid()) < 0) {
+    GTEST_SKIP() << "no RDMA device or no working `rdma resource show`";
+  }
+  const pid_t pid = getpid();
+  HcclRootInfo root;
+  HcclComm other = nullptr;
+  ASSERT_EQ(HcclGetRootInfo(&root), HCCL_SUCCESS);
+  ASSERT_EQ(HcclCommInitRootInfo(1, &root, 0, &other), HCCL_SUCCESS);
+  Block a, b;
+  ASSERT_EQ(a.Set(other, 4 * kPage), HCCL_SUCCESS);
+  ASSERT_EQ(b.Set(other, 2 * kPage), HCCL_SUCCESS);
+  EXPECT_EQ(hzc::test::RdmaObjects("mr", pid), 0);
+  ASSERT_EQ(a.Activate(other), HCCL_SUCCESS);
+  EXPECT_EQ(hzc::test::RdmaObjects("mr", pid), 1);
+  ASSERT_EQ(b.Activate(other), HCCL_SUCCESS);
+  EXPECT_EQ(hzc::test::RdmaObjects("mr", pid), 2);
+  // comm_ has no links: deactivation through it drops the region @other holds.
+  ASSERT_EQ(HcclCommDeactivateCommMemory(comm_, b.va), HCCL_SUCCESS);
+  EXPECT_EQ(hzc::test::RdmaObjects("mr", pid), 1);
+  ASSERT_EQ(HcclCommActivateCommMemory(other, b.va, b.size, 0, b.handle, 0), HCCL_SUCCESS);
+  EXPECT_EQ(hzc::test::RdmaObjects("mr", pid), 2);
+  ASSERT_EQ(HcclCommDeactivateCommMemory(other, b.va), HCCL_SUCCESS);
+  EXPECT_EQ(hzc::test::RdmaObjects("mr", pid), 1);
+  // Destroying the communicator releases its regions and links; the activation (process-wide)
+  // stays until deactivated through another communicator.
+  ASSERT_EQ(HcclCommDestroy(other), HCCL_SUCCESS);
+  for (const char *kind : {"mr", "qp", "cq", "pd"}) {
+    EXPECT_EQ(hzc::test::RdmaObjects(kind, pid), 0) << kind << " left after HcclCommDestroy";
+  }
+  a.Release(comm_, comm_);
+  b.Release(nullptr, comm_);
+}
+
+// Two ranks of one communicator in one process (threads): RDMA between their activations;
+// activations are process-wide, so each rank's listing shows the other's blocks too, but only
+// the blocks a rank registered itself carry its key.
+TEST_F(HcclApiTest, RdmaBetweenTwoRanksOfOneProcess) {
+  if (!hzc::test::RdmaLinksExpected() || hzc::test::RdmaUserObjects("qp") < 0) {
+    GTEST_SKIP() << "no RDMA device or no working `rdma resource show`";
+  }
+  ExpectErrorLog("hzc_comm_rdma_write: ");
+  ExpectErrorLog("was not activated by rank 1 on comm=");
+  ExpectErrorLog("not inside one block this process activated on comm=");
+  std::map<std::string, int> baseline;
+  for (const char *kind : {"mr", "qp", "cq", "pd"}) {
+    baseline[kind] = hzc::test::RdmaUserObjects(kind);
+  }
+  HcclRootInfo root;
+  ASSERT_EQ(HcclGetRootInfo(&root), HCCL_SUCCESS);
+  HcclComm c[2] = {};
+  Block blk[2];
+  HcclResult init[2], set[2];
+  int qps[2] = {-1, -1};
+  {
+    // Each rank's links are made by its thread, and the kernel lists their objects under that
+    // thread while it lives: count them before the threads exit.
+    std::atomic<int> linked{0}, counted{0};
+    std::vector<std::thread> threads;
+    for (uint32_t r = 0; r < 2; ++r) {
+      threads.emplace_back([&, r] {
+        init[r] = HcclCommInitRootInfo(2, &root, r, &c[r]);
+        set[r] = init[r] == HCCL_SUCCESS ? blk[r].Set(c[r], 4 * kPage) : init[r];
+        ++linked;
+        while (linked.load() < 2) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        }
+        qps[r] = hzc::test::RdmaObjects("qp", gettid());
+        ++counted;
+        while (counted.load() < 2) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        }
+      });
+    }
+    for (auto &t : threads) {
+      t.join();
+    }
+  }
+  ASSERT_EQ(init[0], HCCL_SUCCESS);
+  ASSERT_EQ(init[1], HCCL_SUCCESS);
+  ASSERT_EQ(set[0], HCCL_SUCCESS);
+  ASSERT_EQ(set[1], HCCL_SUCCESS);
+  EXPECT_EQ(qps[0], 1) << "rank 0: one queue pair per peer";
+  EXPECT_EQ(qps[1], 1) << "rank 1: one queue pair per peer";
+  for (uint32_t r = 0; r < 2; ++r) {
+    ASSERT_EQ(blk[r].Activate(c[r]), HCCL_SUCCESS);
+    std::memset(blk[r].va, 'a' + static_cast<int>(r), blk[r].size);
+  }
+  EXPECT_EQ(hzc::test::RdmaObjects("mr", getpid()), 2);
+  char *a = blk[0].va, *b = blk[1].va;
+  hzc_link_info info{};
+  ASSERT_EQ(hzc_comm_link_info(c[0], &info), HCCL_SUCCESS);
+  ASSERT_EQ(info.rdma, 1U);
+
+  ASSERT_EQ(hzc_comm_rdma_write(c[0], 1, a, b + kPage, 3 * kPage), HCCL_SUCCESS);
+  EXPECT_EQ(b[0], 'b');
+  EXPECT_EQ(b[kPage], 'a');
+  EXPECT_EQ(b[4 * kPage - 1], 'a');
+  std::memset(b, 'B', kPage);
+  ASSERT_EQ(hzc_comm_rdma_read(c[0], 1, a + 100, b, 50), HCCL_SUCCESS);
+  EXPECT_EQ(a[99], 'a');
+  EXPECT_EQ(a[100], 'B');
+  EXPECT_EQ(a[149], 'B');
+  EXPECT_EQ(a[150], 'a');
+  ASSERT_EQ(hzc_comm_rdma_read(c[1], 0, b, a + 100, 50), HCCL_SUCCESS);  // the other way
+  EXPECT_EQ(b[0], 'B');
+
+  // Rank 0's block appears in rank 1's listing (same process) but carries rank 0's key.
+  EXPECT_EQ(hzc_comm_rdma_write(c[0], 1, a, a + kPage, 64), HCCL_E_PARA);
+  // Local memory must be registered through the communicator used.
+  EXPECT_EQ(hzc_comm_rdma_write(c[1], 0, a, a + kPage, 64), HCCL_E_PARA);
+  // The links still work after refused requests.
+  ASSERT_EQ(hzc_comm_rdma_write(c[1], 0, b, a, 64), HCCL_SUCCESS);
+  EXPECT_EQ(a[0], 'B');
+
+  for (uint32_t r = 0; r < 2; ++r) {
+    blk[r].Release(c[r], c[r]);
+  }
+  EXPECT_EQ(HcclCommDestroy(c[0]), HCCL_SUCCESS);
+  EXPECT_EQ(HcclCommDestroy(c[1]), HCCL_SUCCESS);
+  for (const char *kind : {"mr", "qp", "cq", "pd"}) {
+    EXPECT_EQ(hzc::test::RdmaUserObjects(kind), baseline[kind])
+        << kind << " left after HcclCommDestroy";
+  }
+}
+
 // Ranks as forked processes; two simulated servers (HZC_HOST_ID) -> HCCL_E_NOT_SUPPORT.
 class HcclMultiProcessTest : public hzc::test::Test {
  protected:
@@ -283,11 +482,12 @@ TEST_F(HcclMultiProcessTest, LateRankWithinTimeoutSucceeds) {
 TEST_F(HcclMultiProcessTest, AbsentRankTimesOutThenRetryWorks) {
   ExpectErrorLog("HcclCommSetMemoryRange: link establishment: rank(s) ");
   ExpectErrorLog(
-      "rank(s) 1 of 2 did not call HcclCommSetMemoryRange within HCCL_CONNECT_TIMEOUT=1s");
-  // Rank 1 arrives 2.5 s late with a 1 s timeout: rank 0 times out once, then retries and
-  // meets rank 1.
-  EXPECT_EQ(LateRank(2500, 1, 0, 0)[0], HCCL_E_TIMEOUT);
-  EXPECT_EQ(LateRank(1500, 1, 3, 0), (std::vector<int>{HCCL_SUCCESS, HCCL_SUCCESS}));
+      "rank(s) 1 of 2 did not call HcclCommSetMemoryRange within HCCL_CONNECT_TIMEOUT=2s");
+  // Rank 1 arrives 5 s late with a 2 s timeout: rank 0 times out. Then rank 1 arrives 3 s late:
+  // rank 0 times out once, retries and meets it with 1 s of its wait left; the RDMA link setup
+  // that follows has a full timeout of its own.
+  EXPECT_EQ(LateRank(5000, 2, 0, 0)[0], HCCL_E_TIMEOUT);
+  EXPECT_EQ(LateRank(3000, 2, 3, 0), (std::vector<int>{HCCL_SUCCESS, HCCL_SUCCESS}));
 }
 
 TEST_F(HcclMultiProcessTest, TwoServersAreNotSupported) {

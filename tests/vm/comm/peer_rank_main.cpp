@@ -4,8 +4,9 @@
 //
 // Usage: hzc-vm-peer-rank MODE ROOT_INFO_HEX NRANKS RANK SYNC_FD [VICTIM]
 //   MODE flow   every rank checks every peer's pattern, writes a greeting into each peer's
-//               memory and checks the greetings it got; re-activation, deactivation and
-//               unset are then seen by the peers
+//               memory and checks the greetings it got; with RDMA links it does the same with
+//               RDMA WRITE and READ; re-activation, deactivation and unset are then seen by
+//               the peers
 //   MODE kill   rank VICTIM stops after activating; the launcher kills it and sets flag 0;
 //               the others must get HCCL_E_REMOTE for it and tear down cleanly
 // Exit status 0 on success; otherwise 1 and one line on stderr naming the step.
@@ -23,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "rdma_resources.h"
 #include "shared_sync.h"
 
 namespace {
@@ -147,6 +149,49 @@ struct Rank {
   }
 };
 
+// With RDMA links: every rank writes a message into each peer's greeting page with RDMA WRITE
+// and reads the start of each peer's pattern with RDMA READ; a read spanning two activations
+// is refused. Layout of the greeting page (the last page of the second chunk): greetings at
+// q * kGreeting, RDMA messages from rank q at kRdmaIn + q * kGreeting, own scratch above.
+template <typename Barrier>
+void Rdma(Rank &r, const std::vector<uintptr_t> &base, Barrier &&barrier) {
+  constexpr size_t kRdmaIn = 1024, kScratch = 3072, kRead = 256;
+  hzc_link_info info{};
+  Expect(hzc_comm_link_info(r.comm, &info), HCCL_SUCCESS, "link info");
+  Check(info.linked == 1, "link info: not linked after the first set");
+  const bool want = hzc::test::RdmaLinksExpected();
+  Check(info.rdma == (want ? 1U : 0U),
+        fmt::format("link info: rdma is {}, want {}", info.rdma, want ? 1 : 0));
+  char *page = r.va + 2 * kChunk - kPage;
+  const std::string msg = fmt::format("rdma from rank {}", r.rank);
+  std::memcpy(page + kScratch, msg.c_str(), msg.size() + 1);
+  for (uint32_t q = 0; q < r.nranks && info.rdma != 0; ++q) {
+    if (q == r.rank) {
+      continue;
+    }
+    const uintptr_t their_page = base[q] + 2 * kChunk - kPage;
+    Expect(hzc_comm_rdma_write(r.comm, q, page + kScratch,
+                               reinterpret_cast<void *>(their_page + kRdmaIn + r.rank * kGreeting),
+                               kGreeting),
+           HCCL_SUCCESS, fmt::format("rdma write to rank {}", q));
+    Expect(hzc_comm_rdma_read(r.comm, q, page + kScratch + kGreeting,
+                              reinterpret_cast<const void *>(base[q]), kRead),
+           HCCL_SUCCESS, fmt::format("rdma read from rank {}", q));
+    const std::string bad = Verify(page + kScratch + kGreeting, kRead, q, 1);
+    Check(bad.empty(), fmt::format("rdma read from rank {}: {}", q, bad));
+    Expect(hzc_comm_rdma_read(r.comm, q, page + kScratch + kGreeting,
+                              reinterpret_cast<const void *>(base[q] + kChunk - 64), 128),
+           HCCL_E_PARA, fmt::format("rdma read across two activations of rank {}", q));
+  }
+  barrier();
+  for (uint32_t q = 0; q < r.nranks && info.rdma != 0; ++q) {
+    const char *got = page + kRdmaIn + q * kGreeting;
+    Check(q == r.rank || fmt::format("rdma from rank {}", q) == got,
+          fmt::format("rdma message of rank {} is \"{:.40}\"", q, got));
+  }
+  barrier();
+}
+
 int Flow(Rank &r, hzc::test::SharedSync *sync) {
   const uint32_t n = r.nranks;
   int step = 0;
@@ -187,6 +232,7 @@ int Flow(Rank &r, hzc::test::SharedSync *sync) {
           fmt::format("greeting of rank {} is \"{:.40}\"", q, got));
   }
   barrier();
+  Rdma(r, base, barrier);
   // Replace the second chunk by new memory with another pattern at the same address.
   r.DeactivateAndFree(1);
   r.MapAndActivate(1);

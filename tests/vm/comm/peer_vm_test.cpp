@@ -17,6 +17,7 @@
 
 #include "hzc_test.h"
 #include "kernel_counters.h"
+#include "rdma_resources.h"
 #include "shared_sync.h"
 
 namespace {
@@ -92,6 +93,10 @@ class PeerAccessTest : public hzc::test::Test {
     // Each rank checks that memory outside or after its activation is refused.
     ExpectErrorLog("hzc_comm_peer_ptr: ");
     ExpectErrorLog("is not activated memory of rank");
+    if (hzc::test::RdmaLinksExpected()) {  // and that a read across two activations is refused
+      ExpectErrorLog("hzc_comm_rdma_read: ");
+      ExpectErrorLog("is not inside one activated block of rank");
+    }
     for (pid_t pid : Start("flow", nranks)) {
       EXPECT_EQ(Wait(pid), 0) << "a rank failed (its stderr names the step)";
     }

@@ -76,14 +76,16 @@ HcclResult hzc_comm_peer_blocks(HcclComm comm, uint32_t rank, struct hzc_peer_bl
 struct hzc_link_info {
   uint32_t linked;    /* 1 once the first HcclCommSetMemoryRange made the links */
   uint32_t rdma;      /* 1 when they include RDMA queue pairs; 0: kernel-only links */
-  char device[64];    /* RDMA device name ("" when rdma is 0) */
-  uint32_t port;      /* its port number */
-  uint32_t gid_index; /* the GID index the queue pairs use */
+  char device[64];    /* RDMA device name ("" when rdma is 0), NUL-terminated */
+  uint32_t port;      /* its port number (0 when rdma is 0) */
+  uint32_t gid_index; /* the GID index the queue pairs use (0 when rdma is 0) */
 };
 
 /**
  * hzc_comm_link_info: fill @info for @comm. HCCL_E_PTR for NULL, HCCL_E_PARA for a destroyed
- * or foreign comm. Before the first HcclCommSetMemoryRange linked is 0 and rdma is 0.
+ * or foreign comm. Before the first HcclCommSetMemoryRange linked is 0 and rdma is 0. The
+ * links are kernel-only (rdma 0) when any rank of @comm has no RDMA device with an active
+ * port; HZC_RDMA_DEVICE ("name" or "name:port") chooses the device, HZC_RDMA_GID_INDEX the GID.
  */
 HcclResult hzc_comm_link_info(HcclComm comm, struct hzc_link_info *info);
 
@@ -94,16 +96,23 @@ HcclResult hzc_comm_link_info(HcclComm comm, struct hzc_link_info *info);
  * hzc_comm_rdma_write: copy [local, local + size) into [peer_va, peer_va + size) of @rank.
  * hzc_comm_rdma_read: copy [peer_va, peer_va + size) of @rank into [local, local + size).
  *
- * @local must lie in one block this process activated with HcclCommActivateCommMemory on
- * @comm; [peer_va, peer_va + size) must lie in one block @rank activated on @comm (each
- * activation is registered with the RDMA device on its own, so a transfer cannot span two).
- * @rank must be another rank of @comm.
+ * With RDMA links, HcclCommActivateCommMemory registers each activated block with the RDMA
+ * device (a memory region: local write, remote read, remote write) and publishes its key with
+ * the activation; HcclCommDeactivateCommMemory deregisters it. @local must lie in one block
+ * this process activated with HcclCommActivateCommMemory on @comm; [peer_va, peer_va + size)
+ * must lie in one block @rank activated on @comm (each activation is registered on its own,
+ * so a transfer cannot span two; memory activated through another communicator is not
+ * reachable over @comm's links). @rank must be another rank of @comm. Registration pins the
+ * memory a second time: activated memory counts twice against RLIMIT_MEMLOCK.
+ *
+ * Any thread may call these; transfers over one communicator run one at a time. A transfer
+ * into memory the peer deactivates meanwhile fails and breaks the link to that peer.
  *
  * Errors: HCCL_E_PTR for a NULL comm, local or peer_va; HCCL_E_PARA for a destroyed or
- * foreign comm, @rank out of range or the own rank, size 0, or memory not activated as
- * above; HCCL_E_UNAVAIL when @comm has no links yet or its links are kernel-only (no RDMA
- * device); HCCL_E_REMOTE when @rank died or left; HCCL_E_ROCE_TRANSFER when the transfer
- * failed or made no progress in time (the link to @rank is then unusable).
+ * foreign comm, @rank out of range or the own rank, size 0, a range that wraps around, or
+ * memory not activated as above; HCCL_E_UNAVAIL when @comm has no links yet or its links are
+ * kernel-only (no RDMA device); HCCL_E_REMOTE when @rank died or left; HCCL_E_ROCE_TRANSFER
+ * when the transfer failed or made no progress in time (the link to @rank is then unusable).
  */
 HcclResult hzc_comm_rdma_write(HcclComm comm, uint32_t rank, const void *local, void *peer_va,
                                size_t size);

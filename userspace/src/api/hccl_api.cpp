@@ -291,8 +291,22 @@ HcclResult HcclCommActivateCommMemory(HcclComm comm, void *virPtr, size_t size, 
     }
     auto &ranges = hzc::RangeRegistry::Process();
     HZC_RETURN_IF_ERROR(ranges.Activate(Addr(virPtr), size, handle));
-    if (Status st = (*device)->Activate(Addr(virPtr), size); !st.ok()) {
+    // With RDMA links the block becomes a memory region whose rkey travels with the
+    // activation (core/activation_cookie.h); any failure undoes the steps before it.
+    auto cookie = (*c)->RegisterMemory(Addr(virPtr), size);
+    if (!cookie.ok()) {
+      (void)ranges.Deactivate(Addr(virPtr));
+      return cookie.status();
+    }
+    if (Status st = (*device)->Activate(Addr(virPtr), size, *cookie); !st.ok()) {
+      (*c)->DropMemory(Addr(virPtr));
       (void)ranges.Deactivate(Addr(virPtr));  // nothing changed
+      if (st.code() == HCCL_E_MEMORY && *cookie != 0) {
+        return Error(st.code(),
+                     "{}; the RDMA registration of the block pins it as well, so activated memory "
+                     "counts twice against RLIMIT_MEMLOCK",
+                     st.message());
+      }
       return st;
     }
     hzc::Generation::BumpProcess();
@@ -324,6 +338,12 @@ HcclResult HcclCommDeactivateCommMemory(HcclComm comm, void *virPtr) {
       return st;
     }
     hzc::Generation::BumpProcess();
+    // Its memory region, if any, belongs to the communicator it was activated through:
+    // normally this one, but activations are process-wide.
+    if (!(*c)->DropMemory(Addr(virPtr))) {
+      (void)hzc::CommRegistry::Process().Any(
+          [&](hzc::Communicator &other) { return other.DropMemory(Addr(virPtr)); });
+    }
     return Status::Ok();
   });
 }

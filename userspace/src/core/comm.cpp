@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "core/comm.h"
 
+#include "core/activation_cookie.h"
 #include "core/log.h"
 
 #include <unistd.h>
@@ -28,6 +29,8 @@ Communicator::Communicator(bootstrap::UniqueId id, uint32_t rank,
 Communicator::~Communicator() {
   coll_state_.reset();   // the collectives may hold pointers into peer windows
   peer_memory_.reset();  // unmap peer windows before leaving the domain
+  memory_.clear();       // deregister before the links go (never waits for peers)
+  links_.reset();
   if (device_) {
     if (Status st = device_->LeaveDomain(DomainId(), rank_); !st.ok()) {
       LogWarn("HcclCommDestroy: {}", st.message());
@@ -51,12 +54,74 @@ PeerMemory *Communicator::peer_memory() const {
   return peer_memory_.get();
 }
 
+verbs::Links *Communicator::links() const {
+  std::lock_guard lock(mutex_);
+  return links_.get();
+}
+
+uint32_t Communicator::CookieTag(uint32_t rank) const {
+  return ActivationCookie::Tag(DomainId(), rank);
+}
+
+Expected<uint64_t> Communicator::RegisterMemory(uintptr_t va, size_t len) {
+  verbs::Links *links = this->links();
+  if (links == nullptr) {
+    return uint64_t{0};
+  }
+  {
+    std::lock_guard lock(mutex_);
+    if (memory_.contains(va)) {
+      return Error(HCCL_E_PARA, "[{:#x}, +{:#x}): a registration starts there already", va, len);
+    }
+  }
+  auto mr = links->Register(reinterpret_cast<void *>(va), len);  // may take long: unlocked
+  if (!mr.ok()) {
+    return mr.status();
+  }
+  const uint32_t rkey = (*mr)->rkey();
+  std::lock_guard lock(mutex_);
+  if (!memory_.emplace(va, std::move(*mr)).second) {
+    return Error(HCCL_E_PARA, "[{:#x}, +{:#x}): a registration starts there already", va, len);
+  }
+  LogDebug("comm {}: registered [{:#x}, +{:#x}) with rkey {:#x}", serial_, va, len, rkey);
+  return ActivationCookie::Encode(CookieTag(rank_), rkey);
+}
+
+bool Communicator::DropMemory(uintptr_t va) {
+  std::shared_ptr<const verbs::MemoryRegion> mr;  // deregistered after the lock is released
+  std::lock_guard lock(mutex_);
+  auto it = memory_.find(va);
+  if (it == memory_.end()) {
+    return false;
+  }
+  mr = std::move(it->second);
+  memory_.erase(it);
+  return true;
+}
+
+std::shared_ptr<const verbs::MemoryRegion> Communicator::FindMemory(const void *p,
+                                                                    size_t len) const {
+  std::lock_guard lock(mutex_);
+  auto it = memory_.upper_bound(reinterpret_cast<uintptr_t>(p));
+  if (it == memory_.begin()) {
+    return nullptr;
+  }
+  --it;
+  return it->second->Contains(p, len) ? it->second : nullptr;
+}
+
+size_t Communicator::MemoryCount() const {
+  std::lock_guard lock(mutex_);
+  return memory_.size();
+}
+
 Status Communicator::EstablishLinks(const std::shared_ptr<Device> &device,
                                     std::chrono::seconds timeout) {
   std::lock_guard lock(mutex_);
   if (device_) {
     return Status::Ok();
   }
+  const auto start = std::chrono::steady_clock::now();
   const Device::DomainId domain = DomainId();
   HZC_RETURN_IF_ERROR(device->JoinDomain(domain, rank_, size()));
   auto leave = [&] {
@@ -77,22 +142,45 @@ Status Communicator::EstablishLinks(const std::shared_ptr<Device> &device,
     leave();
     return st;
   }
-  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(timeout).count();
-  std::vector<uint32_t> missing;
+  // Wait in slices, so that the ranks still missing are known if the domain breaks: a rank
+  // whose timeout ran out a little earlier gives up waiting for them and leaves, which breaks
+  // the domain for the others; they report the same timeout, not a failed peer.
+  using std::chrono::milliseconds;
+  constexpr milliseconds kSlice{200};
+  const auto deadline = start + timeout;
+  std::vector<uint32_t> missing, missing_now;
   std::vector<RankCard> cards(size());
-  Status st = device->BoardWait(domain, rank_, size(), 0,
-                                static_cast<uint32_t>(std::min<int64_t>(ms, UINT32_MAX)), &missing,
-                                cards.data(), sizeof(RankCard));
+  Status st;
+  for (;;) {
+    const auto left =
+        std::chrono::duration_cast<milliseconds>(deadline - std::chrono::steady_clock::now());
+    const auto wait = std::clamp(left, milliseconds(0), kSlice);
+    st = device->BoardWait(domain, rank_, size(), 0, static_cast<uint32_t>(wait.count()),
+                           &missing_now, cards.data(), sizeof(RankCard));
+    if (st.code() != HCCL_E_TIMEOUT) {
+      break;
+    }
+    missing = missing_now;
+    if (left <= kSlice) {
+      break;
+    }
+  }
   if (!st.ok()) {
     leave();
+    std::string list;
+    for (uint32_t r : missing) {
+      list += (list.empty() ? "" : ",") + std::to_string(r);
+    }
     if (st.code() == HCCL_E_TIMEOUT) {
-      std::string list;
-      for (uint32_t r : missing) {
-        list += (list.empty() ? "" : ",") + std::to_string(r);
-      }
       return Error(HCCL_E_TIMEOUT,
                    "link establishment: rank(s) {} of {} did not call HcclCommSetMemoryRange "
                    "within HCCL_CONNECT_TIMEOUT={}s",
+                   list, size(), timeout.count());
+    }
+    if (st.code() == HCCL_E_REMOTE && !missing.empty()) {
+      return Error(HCCL_E_TIMEOUT,
+                   "link establishment: rank(s) {} of {} did not call HcclCommSetMemoryRange "
+                   "within HCCL_CONNECT_TIMEOUT={}s (another rank gave up waiting and left)",
                    list, size(), timeout.count());
     }
     if (st.code() == HCCL_E_REMOTE) {
@@ -106,9 +194,32 @@ Status Communicator::EstablishLinks(const std::shared_ptr<Device> &device,
       return Error(HCCL_E_INTERNAL, "link establishment: rank {} published no valid card", r);
     }
   }
+  // Every rank has arrived. The RDMA link setup that follows is work every rank does at once
+  // (device, queue pairs, two board rounds); it gets a full timeout of its own, so that a rank
+  // arriving just in time does not leave the ranks that waited for it without time for it.
+  verbs::LinkOptions options = verbs::LinkOptions::FromEnvironment();
+  options.timeout = std::chrono::duration_cast<milliseconds>(timeout);
+  const verbs::BoardRef board{
+      .fd = device->fd(), .domain = domain, .rank = rank_, .nranks = size()};
+  auto links = verbs::Links::Establish(board, options);
+  if (!links.ok()) {
+    leave();  // Establish released what it made
+    const Status &failed = links.status();
+    if (failed.code() == HCCL_E_TIMEOUT) {
+      return Error(HCCL_E_TIMEOUT,
+                   "link establishment: {} (HCCL_CONNECT_TIMEOUT={}s after every rank had called "
+                   "HcclCommSetMemoryRange)",
+                   failed.message(), timeout.count());
+    }
+    return Error(failed.code(), "link establishment: {}", failed.message());
+  }
   device_ = device;
   peer_memory_ = std::make_unique<PeerMemory>(device, domain, rank_, std::move(cards));
-  LogDebug("link establishment: rank {} of {} linked", rank_, size());
+  links_ = std::move(*links);
+  LogDebug("link establishment: rank {} of {} linked ({})", rank_, size(),
+           links_
+               ? fmt::format("rdma on {} port {}", links_->port().device, links_->port().port_num)
+               : std::string("kernel-only"));
   return Status::Ok();
 }
 
@@ -157,6 +268,16 @@ Status CommRegistry::Remove(HcclComm handle) {
 size_t CommRegistry::Count() const {
   std::lock_guard lock(mutex_);
   return comms_.size();
+}
+
+bool CommRegistry::Any(const std::function<bool(Communicator &)> &fn) const {
+  std::lock_guard lock(mutex_);
+  for (const auto &[key, comm] : comms_) {
+    if (fn(*comm)) {
+      return true;
+    }
+  }
+  return false;
 }
 
 }  // namespace hzc

@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -17,13 +18,14 @@
 #include "core/peer_memory.h"
 #include "core/status.h"
 #include "device/device.h"
+#include "verbs/links.h"
 
 namespace hzc {
 
 class Communicator {
  public:
   Communicator(bootstrap::UniqueId id, uint32_t rank, std::vector<bootstrap::Peer> ranks);
-  ~Communicator();  // leaves the kernel domain
+  ~Communicator();  // releases memory regions and links, leaves the kernel domain
   Communicator(const Communicator &) = delete;
   Communicator &operator=(const Communicator &) = delete;
 
@@ -36,10 +38,31 @@ class Communicator {
   uint32_t ServerCount() const;
 
   // Link establishment, done by the first HcclCommSetMemoryRange of the communicator: join
-  // the kernel domain, publish on its board and wait (up to @timeout) until every rank has.
-  // A failure leaves the domain again, so a later call starts afresh. Idempotent.
+  // the kernel domain, publish on its board and wait up to @timeout until every rank has
+  // (board key 0), then set up the RDMA links (verbs::Links, board keys 1 and 2) within
+  // another @timeout. No RDMA device on some rank: kernel-only links. A failure releases
+  // everything and leaves the domain again (which breaks it for the peers), so a later call
+  // starts afresh in a new domain. Idempotent.
   Status EstablishLinks(const std::shared_ptr<Device> &device, std::chrono::seconds timeout);
   bool linked() const;
+  // The RDMA links; nullptr before link establishment or when the links are kernel-only.
+  // Valid while the communicator lives (Links is thread-safe).
+  verbs::Links *links() const;
+
+  // RDMA registration of activated memory. RegisterMemory registers [va, va + len) with the
+  // links and returns the activation cookie (core/activation_cookie.h) to publish with it: 0
+  // when the communicator has no RDMA links (nothing registered). Errors as
+  // verbs::Links::Register; HCCL_E_PARA when a registration starts at @va already.
+  Expected<uint64_t> RegisterMemory(uintptr_t va, size_t len);
+  // Drop the registration made at @va; false when this communicator holds none there.
+  bool DropMemory(uintptr_t va);
+  // The registration containing [p, p + len), or nullptr. Stays usable after DropMemory
+  // while the caller holds it.
+  std::shared_ptr<const verbs::MemoryRegion> FindMemory(const void *p, size_t len) const;
+  // Number of registrations held (for tests).
+  size_t MemoryCount() const;
+  // Tag of rank @rank of this communicator in activation cookies.
+  uint32_t CookieTag(uint32_t rank) const;
 
   // State of the collectives (coll/): made by their first call, destroyed with the
   // communicator. Access is serialised by the collectives layer.
@@ -63,6 +86,10 @@ class Communicator {
   mutable std::mutex mutex_;
   std::shared_ptr<Device> device_;           // set once linked: the context holding our domain rank
   std::unique_ptr<PeerMemory> peer_memory_;  // set once linked
+  std::unique_ptr<verbs::Links> links_;      // set once linked, unless kernel-only
+  // Registrations of activated memory by start address. Shared so that a transfer in progress
+  // keeps its registration alive when the memory is deactivated meanwhile.
+  std::map<uintptr_t, std::shared_ptr<const verbs::MemoryRegion>> memory_;
 };
 
 // Live communicators by handle. Handles are opaque values never reused, so a destroyed or
@@ -77,6 +104,9 @@ class CommRegistry {
   // HCCL_E_AGAIN while another call holds the communicator.
   Status Remove(HcclComm handle);
   size_t Count() const;
+  // Call @fn on every live communicator, under the registry's lock, until it returns true.
+  // @fn must not call back into the registry.
+  bool Any(const std::function<bool(Communicator &)> &fn) const;
 
  private:
   mutable std::mutex mutex_;

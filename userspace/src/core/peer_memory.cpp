@@ -4,6 +4,8 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
+
 #include "core/log.h"
 
 namespace hzc {
@@ -118,18 +120,20 @@ Expected<void *> PeerMemory::Lookup(uint32_t peer, Peer &p, uintptr_t va, size_t
   return static_cast<void *>(static_cast<char *>(r.local) + (va - base));
 }
 
-Expected<void *> PeerMemory::Translate(uint32_t peer, uintptr_t peer_va, size_t len) {
+Status PeerMemory::CheckArgs(uint32_t peer, uintptr_t va, size_t len) const {
   if (peer >= cards_.size()) {
     return Error(HCCL_E_PARA, "rank={}: the communicator has {} ranks", peer, cards_.size());
   }
   if (len == 0) {
     return Error(HCCL_E_PARA, "size=0: must not be 0");
   }
-  if (peer_va > UINTPTR_MAX - len) {
-    return Error(HCCL_E_PARA, "peer address {:#x} size {:#x}: wraps around", peer_va, len);
+  if (va > UINTPTR_MAX - len) {
+    return Error(HCCL_E_PARA, "peer address {:#x} size {:#x}: wraps around", va, len);
   }
-  std::lock_guard lock(mutex_);
-  Peer &p = peers_[peer];
+  return Status::Ok();
+}
+
+Expected<bool> PeerMemory::Current(uint32_t peer, Peer &p) {
   const bool same = SameProcess(peer);
   std::shared_ptr<Generation> own;
   if (same) {
@@ -150,27 +154,43 @@ Expected<void *> PeerMemory::Translate(uint32_t peer, uintptr_t peer_va, size_t 
     }
   }
   // The generation is read before listing, so a change during the listing is seen next time.
-  std::optional<uint64_t> now;
+  p.now.reset();
   if (own) {
-    now = own->Load();
+    p.now = own->Load();
   } else if (p.generation) {
     if (!p.generation->Alive()) {
       Drop(p);
       return Error(HCCL_E_REMOTE, "rank {} (pid {}) has exited", peer, cards_[peer].pid);
     }
-    now = p.generation->Load();
+    p.now = p.generation->Load();
   }
-  if (now && p.listed && p.listed_at == *now) {
+  return p.now && p.listed && p.listed_at == *p.now;
+}
+
+Status PeerMemory::Relist(uint32_t peer, Peer &p) {
+  HZC_RETURN_IF_ERROR(Refresh(peer, p));
+  p.listed_at = p.now.value_or(0);
+  if (!p.now) {
+    p.listed = false;  // nothing tells when this listing goes stale
+  }
+  return Status::Ok();
+}
+
+Expected<void *> PeerMemory::Translate(uint32_t peer, uintptr_t peer_va, size_t len) {
+  HZC_RETURN_IF_ERROR(CheckArgs(peer, peer_va, len));
+  std::lock_guard lock(mutex_);
+  Peer &p = peers_[peer];
+  auto current = Current(peer, p);
+  if (!current.ok()) {
+    return current.status();
+  }
+  if (*current) {
     auto hit = Lookup(peer, p, peer_va, len);
     if (!hit.ok() || *hit != nullptr) {
       return hit;
     }
   }
-  HZC_RETURN_IF_ERROR(Refresh(peer, p));
-  p.listed_at = now.value_or(0);
-  if (!now) {
-    p.listed = false;  // nothing tells when this listing goes stale
-  }
+  HZC_RETURN_IF_ERROR(Relist(peer, p));
   auto hit = Lookup(peer, p, peer_va, len);
   if (!hit.ok()) {
     return hit;
@@ -180,6 +200,47 @@ Expected<void *> PeerMemory::Translate(uint32_t peer, uintptr_t peer_va, size_t 
                  peer);
   }
   return hit;
+}
+
+const hzc_activation_desc *PeerMemory::FindActivation(const Peer &p, uintptr_t va, size_t len) {
+  auto it = p.ranges.upper_bound(va);
+  if (it == p.ranges.begin()) {
+    return nullptr;
+  }
+  --it;
+  // Activations are sorted by va and do not overlap: the last one starting at or below va is
+  // the only candidate.
+  const auto &acts = it->second.activations;
+  auto a = std::upper_bound(acts.begin(), acts.end(), va,
+                            [](uintptr_t v, const hzc_activation_desc &d) { return v < d.va; });
+  if (a == acts.begin()) {
+    return nullptr;
+  }
+  --a;
+  if (va - a->va >= a->length || len > a->length - (va - a->va)) {
+    return nullptr;
+  }
+  return &*a;
+}
+
+Expected<PeerBlock> PeerMemory::Activation(uint32_t peer, uintptr_t peer_va, size_t len) {
+  HZC_RETURN_IF_ERROR(CheckArgs(peer, peer_va, len));
+  std::lock_guard lock(mutex_);
+  Peer &p = peers_[peer];
+  auto current = Current(peer, p);
+  if (!current.ok()) {
+    return current.status();
+  }
+  const hzc_activation_desc *a = *current ? FindActivation(p, peer_va, len) : nullptr;
+  if (a == nullptr) {
+    HZC_RETURN_IF_ERROR(Relist(peer, p));
+    a = FindActivation(p, peer_va, len);
+  }
+  if (a == nullptr) {
+    return Error(HCCL_E_PARA, "[{:#x}, +{:#x}) is not inside one activated block of rank {}",
+                 peer_va, len, peer);
+  }
+  return PeerBlock{.va = a->va, .size = a->length, .cookie = a->cookie};
 }
 
 Expected<std::vector<PeerBlock>> PeerMemory::Blocks(uint32_t peer) {
@@ -194,7 +255,7 @@ Expected<std::vector<PeerBlock>> PeerMemory::Blocks(uint32_t peer) {
   std::vector<PeerBlock> out;
   for (const auto &[base, r] : p.ranges) {
     for (const hzc_activation_desc &a : r.activations) {
-      out.push_back(PeerBlock{.va = a.va, .size = a.length});
+      out.push_back(PeerBlock{.va = a.va, .size = a.length, .cookie = a.cookie});
     }
   }
   return out;

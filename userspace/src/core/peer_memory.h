@@ -27,6 +27,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <vector>
 
 #include "core/generation.h"
@@ -45,10 +46,12 @@ struct RankCard {
 };
 static_assert(sizeof(RankCard) == 16);
 
-// A peer's activated block: [va, va + size) in the peer's address space.
+// A peer's activated block: [va, va + size) in the peer's address space, with the cookie it
+// was activated with (core/activation_cookie.h).
 struct PeerBlock {
   uintptr_t va = 0;
   size_t size = 0;
+  uint64_t cookie = 0;
 };
 
 class PeerMemory {
@@ -64,6 +67,11 @@ class PeerMemory {
   // peer in the same process) that is @peer_va itself. HCCL_E_PARA for a bad rank or memory
   // that is not activated, HCCL_E_REMOTE when the peer died or the domain broke.
   Expected<void *> Translate(uint32_t peer, uintptr_t peer_va, size_t len);
+
+  // The one activation of rank @peer that contains [peer_va, peer_va + len) (adjacent
+  // activations are not merged), from the cache when it is current, else listed afresh.
+  // Errors as Translate.
+  Expected<PeerBlock> Activation(uint32_t peer, uintptr_t peer_va, size_t len);
 
   // Every activated block of rank @peer, sorted by address (always listed afresh).
   Expected<std::vector<PeerBlock>> Blocks(uint32_t peer);
@@ -82,13 +90,24 @@ class PeerMemory {
     std::unique_ptr<PeerGeneration> generation;
     bool listed = false;                      // ranges hold a listing taken at @listed_at
     uint64_t listed_at = 0;                   // generation of that listing
+    std::optional<uint64_t> now;              // generation read by the last Prepare
     std::map<uintptr_t, CachedRange> ranges;  // by base
   };
 
   bool SameProcess(uint32_t peer) const;
+  // HCCL_E_PARA for a bad rank, length or wrapping range.
+  Status CheckArgs(uint32_t peer, uintptr_t va, size_t len) const;
+  // Under mutex_: attach the peer's generation page, read its generation into p.now and say
+  // whether the cached listing is current (false: list again before trusting it).
+  // HCCL_E_REMOTE when the peer process has exited.
+  Expected<bool> Current(uint32_t peer, Peer &p);
+  // List @peer's ranges and activations again and remember at which generation.
+  Status Relist(uint32_t peer, Peer &p);
   Status Refresh(uint32_t peer, Peer &p);
   // nullptr when [va, va + len) is not in activated memory of the cached ranges.
   Expected<void *> Lookup(uint32_t peer, Peer &p, uintptr_t va, size_t len);
+  // The cached activation containing [va, va + len), or nullptr.
+  static const hzc_activation_desc *FindActivation(const Peer &p, uintptr_t va, size_t len);
   void Drop(Peer &p);
 
   const std::shared_ptr<Device> device_;
