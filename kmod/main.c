@@ -28,7 +28,7 @@ static int hzc_info(struct hzc_ucmd *ucmd)
 	cmd->out_page_size = PAGE_SIZE;
 	cmd->out_features = HZC_FEATURE_INFO | HZC_FEATURE_RANGES |
 			    HZC_FEATURE_ACTIVATIONS | HZC_FEATURE_DOMAINS |
-			    HZC_FEATURE_PEER_MAP;
+			    HZC_FEATURE_PEER_MAP | HZC_FEATURE_ACTIVATION_COOKIE;
 	cmd->out_max_pinned_bytes = READ_ONCE(hzc_max_pinned_bytes);
 	cmd->out_max_ranges = READ_ONCE(hzc_max_ranges);
 	cmd->out_max_domains = READ_ONCE(hzc_max_domains);

@@ -254,7 +254,7 @@ int hzc_list_ranges(struct hzc_ucmd *ucmd)
 	total = peer->nr_ranges;
 	n = min(total, cmd->num_ranges);
 	if (n) {
-		descs = kvcalloc(n, sizeof(*descs), GFP_KERNEL);
+		descs = kvcalloc(n, sizeof(*descs), GFP_KERNEL_ACCOUNT);
 		if (!descs) {
 			ret = -ENOMEM;
 			goto out_unlock;
@@ -289,13 +289,13 @@ out_free:
 int hzc_list_activations(struct hzc_ucmd *ucmd)
 {
 	struct hzc_list_activations *cmd = ucmd->cmd;
+	struct hzc_activation_desc *descs = NULL;
 	struct interval_tree_node *node;
-	struct hzc_activation_desc desc;
 	struct hzc_range *range = NULL;
 	u32 total = 0, n, i = 0;
 	struct hzc_ctx *peer;
-	size_t desc_size;
-	void *descs = NULL;
+	size_t desc_size, len;
+	void __user *dst;
 	pid_t pid = 0;
 	int ret = 0;
 
@@ -305,6 +305,7 @@ int hzc_list_activations(struct hzc_ucmd *ucmd)
 	if (desc_size < HZC_ACTIVATION_DESC_SIZE_V0 || desc_size > PAGE_SIZE ||
 	    !IS_ALIGNED(desc_size, sizeof(u64)))
 		return -EINVAL;
+	len = min(desc_size, sizeof(*descs));
 
 	peer = hzc_domain_peer_get(ucmd->ctx, cmd->domain_id, cmd->rank,
 				   cmd->peer_rank, &pid);
@@ -325,8 +326,7 @@ int hzc_list_activations(struct hzc_ucmd *ucmd)
 	total = range->nr_acts;
 	n = min(total, cmd->num_activations);
 	if (n) {
-		/* Zeroed: whatever the caller knows beyond our struct reads 0. */
-		descs = kvcalloc(n, desc_size, GFP_KERNEL);
+		descs = kvcalloc(n, sizeof(*descs), GFP_KERNEL_ACCOUNT);
 		if (!descs) {
 			ret = -ENOMEM;
 			goto out_unlock;
@@ -337,10 +337,9 @@ int hzc_list_activations(struct hzc_ucmd *ucmd)
 		struct hzc_activation *act =
 			container_of(node, struct hzc_activation, node);
 
-		desc.va = node->start;
-		desc.length = node->last - node->start + 1;
-		desc.cookie = act->cookie;
-		memcpy(descs + i * desc_size, &desc, min(desc_size, sizeof(desc)));
+		descs[i].va = node->start;
+		descs[i].length = node->last - node->start + 1;
+		descs[i].cookie = act->cookie;
 		i++;
 	}
 out_unlock:
@@ -349,10 +348,14 @@ out_unlock:
 	if (ret)
 		goto out_free;
 
-	if (n && copy_to_user(u64_to_user_ptr(cmd->activations), descs,
-			      n * desc_size)) {
-		ret = -EFAULT;
-		goto out_free;
+	/* Element by element: the caller's stride may differ from ours. */
+	dst = u64_to_user_ptr(cmd->activations);
+	for (i = 0; i < n; i++, dst += desc_size) {
+		if (copy_to_user(dst, &descs[i], len) ||
+		    (desc_size > len && clear_user(dst + len, desc_size - len))) {
+			ret = -EFAULT;
+			goto out_free;
+		}
 	}
 	if (total > cmd->num_activations) {
 		ret = -EMSGSIZE;

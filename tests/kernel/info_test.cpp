@@ -19,6 +19,7 @@ TEST_F(InfoTest, ReportsVersionPageSizeAndLimits) {
   EXPECT_EQ(static_cast<long long>(info.out_abi_version), Counter("abi_version"));
   EXPECT_EQ(info.out_page_size, static_cast<uint32_t>(sysconf(_SC_PAGESIZE)));
   EXPECT_NE(info.out_features & HZC_FEATURE_INFO, 0u);
+  EXPECT_NE(info.out_features & HZC_FEATURE_ACTIVATION_COOKIE, 0u);
   EXPECT_EQ(static_cast<long long>(info.out_max_ranges),
             ReadNumber("/sys/module/hzc/parameters/max_ranges"));
   EXPECT_EQ(static_cast<long long>(info.out_max_domains),

@@ -65,6 +65,8 @@ enum {
 #define HZC_FEATURE_ACTIVATIONS	(1ULL << 2)	/* ACTIVATE/DEACTIVATE */
 #define HZC_FEATURE_DOMAINS	(1ULL << 3)	/* DOMAIN_*, BOARD_* */
 #define HZC_FEATURE_PEER_MAP	(1ULL << 4)	/* LIST_*, mmap of peer ranges */
+/* hzc_activate.cookie, hzc_list_activations.desc_size, hzc_activation_desc.cookie */
+#define HZC_FEATURE_ACTIVATION_COOKIE	(1ULL << 5)
 
 /* Number of board keys per domain: keys are 0 .. HZC_BOARD_KEYS - 1. */
 #define HZC_BOARD_KEYS		16
@@ -163,7 +165,9 @@ struct hzc_range_unregister {
  * @out_range_id: id of the range that contains the activation
  * @cookie: an opaque value stored with the activation and returned with it by
  *          HZC_IOC_LIST_ACTIVATIONS (e.g. how peers reach the memory by other
- *          means); callers that do not know the field store 0
+ *          means); callers that do not know the field store 0.  Modules
+ *          without HZC_FEATURE_ACTIVATION_COOKIE refuse a non-zero cookie
+ *          (E2BIG)
  *
  * [@va, @va + @length) must lie inside one registered range, be mapped
  * writable, and not overlap another activation.  Its pages are pinned
@@ -410,7 +414,9 @@ struct hzc_list_ranges {
  * @cookie: the @cookie it was activated with
  *
  * Like the ioctl structs, this one only grows at the end; the caller says
- * which size it knows in hzc_list_activations.desc_size.
+ * which size it knows in hzc_list_activations.desc_size.  Set desc_size to
+ * sizeof(struct hzc_activation_desc): 0 (what callers built before the
+ * cookie existed pass) means the first version, 16 bytes apart.
  */
 struct hzc_activation_desc {
 	__aligned_u64 va;
@@ -434,7 +440,8 @@ struct hzc_activation_desc {
  * @desc_size: size of one element of @activations, i.e. the caller's
  *             sizeof(struct hzc_activation_desc); 0 means
  *             HZC_ACTIVATION_DESC_SIZE_V0.  Elements are @desc_size apart; the
- *             kernel fills what it knows of each and zeroes the rest.
+ *             kernel fills what it knows of each and zeroes the rest.  Modules
+ *             without HZC_FEATURE_ACTIVATION_COOKIE require 0 here.
  * @activations: user pointer to @num_activations elements of @desc_size
  *               bytes, sorted by va
  *

@@ -47,6 +47,7 @@ TEST_F(DeviceTest, NullInfoIsPtrError) {
 
 TEST_F(DeviceTest, FeatureNames) {
   EXPECT_STREQ(hzc_feature_name(1), "info");
+  EXPECT_STREQ(hzc_feature_name(HZC_FEATURE_ACTIVATION_COOKIE), "activation_cookie");
   EXPECT_EQ(hzc_feature_name(1ULL << 63), nullptr);
   EXPECT_EQ(hzc_feature_name(0), nullptr);
 }

@@ -56,6 +56,8 @@ const char *hzc_feature_name(uint64_t feature_bit) {
       return "domains";
     case HZC_FEATURE_PEER_MAP:
       return "peer_map";
+    case HZC_FEATURE_ACTIVATION_COOKIE:
+      return "activation_cookie";
     default:
       return nullptr;
   }
