@@ -9,13 +9,18 @@
 //               the peers
 //   MODE kill   rank VICTIM stops after activating; the launcher kills it and sets flag 0;
 //               the others must get HCCL_E_REMOTE for it and tear down cleanly
+//   MODE memlock  (one rank) activation under a small RLIMIT_MEMLOCK without CAP_IPC_LOCK
 // Exit status 0 on success; otherwise 1 and one line on stderr naming the step.
 #include <acl/acl.h>
 #include <fmt/format.h>
 #include <hccl/hccl.h>
 #include <hzc/hzc.h>
+#include <linux/capability.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
@@ -295,6 +300,52 @@ int Kill(Rank &r, hzc::test::SharedSync *sync, uint32_t victim) {
   return 0;
 }
 
+// One rank without CAP_IPC_LOCK under a small RLIMIT_MEMLOCK: activation is HCCL_E_MEMORY
+// (from the RDMA registration or the kernel's pin, each with a hint) and changes nothing; the
+// same activation works once the limit allows it.
+int Memlock(Rank &r) {
+  const size_t big = 4 << 20;
+  hzc_link_info info{};
+  Expect(hzc_comm_link_info(r.comm, &info), HCCL_SUCCESS, "link info");
+  void *v = nullptr;
+  Check(aclrtReserveMemAddress(&v, big, 0, nullptr, 0) == ACL_SUCCESS, "reserve");
+  r.va = static_cast<char *>(v);
+  Expect(HcclCommSetMemoryRange(r.comm, r.va, big, 0, 0), HCCL_SUCCESS, "set");
+  Expect(hzc_comm_link_info(r.comm, &info), HCCL_SUCCESS, "link info");
+  r.prop.memAttr = ACL_HBM_MEM_NORMAL;
+  r.prop.location.type = ACL_MEM_LOCATION_TYPE_DEVICE;
+  Check(aclrtMallocPhysical(&r.h[0], big, &r.prop, 0) == ACL_SUCCESS, "malloc physical");
+  Check(aclrtMapMem(r.va, big, 0, r.h[0], 0) == ACL_SUCCESS, "map");
+  // CAP_IPC_LOCK exempts from the limit: drop it from the effective set.
+  __user_cap_header_struct hdr{.version = _LINUX_CAPABILITY_VERSION_3, .pid = 0};
+  __user_cap_data_struct caps[2] = {};
+  Check(syscall(SYS_capget, &hdr, caps) == 0, "capget");
+  caps[CAP_IPC_LOCK / 32].effective &= ~(1U << (CAP_IPC_LOCK % 32));
+  Check(syscall(SYS_capset, &hdr, caps) == 0, "capset");
+  rlimit lim{};
+  Check(getrlimit(RLIMIT_MEMLOCK, &lim) == 0, "getrlimit");
+  auto limit = [&](size_t bytes) {
+    lim.rlim_cur = bytes;
+    lim.rlim_max = std::max<rlim_t>(lim.rlim_max, bytes);  // root may raise it
+    Check(setrlimit(RLIMIT_MEMLOCK, &lim) == 0, fmt::format("setrlimit {}", bytes));
+  };
+  limit(64 << 10);
+  Expect(HcclCommActivateCommMemory(r.comm, r.va, big, 0, r.h[0], 0), HCCL_E_MEMORY,
+         "activate 4 MiB under a 64 KiB RLIMIT_MEMLOCK");
+  if (info.rdma != 0) {
+    // Room for one pin of the block, not two: the registration works, the kernel's pin not.
+    limit(6 << 20);
+    Expect(HcclCommActivateCommMemory(r.comm, r.va, big, 0, r.h[0], 0), HCCL_E_MEMORY,
+           "activate 4 MiB under a 6 MiB RLIMIT_MEMLOCK with RDMA links");
+  }
+  limit(2 * big + (1 << 20));
+  Expect(HcclCommActivateCommMemory(r.comm, r.va, big, 0, r.h[0], 0), HCCL_SUCCESS,
+         "activate once the limit allows it");
+  r.DeactivateAndFree(0);
+  r.Teardown();
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char **argv) {
@@ -316,6 +367,9 @@ int main(int argc, char **argv) {
   Expect(HcclCommInitRootInfo(r.nranks, &root, r.rank, &r.comm), HCCL_SUCCESS, "init");
   if (mode == "flow") {
     return Flow(r, sync);
+  }
+  if (mode == "memlock") {
+    return Memlock(r);
   }
   if (mode == "kill" && argc == 7) {
     return Kill(r, sync, static_cast<uint32_t>(std::atoi(argv[6])));

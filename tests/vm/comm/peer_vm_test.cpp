@@ -146,4 +146,18 @@ TEST_F(PeerAccessTest, KilledRootRankGivesRemoteError) {
   KillOne(2, 0);
 }
 
+// Activation beyond RLIMIT_MEMLOCK (without CAP_IPC_LOCK) is HCCL_E_MEMORY with a hint and
+// changes nothing; with RDMA links the registration pins the block too, which the hint says.
+TEST_F(PeerAccessTest, MemlockLimitIsMemoryErrorWithHint) {
+  ExpectErrorLog("HcclCommActivateCommMemory: ");
+  ExpectErrorLog("RLIMIT_MEMLOCK");
+  if (hzc::test::RdmaLinksExpected()) {
+    ExpectErrorLog("counts twice against RLIMIT_MEMLOCK");
+  }
+  for (pid_t pid : Start("memlock", 1)) {
+    EXPECT_EQ(Wait(pid), 0) << "the rank failed (its stderr names the step)";
+  }
+  ExpectBaseline();
+}
+
 }  // namespace

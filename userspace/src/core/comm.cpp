@@ -69,7 +69,7 @@ Expected<uint64_t> Communicator::RegisterMemory(uintptr_t va, size_t len) {
     return uint64_t{0};
   }
   {
-    std::lock_guard lock(mutex_);
+    std::lock_guard lock(memory_mutex_);
     if (memory_.contains(va)) {
       return Error(HCCL_E_PARA, "[{:#x}, +{:#x}): a registration starts there already", va, len);
     }
@@ -79,7 +79,7 @@ Expected<uint64_t> Communicator::RegisterMemory(uintptr_t va, size_t len) {
     return mr.status();
   }
   const uint32_t rkey = (*mr)->rkey();
-  std::lock_guard lock(mutex_);
+  std::lock_guard lock(memory_mutex_);
   if (!memory_.emplace(va, std::move(*mr)).second) {
     return Error(HCCL_E_PARA, "[{:#x}, +{:#x}): a registration starts there already", va, len);
   }
@@ -89,7 +89,7 @@ Expected<uint64_t> Communicator::RegisterMemory(uintptr_t va, size_t len) {
 
 bool Communicator::DropMemory(uintptr_t va) {
   std::shared_ptr<const verbs::MemoryRegion> mr;  // deregistered after the lock is released
-  std::lock_guard lock(mutex_);
+  std::lock_guard lock(memory_mutex_);
   auto it = memory_.find(va);
   if (it == memory_.end()) {
     return false;
@@ -101,18 +101,13 @@ bool Communicator::DropMemory(uintptr_t va) {
 
 std::shared_ptr<const verbs::MemoryRegion> Communicator::FindMemory(const void *p,
                                                                     size_t len) const {
-  std::lock_guard lock(mutex_);
+  std::lock_guard lock(memory_mutex_);
   auto it = memory_.upper_bound(reinterpret_cast<uintptr_t>(p));
   if (it == memory_.begin()) {
     return nullptr;
   }
   --it;
   return it->second->Contains(p, len) ? it->second : nullptr;
-}
-
-size_t Communicator::MemoryCount() const {
-  std::lock_guard lock(mutex_);
-  return memory_.size();
 }
 
 Status Communicator::EstablishLinks(const std::shared_ptr<Device> &device,

@@ -59,8 +59,6 @@ class Communicator {
   // The registration containing [p, p + len), or nullptr. Stays usable after DropMemory
   // while the caller holds it.
   std::shared_ptr<const verbs::MemoryRegion> FindMemory(const void *p, size_t len) const;
-  // Number of registrations held (for tests).
-  size_t MemoryCount() const;
   // Tag of rank @rank of this communicator in activation cookies.
   uint32_t CookieTag(uint32_t rank) const;
 
@@ -87,8 +85,12 @@ class Communicator {
   std::shared_ptr<Device> device_;           // set once linked: the context holding our domain rank
   std::unique_ptr<PeerMemory> peer_memory_;  // set once linked
   std::unique_ptr<verbs::Links> links_;      // set once linked, unless kernel-only
+
   // Registrations of activated memory by start address. Shared so that a transfer in progress
-  // keeps its registration alive when the memory is deactivated meanwhile.
+  // keeps its registration alive when the memory is deactivated meanwhile. A lock of its own:
+  // DropMemory (called for every live communicator on a deactivation) never waits for a link
+  // establishment in progress.
+  mutable std::mutex memory_mutex_;
   std::map<uintptr_t, std::shared_ptr<const verbs::MemoryRegion>> memory_;
 };
 
