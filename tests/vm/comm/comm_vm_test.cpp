@@ -225,6 +225,70 @@ struct Block {
   }
 };
 
+// Two ranks of one communicator in this process, each with a range set (the first set of
+// both ranks must run concurrently: a thread per rank).
+struct Pair {
+  HcclComm c[2] = {};
+  Block blk[2];
+  int qps[2] = {-1, -1};  // each rank's queue pairs per `rdma resource show`, -1: not counted
+
+  ::testing::AssertionResult Make(size_t bytes) {
+    HcclRootInfo root;
+    if (HcclGetRootInfo(&root) != HCCL_SUCCESS) {
+      return ::testing::AssertionFailure() << "HcclGetRootInfo failed";
+    }
+    HcclResult init[2] = {}, set[2] = {};
+    // The kernel files RDMA objects under the thread that made them, and under nobody once
+    // it has exited: count each rank's queue pairs before the threads end.
+    std::atomic<int> linked{0}, counted{0};
+    std::vector<std::thread> threads;
+    for (uint32_t r = 0; r < 2; ++r) {
+      threads.emplace_back([&, r] {
+        init[r] = HcclCommInitRootInfo(2, &root, r, &c[r]);
+        set[r] = init[r] == HCCL_SUCCESS ? blk[r].Set(c[r], bytes) : init[r];
+        for (++linked; linked.load() < 2;) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        }
+        qps[r] = hzc::test::RdmaObjects("qp", gettid());
+        for (++counted; counted.load() < 2;) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        }
+      });
+    }
+    for (auto &t : threads) {
+      t.join();
+    }
+    for (uint32_t r = 0; r < 2; ++r) {
+      if (init[r] != HCCL_SUCCESS || set[r] != HCCL_SUCCESS) {
+        return ::testing::AssertionFailure()
+               << "rank " << r << ": init " << init[r] << ", set " << set[r];
+      }
+    }
+    return ::testing::AssertionSuccess();
+  }
+  void Destroy() {
+    for (HcclComm &comm : c) {
+      if (comm != nullptr) {
+        EXPECT_EQ(HcclCommDestroy(comm), HCCL_SUCCESS);
+        comm = nullptr;
+      }
+    }
+  }
+};
+
+// RDMA objects made by user processes, by kind.
+std::map<std::string, int> UserRdmaObjects() {
+  std::map<std::string, int> out;
+  for (const char *kind : {"mr", "qp", "cq", "pd"}) {
+    out[kind] = hzc::test::RdmaUserObjects(kind);
+  }
+  return out;
+}
+
+bool RdmaTestable() {
+  return hzc::test::RdmaLinksExpected() && hzc::test::RdmaUserObjects("mr") >= 0;
+}
+
 TEST_F(HcclApiTest, LinkInfoBeforeAndAfterTheFirstSet) {
   ExpectErrorLog("hzc_comm_link_info: ");
   hzc_link_info info;
@@ -240,31 +304,44 @@ TEST_F(HcclApiTest, LinkInfoBeforeAndAfterTheFirstSet) {
   ASSERT_EQ(b.Set(comm_, kPage), HCCL_SUCCESS);
   ASSERT_EQ(hzc_comm_link_info(comm_, &info), HCCL_SUCCESS);
   EXPECT_EQ(info.linked, 1U);
-  EXPECT_EQ(info.rdma, hzc::test::RdmaLinksExpected() ? 1U : 0U);
-  if (info.rdma != 0) {
-    EXPECT_GT(std::strlen(info.device), 0U);
-    EXPECT_LT(std::strlen(info.device), sizeof(info.device));
-    EXPECT_GT(info.port, 0U);
-    EXPECT_EQ(hzc::test::RdmaObjects("pd", getpid()), 1);
-    EXPECT_EQ(hzc::test::RdmaObjects("cq", getpid()), 1);
-    EXPECT_EQ(hzc::test::RdmaObjects("qp", getpid()), 0) << "a single rank has no peers";
+  if (info.rdma == 0) {  // kernel-only (a single rank may not need queue pairs)
+    EXPECT_STREQ(info.device, "");
+    EXPECT_EQ(info.port, 0U);
   }
   b.Release(nullptr, comm_);
+
+  // Two ranks: RDMA links whenever there is a device.
+  Pair pair;
+  ASSERT_TRUE(pair.Make(kPage));
+  for (HcclComm c : pair.c) {
+    ASSERT_EQ(hzc_comm_link_info(c, &info), HCCL_SUCCESS);
+    EXPECT_EQ(info.linked, 1U);
+    EXPECT_EQ(info.rdma, hzc::test::RdmaLinksExpected() ? 1U : 0U);
+    if (info.rdma != 0) {
+      EXPECT_GT(std::strlen(info.device), 0U);
+      EXPECT_LT(std::strlen(info.device), sizeof(info.device));
+      EXPECT_GT(info.port, 0U);
+    }
+  }
+  for (uint32_t r = 0; r < 2; ++r) {
+    pair.blk[r].Release(nullptr, pair.c[r]);
+  }
+  pair.Destroy();
 }
 
 // With RDMA links each activation is a memory region of the communicator it was activated
 // through; deactivation through any communicator and destruction release it.
 TEST_F(HcclApiTest, ActivationsAreMemoryRegions) {
-  if (!hzc::test::RdmaLinksExpected() || hzc::test::RdmaObjects("mr", getpid()) < 0) {
+  if (!RdmaTestable()) {
     GTEST_SKIP() << "no RDMA device or no working `rdma resource show`";
   }
   const pid_t pid = getpid();
-  HcclRootInfo root;
-  HcclComm other = nullptr;
-  ASSERT_EQ(HcclGetRootInfo(&root), HCCL_SUCCESS);
-  ASSERT_EQ(HcclCommInitRootInfo(1, &root, 0, &other), HCCL_SUCCESS);
-  Block a, b;
-  ASSERT_EQ(a.Set(other, 4 * kPage), HCCL_SUCCESS);
+  const auto baseline = UserRdmaObjects();
+  Pair pair;
+  ASSERT_TRUE(pair.Make(4 * kPage));
+  HcclComm other = pair.c[0];
+  Block &a = pair.blk[0];
+  Block b;
   ASSERT_EQ(b.Set(other, 2 * kPage), HCCL_SUCCESS);
   EXPECT_EQ(hzc::test::RdmaObjects("mr", pid), 0);
   ASSERT_EQ(a.Activate(other), HCCL_SUCCESS);
@@ -278,72 +355,37 @@ TEST_F(HcclApiTest, ActivationsAreMemoryRegions) {
   EXPECT_EQ(hzc::test::RdmaObjects("mr", pid), 2);
   ASSERT_EQ(HcclCommDeactivateCommMemory(other, b.va), HCCL_SUCCESS);
   EXPECT_EQ(hzc::test::RdmaObjects("mr", pid), 1);
-  // Destroying the communicator releases its regions and links; the activation (process-wide)
-  // stays until deactivated through another communicator.
-  ASSERT_EQ(HcclCommDestroy(other), HCCL_SUCCESS);
-  for (const char *kind : {"mr", "qp", "cq", "pd"}) {
-    EXPECT_EQ(hzc::test::RdmaObjects(kind, pid), 0) << kind << " left after HcclCommDestroy";
-  }
+  // Destroying the communicators releases their regions and links; the activation
+  // (process-wide) stays until deactivated through another communicator.
+  pair.Destroy();
+  EXPECT_EQ(UserRdmaObjects(), baseline) << "RDMA objects left after HcclCommDestroy";
   a.Release(comm_, comm_);
   b.Release(nullptr, comm_);
+  pair.blk[1].Release(nullptr, comm_);
 }
 
 // Two ranks of one communicator in one process (threads): RDMA between their activations;
 // activations are process-wide, so each rank's listing shows the other's blocks too, but only
 // the blocks a rank registered itself carry its key.
 TEST_F(HcclApiTest, RdmaBetweenTwoRanksOfOneProcess) {
-  if (!hzc::test::RdmaLinksExpected() || hzc::test::RdmaUserObjects("qp") < 0) {
+  if (!RdmaTestable()) {
     GTEST_SKIP() << "no RDMA device or no working `rdma resource show`";
   }
   ExpectErrorLog("hzc_comm_rdma_write: ");
   ExpectErrorLog("was not activated by rank 1 on comm=");
   ExpectErrorLog("not inside one block this process activated on comm=");
-  std::map<std::string, int> baseline;
-  for (const char *kind : {"mr", "qp", "cq", "pd"}) {
-    baseline[kind] = hzc::test::RdmaUserObjects(kind);
-  }
-  HcclRootInfo root;
-  ASSERT_EQ(HcclGetRootInfo(&root), HCCL_SUCCESS);
-  HcclComm c[2] = {};
-  Block blk[2];
-  HcclResult init[2], set[2];
-  int qps[2] = {-1, -1};
-  {
-    // Each rank's links are made by its thread, and the kernel lists their objects under that
-    // thread while it lives: count them before the threads exit.
-    std::atomic<int> linked{0}, counted{0};
-    std::vector<std::thread> threads;
-    for (uint32_t r = 0; r < 2; ++r) {
-      threads.emplace_back([&, r] {
-        init[r] = HcclCommInitRootInfo(2, &root, r, &c[r]);
-        set[r] = init[r] == HCCL_SUCCESS ? blk[r].Set(c[r], 4 * kPage) : init[r];
-        ++linked;
-        while (linked.load() < 2) {
-          std::this_thread::sleep_for(std::chrono::milliseconds(1));
-        }
-        qps[r] = hzc::test::RdmaObjects("qp", gettid());
-        ++counted;
-        while (counted.load() < 2) {
-          std::this_thread::sleep_for(std::chrono::milliseconds(1));
-        }
-      });
-    }
-    for (auto &t : threads) {
-      t.join();
-    }
-  }
-  ASSERT_EQ(init[0], HCCL_SUCCESS);
-  ASSERT_EQ(init[1], HCCL_SUCCESS);
-  ASSERT_EQ(set[0], HCCL_SUCCESS);
-  ASSERT_EQ(set[1], HCCL_SUCCESS);
-  EXPECT_EQ(qps[0], 1) << "rank 0: one queue pair per peer";
-  EXPECT_EQ(qps[1], 1) << "rank 1: one queue pair per peer";
+  const auto baseline = UserRdmaObjects();
+  Pair pair;
+  ASSERT_TRUE(pair.Make(4 * kPage));
+  HcclComm *c = pair.c;
+  EXPECT_EQ(pair.qps[0], 1) << "rank 0: one queue pair per peer";
+  EXPECT_EQ(pair.qps[1], 1) << "rank 1: one queue pair per peer";
   for (uint32_t r = 0; r < 2; ++r) {
-    ASSERT_EQ(blk[r].Activate(c[r]), HCCL_SUCCESS);
-    std::memset(blk[r].va, 'a' + static_cast<int>(r), blk[r].size);
+    ASSERT_EQ(pair.blk[r].Activate(c[r]), HCCL_SUCCESS);
+    std::memset(pair.blk[r].va, 'a' + static_cast<int>(r), pair.blk[r].size);
   }
   EXPECT_EQ(hzc::test::RdmaObjects("mr", getpid()), 2);
-  char *a = blk[0].va, *b = blk[1].va;
+  char *a = pair.blk[0].va, *b = pair.blk[1].va;
   hzc_link_info info{};
   ASSERT_EQ(hzc_comm_link_info(c[0], &info), HCCL_SUCCESS);
   ASSERT_EQ(info.rdma, 1U);
@@ -370,14 +412,10 @@ TEST_F(HcclApiTest, RdmaBetweenTwoRanksOfOneProcess) {
   EXPECT_EQ(a[0], 'B');
 
   for (uint32_t r = 0; r < 2; ++r) {
-    blk[r].Release(c[r], c[r]);
+    pair.blk[r].Release(c[r], c[r]);
   }
-  EXPECT_EQ(HcclCommDestroy(c[0]), HCCL_SUCCESS);
-  EXPECT_EQ(HcclCommDestroy(c[1]), HCCL_SUCCESS);
-  for (const char *kind : {"mr", "qp", "cq", "pd"}) {
-    EXPECT_EQ(hzc::test::RdmaUserObjects(kind), baseline[kind])
-        << kind << " left after HcclCommDestroy";
-  }
+  pair.Destroy();
+  EXPECT_EQ(UserRdmaObjects(), baseline) << "RDMA objects left after HcclCommDestroy";
 }
 
 // Ranks as forked processes; two simulated servers (HZC_HOST_ID) -> HCCL_E_NOT_SUPPORT.

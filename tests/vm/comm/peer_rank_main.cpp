@@ -9,7 +9,7 @@
 //               the peers
 //   MODE kill   rank VICTIM stops after activating; the launcher kills it and sets flag 0;
 //               the others must get HCCL_E_REMOTE for it and tear down cleanly
-//   MODE memlock  (one rank) activation under a small RLIMIT_MEMLOCK without CAP_IPC_LOCK
+//   MODE memlock  every rank activates under a small RLIMIT_MEMLOCK without CAP_IPC_LOCK
 // Exit status 0 on success; otherwise 1 and one line on stderr naming the step.
 #include <acl/acl.h>
 #include <fmt/format.h>
@@ -300,7 +300,7 @@ int Kill(Rank &r, hzc::test::SharedSync *sync, uint32_t victim) {
   return 0;
 }
 
-// One rank without CAP_IPC_LOCK under a small RLIMIT_MEMLOCK: activation is HCCL_E_MEMORY
+// Each rank without CAP_IPC_LOCK under a small RLIMIT_MEMLOCK: activation is HCCL_E_MEMORY
 // (from the RDMA registration or the kernel's pin, each with a hint) and changes nothing; the
 // same activation works once the limit allows it.
 int Memlock(Rank &r) {
