@@ -64,7 +64,8 @@ struct hzc_peer_block {
  *
  * Errors: HCCL_E_PTR for a NULL comm, peer_va, local or count; HCCL_E_PARA for a destroyed
  * or foreign comm, rank >= rank size, size 0, or memory that is not activated;
- * HCCL_E_UNAVAIL when the communicator has no links yet; HCCL_E_REMOTE when the rank died or
+ * HCCL_E_UNAVAIL when the communicator has no links yet; HCCL_E_REMOTE when the rank (or any
+ * rank of the communicator: it is then broken and should be destroyed) died or
  * left; HCCL_E_SYSCALL/HCCL_E_MEMORY when the window cannot be mapped.
  */
 HcclResult hzc_comm_peer_ptr(HcclComm comm, uint32_t rank, const void *peer_va, size_t size,
@@ -111,7 +112,8 @@ HcclResult hzc_comm_link_info(HcclComm comm, struct hzc_link_info *info);
  * Errors: HCCL_E_PTR for a NULL comm, local or peer_va; HCCL_E_PARA for a destroyed or
  * foreign comm, @rank out of range or the own rank, size 0, a range that wraps around, or
  * memory not activated as above; HCCL_E_UNAVAIL when @comm has no links yet or its links are
- * kernel-only (no RDMA device); HCCL_E_REMOTE when @rank died or left; HCCL_E_ROCE_TRANSFER
+ * kernel-only (no RDMA device); HCCL_E_REMOTE when @rank or any other rank of @comm died
+ * or left (the communicator is then broken: destroy it); HCCL_E_ROCE_TRANSFER
  * when the transfer failed or made no progress in time (the link to @rank is then unusable).
  */
 HcclResult hzc_comm_rdma_write(HcclComm comm, uint32_t rank, const void *local, void *peer_va,

@@ -263,6 +263,9 @@ Expected<std::shared_ptr<Communicator>> CommRegistry::Get(HcclComm handle) const
 }
 
 Status CommRegistry::Remove(HcclComm handle) {
+  // Destroyed after the lock is released: tearing down links, memory regions and the domain
+  // must not stall every other call of the process.
+  std::shared_ptr<Communicator> doomed;
   std::lock_guard lock(mutex_);
   auto it = comms_.find(reinterpret_cast<uintptr_t>(handle));
   if (it == comms_.end()) {
@@ -271,6 +274,7 @@ Status CommRegistry::Remove(HcclComm handle) {
   if (it->second.use_count() > 1) {
     return Error(HCCL_E_AGAIN, "comm={}: a call on it is in progress", handle);
   }
+  doomed = std::move(it->second);
   comms_.erase(it);
   return Status::Ok();
 }
