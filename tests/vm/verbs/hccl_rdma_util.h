@@ -15,6 +15,8 @@
 #include <string>
 #include <vector>
 
+#include "rdma_tool.h"
+
 namespace hzc::hccl_rdma_test {
 
 // Names of the RDMA devices in /sys/class/infiniband (soft-RoCE's rxe0 on lo under
@@ -57,44 +59,10 @@ inline std::set<pid_t> Tasks(pid_t pid) {
 // of user threads carry "pid").
 inline int CountForPid(const std::string &text, pid_t pid) {
   const std::set<pid_t> tasks = Tasks(pid);
-  int count = 0;
-  size_t start = 0;
-  while (start < text.size()) {
-    size_t end = text.find('\n', start);
-    if (end == std::string::npos) {
-      end = text.size();
-    }
-    const std::string line = text.substr(start, end - start);
-    start = end + 1;
-    if (line.find_first_not_of(" \t\r") == std::string::npos) {
-      continue;
-    }
-    auto json = nlohmann::json::parse(line, nullptr, false);
-    if (!json.is_array()) {
-      return -1;
-    }
-    for (const auto &obj : json) {
-      if (obj.is_object() && obj.contains("pid") && obj["pid"].is_number() &&
-          tasks.count(obj["pid"].get<pid_t>()) != 0) {
-        ++count;
-      }
-    }
-  }
-  return count;
-}
-
-// Run @cmd, appending its output to @out; false when it cannot run or exits non-zero.
-inline bool RunTool(const std::string &cmd, std::string *out) {
-  FILE *f = popen(cmd.c_str(), "r");
-  if (f == nullptr) {
-    return false;
-  }
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof(buf), f)) > 0) {
-    out->append(buf, n);
-  }
-  return pclose(f) == 0;
+  return test::CountRdmaObjects(text, [&](const nlohmann::json &obj) {
+    return obj.contains("pid") && obj["pid"].is_number() &&
+           tasks.count(obj["pid"].get<pid_t>()) != 0;
+  });
 }
 
 // Number of RDMA objects of @kind ("qp", "cq", "pd", "mr") that `rdma -j resource show KIND`
@@ -102,7 +70,7 @@ inline bool RunTool(const std::string &cmd, std::string *out) {
 // has exited carry no pid and are not counted.)
 inline int RdmaResources(const std::string &kind, pid_t pid) {
   std::string text;
-  if (!RunTool("rdma -j resource show " + kind + " 2>/dev/null", &text)) {
+  if (!test::RunTool("rdma -j resource show " + kind + " 2>/dev/null", &text)) {
     return -1;
   }
   return CountForPid(text, pid);
@@ -119,7 +87,7 @@ inline std::string RdmaLeftovers(pid_t pid) {
   }
   cmd += "; do echo \"#$k\"; rdma -j resource show $k 2>/dev/null || echo '#failed'; done";
   std::string text;
-  const bool ran = RunTool(cmd, &text);
+  const bool ran = test::RunTool(cmd, &text);
   std::vector<std::string> outputs(kinds.size());
   std::vector<bool> seen(kinds.size()), failed(kinds.size());
   size_t current = kinds.size();

@@ -28,6 +28,7 @@
 
 #include "core/errno_string.h"
 #include "core/unique_fd.h"
+#include "rdma_tool.h"
 #include "verbs/board.h"
 
 namespace hzc::verbs::test {
@@ -246,40 +247,8 @@ inline std::vector<uint32_t> AllRanks(uint32_t n) {
 // Number of RDMA objects of @kind ("qp", "cq", "pd", "mr") that `rdma resource show` lists
 // for process @pid; -1 when the tool fails.
 inline int RdmaResources(const std::string &kind, pid_t pid) {
-  const std::string cmd = "rdma -j resource show " + kind + " 2>/dev/null";
-  FILE *f = popen(cmd.c_str(), "r");
-  if (f == nullptr) {
-    return -1;
-  }
-  std::string text;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof(buf), f)) > 0) {
-    text.append(buf, n);
-  }
-  if (pclose(f) != 0) {
-    return -1;
-  }
-  int count = 0;
-  // One JSON array per line (one per device).
-  size_t start = 0;
-  while (start < text.size()) {
-    size_t end = text.find('\n', start);
-    if (end == std::string::npos) {
-      end = text.size();
-    }
-    auto json = nlohmann::json::parse(text.substr(start, end - start), nullptr, false);
-    start = end + 1;
-    if (!json.is_array()) {
-      continue;
-    }
-    for (const auto &obj : json) {
-      if (obj.contains("pid") && obj["pid"].is_number() && obj["pid"].get<pid_t>() == pid) {
-        ++count;
-      }
-    }
-  }
-  return count;
+  return hzc::test::ShowAndCountRdmaObjects(
+      kind, [&](const nlohmann::json &o) { return hzc::test::RdmaObjectOf(o, pid); });
 }
 
 // "" when process @pid holds no QP, CQ, PD or MR; else what it holds.
