@@ -11,13 +11,6 @@
 namespace hzc::ktest {
 namespace {
 
-std::string DomainDir(DomainId id) {
-  char name[40];
-  snprintf(name, sizeof(name), "%016llx%016llx", static_cast<unsigned long long>(id.hi),
-           static_cast<unsigned long long>(id.lo));
-  return std::string(kSysfsRoot) + "/domains/" + name;
-}
-
 class DomainTest : public DeviceTest {
  protected:
   void TearDown() override {
@@ -33,7 +26,12 @@ TEST_F(DomainTest, JoinLeaveAndSysfs) {
   int other = OpenDevice();
   ASSERT_GE(other, 0);
   ASSERT_EQ(Join(fd_, id, 0, 2), 0);
-  const std::string dir = DomainDir(id);
+  // domains/<N>: a sequence number, not the id (which only root may read, in `id`).
+  const std::string dir = FindDomainDir(id);
+  ASSERT_NE(dir, "") << "no domains/<N>/id shows " << DomainIdHex(id);
+  const std::string number = dir.substr(dir.rfind('/') + 1);
+  EXPECT_EQ(number.find_first_not_of("0123456789"), std::string::npos) << number;
+  EXPECT_EQ(ReadLine(dir + "/state"), "live");
   EXPECT_EQ(ReadNumber(dir + "/nranks"), 2);
   EXPECT_EQ(ReadNumber(dir + "/joined"), 1);
   EXPECT_EQ(ReadNumber(dir + "/rank0/pid"), getpid());
@@ -44,24 +42,33 @@ TEST_F(DomainTest, JoinLeaveAndSysfs) {
   EXPECT_EQ(ReadNumber(dir + "/rank1/pid"), getpid());
   EXPECT_EQ(Counter("nr_domains"), before_.domains + 1) << "same domain";
 
-  // A range's sysfs lists its owner's domains.
+  // A range's sysfs lists its owner's domains by number.
   Reservation res(PageSize());
   hzc_range_register reg{};
   ASSERT_EQ(RegisterRange(fd_, res.base(), res.size(), &reg), 0);
   EXPECT_EQ(
       ReadLine(std::string(kSysfsRoot) + "/ranges/" + std::to_string(reg.out_id) + "/domains"),
-      dir.substr(dir.rfind('/') + 1));
+      number);
 
+  // A broken domain keeps its directory and its count until its last member left.
   EXPECT_EQ(Leave(fd_, id, 0), 0);
-  EXPECT_NE(access(dir.c_str(), F_OK), 0) << "a broken domain leaves sysfs";
-  EXPECT_EQ(Counter("nr_domains"), before_.domains);
+  EXPECT_EQ(access(dir.c_str(), F_OK), 0) << "rank 1 still holds the broken domain";
+  EXPECT_EQ(ReadLine(dir + "/state"), "broken");
+  EXPECT_EQ(Counter("nr_domains"), before_.domains + 1) << "counted until freed";
   EXPECT_EQ(Leave(fd_, id, 0), ENOENT);
   EXPECT_EQ(Put(other, id, 1, 0, "x", 1), ECONNRESET) << "the domain broke";
   EXPECT_EQ(Wait(other, id, 1, 0, 2, 0).err, ECONNRESET);
-  // The same id now names a new domain.
+  // The same id now names a new domain, with a new number.
   EXPECT_EQ(Join(fd_, id, 0, 2), 0);
+  const std::string again = FindDomainDir(id);
+  EXPECT_NE(again, "");
+  EXPECT_NE(again, dir) << "numbers are not reused";
+  EXPECT_EQ(Counter("nr_domains"), before_.domains + 2);
   EXPECT_EQ(Leave(fd_, id, 0), 0);
   EXPECT_EQ(Leave(other, id, 1), 0);
+  EXPECT_NE(access(dir.c_str(), F_OK), 0) << "freed with its last member";
+  EXPECT_NE(access(again.c_str(), F_OK), 0);
+  EXPECT_EQ(Counter("nr_domains"), before_.domains);
   close(other);
 }
 

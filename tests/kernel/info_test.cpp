@@ -16,6 +16,7 @@ TEST_F(InfoTest, ReportsVersionPageSizeAndLimits) {
   info.size = sizeof(info);
   ASSERT_EQ(Ioctl(fd_, HZC_IOC_INFO, &info), 0);
   EXPECT_EQ(info.out_abi_version, static_cast<uint32_t>(HZC_ABI_VERSION));
+  EXPECT_EQ(info.out_abi_version, 2u) << "ABI version 2: commands must encode @size";
   EXPECT_EQ(static_cast<long long>(info.out_abi_version), Counter("abi_version"));
   EXPECT_EQ(info.out_page_size, static_cast<uint32_t>(sysconf(_SC_PAGESIZE)));
   EXPECT_NE(info.out_features & HZC_FEATURE_INFO, 0u);
@@ -38,29 +39,48 @@ TEST_F(InfoTest, UnknownCommandIsEnotty) {
   EXPECT_EQ(Ioctl(fd_, _IOWR(HZC_IOCTL_TYPE, 0x7f, struct hzc_info), &info), ENOTTY);
   EXPECT_EQ(Ioctl(fd_, _IOWR(HZC_IOCTL_TYPE + 1, HZC_CMD_INFO, struct hzc_info), &info), ENOTTY);
   EXPECT_EQ(Ioctl(fd_, _IOWR(HZC_IOCTL_TYPE, 0xff, struct hzc_info), &info), ENOTTY);
+  // The whole command is matched, not only its number.
+  EXPECT_EQ(Ioctl(fd_, _IO(HZC_IOCTL_TYPE, HZC_CMD_INFO), &info), ENOTTY) << "_IO";
+  EXPECT_EQ(Ioctl(fd_, _IOR(HZC_IOCTL_TYPE, HZC_CMD_INFO, struct hzc_info), &info), ENOTTY)
+      << "_IOR";
+  EXPECT_EQ(Ioctl(fd_, _IOW(HZC_IOCTL_TYPE, HZC_CMD_INFO, struct hzc_info), &info), ENOTTY)
+      << "_IOW";
+}
+
+TEST_F(InfoTest, EncodedSizeMustEqualSizeField) {
+  Sized<hzc_info> arg(sizeof(hzc_info) + 8);
+  EXPECT_EQ(Ioctl(fd_, HZC_IOC_INFO, arg.Get()), EINVAL) << "encodes sizeof, @size is 8 more";
+  EXPECT_EQ(arg.Get()->out_abi_version, 0u) << "no output on error";
+  hzc_info info{};
+  info.size = sizeof(info);
+  EXPECT_EQ(Ioctl(fd_, CmdWithSize(HZC_IOC_INFO, sizeof(info) - 8), &info), EINVAL);
+  EXPECT_EQ(Ioctl(fd_, CmdWithSize(HZC_IOC_INFO, sizeof(info) + 8), &info), EINVAL);
+  EXPECT_EQ(Ioctl(fd_, CmdWithSize(HZC_IOC_INFO, 0), &info), EINVAL);
+  EXPECT_EQ(info.out_abi_version, 0u) << "no output on error";
+  EXPECT_EQ(SizedIoctl(fd_, HZC_IOC_INFO, arg.Get()), 0) << "both say sizeof + 8";
 }
 
 TEST_F(InfoTest, ShortStructIsEinval) {
   for (uint32_t size : {0u, 4u, 8u, static_cast<uint32_t>(sizeof(hzc_info) - 4)}) {
     Sized<hzc_info> arg(size);
-    EXPECT_EQ(Ioctl(fd_, HZC_IOC_INFO, arg.Get()), EINVAL) << "size " << size;
+    EXPECT_EQ(SizedIoctl(fd_, HZC_IOC_INFO, arg.Get()), EINVAL) << "size " << size;
     EXPECT_EQ(arg.Get()->out_abi_version, 0u) << "no output on error";
   }
 }
 
 TEST_F(InfoTest, LongStructWithGarbageIsE2big) {
   Sized<hzc_info> arg(sizeof(hzc_info) + 8, 0xa5);
-  EXPECT_EQ(Ioctl(fd_, HZC_IOC_INFO, arg.Get()), E2BIG);
+  EXPECT_EQ(SizedIoctl(fd_, HZC_IOC_INFO, arg.Get()), E2BIG);
   EXPECT_EQ(arg.Get()->out_abi_version, 0u);
 
   Sized<hzc_info> one(sizeof(hzc_info) + 8);
   one.Tail()[7] = 1;
-  EXPECT_EQ(Ioctl(fd_, HZC_IOC_INFO, one.Get()), E2BIG);
+  EXPECT_EQ(SizedIoctl(fd_, HZC_IOC_INFO, one.Get()), E2BIG);
 }
 
 TEST_F(InfoTest, LongStructWithZeroTailWorksAndTailIsUntouched) {
   Sized<hzc_info> arg(sizeof(hzc_info) + 8);
-  ASSERT_EQ(Ioctl(fd_, HZC_IOC_INFO, arg.Get()), 0);
+  ASSERT_EQ(SizedIoctl(fd_, HZC_IOC_INFO, arg.Get()), 0);
   EXPECT_EQ(arg.Get()->out_abi_version, static_cast<uint32_t>(HZC_ABI_VERSION));
   for (size_t i = 0; i < 8; ++i) {
     EXPECT_EQ(arg.Tail()[i], 0) << "tail byte " << i << " written";
@@ -69,17 +89,20 @@ TEST_F(InfoTest, LongStructWithZeroTailWorksAndTailIsUntouched) {
 
 // A @size above the page size is refused up front, however the tail looks,
 // instead of having the kernel check up to 4 GiB of user memory for zeroes.
+// A @size that the command's 14 size bits cannot hold never matches them: EINVAL.
 TEST_F(InfoTest, SizeAbovePageSizeIsE2big) {
   const size_t page = PageSize();
-  Reservation buf(2 * page, PROT_READ | PROT_WRITE);
+  Reservation buf(4 * page, PROT_READ | PROT_WRITE);
   ASSERT_NE(buf.base(), nullptr);
   auto *arg = reinterpret_cast<hzc_info *>(buf.base());
   arg->size = static_cast<uint32_t>(page);
-  EXPECT_EQ(Ioctl(fd_, HZC_IOC_INFO, arg), 0) << "a page, zero tail";
+  EXPECT_EQ(SizedIoctl(fd_, HZC_IOC_INFO, arg), 0) << "a page, zero tail";
   arg->size = static_cast<uint32_t>(page + 1);
-  EXPECT_EQ(Ioctl(fd_, HZC_IOC_INFO, arg), E2BIG) << "one byte more than a page, zero tail";
+  EXPECT_EQ(SizedIoctl(fd_, HZC_IOC_INFO, arg), E2BIG) << "one byte more than a page, zero tail";
+  arg->size = _IOC_SIZEMASK;
+  EXPECT_EQ(SizedIoctl(fd_, HZC_IOC_INFO, arg), E2BIG) << "the largest encodable size";
   arg->size = ~0u;
-  EXPECT_EQ(Ioctl(fd_, HZC_IOC_INFO, arg), E2BIG) << "4 GiB";
+  EXPECT_EQ(SizedIoctl(fd_, HZC_IOC_INFO, arg), EINVAL) << "4 GiB, not encodable";
 }
 
 TEST_F(InfoTest, NonZeroFlagsAreEopnotsupp) {
