@@ -1,55 +1,94 @@
 # hzc top-level Makefile.  `make check` and `make demo` do all the set-up.
 #
-#   make            build hzc.ko and libhzc (warnings are errors)
-#   make check      install deps, build, run host tests + lint + guest tests
-#   make demo       install deps, build, boot the guest and run the example
-#   make bench      run the benchmarks in the guest and print their tables
+#   make            build hzc.ko and libhzc (with whatever the build directory
+#                   is configured for: by default tests, tools and benchmarks)
+#   make check      install the check deps, build everything (warnings are
+#                   errors), run lint, the harness self-tests, host and guest tests
+#   make demo       install the demo deps, build hzc.ko, libhzc, hzc-demo and
+#                   hzc-info only, boot the guest and run the example (scripts/demo)
+#   make bench      install the bench deps, build, run the benchmarks in the guest
+#   make install    install libhzc, its headers, CMake package and pkg-config
+#                   file, the tools, the uapi header and hzc.ko
+#                   (PREFIX, default /usr/local; DESTDIR for staging)
 #   make lint       checkpatch --strict, sparse, clang-format
 #   make format     apply clang-format to userspace sources
 #
-# KDIR selects the kernel tree the module is built against (default: the
-# Debian kernel the guest boots, see scripts/kver).  BUILD is the CMake
-# build directory.
+# KDIR selects the kernel tree the module is built against.  It is never
+# computed here: kmod/Makefile picks its default (the Debian kernel the guest
+# boots, scripts/kver) when the module is built, which is after the deps step
+# has installed that kernel.  A KDIR given on the command line or in the
+# environment reaches kmod/Makefile unchanged.  BUILD is the CMake build
+# directory.  HZC_DEPS replaces scripts/deps (the harness self-test runs a
+# stand-in).
 
 BUILD ?= build
-JOBS  ?= $(shell nproc)
-KVER  ?= $(shell scripts/kver 2>/dev/null)
-KDIR  ?= /lib/modules/$(KVER)/build
+JOBS ?= $(shell nproc)
 CMAKE_BUILD_TYPE ?= RelWithDebInfo
+PREFIX ?= /usr/local
+DESTDIR ?=
+HZC_DEPS ?= scripts/deps
 
-export BUILD KDIR
+export BUILD HZC_DEPS
 
-.PHONY: all deps kmod lib check demo bench lint format clean
+CMAKE_CONFIGURE = cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=$(CMAKE_BUILD_TYPE)
+
+.PHONY: all deps kmod lib lib-check lib-bench lib-demo check demo bench install lint format clean
 
 all: kmod lib
 
 deps:
-	@scripts/deps
+	@"$(HZC_DEPS)"
 
 kmod:
-	$(MAKE) -C kmod KDIR=$(KDIR)
+	$(MAKE) -C kmod
 
+# A fresh build directory gets the project's defaults (tests, tools and
+# benchmarks; no -Werror); an existing one keeps its options.
 $(BUILD)/CMakeCache.txt:
-	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=$(CMAKE_BUILD_TYPE) -DHZC_WERROR=ON
+	$(CMAKE_CONFIGURE)
 
 lib: $(BUILD)/CMakeCache.txt
 	cmake --build $(BUILD) -j$(JOBS)
 
-# deps first, then a fresh make so KVER/KDIR see the installed kernel.
+# Everything, warnings as errors (make check, CI).
+lib-check:
+	$(CMAKE_CONFIGURE) -DHZC_WERROR=ON -DHZC_BUILD_TESTS=ON -DHZC_BUILD_BENCHMARKS=ON
+	cmake --build $(BUILD) -j$(JOBS)
+
+# Tests and benchmarks (make bench); -Werror as configured.
+lib-bench:
+	$(CMAKE_CONFIGURE) -DHZC_BUILD_TESTS=ON -DHZC_BUILD_BENCHMARKS=ON
+	cmake --build $(BUILD) -j$(JOBS)
+
+# Only what the demo runs.  A fresh build directory is configured without
+# tests and benchmarks (their packages are not demo deps).  One target per
+# cmake --build: the Makefile generator builds several targets of one call
+# concurrently, each with its own copy of the shared dependencies.
+lib-demo:
+	@[ -f $(BUILD)/CMakeCache.txt ] || \
+		{ echo "$(CMAKE_CONFIGURE) -DHZC_BUILD_TESTS=OFF -DHZC_BUILD_BENCHMARKS=OFF"; \
+		  $(CMAKE_CONFIGURE) -DHZC_BUILD_TESTS=OFF -DHZC_BUILD_BENCHMARKS=OFF; }
+	cmake --build $(BUILD) -j$(JOBS) --target hzc-demo
+	cmake --build $(BUILD) -j$(JOBS) --target hzc-info
+
+# Each entry point runs its deps step first and then builds in a new make, so
+# nothing about the kernel is decided before the kernel is installed.
 check:
-	@scripts/deps
-	@$(MAKE) --no-print-directory all
+	@"$(HZC_DEPS)" check
+	@$(MAKE) --no-print-directory kmod lib-check
 	@scripts/check
 
 demo:
-	@scripts/deps
-	@$(MAKE) --no-print-directory all
 	@scripts/demo
 
 bench:
-	@scripts/deps
-	@$(MAKE) --no-print-directory all
+	@"$(HZC_DEPS)" bench
+	@$(MAKE) --no-print-directory kmod lib-bench
 	@scripts/bench
+
+install: kmod lib
+	DESTDIR=$(DESTDIR) cmake --install $(BUILD) --prefix $(PREFIX)
+	$(MAKE) -C kmod install DESTDIR=$(DESTDIR)
 
 lint:
 	@scripts/lint
@@ -60,5 +99,5 @@ format:
 		| xargs -r clang-format -i
 
 clean:
-	$(MAKE) -C kmod KDIR=$(KDIR) clean
+	$(MAKE) -C kmod clean
 	rm -rf $(BUILD)
