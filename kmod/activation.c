@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * hzc: activations.  An activation pins [va, va + size) inside one range
- * for the long term, charges it to RLIMIT_MEMLOCK of the owner's mm (as
- * RDMA umem does), and publishes it to peer mappings.
+ * for the long term, charges it to the opener's user against RLIMIT_MEMLOCK
+ * (user->locked_vm, as io_uring and iommufd do; also shown in the mm's
+ * pinned_vm), and publishes it to peer mappings.
  *
  * Teardown order: unlink under range->lock (no new peer fault can find
  * it), zap every peer PTE (faults that found it have finished, since they
@@ -22,25 +23,45 @@
 /* Pages pinned (or unpinned) per call: one page of page pointers. */
 #define HZC_PIN_BATCH	(PAGE_SIZE / sizeof(struct page *))
 
-static int hzc_charge_memlock(struct mm_struct *mm, unsigned long npages)
+/*
+ * Charge @npages to the context's user: RLIMIT_MEMLOCK of the caller bounds
+ * every pin of the user, whichever process or file made it (CAP_IPC_LOCK
+ * exempts), and max_pinned_bytes bounds it once more.
+ */
+static int hzc_charge_pins(struct hzc_ctx *ctx, unsigned long npages)
 {
 	unsigned long limit = rlimit(RLIMIT_MEMLOCK) >> PAGE_SHIFT;
-	s64 pinned = atomic64_add_return(npages, &mm->pinned_vm);
+	u64 max = READ_ONCE(hzc_max_pinned_bytes);
+	u64 bytes = (u64)npages << PAGE_SHIFT;
 
-	if (pinned > limit && !capable(CAP_IPC_LOCK)) {
-		atomic64_sub(npages, &mm->pinned_vm);
+	if (atomic64_add_return(bytes, &ctx->hu->pinned_bytes) > max && max) {
+		atomic64_sub(bytes, &ctx->hu->pinned_bytes);
+		return hzc_limit_hit("max_pinned_bytes", -ENOMEM);
+	}
+	if (atomic_long_add_return(npages, &ctx->user->locked_vm) > limit &&
+	    !capable(CAP_IPC_LOCK)) {
+		atomic_long_sub(npages, &ctx->user->locked_vm);
+		atomic64_sub(bytes, &ctx->hu->pinned_bytes);
 		return -ENOMEM;
 	}
+	atomic64_add(npages, &ctx->mm->pinned_vm);
 	return 0;
 }
 
-static void hzc_unpin(struct page **pages, unsigned long npages)
+static void hzc_uncharge_pins(struct hzc_ctx *ctx, unsigned long npages)
+{
+	atomic64_sub(npages, &ctx->mm->pinned_vm);
+	atomic_long_sub(npages, &ctx->user->locked_vm);
+	atomic64_sub((u64)npages << PAGE_SHIFT, &ctx->hu->pinned_bytes);
+}
+
+static void hzc_unpin(struct page **pages, unsigned long npages, bool dirty)
 {
 	unsigned long done, n;
 
 	for (done = 0; done < npages; done += n) {
 		n = min_t(unsigned long, npages - done, HZC_PIN_BATCH);
-		unpin_user_pages_dirty_lock(pages + done, n, true);
+		unpin_user_pages_dirty_lock(pages + done, n, dirty);
 		cond_resched();
 	}
 }
@@ -121,7 +142,7 @@ static int hzc_pin(struct mm_struct *mm, unsigned long va, unsigned long npages,
 
 out_unpin:
 	/* Nothing was written through these pages: unpin them clean. */
-	unpin_user_pages(pages, done);
+	hzc_unpin(pages, done, false);
 	return ret;
 }
 
@@ -133,13 +154,18 @@ static struct hzc_range *hzc_range_at(struct hzc_ctx *ctx, unsigned long va)
 	return node ? container_of(node, struct hzc_range, node) : NULL;
 }
 
+/*
+ * Validate under ctx->lock, pin without it (a fault may stall: userfaultfd,
+ * FUSE), then commit under it after checking again: the range may have been
+ * unregistered, or another thread may have activated an overlapping part.
+ */
 int hzc_activate(struct hzc_ucmd *ucmd)
 {
 	struct hzc_activate *cmd = ucmd->cmd;
 	struct hzc_ctx *ctx = ucmd->ctx;
-	unsigned long npages, max_pinned;
 	struct hzc_activation *act;
 	struct hzc_range *range;
+	unsigned long npages;
 	u64 end;
 	int ret;
 
@@ -153,23 +179,20 @@ int hzc_activate(struct hzc_ucmd *ucmd)
 
 	mutex_lock(&ctx->lock);
 	range = hzc_range_at(ctx, cmd->va);
-	if (!range) {
-		ret = -ENOENT;
-		goto out_unlock;
+	if (!range || ctx->dead) {
+		mutex_unlock(&ctx->lock);
+		return -ENOENT;
 	}
 	if (end - 1 > range->node.last) {
-		ret = -EINVAL;
-		goto out_unlock;
+		mutex_unlock(&ctx->lock);
+		return -EINVAL;
 	}
 	if (interval_tree_iter_first(&range->acts, cmd->va, end - 1)) {
-		ret = -EEXIST;
-		goto out_unlock;
+		mutex_unlock(&ctx->lock);
+		return -EEXIST;
 	}
-	max_pinned = READ_ONCE(hzc_max_pinned_bytes);
-	if (max_pinned && ctx->pinned_bytes + cmd->length > max_pinned) {
-		ret = -ENOMEM;
-		goto out_unlock;
-	}
+	kref_get(&range->kref);
+	mutex_unlock(&ctx->lock);
 
 	/*
 	 * Charge first: the page array below is sized by the caller, and
@@ -178,9 +201,9 @@ int hzc_activate(struct hzc_ucmd *ucmd)
 	 * bytes, or more than the memory there is) is a plain ENOMEM, without
 	 * the allocator's warning.
 	 */
-	ret = hzc_charge_memlock(ctx->mm, npages);
+	ret = hzc_charge_pins(ctx, npages);
 	if (ret)
-		goto out_unlock;
+		goto out_put;
 	act = kzalloc(sizeof(*act), GFP_KERNEL_ACCOUNT);
 	if (!act) {
 		ret = -ENOMEM;
@@ -200,26 +223,41 @@ int hzc_activate(struct hzc_ucmd *ucmd)
 	act->cookie = cmd->cookie;
 	act->node.start = cmd->va;
 	act->node.last = end - 1;
+
+	mutex_lock(&ctx->lock);
+	/* range->dead changes under ctx->lock (and range->lock). */
+	if (range->dead) {
+		ret = -ENOENT;
+		goto out_unpin;
+	}
+	if (interval_tree_iter_first(&range->acts, cmd->va, end - 1)) {
+		ret = -EEXIST;
+		goto out_unpin;
+	}
 	down_write(&range->lock);
 	interval_tree_insert(&act->node, &range->acts);
 	WRITE_ONCE(range->nr_acts, range->nr_acts + 1);
 	WRITE_ONCE(range->activated_bytes, range->activated_bytes + cmd->length);
 	up_write(&range->lock);
-	ctx->pinned_bytes += cmd->length;
 	atomic64_inc(&hzc_stats.nr_activations);
 	atomic64_add(cmd->length, &hzc_stats.pinned_bytes);
 	cmd->out_range_id = range->id;
 	mutex_unlock(&ctx->lock);
+	hzc_range_put(range);
 	return 0;
 
+out_unpin:
+	mutex_unlock(&ctx->lock);
+	/* Nothing was written through these pages: unpin them clean. */
+	hzc_unpin(act->pages, npages, false);
 out_free_pages:
 	kvfree(act->pages);
 out_free_act:
 	kfree(act);
 out_uncharge:
-	atomic64_sub(npages, &ctx->mm->pinned_vm);
-out_unlock:
-	mutex_unlock(&ctx->lock);
+	hzc_uncharge_pins(ctx, npages);
+out_put:
+	hzc_range_put(range);
 	return ret;
 }
 
@@ -238,9 +276,8 @@ static void hzc_activation_remove(struct hzc_ctx *ctx, struct hzc_range *range,
 	up_write(&range->lock);
 
 	hzc_peer_revoke(range, act->node.start - hzc_range_base(range), size);
-	hzc_unpin(act->pages, act->npages);
-	atomic64_sub(act->npages, &ctx->mm->pinned_vm);
-	ctx->pinned_bytes -= size;
+	hzc_unpin(act->pages, act->npages, true);
+	hzc_uncharge_pins(ctx, act->npages);
 	atomic64_dec(&hzc_stats.nr_activations);
 	atomic64_sub(size, &hzc_stats.pinned_bytes);
 	kvfree(act->pages);

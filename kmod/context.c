@@ -1,18 +1,79 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * hzc: contexts.  One context per open file, bound to the opener's mm.
+ *
+ * A context's resources (pins, ranges, memberships) belong to its opener,
+ * not to whoever holds the file: the file survives its opener through fork
+ * without exec, SCM_RIGHTS or pidfd_getfd, but the context is torn down as
+ * soon as the opener's address space goes away (exit, kill, execve), by an
+ * mmu notifier's release(), or when the file is closed, whichever is first.
+ * The struct itself lives on, empty, until its last reference is dropped.
  */
 #include <linux/cred.h>
-#include <linux/idr.h>
+#include <linux/mmu_notifier.h>
 #include <linux/pid.h>
 #include <linux/sched.h>
 #include <linux/sched/mm.h>
 #include <linux/sched/signal.h>
+#include <linux/sched/user.h>
 #include <linux/slab.h>
 
 #include "hzc.h"
 
-static DEFINE_IDA(hzc_slots);
+static void hzc_ctx_free(struct kref *kref)
+{
+	struct hzc_ctx *ctx = container_of(kref, struct hzc_ctx, kref);
+
+	WARN_ON(ctx->nr_ranges || ctx->nr_members || ctx->board_bytes ||
+		!list_empty(&ctx->members));
+	mmdrop(ctx->mm);
+	put_pid(ctx->tgid);
+	free_uid(ctx->user);
+	hzc_user_put(ctx->hu);
+	mutex_destroy(&ctx->lock);
+	mutex_destroy(&ctx->teardown_lock);
+	kfree(ctx);
+}
+
+void hzc_ctx_put(struct hzc_ctx *ctx)
+{
+	kref_put(&ctx->kref, hzc_ctx_free);
+}
+
+/*
+ * Leave every domain (waking peers that wait on the board and revoking
+ * their mappings), revoke and unpin every activation, remove every range.
+ * Runs once; a second caller waits until the first is done.
+ */
+static void hzc_ctx_teardown(struct hzc_ctx *ctx)
+{
+	mutex_lock(&ctx->teardown_lock);
+	if (!ctx->dead) {
+		mutex_lock(&ctx->lock);
+		ctx->dead = true;
+		mutex_unlock(&ctx->lock);
+		hzc_domains_leave_all(ctx);
+		hzc_ranges_destroy(ctx);
+	}
+	mutex_unlock(&ctx->teardown_lock);
+}
+
+/* The opener's mm is being torn down (exit_mmap) or the file closed. */
+static void hzc_mn_release(struct mmu_notifier *mn, struct mm_struct *mm)
+{
+	hzc_ctx_teardown(container_of(mn, struct hzc_ctx, mn));
+}
+
+/* After an SRCU grace period following mmu_notifier_put(). */
+static void hzc_mn_free(struct mmu_notifier *mn)
+{
+	hzc_ctx_put(container_of(mn, struct hzc_ctx, mn));
+}
+
+static const struct mmu_notifier_ops hzc_mn_ops = {
+	.release = hzc_mn_release,
+	.free_notifier = hzc_mn_free,
+};
 
 struct hzc_ctx *hzc_ctx_create(void)
 {
@@ -25,14 +86,13 @@ struct hzc_ctx *hzc_ctx_create(void)
 	ctx = kzalloc(sizeof(*ctx), GFP_KERNEL_ACCOUNT);
 	if (!ctx)
 		return ERR_PTR(-ENOMEM);
-	ret = ida_alloc_range(&hzc_slots, 1, HZC_MAX_SLOTS, GFP_KERNEL);
-	if (ret < 0) {
+	ctx->hu = hzc_user_get(current_uid());
+	if (!ctx->hu) {
 		kfree(ctx);
-		return ERR_PTR(ret);
+		return ERR_PTR(-ENOMEM);
 	}
-	ctx->slot = ret;
-
 	kref_init(&ctx->kref);
+	mutex_init(&ctx->teardown_lock);
 	mutex_init(&ctx->lock);
 	spin_lock_init(&ctx->members_lock);
 	INIT_LIST_HEAD(&ctx->members);
@@ -40,40 +100,49 @@ struct hzc_ctx *hzc_ctx_create(void)
 	mmgrab(current->mm);
 	ctx->mm = current->mm;
 	ctx->tgid = get_pid(task_tgid(current));
-	ctx->euid = current_euid();
+	ctx->user = get_uid(current_user());
+
+	ctx->mn.ops = &hzc_mn_ops;
+	ret = mmu_notifier_register(&ctx->mn, current->mm);
+	if (ret) {
+		hzc_ctx_put(ctx);
+		return ERR_PTR(ret);
+	}
+	/* The notifier's reference, dropped by hzc_mn_free(). */
+	kref_get(&ctx->kref);
 	atomic64_inc(&hzc_stats.nr_contexts);
 	return ctx;
 }
 
-static void hzc_ctx_free(struct kref *kref)
+/* The file is closed: tear down (if the mm has not), drop the file's refs. */
+void hzc_ctx_close(struct hzc_ctx *ctx)
 {
-	struct hzc_ctx *ctx = container_of(kref, struct hzc_ctx, kref);
-
-	WARN_ON(ctx->nr_ranges || ctx->pinned_bytes ||
-		!list_empty(&ctx->members));
-	mmdrop(ctx->mm);
-	put_pid(ctx->tgid);
-	mutex_destroy(&ctx->lock);
-	kfree(ctx);
-}
-
-void hzc_ctx_put(struct hzc_ctx *ctx)
-{
-	kref_put(&ctx->kref, hzc_ctx_free);
+	hzc_ctx_teardown(ctx);
+	mmu_notifier_put(&ctx->mn);
+	atomic64_dec(&hzc_stats.nr_contexts);
+	hzc_ctx_put(ctx);
 }
 
 /*
- * The file is closed (explicitly or by the owner's death): leave every
- * domain (waking peers that wait on the board), revoke and unpin every
- * activation, remove every range, then drop the file's reference.  Peer
- * VMAs may keep dead ranges (and through them this struct) a while longer.
+ * A domain @ctx was a member of broke: zap every peer PTE of its ranges, so
+ * that mappings made under that domain fault again and are checked again
+ * (peer.c).  Faults that passed the check before the domain broke hold
+ * range->lock for reading while they insert; taking it for writing waits
+ * for them, so no PTE they insert survives the zap.
  */
-void hzc_ctx_release(struct hzc_ctx *ctx)
+void hzc_ctx_revoke(struct hzc_ctx *ctx)
 {
-	hzc_domains_leave_all(ctx);
-	hzc_ranges_destroy(ctx);
-	/* No window of this slot is left in the window tree. */
-	ida_free(&hzc_slots, ctx->slot);
-	atomic64_dec(&hzc_stats.nr_contexts);
-	hzc_ctx_put(ctx);
+	struct interval_tree_node *node;
+	struct hzc_range *range;
+
+	mutex_lock(&ctx->lock);
+	for (node = interval_tree_iter_first(&ctx->ranges, 0, ULONG_MAX); node;
+	     node = interval_tree_iter_next(node, 0, ULONG_MAX)) {
+		range = container_of(node, struct hzc_range, node);
+		down_write(&range->lock);
+		up_write(&range->lock);
+		hzc_peer_revoke(range, 0, hzc_range_size(range));
+		cond_resched();
+	}
+	mutex_unlock(&ctx->lock);
 }

@@ -6,12 +6,18 @@
  * id, nranks member slots and a board where each member publishes one
  * opaque blob per key and waits until every rank has published that key.
  * The first joiner creates the domain.  When any member leaves (explicitly
- * or because its file is closed) the domain breaks: it is unlinked (a new
- * join with the same id creates a new domain), its waiters get ECONNRESET,
- * and it is freed when the last member has left.
+ * or because its context is torn down) the domain breaks: it leaves the
+ * table (a new join with the same id creates a new domain), its waiters get
+ * ECONNRESET, peer mappings made under it are revoked, and it is freed when
+ * the last member has left.  It counts against max_domains until freed.
+ *
+ * What a user can make the module hold here is bounded per context
+ * (max_memberships, max_board_bytes) and per user (max_user_memberships,
+ * max_user_board_bytes), and charged to the caller's memory cgroup.
  */
 #include <linux/capability.h>
 #include <linux/cred.h>
+#include <linux/hashtable.h>
 #include <linux/jiffies.h>
 #include <linux/overflow.h>
 #include <linux/sched.h>
@@ -23,24 +29,53 @@
 #include "hzc.h"
 
 /* Domains, memberships and boards. */
-DEFINE_MUTEX(hzc_domains_lock);
-static LIST_HEAD(hzc_domains);
-static unsigned int hzc_nr_live_domains;
+static DEFINE_MUTEX(hzc_domains_lock);
+/* Domains that are not broken, by id. */
+static DEFINE_HASHTABLE(hzc_domain_table, 8);
+/* Allocated domains, broken or not. */
+static atomic_t hzc_nr_domains = ATOMIC_INIT(0);
+static atomic64_t hzc_last_domain_seq = ATOMIC64_INIT(0);
+/* Bumped each time a domain breaks: peer faults check their grant again. */
+static atomic64_t hzc_domain_breaks = ATOMIC64_INIT(0);
 
 static bool hzc_id_eq(const u64 *a, const u64 *b)
 {
 	return a[0] == b[0] && a[1] == b[1];
 }
 
+static u32 hzc_id_hash(const u64 *id)
+{
+	return (u32)(id[0] ^ (id[0] >> 32) ^ id[1] ^ (id[1] >> 32));
+}
+
+u64 hzc_break_seq(void)
+{
+	return atomic64_read(&hzc_domain_breaks);
+}
+
 static void hzc_domain_free(struct kref *kref)
 {
 	struct hzc_domain *dom = container_of(kref, struct hzc_domain, kref);
+	struct hzc_board_slot *slot;
 	u32 i;
 
-	for (i = 0; i < dom->nranks * HZC_BOARD_KEYS; i++)
-		kfree(dom->board[i].blob);
+	hzc_sysfs_domain_del(dom);
+	for (i = 0; i < dom->nranks * HZC_BOARD_KEYS; i++) {
+		slot = &dom->board[i];
+		if (!slot->user)
+			continue;
+		kfree(slot->blob);
+		atomic64_sub(slot->len, &slot->user->board_bytes);
+		hzc_user_put(slot->user);
+	}
 	kvfree(dom->board);
+	kfree(dom->revoke);
 	kfree(dom->members);
+	/* Counted from the time it got its number. */
+	if (dom->seq) {
+		atomic_dec(&hzc_nr_domains);
+		atomic64_dec(&hzc_stats.nr_domains);
+	}
 	kfree(dom);
 }
 
@@ -58,17 +93,19 @@ static struct hzc_domain *hzc_domain_alloc(const u64 *id, u32 nranks)
 		return NULL;
 	dom->members = kcalloc(nranks, sizeof(*dom->members),
 			       GFP_KERNEL_ACCOUNT);
+	dom->revoke = kcalloc(nranks, sizeof(*dom->revoke), GFP_KERNEL_ACCOUNT);
 	/* nranks <= HZC_MAX_RANKS: the product cannot overflow. */
 	dom->board = kvcalloc(nranks * HZC_BOARD_KEYS, sizeof(*dom->board),
 			      GFP_KERNEL_ACCOUNT);
-	if (!dom->members || !dom->board) {
+	if (!dom->members || !dom->revoke || !dom->board) {
 		kvfree(dom->board);
+		kfree(dom->revoke);
 		kfree(dom->members);
 		kfree(dom);
 		return NULL;
 	}
 	kref_init(&dom->kref);
-	INIT_LIST_HEAD(&dom->list);
+	INIT_HLIST_NODE(&dom->hnode);
 	init_waitqueue_head(&dom->wq);
 	dom->id[0] = id[0];
 	dom->id[1] = id[1];
@@ -82,12 +119,13 @@ static struct hzc_domain *hzc_domain_find(const u64 *id)
 	struct hzc_domain *dom;
 
 	lockdep_assert_held(&hzc_domains_lock);
-	list_for_each_entry(dom, &hzc_domains, list)
+	hash_for_each_possible(hzc_domain_table, dom, hnode, hzc_id_hash(id))
 		if (hzc_id_eq(dom->id, id))
 			return dom;
 	return NULL;
 }
 
+/* Linear, but bounded by max_memberships. */
 static struct hzc_member *hzc_member_find(struct hzc_ctx *ctx, const u64 *id,
 					  u32 rank)
 {
@@ -100,51 +138,118 @@ static struct hzc_member *hzc_member_find(struct hzc_ctx *ctx, const u64 *id,
 	return NULL;
 }
 
-/* Unlink a domain so no one finds it again; wake its waiters. */
+/*
+ * Take the domain out of reach and wake its waiters.  The members'
+ * contexts are kept in @dom->revoke for hzc_domain_revoke(), which the
+ * caller runs after dropping hzc_domains_lock.
+ */
 static void hzc_domain_break(struct hzc_domain *dom)
 {
 	u32 r;
 
 	lockdep_assert_held(&hzc_domains_lock);
-	if (dom->broken)
-		return;
 	WRITE_ONCE(dom->broken, true);
-	list_del_init(&dom->list);
-	hzc_nr_live_domains--;
-	atomic64_dec(&hzc_stats.nr_domains);
-	for (r = 0; r < dom->nranks; r++)
-		if (dom->members[r])
-			hzc_sysfs_member_del(dom->members[r]);
-	hzc_sysfs_domain_del(dom);
+	hash_del(&dom->hnode);
+	atomic64_inc(&hzc_domain_breaks);
+	for (r = 0; r < dom->nranks; r++) {
+		if (!dom->members[r])
+			continue;
+		kref_get(&dom->members[r]->ctx->kref);
+		dom->revoke[r] = dom->members[r]->ctx;
+	}
 	wake_up_all(&dom->wq);
 }
 
-static void hzc_member_leave(struct hzc_member *m)
+/*
+ * Zap the peer mappings of every range of the contexts that were members
+ * when @dom broke: they fault again and find their grant gone unless another
+ * domain still allows them.  Drops the caller's reference on @dom.
+ */
+static void hzc_domain_revoke(struct hzc_domain *dom)
+{
+	u32 r;
+
+	for (r = 0; r < dom->nranks; r++) {
+		if (!dom->revoke[r])
+			continue;
+		hzc_ctx_revoke(dom->revoke[r]);
+		hzc_ctx_put(dom->revoke[r]);
+		dom->revoke[r] = NULL;
+	}
+	hzc_domain_put(dom);
+}
+
+/*
+ * Leave @m.  Returns the domain, referenced, if this broke it: the caller
+ * must hzc_domain_revoke() it after dropping hzc_domains_lock.
+ */
+static struct hzc_domain *hzc_member_leave(struct hzc_member *m)
 {
 	struct hzc_domain *dom = m->dom;
 	struct hzc_ctx *ctx = m->ctx;
+	struct hzc_domain *broke = NULL;
 
 	lockdep_assert_held(&hzc_domains_lock);
+	if (!dom->broken) {
+		kref_get(&dom->kref);
+		hzc_domain_break(dom);
+		broke = dom;
+	}
 	hzc_sysfs_member_del(m);
 	spin_lock(&ctx->members_lock);
 	list_del(&m->ctx_node);
 	spin_unlock(&ctx->members_lock);
+	ctx->nr_members--;
+	ctx->board_bytes -= m->board_bytes;
+	atomic_dec(&ctx->hu->nr_members);
 	dom->members[m->rank] = NULL;
 	WRITE_ONCE(dom->nr_joined, dom->nr_joined - 1);
 	/*
 	 * The member's blobs stay on the board: ranks woken by a key that
 	 * every rank published still read it after this rank is gone.
 	 */
-	hzc_domain_break(dom);
 	kfree(m);
 	hzc_domain_put(dom);
+	return broke;
+}
+
+/* Count a membership against the context's and the user's limits. */
+static int hzc_member_charge(struct hzc_ctx *ctx)
+{
+	lockdep_assert_held(&hzc_domains_lock);
+	if (ctx->nr_members >= READ_ONCE(hzc_max_memberships))
+		return hzc_limit_hit("max_memberships", -ENOSPC);
+	if (atomic_inc_return(&ctx->hu->nr_members) >
+	    READ_ONCE(hzc_max_user_memberships)) {
+		atomic_dec(&ctx->hu->nr_members);
+		return hzc_limit_hit("max_user_memberships", -EDQUOT);
+	}
+	ctx->nr_members++;
+	return 0;
+}
+
+/* Insert @m next to the context's other members of its domain, if any. */
+static void hzc_member_link(struct hzc_ctx *ctx, struct hzc_member *m)
+{
+	struct list_head *pos = &ctx->members;
+	struct hzc_member *other;
+
+	list_for_each_entry(other, &ctx->members, ctx_node) {
+		if (other->dom == m->dom) {
+			pos = other->ctx_node.next;
+			break;
+		}
+	}
+	spin_lock(&ctx->members_lock);
+	list_add_tail(&m->ctx_node, pos);
+	spin_unlock(&ctx->members_lock);
 }
 
 int hzc_domain_join(struct hzc_ucmd *ucmd)
 {
 	struct hzc_domain_join *cmd = ucmd->cmd;
 	struct hzc_ctx *ctx = ucmd->ctx;
-	struct hzc_domain *dom, *new_dom;
+	struct hzc_domain *dom, *new_dom = NULL;
 	struct hzc_member *m;
 	bool created = false;
 	int ret;
@@ -158,13 +263,9 @@ int hzc_domain_join(struct hzc_ucmd *ucmd)
 	m = kzalloc(sizeof(*m), GFP_KERNEL_ACCOUNT);
 	if (!m)
 		return -ENOMEM;
-	new_dom = hzc_domain_alloc(cmd->domain_id, cmd->nranks);
-	if (!new_dom) {
-		ret = -ENOMEM;
-		goto out_free_member;
-	}
 
 	mutex_lock(&hzc_domains_lock);
+retry:
 	if (hzc_member_find(ctx, cmd->domain_id, cmd->rank)) {
 		ret = -EBUSY;
 		goto out_unlock;
@@ -184,21 +285,34 @@ int hzc_domain_join(struct hzc_ucmd *ucmd)
 			ret = -EBUSY;
 			goto out_unlock;
 		}
-		kref_get(&dom->kref);
-	} else {
-		if (hzc_nr_live_domains >= READ_ONCE(hzc_max_domains)) {
-			ret = -ENOSPC;
-			goto out_unlock;
+	} else if (!new_dom) {
+		/* Allocate only when the domain does not exist, unlocked. */
+		mutex_unlock(&hzc_domains_lock);
+		new_dom = hzc_domain_alloc(cmd->domain_id, cmd->nranks);
+		if (!new_dom) {
+			kfree(m);
+			return -ENOMEM;
 		}
+		mutex_lock(&hzc_domains_lock);
+		goto retry;
+	} else if (atomic_read(&hzc_nr_domains) >= READ_ONCE(hzc_max_domains)) {
+		ret = hzc_limit_hit("max_domains", -ENOSPC);
+		goto out_unlock;
+	}
+	ret = hzc_member_charge(ctx);
+	if (ret)
+		goto out_unlock;
+
+	if (!dom) {
 		dom = new_dom;
 		new_dom = NULL;
 		created = true;
+		dom->seq = atomic64_inc_return(&hzc_last_domain_seq);
+		atomic_inc(&hzc_nr_domains);
+		atomic64_inc(&hzc_stats.nr_domains);
 		ret = hzc_sysfs_domain_add(dom);
 		if (ret)
-			goto out_put_domain;
-		list_add_tail(&dom->list, &hzc_domains);
-		hzc_nr_live_domains++;
-		atomic64_inc(&hzc_stats.nr_domains);
+			goto out_uncharge;
 	}
 
 	m->dom = dom;
@@ -207,33 +321,32 @@ int hzc_domain_join(struct hzc_ucmd *ucmd)
 	m->pid = task_tgid_nr(current);
 	ret = hzc_sysfs_member_add(m);
 	if (ret)
-		goto out_put_domain;
+		goto out_uncharge;
+	/* Complete: now it may be found. */
+	if (created)
+		hash_add(hzc_domain_table, &dom->hnode,
+			 hzc_id_hash(dom->id));
+	else
+		kref_get(&dom->kref);
 	dom->members[cmd->rank] = m;
 	WRITE_ONCE(dom->nr_joined, dom->nr_joined + 1);
-	spin_lock(&ctx->members_lock);
-	list_add_tail(&m->ctx_node, &ctx->members);
-	spin_unlock(&ctx->members_lock);
+	hzc_member_link(ctx, m);
 	mutex_unlock(&hzc_domains_lock);
-	/* Allocated in case the domain had to be created; it existed. */
+	/* Allocated because the domain did not exist; it does now. */
 	if (new_dom)
 		hzc_domain_put(new_dom);
 	return 0;
 
-out_put_domain:
-	if (created && !list_empty(&dom->list)) {
-		/* Nobody else can have found it: we still hold the lock. */
-		list_del(&dom->list);
-		hzc_nr_live_domains--;
-		atomic64_dec(&hzc_stats.nr_domains);
-	}
+out_uncharge:
+	ctx->nr_members--;
+	atomic_dec(&ctx->hu->nr_members);
+	/* Nobody else can have found a domain created here. */
 	if (created)
-		hzc_sysfs_domain_del(dom);
-	hzc_domain_put(dom);
+		hzc_domain_put(dom);
 out_unlock:
 	mutex_unlock(&hzc_domains_lock);
 	if (new_dom)
 		hzc_domain_put(new_dom);
-out_free_member:
 	kfree(m);
 	return ret;
 }
@@ -241,6 +354,7 @@ out_free_member:
 int hzc_domain_leave(struct hzc_ucmd *ucmd)
 {
 	struct hzc_domain_leave *cmd = ucmd->cmd;
+	struct hzc_domain *broke = NULL;
 	struct hzc_member *m;
 	int ret = 0;
 
@@ -250,25 +364,37 @@ int hzc_domain_leave(struct hzc_ucmd *ucmd)
 	mutex_lock(&hzc_domains_lock);
 	m = hzc_member_find(ucmd->ctx, cmd->domain_id, cmd->rank);
 	if (m)
-		hzc_member_leave(m);
+		broke = hzc_member_leave(m);
 	else
 		ret = -ENOENT;
 	mutex_unlock(&hzc_domains_lock);
+	if (broke)
+		hzc_domain_revoke(broke);
 	return ret;
 }
 
 void hzc_domains_leave_all(struct hzc_ctx *ctx)
 {
+	struct hzc_domain *broke;
+
 	mutex_lock(&hzc_domains_lock);
-	while (!list_empty(&ctx->members))
-		hzc_member_leave(list_first_entry(&ctx->members,
-						  struct hzc_member, ctx_node));
+	while (!list_empty(&ctx->members)) {
+		broke = hzc_member_leave(list_first_entry(&ctx->members,
+							  struct hzc_member,
+							  ctx_node));
+		if (broke) {
+			mutex_unlock(&hzc_domains_lock);
+			hzc_domain_revoke(broke);
+			mutex_lock(&hzc_domains_lock);
+		}
+	}
 	mutex_unlock(&hzc_domains_lock);
 }
 
 int hzc_board_put(struct hzc_ucmd *ucmd)
 {
 	struct hzc_board_put *cmd = ucmd->cmd;
+	struct hzc_ctx *ctx = ucmd->ctx;
 	struct hzc_board_slot *slot;
 	struct hzc_domain *dom;
 	struct hzc_member *m;
@@ -281,12 +407,16 @@ int hzc_board_put(struct hzc_ucmd *ucmd)
 		return -EINVAL;
 
 	/* A zero-length blob is ZERO_SIZE_PTR: published, but empty. */
-	blob = memdup_user(u64_to_user_ptr(cmd->blob), cmd->blob_len);
-	if (IS_ERR(blob))
-		return PTR_ERR(blob);
+	blob = kmalloc(cmd->blob_len, GFP_KERNEL_ACCOUNT);
+	if (!blob)
+		return -ENOMEM;
+	if (copy_from_user(blob, u64_to_user_ptr(cmd->blob), cmd->blob_len)) {
+		kfree(blob);
+		return -EFAULT;
+	}
 
 	mutex_lock(&hzc_domains_lock);
-	m = hzc_member_find(ucmd->ctx, cmd->domain_id, cmd->rank);
+	m = hzc_member_find(ctx, cmd->domain_id, cmd->rank);
 	if (!m) {
 		ret = -ENOENT;
 		goto out_unlock;
@@ -301,6 +431,20 @@ int hzc_board_put(struct hzc_ucmd *ucmd)
 		ret = -EEXIST;
 		goto out_unlock;
 	}
+	if (ctx->board_bytes + cmd->blob_len > READ_ONCE(hzc_max_board_bytes)) {
+		ret = hzc_limit_hit("max_board_bytes", -ENOSPC);
+		goto out_unlock;
+	}
+	if (atomic64_add_return(cmd->blob_len, &ctx->hu->board_bytes) >
+	    READ_ONCE(hzc_max_user_board_bytes)) {
+		atomic64_sub(cmd->blob_len, &ctx->hu->board_bytes);
+		ret = hzc_limit_hit("max_user_board_bytes", -EDQUOT);
+		goto out_unlock;
+	}
+	ctx->board_bytes += cmd->blob_len;
+	m->board_bytes += cmd->blob_len;
+	refcount_inc(&ctx->hu->ref);
+	slot->user = ctx->hu;
 	slot->blob = blob;
 	slot->len = cmd->blob_len;
 	blob = NULL;
@@ -342,10 +486,11 @@ static int hzc_board_snapshot_alloc(struct hzc_board_snapshot *s, u32 nranks,
 {
 	s->nranks = nranks;
 	s->stride = min_t(u32, stride, HZC_MAX_BLOB_SIZE);
-	s->missing = kcalloc(BITS_TO_U64(nranks), sizeof(u64), GFP_KERNEL);
-	s->lens = kcalloc(nranks, sizeof(u32), GFP_KERNEL);
+	s->missing = kcalloc(BITS_TO_U64(nranks), sizeof(u64),
+			     GFP_KERNEL_ACCOUNT);
+	s->lens = kcalloc(nranks, sizeof(u32), GFP_KERNEL_ACCOUNT);
 	if (want_blobs && s->stride)
-		s->blobs = kvcalloc(nranks, s->stride, GFP_KERNEL);
+		s->blobs = kvcalloc(nranks, s->stride, GFP_KERNEL_ACCOUNT);
 	if (!s->missing || !s->lens || (want_blobs && s->stride && !s->blobs)) {
 		hzc_board_snapshot_free(s);
 		return -ENOMEM;
@@ -448,18 +593,19 @@ int hzc_board_wait(struct hzc_ucmd *ucmd)
 		goto out_put;
 	}
 
-	ret = hzc_board_snapshot_alloc(&snap, dom->nranks, cmd->blob_stride,
-				       cmd->blobs);
-	if (ret)
-		goto out_put;
-
 	left = wait_event_interruptible_timeout(dom->wq,
 						hzc_board_ready(dom, cmd->key),
 						msecs_to_jiffies(cmd->timeout_ms));
 	if (left < 0) {
 		ret = -EINTR;
-		goto out_free;
+		goto out_put;
 	}
+
+	/* Allocated after the wait: nothing sleeps holding it. */
+	ret = hzc_board_snapshot_alloc(&snap, dom->nranks, cmd->blob_stride,
+				       cmd->blobs);
+	if (ret)
+		goto out_put;
 
 	mutex_lock(&hzc_domains_lock);
 	/* A key every rank published is complete even if a rank left since. */
@@ -489,23 +635,27 @@ out_put:
 	return ret;
 }
 
-/* Do @a and @b hold ranks of a common (unbroken) domain? */
+/*
+ * Do @a and @b hold ranks of a common (unbroken) domain?  Quadratic in the
+ * memberships of the two contexts, which max_memberships bounds.
+ */
 bool hzc_ctx_share_domain(struct hzc_ctx *a, struct hzc_ctx *b)
 {
-	struct hzc_member *m;
+	struct hzc_member *ma, *mb;
 	bool shared = false;
-	u32 r;
 
 	mutex_lock(&hzc_domains_lock);
-	list_for_each_entry(m, &a->members, ctx_node) {
-		if (m->dom->broken)
+	list_for_each_entry(ma, &a->members, ctx_node) {
+		if (ma->dom->broken)
 			continue;
-		for (r = 0; r < m->dom->nranks && !shared; r++)
-			shared = m->dom->members[r] &&
-				 m->dom->members[r]->ctx == b;
-		if (shared)
-			break;
+		list_for_each_entry(mb, &b->members, ctx_node) {
+			if (mb->dom == ma->dom) {
+				shared = true;
+				goto out_unlock;
+			}
+		}
 	}
+out_unlock:
 	mutex_unlock(&hzc_domains_lock);
 	return shared;
 }

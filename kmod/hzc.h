@@ -3,21 +3,30 @@
  * hzc: declarations shared by the files of hzc.ko.
  *
  * Objects and their owners:
- *   hzc_ctx         one per open file; owns its ranges and memberships
- *   hzc_range       in its context's interval tree and in the global window
- *                   tree; referenced by the context and by every peer VMA
+ *   hzc_ctx         one per open file; owns its ranges and memberships.  Torn
+ *                   down when its opener's mm goes away (mmu notifier release)
+ *                   or the file is closed, whichever comes first
+ *   hzc_user        accounting of one uid: pins, memberships, board bytes
+ *   hzc_range       in its context's interval tree and in the window tree;
+ *                   referenced by the context and by every peer mapping
  *   hzc_activation  in its range's interval tree; owns the pinned pages
- *   hzc_domain      in the global domain list while not broken; referenced
- *                   by its members and by waiters
+ *   hzc_domain      in the domain table while not broken; referenced by its
+ *                   members and by waiters; counted until freed
  *   hzc_member      one rank of a domain held by a context
+ *   hzc_grant       one peer mapping's right to a range (peer.c)
+ *
+ * Reachability (as iommufd does it): an object is put where others can find
+ * it (sysfs, window tree, domain table, board) only once fully initialised,
+ * and is taken out of reach before its teardown starts.
  *
  * Lock order (outer first):
- *   mmap_lock -> hzc_domains_lock -> ctx->members_lock
- *   ctx->lock -> mmap_lock (pinning, VMA checks)
- *   ctx->lock -> range->lock;  mmap_lock (peer fault) -> range->lock
- * Nothing copies to or from user memory under hzc_domains_lock or
- * range->lock.  sysfs show() takes no lock but ctx->members_lock, so sysfs
- * entries may be removed under any mutex.
+ *   ctx->teardown_lock -> hzc_domains_lock -> ctx->members_lock
+ *   ctx->teardown_lock -> ctx->lock -> range->lock
+ *   ctx->lock -> mmap_lock (VMA checks)
+ *   mmap_lock (mmap, peer fault) -> range->lock -> hzc_domains_lock
+ * Pinning takes no hzc lock.  Nothing copies to or from user memory under
+ * hzc_domains_lock or range->lock.  sysfs show() takes no lock but
+ * ctx->members_lock, so sysfs entries may be removed under any mutex.
  */
 #ifndef _HZC_PRIV_H
 #define _HZC_PRIV_H
@@ -27,9 +36,10 @@
 #include <linux/interval_tree.h>
 #include <linux/kref.h>
 #include <linux/list.h>
+#include <linux/mmu_notifier.h>
 #include <linux/mutex.h>
 #include <linux/rbtree.h>
-#include <linux/rcupdate.h>
+#include <linux/refcount.h>
 #include <linux/rwsem.h>
 #include <linux/spinlock.h>
 #include <linux/types.h>
@@ -41,6 +51,7 @@ struct mm_struct;
 struct pid;
 struct page;
 struct file;
+struct user_struct;
 struct vm_area_struct;
 struct hzc_kobj;
 
@@ -48,16 +59,22 @@ struct hzc_kobj;
 extern unsigned int hzc_max_ranges;
 extern unsigned int hzc_max_domains;
 extern unsigned long long hzc_max_pinned_bytes;
+extern unsigned int hzc_max_memberships;
+extern unsigned int hzc_max_user_memberships;
+extern unsigned int hzc_max_board_bytes;
+extern unsigned int hzc_max_user_board_bytes;
+
+int hzc_limit_hit(const char *param, int err);
 
 /*
  * Ranges must end below 2^HZC_VA_BITS (the 4-level x86-64 user address
- * space); a context's windows live at (slot << HZC_VA_BITS) + address, with
- * slots 1 .. HZC_MAX_SLOTS, so every mmap offset fits in a signed 64-bit
- * off_t.  HZC_MAX_SLOTS is also the limit on open files.
+ * space).  Windows are allocated in the mmap offset space of /dev/hzc, in
+ * pages 1 .. HZC_WINDOW_LAST, so that every byte offset fits in a signed
+ * 64-bit off_t.
  */
 #define HZC_VA_BITS		47
 #define HZC_VA_LIMIT		BIT_ULL(HZC_VA_BITS)
-#define HZC_MAX_SLOTS		((1U << (63 - HZC_VA_BITS)) - 1)
+#define HZC_WINDOW_LAST		((1UL << (63 - PAGE_SHIFT)) - 1)
 
 /* Fixed limits reported by HZC_IOC_INFO. */
 #define HZC_MAX_RANKS		1024
@@ -75,56 +92,78 @@ struct hzc_stats {
 extern struct hzc_stats hzc_stats;
 
 /**
+ * struct hzc_user - what one uid holds, for the per-user limits (user.c)
+ * @node: in the table of users
+ * @uid: the (real) uid of the openers
+ * @ref: references: each context of the uid, each blob it published
+ * @pinned_bytes: bytes pinned by its activations
+ * @nr_members: memberships of its contexts
+ * @board_bytes: bytes of its blobs that still exist
+ */
+struct hzc_user {
+	struct hlist_node node;
+	kuid_t uid;
+	refcount_t ref;
+	atomic64_t pinned_bytes;
+	atomic_t nr_members;
+	atomic64_t board_bytes;
+};
+
+/**
  * struct hzc_ctx - one open file of /dev/hzc
- * @kref: references: the file, each of its ranges, short-lived lookups
- * @mm: the opener's mm (mmgrab()ed); every ioctl must come from it
- * @slot: selects this context's part of the mmap offset space
+ * @kref: references: the file, the mmu notifier, each range, each peer
+ *	mapping made through it, short-lived lookups
+ * @mn: release() tears the context down when the opener's mm goes away
+ * @mm: the opener's mm (mmgrab()ed); every ioctl and mmap must come from it
  * @tgid: the opener's thread group, shown in sysfs
- * @euid: the opener's effective uid
+ * @user: the opener's user_struct, charged with pins (RLIMIT_MEMLOCK)
+ * @hu: the opener's hzc_user
+ * @teardown_lock: serialises teardown (mm release against close)
+ * @dead: torn down; nothing new may appear
  * @lock: serialises changes of this context's ranges and activations
  * @ranges: interval tree of the ranges, by address
  * @nr_ranges: number of ranges
- * @pinned_bytes: bytes pinned by this context's activations
  * @members_lock: protects @members for sysfs readers
- * @members: memberships (struct hzc_member.ctx_node); changed under
- *	hzc_domains_lock and @members_lock
- * @released: the file is closed; no new range may appear
+ * @members: memberships (struct hzc_member.ctx_node), those of one domain
+ *	next to each other; changed under hzc_domains_lock and @members_lock
+ * @nr_members: number of memberships (hzc_domains_lock)
+ * @board_bytes: bytes published through the memberships (hzc_domains_lock)
  */
 struct hzc_ctx {
 	struct kref kref;
+	struct mmu_notifier mn;
 	struct mm_struct *mm;
-	unsigned int slot;
 	struct pid *tgid;
-	kuid_t euid;
+	struct user_struct *user;
+	struct hzc_user *hu;
+	struct mutex teardown_lock; /* teardown against teardown */
+	bool dead;
 	struct mutex lock; /* ranges and activations of this context */
 	struct rb_root_cached ranges;
 	unsigned int nr_ranges;
-	u64 pinned_bytes;
 	spinlock_t members_lock; /* @members, for sysfs readers */
 	struct list_head members;
-	bool released;
+	unsigned int nr_members;
+	u64 board_bytes;
 };
 
 /**
  * struct hzc_range - a registered range
- * @kref: references: the context's tree, each peer VMA, short-lived lookups
+ * @kref: references: the context's tree, each peer mapping, lookups
  * @node: in @ctx->ranges; start/last are the first and last byte
- * @wnode: in the global window tree; start/last are mmap byte offsets
  * @ctx: the owning context (referenced)
  * @id: unique id, never reused
  * @window: first page of the range's window in the mmap offset space
- *	(@wnode.start >> PAGE_SHIFT)
  * @lock: protects @acts and @dead against the peer fault handler
  * @acts: interval tree of the activations, by address
  * @nr_acts: number of activations
  * @activated_bytes: sum of their lengths
- * @dead: unregistered; peer faults get SIGBUS
+ * @dead: not (or no longer) registered; peer faults get SIGBUS
  * @kobj: the range's sysfs directory
  */
 struct hzc_range {
 	struct kref kref;
 	struct interval_tree_node node;
-	struct interval_tree_node wnode;
 	struct hzc_ctx *ctx;
 	u64 id;
 	unsigned long window;
@@ -164,17 +203,20 @@ struct hzc_activation {
  * struct hzc_board_slot - what one rank published under one key
  * @blob: the blob (ZERO_SIZE_PTR if empty), NULL if nothing was published
  * @len: its length
+ * @user: who is charged for it (referenced)
  */
 struct hzc_board_slot {
 	void *blob;
 	u32 len;
+	struct hzc_user *user;
 };
 
 /**
  * struct hzc_domain - the kernel side of a communicator on this host
- * @kref: references: each member, each waiter
- * @list: in hzc_domains while not broken
- * @id: 128-bit id
+ * @kref: references: each member, each waiter, a revocation in progress
+ * @hnode: in the domain table while not broken
+ * @id: 128-bit id (a capability: shown to root only)
+ * @seq: sequence number, the name of its sysfs directory
  * @nranks: number of ranks
  * @nr_joined: number of members
  * @euid: the creator's effective uid
@@ -182,6 +224,8 @@ struct hzc_board_slot {
  * @wq: board waiters
  * @nr_published: per key, how many members published it
  * @members: member per rank, NULL if the rank is free
+ * @revoke: the members' contexts when the domain broke (referenced), whose
+ *	ranges' peer mappings the breaker revokes
  * @board: the published blobs, indexed [rank * HZC_BOARD_KEYS + key]; they
  *	belong to the domain, not the member, so a key that every rank
  *	published stays readable after a member leaves
@@ -189,8 +233,9 @@ struct hzc_board_slot {
  */
 struct hzc_domain {
 	struct kref kref;
-	struct list_head list;
+	struct hlist_node hnode;
 	u64 id[2];
+	u64 seq;
 	u32 nranks;
 	u32 nr_joined;
 	kuid_t euid;
@@ -198,6 +243,7 @@ struct hzc_domain {
 	wait_queue_head_t wq;
 	u32 nr_published[HZC_BOARD_KEYS];
 	struct hzc_member **members;
+	struct hzc_ctx **revoke;
 	struct hzc_board_slot *board;
 	struct hzc_kobj *kobj;
 };
@@ -209,6 +255,7 @@ struct hzc_domain {
  * @ctx_node: in @ctx->members
  * @rank: the rank
  * @pid: the member's process id, shown in sysfs
+ * @board_bytes: bytes it published
  * @kobj: the member's sysfs directory
  */
 struct hzc_member {
@@ -217,6 +264,7 @@ struct hzc_member {
 	struct list_head ctx_node;
 	u32 rank;
 	pid_t pid;
+	u64 board_bytes;
 	struct hzc_kobj *kobj;
 };
 
@@ -237,10 +285,15 @@ struct hzc_ucmd {
 	bool copy_out_on_error;
 };
 
+/* user.c */
+struct hzc_user *hzc_user_get(kuid_t uid);
+void hzc_user_put(struct hzc_user *hu);
+
 /* context.c */
 struct hzc_ctx *hzc_ctx_create(void);
-void hzc_ctx_release(struct hzc_ctx *ctx);
+void hzc_ctx_close(struct hzc_ctx *ctx);
 void hzc_ctx_put(struct hzc_ctx *ctx);
+void hzc_ctx_revoke(struct hzc_ctx *ctx);
 
 /* range.c */
 int hzc_range_register(struct hzc_ucmd *ucmd);
@@ -256,12 +309,12 @@ int hzc_deactivate(struct hzc_ucmd *ucmd);
 void hzc_activations_destroy(struct hzc_ctx *ctx, struct hzc_range *range);
 
 /* domain.c */
-extern struct mutex hzc_domains_lock;
 int hzc_domain_join(struct hzc_ucmd *ucmd);
 int hzc_domain_leave(struct hzc_ucmd *ucmd);
 int hzc_board_put(struct hzc_ucmd *ucmd);
 int hzc_board_wait(struct hzc_ucmd *ucmd);
 void hzc_domains_leave_all(struct hzc_ctx *ctx);
+u64 hzc_break_seq(void);
 bool hzc_ctx_share_domain(struct hzc_ctx *a, struct hzc_ctx *b);
 struct hzc_ctx *hzc_domain_peer_get(struct hzc_ctx *ctx, const u64 *id,
 				    u32 rank, u32 peer_rank, pid_t *pid);

@@ -8,6 +8,7 @@
 #include <linux/compat.h>
 #include <linux/fs.h>
 #include <linux/miscdevice.h>
+#include <linux/mmu_notifier.h>
 #include <linux/module.h>
 #include <linux/sched.h>
 #include <linux/slab.h>
@@ -107,8 +108,14 @@ static long hzc_fops_ioctl(struct file *file, unsigned int cmd,
 	unsigned int nr;
 	int ret;
 
+	/*
+	 * The whole command must match: type, number and direction; the size
+	 * it encodes must be the struct's @size (checked below).
+	 */
 	nr = _IOC_NR(cmd);
-	if (_IOC_TYPE(cmd) != HZC_IOCTL_TYPE || nr >= ARRAY_SIZE(hzc_ioctl_ops))
+	if (_IOC_TYPE(cmd) != HZC_IOCTL_TYPE ||
+	    _IOC_DIR(cmd) != (_IOC_READ | _IOC_WRITE) ||
+	    nr >= ARRAY_SIZE(hzc_ioctl_ops))
 		return -ENOTTY;
 	op = &hzc_ioctl_ops[nr];
 	if (!op->execute)
@@ -122,6 +129,8 @@ static long hzc_fops_ioctl(struct file *file, unsigned int cmd,
 	ret = get_user(ucmd.user_size, (u32 __user *)ucmd.ubuffer);
 	if (ret)
 		return ret;
+	if (ucmd.user_size != _IOC_SIZE(cmd))
+		return -EINVAL;
 	if (ucmd.user_size < op->min_size)
 		return -EINVAL;
 	/*
@@ -161,7 +170,7 @@ static int hzc_fops_open(struct inode *inode, struct file *file)
 
 static int hzc_fops_release(struct inode *inode, struct file *file)
 {
-	hzc_ctx_release(file->private_data);
+	hzc_ctx_close(file->private_data);
 	return 0;
 }
 
@@ -176,10 +185,12 @@ static const struct file_operations hzc_fops = {
 };
 
 /*
- * World read/write: ranks run as ordinary users.  What one user can do to
- * another is bounded elsewhere: pins are charged to the caller's
- * RLIMIT_MEMLOCK, kernel memory to its memory cgroup, joining a domain needs
- * the creator's euid, and mapping a peer's pages needs a common domain.
+ * World read/write: ranks run as ordinary users, and the module authorizes
+ * each object instead of the device node.  Pins are charged per user
+ * against RLIMIT_MEMLOCK, kernel memory to the caller's memory cgroup,
+ * memberships and board bytes per context and per user; joining a domain
+ * needs the creator's euid and the domain's secret id; mapping a peer's
+ * pages needs a common unbroken domain, and is revoked when there is none.
  */
 static struct miscdevice hzc_misc = {
 	.minor = MISC_DYNAMIC_MINOR,
@@ -214,6 +225,8 @@ out_sysfs:
 static void __exit hzc_exit(void)
 {
 	misc_deregister(&hzc_misc);
+	/* Contexts whose notifiers were put are freed after a grace period. */
+	mmu_notifier_synchronize();
 	hzc_peer_exit();
 	hzc_windows_destroy();
 	hzc_sysfs_exit();

@@ -5,10 +5,18 @@
  * Every open file of /dev/hzc shares one address_space (of an inode on a
  * private pseudo filesystem), so unmap_mapping_range() on a range's window
  * reaches every peer VMA of that range.  A peer VMA holds a reference to
- * the range it maps; its faults insert the owner's pinned pages of
- * activated parts (VM_PFNMAP) and give SIGBUS elsewhere.
+ * the range it maps through a grant; its faults insert the owner's pinned
+ * pages of activated parts (VM_PFNMAP) and give SIGBUS elsewhere.
+ *
+ * Who may map a range: its owner, and a context that shares an unbroken
+ * domain with the owner, for as long as it does.  mmap() decides that
+ * before it looks at anything else, and answers every refusal with EPERM,
+ * so that probing offsets tells nothing about other users' ranges.  When a
+ * domain breaks, every peer PTE of its members' ranges is zapped
+ * (hzc_ctx_revoke()); the next fault checks the grant again.
  */
 #include <linux/fs.h>
+#include <linux/highmem.h>
 #include <linux/mm.h>
 #include <linux/mount.h>
 #include <linux/pseudo_fs.h>
@@ -71,16 +79,69 @@ void hzc_peer_revoke(struct hzc_range *range, unsigned long start,
 	unmap_mapping_range(hzc_inode->i_mapping, off, size, 1);
 }
 
+/**
+ * struct hzc_grant - a peer mapping's right to a range
+ * @ref: references: each VMA (a split VMA shares its grant)
+ * @range: the mapped range (referenced)
+ * @mapper: the mapping context (referenced)
+ * @seq: hzc_break_seq() when the grant was last found valid
+ */
+struct hzc_grant {
+	refcount_t ref;
+	struct hzc_range *range;
+	struct hzc_ctx *mapper;
+	atomic64_t seq;
+};
+
+static void hzc_grant_put(struct hzc_grant *grant)
+{
+	if (!refcount_dec_and_test(&grant->ref))
+		return;
+	hzc_range_put(grant->range);
+	hzc_ctx_put(grant->mapper);
+	kfree(grant);
+}
+
+/*
+ * May @mapper map @range?  Its own ranges always; another context's while
+ * the two share an unbroken domain.  Checked again only after some domain
+ * broke since the last check.  Called with range->lock held for reading, so
+ * that a revocation (which takes it for writing) waits for a fault that
+ * found the grant valid.
+ */
+static bool hzc_grant_valid(struct hzc_grant *grant)
+{
+	u64 seq = hzc_break_seq();
+
+	if (grant->range->ctx == grant->mapper)
+		return true;
+	if (atomic64_read(&grant->seq) == seq)
+		return true;
+	if (!hzc_ctx_share_domain(grant->mapper, grant->range->ctx))
+		return false;
+	atomic64_set(&grant->seq, seq);
+	return true;
+}
+
 static void hzc_vm_open(struct vm_area_struct *vma)
 {
-	struct hzc_range *range = vma->vm_private_data;
+	struct hzc_grant *grant = vma->vm_private_data;
 
-	kref_get(&range->kref);
+	refcount_inc(&grant->ref);
 }
 
 static void hzc_vm_close(struct vm_area_struct *vma)
 {
-	hzc_range_put(vma->vm_private_data);
+	hzc_grant_put(vma->vm_private_data);
+}
+
+/* The address in the owner's space that @addr of @vma shows. */
+static unsigned long hzc_vma_to_va(struct vm_area_struct *vma,
+				   struct hzc_range *range, unsigned long addr)
+{
+	return hzc_range_base(range) +
+	       ((vma->vm_pgoff - range->window) << PAGE_SHIFT) +
+	       (addr - vma->vm_start);
 }
 
 /*
@@ -110,7 +171,8 @@ static void hzc_vm_close(struct vm_area_struct *vma)
 static vm_fault_t hzc_vm_fault(struct vm_fault *vmf)
 {
 	struct vm_area_struct *vma = vmf->vma;
-	struct hzc_range *range = vma->vm_private_data;
+	struct hzc_grant *grant = vma->vm_private_data;
+	struct hzc_range *range = grant->range;
 	unsigned long va, first, last, addr, blk;
 	struct interval_tree_node *node;
 	struct hzc_activation *act;
@@ -120,7 +182,7 @@ static vm_fault_t hzc_vm_fault(struct vm_fault *vmf)
 	     ((vmf->pgoff - range->window) << PAGE_SHIFT);
 
 	down_read(&range->lock);
-	if (range->dead)
+	if (range->dead || !hzc_grant_valid(grant))
 		goto out_unlock;
 	node = interval_tree_iter_first(&range->acts, va, va);
 	if (!node)
@@ -151,18 +213,77 @@ out_unlock:
 	return ret;
 }
 
+/*
+ * ptrace and /proc/PID/mem: GUP refuses VM_PFNMAP, so access_remote_vm()
+ * comes here.  Copies through the activations' pages under the same checks
+ * as a fault; stops at the first byte that is not activated.
+ */
+static int hzc_vm_access(struct vm_area_struct *vma, unsigned long addr,
+			 void *buf, int len, int write)
+{
+	struct hzc_grant *grant = vma->vm_private_data;
+	struct hzc_range *range = grant->range;
+	struct interval_tree_node *node;
+	struct hzc_activation *act;
+	unsigned long va, off;
+	int done = 0, n;
+	void *kaddr;
+
+	if (write && !(vma->vm_flags & VM_MAYWRITE))
+		return -EACCES;
+	down_read(&range->lock);
+	if (range->dead || !hzc_grant_valid(grant))
+		goto out_unlock;
+	while (done < len) {
+		va = hzc_vma_to_va(vma, range, addr + done);
+		node = interval_tree_iter_first(&range->acts, va, va);
+		if (!node)
+			break;
+		act = container_of(node, struct hzc_activation, node);
+		off = offset_in_page(va);
+		n = min_t(unsigned long, len - done, PAGE_SIZE - off);
+		kaddr = kmap_local_page(act->pages[(va - node->start) >> PAGE_SHIFT]);
+		if (write)
+			memcpy(kaddr + off, buf + done, n);
+		else
+			memcpy(buf + done, kaddr + off, n);
+		kunmap_local(kaddr);
+		done += n;
+	}
+out_unlock:
+	up_read(&range->lock);
+	return done ?: -EIO;
+}
+
 static const struct vm_operations_struct hzc_vm_ops = {
 	.open = hzc_vm_open,
 	.close = hzc_vm_close,
 	.fault = hzc_vm_fault,
+	.access = hzc_vm_access,
 };
+
+/* May @ctx map @range now?  Every refusal is the same EPERM. */
+static int hzc_may_map(struct hzc_ctx *ctx, struct hzc_range *range)
+{
+	bool dead;
+
+	down_read(&range->lock);
+	dead = range->dead;
+	up_read(&range->lock);
+	if (dead)
+		return -EPERM;
+	if (range->ctx != ctx && !hzc_ctx_share_domain(ctx, range->ctx))
+		return -EPERM;
+	return 0;
+}
 
 int hzc_peer_mmap(struct file *file, struct vm_area_struct *vma)
 {
 	struct hzc_ctx *ctx = file->private_data;
+	struct hzc_grant *grant;
 	struct hzc_range *range;
 	unsigned long npages;
-	bool dead;
+	u64 seq;
 	int ret;
 
 	if (current->mm != ctx->mm)
@@ -178,25 +299,29 @@ int hzc_peer_mmap(struct file *file, struct vm_area_struct *vma)
 	if (vma->vm_flags & VM_EXEC)
 		return -EPERM;
 
+	/* Authorize first: an offset without a window is refused the same way. */
 	range = hzc_range_get_by_window(vma->vm_pgoff);
 	if (!range)
-		return -ENXIO;
+		return -EPERM;
+	seq = hzc_break_seq();
+	ret = hzc_may_map(ctx, range);
+	if (ret)
+		goto out_put;
 	npages = hzc_range_size(range) >> PAGE_SHIFT;
 	if (vma->vm_pgoff - range->window + vma_pages(vma) > npages) {
 		ret = -EINVAL;
 		goto out_put;
 	}
-	down_read(&range->lock);
-	dead = range->dead;
-	up_read(&range->lock);
-	if (dead) {
-		ret = -ENXIO;
+	grant = kzalloc(sizeof(*grant), GFP_KERNEL_ACCOUNT);
+	if (!grant) {
+		ret = -ENOMEM;
 		goto out_put;
 	}
-	if (range->ctx != ctx && !hzc_ctx_share_domain(ctx, range->ctx)) {
-		ret = -EPERM;
-		goto out_put;
-	}
+	refcount_set(&grant->ref, 1);
+	grant->range = range;
+	kref_get(&ctx->kref);
+	grant->mapper = ctx;
+	atomic64_set(&grant->seq, seq);
 
 	/*
 	 * VM_PFNMAP: no struct page behind the PTEs as far as the core is
@@ -213,7 +338,7 @@ int hzc_peer_mmap(struct file *file, struct vm_area_struct *vma)
 	vma->vm_flags &= ~VM_MAYEXEC;
 #endif
 	vma->vm_ops = &hzc_vm_ops;
-	vma->vm_private_data = range;
+	vma->vm_private_data = grant;
 	return 0;
 
 out_put:

@@ -4,12 +4,15 @@
  * address space, kept in the context's interval tree, with a unique id and
  * a window in the mmap offset space of /dev/hzc.
  *
- * A range's window starts at byte offset (ctx->slot << HZC_VA_BITS) + base:
- * ranges of one context never overlap, so neither do their windows, and no
- * window is ever "allocated" or exhausted.  A slot is reused by a later
- * context once its owner is gone, which is safe because a peer VMA keeps a
- * reference to the range it mapped and never looks the offset up again.
+ * Windows are allocated (lowest free first) in a maple tree, so an offset
+ * says nothing about the range's address.  A window is reused once its
+ * range is gone, which is safe because a peer mapping keeps a reference to
+ * the range it mapped and never looks the offset up again.  The tree is
+ * used as the 6.1 mm uses its VMA tree (mas_empty_area() to find a gap,
+ * mas_store_gfp() to fill it) under an external lock, so that allocating
+ * tree nodes never drops the lock between finding a gap and filling it.
  */
+#include <linux/maple_tree.h>
 #include <linux/mm.h>
 #include <linux/overflow.h>
 #include <linux/sched.h>
@@ -18,10 +21,39 @@
 
 #include "hzc.h"
 
-/* Windows of all live ranges, by byte offset. */
-static DEFINE_SPINLOCK(hzc_windows_lock);
-static struct rb_root_cached hzc_windows = RB_ROOT_CACHED;
+/* Windows of all live ranges, by page offset.  Entries are ranges. */
+static DEFINE_MUTEX(hzc_windows_lock);
+static struct maple_tree hzc_windows =
+	MTREE_INIT_EXT(hzc_windows, MT_FLAGS_ALLOC_RANGE | MT_FLAGS_LOCK_EXTERN,
+		       hzc_windows_lock);
 static atomic64_t hzc_last_range_id = ATOMIC64_INIT(0);
+
+/* Give @range the lowest free window of @npages pages. */
+static int hzc_window_alloc(struct hzc_range *range, unsigned long npages)
+{
+	MA_STATE(mas, &hzc_windows, 0, 0);
+	int ret;
+
+	mutex_lock(&hzc_windows_lock);
+	ret = mas_empty_area(&mas, 1, HZC_WINDOW_LAST, npages);
+	if (!ret) {
+		range->window = mas.index;
+		mas.last = mas.index + npages - 1;
+		ret = mas_store_gfp(&mas, range, GFP_KERNEL_ACCOUNT);
+	}
+	mutex_unlock(&hzc_windows_lock);
+	/* -EBUSY: no gap of this size is left. */
+	return ret == -EBUSY ? -ENOSPC : ret;
+}
+
+static void hzc_window_free(struct hzc_range *range)
+{
+	MA_STATE(mas, &hzc_windows, range->window, range->window);
+
+	mutex_lock(&hzc_windows_lock);
+	mas_erase(&mas);
+	mutex_unlock(&hzc_windows_lock);
+}
 
 static void hzc_range_free(struct kref *kref)
 {
@@ -39,20 +71,15 @@ void hzc_range_put(struct hzc_range *range)
 /* Takes a reference on the range whose window contains @pgoff, if any. */
 struct hzc_range *hzc_range_get_by_window(unsigned long pgoff)
 {
-	struct interval_tree_node *node;
-	struct hzc_range *range = NULL;
-	unsigned long off = pgoff << PAGE_SHIFT;
+	MA_STATE(mas, &hzc_windows, pgoff, pgoff);
+	struct hzc_range *range;
 
-	if (pgoff > (ULONG_MAX >> PAGE_SHIFT))
-		return NULL;
-	/* A range is in the tree only while its context holds a reference. */
-	spin_lock(&hzc_windows_lock);
-	node = interval_tree_iter_first(&hzc_windows, off, off);
-	if (node) {
-		range = container_of(node, struct hzc_range, wnode);
+	/* Windows are erased under the same lock, before the range is put. */
+	mutex_lock(&hzc_windows_lock);
+	range = mas_walk(&mas);
+	if (range)
 		kref_get(&range->kref);
-	}
-	spin_unlock(&hzc_windows_lock);
+	mutex_unlock(&hzc_windows_lock);
 	return range;
 }
 
@@ -102,12 +129,18 @@ int hzc_range_register(struct hzc_ucmd *ucmd)
 	range->acts = RB_ROOT_CACHED;
 	range->node.start = cmd->base;
 	range->node.last = end - 1;
+	kref_get(&ctx->kref);
+	range->ctx = ctx;
 	/* Not mappable until fully set up. */
 	range->dead = true;
 
 	mutex_lock(&ctx->lock);
+	if (ctx->dead) {
+		ret = -EPERM;
+		goto out_unlock;
+	}
 	if (ctx->nr_ranges >= READ_ONCE(hzc_max_ranges)) {
-		ret = -ENOSPC;
+		ret = hzc_limit_hit("max_ranges", -ENOSPC);
 		goto out_unlock;
 	}
 	if (interval_tree_iter_first(&ctx->ranges, range->node.start,
@@ -120,34 +153,31 @@ int hzc_range_register(struct hzc_ucmd *ucmd)
 		goto out_unlock;
 
 	range->id = atomic64_inc_return(&hzc_last_range_id);
-	ret = hzc_sysfs_range_add(range);
+	ret = hzc_window_alloc(range, cmd->length >> PAGE_SHIFT);
 	if (ret)
 		goto out_unlock;
-
-	kref_get(&ctx->kref);
-	range->ctx = ctx;
-	range->wnode.start = ((unsigned long)ctx->slot << HZC_VA_BITS) +
-			     cmd->base;
-	range->wnode.last = range->wnode.start + cmd->length - 1;
-	range->window = range->wnode.start >> PAGE_SHIFT;
+	/* Complete now: the last step makes it visible in sysfs. */
+	ret = hzc_sysfs_range_add(range);
+	if (ret) {
+		hzc_window_free(range);
+		goto out_unlock;
+	}
 	interval_tree_insert(&range->node, &ctx->ranges);
 	ctx->nr_ranges++;
 	atomic64_inc(&hzc_stats.nr_ranges);
-	spin_lock(&hzc_windows_lock);
-	interval_tree_insert(&range->wnode, &hzc_windows);
-	spin_unlock(&hzc_windows_lock);
 	down_write(&range->lock);
 	range->dead = false;
 	up_write(&range->lock);
 	mutex_unlock(&ctx->lock);
 
 	cmd->out_id = range->id;
-	cmd->out_mmap_offset = range->wnode.start;
+	cmd->out_mmap_offset = (u64)range->window << PAGE_SHIFT;
 	return 0;
 
 out_unlock:
 	mutex_unlock(&ctx->lock);
-	kfree(range);
+	/* Peer mmap may have found it in the window tree; it saw it dead. */
+	hzc_range_put(range);
 	return ret;
 }
 
@@ -160,14 +190,12 @@ static void hzc_range_remove(struct hzc_ctx *ctx, struct hzc_range *range)
 	range->dead = true;
 	up_write(&range->lock);
 
+	hzc_sysfs_range_del(range);
+	hzc_window_free(range);
 	interval_tree_remove(&range->node, &ctx->ranges);
 	ctx->nr_ranges--;
 	atomic64_dec(&hzc_stats.nr_ranges);
-	spin_lock(&hzc_windows_lock);
-	interval_tree_remove(&range->wnode, &hzc_windows);
-	spin_unlock(&hzc_windows_lock);
-	hzc_sysfs_range_del(range);
-	/* Peer VMAs keep the range; their faults now get SIGBUS. */
+	/* Peer mappings keep the range; their faults now get SIGBUS. */
 	hzc_peer_revoke(range, 0, hzc_range_size(range));
 	hzc_range_put(range);
 }
@@ -218,5 +246,8 @@ void hzc_ranges_destroy(struct hzc_ctx *ctx)
 
 void hzc_windows_destroy(void)
 {
-	WARN_ON(!RB_EMPTY_ROOT(&hzc_windows.rb_root));
+	mutex_lock(&hzc_windows_lock);
+	WARN_ON(!mtree_empty(&hzc_windows));
+	__mt_destroy(&hzc_windows);
+	mutex_unlock(&hzc_windows_lock);
 }

@@ -130,29 +130,26 @@ static ssize_t state_show(struct kobject *kobj, struct kobj_attribute *attr,
 			  "active" : "registered");
 }
 
+/*
+ * The numbers of the domains the owner is a member of.  A context's
+ * memberships of one domain are next to each other in its list.
+ */
 static ssize_t domains_show(struct kobject *kobj, struct kobj_attribute *attr,
 			    char *buf)
 {
 	struct hzc_range *range = hzc_kobj_obj(kobj);
 	struct hzc_ctx *ctx = range->ctx;
-	struct hzc_member *m, *prev;
+	struct hzc_domain *prev = NULL;
+	struct hzc_member *m;
 	int len = 0;
 
 	spin_lock(&ctx->members_lock);
 	list_for_each_entry(m, &ctx->members, ctx_node) {
-		bool seen = false;
-
-		/* A context may hold several ranks of one domain. */
-		list_for_each_entry(prev, &ctx->members, ctx_node) {
-			if (prev == m)
-				break;
-			if (prev->dom == m->dom)
-				seen = true;
-		}
-		if (!seen)
-			len += sysfs_emit_at(buf, len, "%s%016llx%016llx",
-					     len ? " " : "", m->dom->id[1],
-					     m->dom->id[0]);
+		if (m->dom == prev)
+			continue;
+		prev = m->dom;
+		len += sysfs_emit_at(buf, len, "%s%llu", len ? " " : "",
+				     m->dom->seq);
 	}
 	spin_unlock(&ctx->members_lock);
 	len += sysfs_emit_at(buf, len, "\n");
@@ -187,7 +184,24 @@ static const struct kobj_type hzc_range_ktype = {
 	.default_groups = hzc_range_groups,
 };
 
-/* /sys/kernel/hzc/domains/<id>/ */
+/* /sys/kernel/hzc/domains/<seq>/ */
+
+/* The id is a capability (whoever knows it and the uid may join): root only. */
+static ssize_t id_show(struct kobject *kobj, struct kobj_attribute *attr,
+		       char *buf)
+{
+	struct hzc_domain *dom = hzc_kobj_obj(kobj);
+
+	return sysfs_emit(buf, "%016llx%016llx\n", dom->id[1], dom->id[0]);
+}
+
+static ssize_t state_dom_show(struct kobject *kobj, struct kobj_attribute *attr,
+			      char *buf)
+{
+	struct hzc_domain *dom = hzc_kobj_obj(kobj);
+
+	return sysfs_emit(buf, "%s\n", READ_ONCE(dom->broken) ? "broken" : "live");
+}
 
 static ssize_t nranks_show(struct kobject *kobj, struct kobj_attribute *attr,
 			   char *buf)
@@ -213,11 +227,16 @@ static ssize_t creator_uid_show(struct kobject *kobj,
 	return sysfs_emit(buf, "%u\n", from_kuid(&init_user_ns, dom->euid));
 }
 
+static struct kobj_attribute domain_id_attr = __ATTR(id, 0400, id_show, NULL);
+static struct kobj_attribute domain_state_attr =
+	__ATTR(state, 0444, state_dom_show, NULL);
 static struct kobj_attribute domain_nranks_attr = __ATTR_RO(nranks);
 static struct kobj_attribute domain_joined_attr = __ATTR_RO(joined);
 static struct kobj_attribute domain_creator_uid_attr = __ATTR_RO(creator_uid);
 
 static struct attribute *hzc_domain_attrs[] = {
+	&domain_id_attr.attr,
+	&domain_state_attr.attr,
 	&domain_nranks_attr.attr,
 	&domain_joined_attr.attr,
 	&domain_creator_uid_attr.attr,
@@ -307,9 +326,9 @@ void hzc_sysfs_range_del(struct hzc_range *range)
 int hzc_sysfs_domain_add(struct hzc_domain *dom)
 {
 	struct hzc_kobj *hk;
-	char name[40];
+	char name[24];
 
-	snprintf(name, sizeof(name), "%016llx%016llx", dom->id[1], dom->id[0]);
+	snprintf(name, sizeof(name), "%llu", dom->seq);
 	hk = hzc_kobj_add(&hzc_domain_ktype, hzc_domains_dir, dom, name);
 	if (IS_ERR(hk))
 		return PTR_ERR(hk);

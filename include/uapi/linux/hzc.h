@@ -6,10 +6,11 @@
  *
  * General rules for every ioctl
  * -----------------------------
- * - Every command is _IOWR(HZC_IOCTL_TYPE, nr, struct hzc_xxx).  The kernel
- *   dispatches on the command number only; the size that counts is the
- *   struct's first member, @size, which the caller sets to sizeof() of the
- *   struct it was compiled against.  Structs only grow at the end.
+ * - Every command is _IOWR(HZC_IOCTL_TYPE, nr, struct hzc_xxx).  The whole
+ *   command must match: another type, number or direction is -ENOTTY.  The
+ *   struct's first member, @size, is sizeof() of the struct the caller was
+ *   compiled against and must equal the size encoded in the command
+ *   (-EINVAL otherwise).  Structs only grow at the end.
  * - @size smaller than the first version of the struct is -EINVAL.  A larger
  *   @size is accepted if every byte beyond what the kernel knows is zero, and
  *   is -E2BIG otherwise; a @size above the page size is always -E2BIG.
@@ -21,12 +22,25 @@
  *   kernel.  Only ids cross the ABI, never kernel pointers.
  * - A context is bound to the mm of the process that opened /dev/hzc; an
  *   ioctl or mmap from another mm (e.g. a forked child) is -EPERM.
- * - open() of /dev/hzc fails with -ENOSPC when 65535 files are open.
+ * - A context's resources belong to its opener, not to whoever holds the
+ *   file: when the opener's address space goes away (exit, kill, execve)
+ *   every activation is unpinned and uncharged, every range removed, every
+ *   membership left (peers' waits end with ECONNRESET) and every peer
+ *   mapping of its ranges revoked, even if a forked child or the receiver
+ *   of the file descriptor (SCM_RIGHTS, pidfd_getfd) still holds the file.
+ *
+ * Limits (module parameters, /sys/module/hzc/parameters/; see
+ * Documentation/ABI/testing/sysfs-kernel-hzc): per context ENOSPC
+ * (max_ranges, max_memberships, max_board_bytes), per user EDQUOT
+ * (max_user_memberships, max_user_board_bytes), global ENOSPC
+ * (max_domains), pins ENOMEM (RLIMIT_MEMLOCK and max_pinned_bytes, both
+ * per user).  "User" is the real uid of the process that opened the file.
  *
  * Errno table (common to all commands; each command lists its own extras)
  * ------------------------------------------------------------------------
- *   ENOTTY      unknown command
- *   EINVAL      @size too small, or a field has an invalid value
+ *   ENOTTY      unknown command, or wrong type or direction bits
+ *   EINVAL      @size too small or not the size encoded in the command, or
+ *               a field has an invalid value
  *   E2BIG       @size larger than known and the unknown tail is not zero,
  *               or @size larger than the page size
  *   EOPNOTSUPP  unknown @flags bit or non-zero __reserved field
@@ -41,7 +55,7 @@
 #include <linux/types.h>
 
 #define HZC_DEVICE_NAME		"hzc"
-#define HZC_ABI_VERSION		1
+#define HZC_ABI_VERSION		2
 
 #define HZC_IOCTL_TYPE		0xCD
 
@@ -78,7 +92,8 @@ enum {
  * @out_abi_version: HZC_ABI_VERSION of the running module
  * @out_page_size: PAGE_SIZE of the running kernel
  * @out_features: HZC_FEATURE_* bits
- * @out_max_pinned_bytes: max_pinned_bytes module parameter (0 = unlimited)
+ * @out_max_pinned_bytes: max_pinned_bytes module parameter, per user
+ *                        (0 = only RLIMIT_MEMLOCK)
  * @out_max_ranges: max_ranges module parameter (per context)
  * @out_max_domains: max_domains module parameter (global)
  * @out_max_ranks: largest nranks a domain may have
@@ -108,7 +123,9 @@ struct hzc_info {
  * @base: first byte of the range in the caller's address space
  * @length: length of the range in bytes
  * @out_id: the range's id, unique and never reused while the module is loaded
- * @out_mmap_offset: offset of the range's window in the /dev/hzc mmap space
+ * @out_mmap_offset: offset of the range's window in the /dev/hzc mmap space;
+ *                   allocated, unrelated to @base (a window may be reused
+ *                   after its range is gone)
  *
  * [@base, @base + @length) must be page aligned, inside the user address
  * space and covered by mappings (any protection, e.g. a PROT_NONE
@@ -121,7 +138,7 @@ struct hzc_info {
  *   EOVERFLOW   @base + @length overflows
  *   EFAULT      part of the range is not mapped
  *   EEXIST      the range overlaps a registered range; nothing changed
- *   ENOSPC      the context has max_ranges ranges
+ *   ENOSPC      the context has max_ranges ranges, or no window is left
  */
 struct hzc_range_register {
 	__u32 size;
@@ -171,9 +188,11 @@ struct hzc_range_unregister {
  *
  * [@va, @va + @length) must lie inside one registered range, be mapped
  * writable, and not overlap another activation.  Its pages are pinned
- * long-term (FOLL_LONGTERM | FOLL_WRITE) and charged to RLIMIT_MEMLOCK of
- * the context's owner (CAP_IPC_LOCK exempts from the limit).  Either the
- * whole activation is pinned or nothing is.
+ * long-term (FOLL_LONGTERM | FOLL_WRITE) and charged to the opener's user
+ * (user->locked_vm, shown in the opener's VmPin) against the caller's
+ * RLIMIT_MEMLOCK: every pin of one uid counts against the one limit
+ * (CAP_IPC_LOCK exempts).  Either the whole activation is pinned or nothing
+ * is.  Pinning does not block other calls on the context.
  *
  * Errors:
  *   EINVAL      @length is 0, @va or @length is not page aligned, or the
@@ -181,8 +200,9 @@ struct hzc_range_unregister {
  *   EOVERFLOW   @va + @length overflows
  *   ENOENT      no range contains @va
  *   EEXIST      the activation overlaps an existing activation
- *   ENOMEM      RLIMIT_MEMLOCK or max_pinned_bytes would be exceeded, or
- *               out of memory
+ *   ENOMEM      RLIMIT_MEMLOCK or max_pinned_bytes would be exceeded for the
+ *               user, or out of memory
+ *   ENOENT      (also) the range was unregistered while pinning
  *   EFAULT      part of it is not mapped, or not writable, or is a shared
  *               mapping of a file whose writes the file system tracks
  *               (anonymous memory, shmem/memfd and hugetlbfs can be
@@ -231,9 +251,13 @@ struct hzc_deactivate {
  * The first joiner creates the domain; later joiners must give the same
  * @nranks and have the creator's effective uid (or CAP_SYS_ADMIN).  A
  * context may hold several ranks of one domain.  When any member leaves
- * (explicitly or by closing the file) the domain breaks: its waiters get
- * ECONNRESET, it is no longer found by id (a new join with the same id
- * creates a new domain), and the remaining members should leave.
+ * (explicitly, by closing the file or by the opener's exit) the domain
+ * breaks: its waiters get ECONNRESET, it is no longer found by id (a new
+ * join with the same id creates a new domain), peer mappings made under it
+ * are revoked, and the remaining members should leave.  The id is a
+ * capability: together with the creator's uid it admits to the domain, so it
+ * is shown to root only.  A domain counts against max_domains until its
+ * last member has left.
  *
  * Errors:
  *   EINVAL      @domain_id is zero, @nranks is 0 or too large, @rank >=
@@ -241,7 +265,9 @@ struct hzc_deactivate {
  *   EBUSY       @rank is taken, or this context already holds @rank of a
  *               domain with this id (leave it first)
  *   EPERM       the caller's effective uid is not the creator's
- *   ENOSPC      max_domains domains exist
+ *   ENOSPC      max_domains domains exist, or the context holds
+ *               max_memberships memberships
+ *   EDQUOT      the user holds max_user_memberships memberships
  */
 struct hzc_domain_join {
 	__u32 size;
@@ -285,14 +311,18 @@ struct hzc_domain_leave {
  * @blob_len: its length, 0 .. out_max_blob_size of INFO
  * @__reserved: must be 0
  *
- * Each member publishes at most one blob per key; the blob stays until the
- * member leaves.
+ * Each member publishes at most one blob per key; the blob stays on the
+ * board until the domain is freed.  Its bytes count against the context's
+ * max_board_bytes while the member stays, and against the user's
+ * max_user_board_bytes until the domain is freed.
  *
  * Errors:
  *   EINVAL      @key or @blob_len out of bounds
  *   ENOENT      this context holds no such rank of such a domain
  *   EEXIST      this member already published under @key
  *   ECONNRESET  the domain is broken (a member left)
+ *   ENOSPC      the context's max_board_bytes would be exceeded
+ *   EDQUOT      the user's max_user_board_bytes would be exceeded
  */
 struct hzc_board_put {
 	__u32 size;
@@ -477,17 +507,25 @@ struct hzc_list_activations {
  * with off = mmap_offset of a range (from RANGE_REGISTER or LIST_RANGES)
  * plus a page-aligned offset into the range, maps that part of the owner's
  * range.  Activated parts show the owner's pages; an access elsewhere is
- * SIGBUS.  Deactivate, unregister and the owner's exit revoke the mapping
- * (later accesses are SIGBUS); the mapping keeps its own range and never
- * shows another range's pages.  The mapping is not inherited by fork().
+ * SIGBUS.  A context may map its own ranges, and another context's while
+ * the two hold ranks of a common unbroken domain.  Deactivate, unregister,
+ * the owner's exit and the breaking of the last domain the two share revoke
+ * the mapping (later accesses are SIGBUS, also after the owner activates
+ * that memory again); the mapping keeps its own range and never shows
+ * another range's pages.  It is not inherited by fork().  ptrace and
+ * /proc/PID/mem can read it.  A file opened read-only maps read-only
+ * (PROT_WRITE is then EACCES).
  *
- * mmap errors:
- *   EPERM       the caller's mm does not own this file, the caller's
- *               context shares no domain with the range's owner, or
- *               PROT_EXEC was asked for (mprotect() to PROT_EXEC is EACCES)
- *   EINVAL      not MAP_SHARED, or the mapping extends beyond the range
- * A file opened read-only maps read-only (PROT_WRITE is then EACCES).
- *   ENXIO       no range has a window at @off
+ * mmap errors, checked in this order:
+ *   EPERM       the caller's mm does not own this file
+ *   EINVAL      not MAP_SHARED
+ *   EPERM       PROT_EXEC was asked for (mprotect() to PROT_EXEC is EACCES)
+ *   EPERM       @off names no range the caller may map: no window there,
+ *               the range is gone, or its owner shares no unbroken domain
+ *               with the caller.  One errno for all of them, decided before
+ *               anything else about the range, so that probing offsets
+ *               reveals nothing about other users' ranges
+ *   EINVAL      the mapping extends beyond the range
  */
 
 #endif /* _UAPI_LINUX_HZC_H */
