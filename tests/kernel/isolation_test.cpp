@@ -1,2 +1,1152 @@
 // SPDX-License-Identifier: GPL-2.0
+// A hostile local user against context lifetime and peer mappings: the owner's death while
+// someone else holds its file, pins of short-lived workers, mmap() errors as an address
+// oracle, peer mappings that outlive their domain, pinning stalled in a page fault, and
+// /proc/PID/mem at a peer mapping.  Every attack runs in forked children as an
+// unprivileged uid (the stalled-fault one as root, see there); the test process (root)
+// only coordinates them and reads the counters.
+#include <grp.h>
+#include <linux/fuse.h>
+#include <poll.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <sys/wait.h>
+
+#include <atomic>
+#include <thread>
+#include <utility>
+
 #include "ktest.h"
+
+namespace hzc::ktest {
+namespace {
+
+constexpr uid_t kNobody = 65534;
+constexpr uid_t kOtherUser = 65533;
+constexpr size_t kMiB = 1 << 20;
+// What a child says when it has nothing to say in time (no errno has this value).
+constexpr uint64_t kNoReply = ~0ull;
+// How long the test waits for a child's answer that needs no kernel liveness.
+constexpr int kReplyMs = 60000;
+
+// ---------------------------------------------------------------------------------------
+// Helpers of this file: children, channels to them, fd passing, access probes.
+// ---------------------------------------------------------------------------------------
+
+void CloseFd(int &fd) {
+  if (fd >= 0) {
+    close(fd);
+    fd = -1;
+  }
+}
+
+// A two-way channel of 64-bit words between the test and one child (two pipes, close-on-exec).
+// Made before fork(); then each side keeps its ends.
+class Chan {
+ public:
+  Chan() {
+    if (pipe2(down_, O_CLOEXEC) != 0 || pipe2(up_, O_CLOEXEC) != 0) {
+      CloseAll();
+    }
+  }
+  ~Chan() { CloseAll(); }
+  Chan(const Chan &) = delete;
+  Chan &operator=(const Chan &) = delete;
+
+  void KeepChildEnds() {
+    CloseFd(down_[1]);
+    CloseFd(up_[0]);
+    in_ = down_[0];
+    out_ = up_[1];
+  }
+  void KeepParentEnds() {
+    CloseFd(down_[0]);
+    CloseFd(up_[1]);
+    in_ = up_[0];
+    out_ = down_[1];
+  }
+  void CloseAll() {
+    for (int *fd : {&down_[0], &down_[1], &up_[0], &up_[1]}) {
+      CloseFd(*fd);
+    }
+    in_ = out_ = -1;
+  }
+  bool Send(uint64_t v) { return out_ >= 0 && write(out_, &v, sizeof(v)) == sizeof(v); }
+  // False on timeout (-1: none) or when the other side is gone.
+  bool Recv(uint64_t *v, int timeout_ms = kReplyMs) {
+    pollfd p{in_, POLLIN, 0};
+    if (in_ < 0 || poll(&p, 1, timeout_ms) != 1) {
+      return false;
+    }
+    return read(in_, v, sizeof(*v)) == sizeof(*v);
+  }
+  // The next word, or kNoReply.
+  uint64_t Get(int timeout_ms = kReplyMs) {
+    uint64_t v = kNoReply;
+    return Recv(&v, timeout_ms) ? v : kNoReply;
+  }
+
+ private:
+  int down_[2] = {-1, -1};  // test -> child
+  int up_[2] = {-1, -1};    // child -> test
+  int in_ = -1;
+  int out_ = -1;
+};
+
+// Becomes `uid` (and gid `uid`, no supplementary groups) with RLIMIT_MEMLOCK `memlock`;
+// uid 0 stays root.  Stays dumpable so that /proc/self/mem can be opened.
+bool BecomeUser(uid_t uid, rlim_t memlock) {
+  const rlimit rl{memlock, memlock};
+  if (setrlimit(RLIMIT_MEMLOCK, &rl) != 0) {
+    return false;
+  }
+  if (uid != 0 && (setgroups(0, nullptr) != 0 || setresgid(uid, uid, uid) != 0 ||
+                   setresuid(uid, uid, uid) != 0)) {
+    return false;
+  }
+  return prctl(PR_SET_DUMPABLE, 1) == 0;
+}
+
+constexpr int kCannotBecomeUser = 100;
+
+// A child process running body(Chan &) as `uid`; killed (and reaped) when destroyed.
+class Proc {
+ public:
+  template <typename Body>
+  Proc(uid_t uid, Body body, rlim_t memlock = 64 * kMiB) {
+    pid_ = fork();
+    if (pid_ == 0) {
+      chan_.KeepChildEnds();
+      prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (!BecomeUser(uid, memlock)) {
+        _exit(kCannotBecomeUser);
+      }
+      _exit(body(chan_));
+    }
+    chan_.KeepParentEnds();
+  }
+  ~Proc() { Kill(); }
+  Proc(const Proc &) = delete;
+  Proc &operator=(const Proc &) = delete;
+
+  pid_t pid() const { return pid_; }
+  bool Send(uint64_t v) { return chan_.Send(v); }
+  uint64_t Get(int timeout_ms = kReplyMs) { return chan_.Get(timeout_ms); }
+  // Exit status, 128 + signal if killed, -1 if not running.
+  int Wait() {
+    if (pid_ <= 0) {
+      return -1;
+    }
+    int status = 0;
+    const pid_t pid = std::exchange(pid_, -1);
+    if (waitpid(pid, &status, 0) != pid) {
+      return -1;
+    }
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  }
+  void Kill() {
+    if (pid_ > 0) {
+      kill(pid_, SIGKILL);
+      Wait();
+    }
+  }
+
+ private:
+  Chan chan_;
+  pid_t pid_ = -1;
+};
+
+// Kills and reaps a process that is not (yet) the test's child: a grandchild becomes one
+// when its parent dies, because the test process is a child subreaper.
+struct Reaper {
+  pid_t pid = -1;
+  ~Reaper() {
+    if (pid > 0) {
+      kill(pid, SIGKILL);
+      waitpid(pid, nullptr, 0);
+    }
+  }
+};
+
+bool SendFd(int sock, int fd) {
+  char byte = 'f';
+  iovec iov{&byte, 1};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof(control);
+  cmsghdr *c = CMSG_FIRSTHDR(&msg);
+  c->cmsg_level = SOL_SOCKET;
+  c->cmsg_type = SCM_RIGHTS;
+  c->cmsg_len = CMSG_LEN(sizeof(int));
+  std::memcpy(CMSG_DATA(c), &fd, sizeof(int));
+  return sendmsg(sock, &msg, MSG_NOSIGNAL) == 1;
+}
+
+// The received fd, or -1.
+int RecvFd(int sock) {
+  char byte = 0;
+  iovec iov{&byte, 1};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof(control);
+  if (recvmsg(sock, &msg, MSG_CMSG_CLOEXEC) != 1) {
+    return -1;
+  }
+  cmsghdr *c = CMSG_FIRSTHDR(&msg);
+  if (c == nullptr || c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) {
+    return -1;
+  }
+  int fd = -1;
+  std::memcpy(&fd, CMSG_DATA(c), sizeof(int));
+  return fd;
+}
+
+sigjmp_buf probe_jmp;
+
+void ProbeHandler(int sig) {
+  siglongjmp(probe_jmp, sig);
+}
+
+// Reads *p: 0 if the access worked (the byte in *value), else the signal it raised.
+int Probe(volatile char *p, char *value) {
+  struct sigaction sa {
+  }, old_bus{}, old_segv{};
+  sa.sa_handler = ProbeHandler;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGBUS, &sa, &old_bus);
+  sigaction(SIGSEGV, &sa, &old_segv);
+  const int sig = sigsetjmp(probe_jmp, 1);
+  if (sig == 0) {
+    *value = *p;
+  }
+  sigaction(SIGBUS, &old_bus, nullptr);
+  sigaction(SIGSEGV, &old_segv, nullptr);
+  return sig;
+}
+
+// mmap() of /dev/hzc: 0 if it worked (and is undone), else the errno.
+int MmapErrno(int fd, uint64_t offset, size_t len, int prot = PROT_READ) {
+  void *p = mmap(nullptr, len, prot, MAP_SHARED, fd, static_cast<off_t>(offset));
+  if (p == MAP_FAILED) {
+    return errno;
+  }
+  munmap(p, len);
+  return 0;
+}
+
+// Memory of one owner: a range of `pages` pages, all activated and filled with `marker`.
+struct OwnedRange {
+  int fd = -1;
+  char *base = nullptr;
+  size_t len = 0;
+  hzc_range_register reg{};
+  // 0, or the step that failed.
+  int Make(int file, size_t pages, char marker) {
+    fd = file;
+    len = pages * PageSize();
+    void *p = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (fd < 0 || p == MAP_FAILED) {
+      return 1;
+    }
+    base = static_cast<char *>(p);
+    std::memset(base, marker, len);
+    if (RegisterRange(fd, base, len, &reg) != 0) {
+      return 2;
+    }
+    return Activate(fd, base, len) == 0 ? 0 : 3;
+  }
+};
+
+// Commands the tests send to their children.
+enum : uint64_t {
+  kCmdExit = 1000,
+  kCmdGo,
+  kCmdLeave,       // + index of the domain; answer: errno
+  kCmdReactivate,  // + marker; deactivate, refill, activate; answer: errno
+  kCmdProbe,       // answer: signal, byte read
+  kCmdRemap,       // a new mmap of the peer's range; answer: errno
+  kCmdIoctl,       // an ioctl on the held file; answer: errno
+  kCmdMmap,        // an mmap of the held file; answer: errno
+  kCmdProcMem,     // pread of /proc/self/mem at the peer mapping; answer: result, bytes seen
+  kCmdList,        // LIST_RANGES; answer: errno, count, activated bytes
+  kCmdListActs,    // LIST_ACTIVATIONS; answer: errno, count
+};
+
+// Waits for kCmdExit (or the test's end).
+int AwaitExit(Chan &c) {
+  for (uint64_t cmd; c.Recv(&cmd, -1);) {
+    if (cmd == kCmdExit) {
+      break;
+    }
+  }
+  return 0;
+}
+
+class IsolationTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    page_ = PageSize();
+    // Grandchildren whose parent dies become the test's children, so it can reap them.
+    ASSERT_EQ(prctl(PR_SET_CHILD_SUBREAPER, 1), 0);
+    ASSERT_EQ(geteuid(), 0u) << "the test drops privileges in its children";
+  }
+  // Runs after the test body has killed and reaped every child.
+  void TearDown() override { ExpectBalanced(before_); }
+
+  // Checks that what the owner pinned is gone while its file is still open elsewhere.
+  void ExpectOwnerTornDown(const char *what) {
+    const Counters now;
+    EXPECT_EQ(now.pinned, before_.pinned) << "pinned_bytes " << what;
+    EXPECT_EQ(now.activations, before_.activations) << "nr_activations " << what;
+    EXPECT_EQ(now.ranges, before_.ranges) << "nr_ranges " << what;
+    EXPECT_EQ(now.foll_pins, before_.foll_pins) << "FOLL_PIN pages " << what;
+  }
+
+  const Counters before_;
+  size_t page_ = 0;
+};
+
+// ---------------------------------------------------------------------------------------
+// Owner death while someone else holds the file
+// ---------------------------------------------------------------------------------------
+
+constexpr size_t kOwnerPages = 16;
+constexpr uint32_t kNeverPublished = 3;
+
+// Attack: rank 0 forks a child that keeps its file open (fork without exec), so that a
+// SIGKILL of rank 0 leaves the context, its pins and its domain seat alive: peers wait on
+// the board until their timeout, the pins outlive the owner.  Must happen: the owner's
+// death tears the context down at once: rank 1's BOARD_WAIT (30 s timeout) returns
+// ECONNRESET, pins, activations and ranges return to baseline while the forked child
+// still holds the file, and that child's ioctl and mmap on it are EPERM.
+TEST_F(IsolationTest, OwnerKilledWhileForkedChildHoldsFile) {
+  const DomainId id = NewDomainId();
+  Reaper keeper_reaper;  // destroyed after `owner`, so the keeper is the test's child by then
+  Chan keeper;           // to the owner's forked child
+  Proc owner(kNobody, [&](Chan &c) {
+    OwnedRange r;
+    const int fd = OpenDevice();
+    int step = fd < 0 || Join(fd, id, 0, 2) != 0 ? 10 : r.Make(fd, kOwnerPages, 0x4b);
+    c.Send(step);
+    if (step != 0) {
+      return step;
+    }
+    const pid_t child = fork();
+    if (child == 0) {
+      // The keeper: holds the file and tries it on command.
+      keeper.KeepChildEnds();
+      for (uint64_t cmd; keeper.Recv(&cmd, -1) && cmd != kCmdExit;) {
+        if (cmd == kCmdIoctl) {
+          std::vector<hzc_range_desc> ranges;
+          keeper.Send(ListRanges(fd, id, 0, 0, &ranges));
+          keeper.Send(Activate(fd, r.base, page_));
+        } else if (cmd == kCmdMmap) {
+          keeper.Send(MmapErrno(fd, r.reg.out_mmap_offset, page_));
+        }
+      }
+      _exit(0);
+    }
+    keeper.CloseAll();
+    c.Send(static_cast<uint64_t>(child));
+    return AwaitExit(c);
+  });
+  keeper.KeepParentEnds();
+  ASSERT_EQ(owner.Get(), 0u) << "owner set-up step";
+  keeper_reaper.pid = static_cast<pid_t>(owner.Get());
+  ASSERT_GT(keeper_reaper.pid, 0);
+
+  Proc peer(kNobody, [&](Chan &c) {
+    const int fd = OpenDevice();
+    c.Send(fd < 0 ? ENODEV : Join(fd, id, 1, 2));
+    for (uint64_t cmd; c.Recv(&cmd, -1) && cmd != kCmdExit;) {
+      if (cmd == kCmdGo) {
+        c.Send(Wait(fd, id, 1, kNeverPublished, 2, 30000).err);
+      } else if (cmd == kCmdLeave) {
+        c.Send(Leave(fd, id, 1));
+      }
+    }
+    return 0;
+  });
+  ASSERT_EQ(peer.Get(), 0u) << "rank 1 join";
+  ASSERT_EQ(Counter("pinned_bytes"), before_.pinned + static_cast<long long>(kOwnerPages * page_))
+      << "premise: the owner's activation is pinned";
+
+  ASSERT_TRUE(peer.Send(kCmdGo));
+  usleep(300 * 1000);  // let rank 1 go to sleep in BOARD_WAIT (either order must give ECONNRESET)
+  owner.Kill();
+  EXPECT_EQ(peer.Get(), static_cast<uint64_t>(ECONNRESET))
+      << "rank 1's BOARD_WAIT after rank 0 was killed (ETIMEDOUT = " << ETIMEDOUT
+      << ": the domain outlived its owner for the whole 30 s)";
+  ExpectOwnerTornDown("after the owner's death, while its forked child holds the file");
+  EXPECT_EQ(Counter("nr_contexts"), before_.contexts + 2) << "two files stay open";
+
+  ASSERT_TRUE(keeper.Send(kCmdIoctl));
+  EXPECT_EQ(keeper.Get(), static_cast<uint64_t>(EPERM)) << "LIST_RANGES by the forked child";
+  EXPECT_EQ(keeper.Get(), static_cast<uint64_t>(EPERM)) << "ACTIVATE by the forked child";
+  ASSERT_TRUE(keeper.Send(kCmdMmap));
+  EXPECT_EQ(keeper.Get(), static_cast<uint64_t>(EPERM)) << "mmap by the forked child";
+  ASSERT_TRUE(peer.Send(kCmdLeave));
+  EXPECT_EQ(peer.Get(), 0u) << "rank 1 leaves the broken domain";
+  keeper.Send(kCmdExit);
+  peer.Send(kCmdExit);
+  EXPECT_EQ(peer.Wait(), 0);
+}
+
+// Attack: the opener hands its file to another process over SCM_RIGHTS and exits; the
+// receiver keeps the context (and the opener's pins) alive.  Must happen: the opener's
+// exit tears the context down; the receiver's ioctl on the file is EPERM.
+TEST_F(IsolationTest, OwnerExitAfterScmRightsHandOffUnpins) {
+  int sv[2];
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+  Proc holder(kNobody, [&](Chan &c) {
+    close(sv[0]);
+    const int fd = RecvFd(sv[1]);
+    c.Send(fd >= 0 ? 0 : 1);
+    for (uint64_t cmd; c.Recv(&cmd, -1) && cmd != kCmdExit;) {
+      if (cmd == kCmdIoctl) {
+        hzc_info info{};
+        info.size = sizeof(info);
+        c.Send(Ioctl(fd, HZC_IOC_INFO, &info));
+      } else if (cmd == kCmdMmap) {
+        c.Send(MmapErrno(fd, 0, page_));
+      }
+    }
+    return 0;
+  });
+  Proc opener(kNobody, [&](Chan &c) {
+    close(sv[1]);
+    OwnedRange r;
+    int step = r.Make(OpenDevice(), kOwnerPages, 0x5e);
+    if (step == 0 && !SendFd(sv[0], r.fd)) {
+      step = 4;
+    }
+    c.Send(step);
+    return AwaitExit(c);
+  });
+  close(sv[0]);
+  close(sv[1]);
+  ASSERT_EQ(opener.Get(), 0u) << "opener set-up step";
+  ASSERT_EQ(holder.Get(), 0u) << "holder received the file";
+  ASSERT_EQ(Counter("pinned_bytes"), before_.pinned + static_cast<long long>(kOwnerPages * page_))
+      << "premise: the opener's activation is pinned";
+
+  opener.Send(kCmdExit);
+  ASSERT_EQ(opener.Wait(), 0);
+  ExpectOwnerTornDown("after the opener's exit, while the receiver holds its file");
+  EXPECT_EQ(Counter("nr_contexts"), before_.contexts + 1) << "the receiver's file stays open";
+  ASSERT_TRUE(holder.Send(kCmdIoctl));
+  EXPECT_EQ(holder.Get(), static_cast<uint64_t>(EPERM)) << "INFO by the receiver";
+  ASSERT_TRUE(holder.Send(kCmdMmap));
+  EXPECT_EQ(holder.Get(), static_cast<uint64_t>(EPERM)) << "mmap by the receiver";
+  holder.Send(kCmdExit);
+  EXPECT_EQ(holder.Wait(), 0);
+}
+
+// Attack: the opener execs another program with the file still open (no O_CLOEXEC), so the
+// context outlives the address space that activated the memory.  Must happen: execve tears
+// the context down; only the open file remains.
+TEST_F(IsolationTest, OwnerExecveUnpins) {
+  Proc opener(kNobody, [&](Chan &c) {
+    OwnedRange r;
+    const int step = r.Make(open(kDevice, O_RDWR), kOwnerPages, 0x6f);
+    c.Send(step);
+    c.Send(static_cast<uint64_t>(r.fd));
+    uint64_t cmd = 0;
+    if (step != 0 || !c.Recv(&cmd, -1) || cmd != kCmdGo) {
+      return step;
+    }
+    execl("/bin/sleep", "sleep", "1000", static_cast<char *>(nullptr));
+    return 99;
+  });
+  ASSERT_EQ(opener.Get(), 0u) << "opener set-up step";
+  const uint64_t fd = opener.Get();
+  ASSERT_NE(fd, kNoReply);
+  ASSERT_EQ(Counter("pinned_bytes"), before_.pinned + static_cast<long long>(kOwnerPages * page_))
+      << "premise: the opener's activation is pinned";
+
+  ASSERT_TRUE(opener.Send(kCmdGo));
+  // The channel is close-on-exec: its end of file says the old address space is gone.
+  EXPECT_EQ(opener.Get(), kNoReply);
+  const std::string proc = "/proc/" + std::to_string(opener.pid());
+  char link[256] = {};
+  ASSERT_GT(readlink((proc + "/fd/" + std::to_string(fd)).c_str(), link, sizeof(link) - 1), 0)
+      << "the file stays open across execve";
+  ASSERT_STREQ(link, kDevice);
+  EXPECT_NE(ReadLine(proc + "/comm").find("sleep"), std::string::npos) << "execve happened";
+  ExpectOwnerTornDown("after execve, with the file still open in the new program");
+  EXPECT_EQ(Counter("nr_contexts"), before_.contexts + 1) << "the file stays open";
+  opener.Kill();
+}
+
+// ---------------------------------------------------------------------------------------
+// Pins of short-lived workers
+// ---------------------------------------------------------------------------------------
+
+constexpr int kWorkers = 64;
+
+// Attack: 64 short-lived workers of one user, each with RLIMIT_MEMLOCK 1 MiB, activate 1 MiB,
+// hand their file to a long-lived holder over SCM_RIGHTS and exit, leaving 64 MiB pinned
+// for a user allowed 1 MiB.  Must happen: each worker's pins go with its exit, so every
+// worker can activate its 1 MiB and pinned_bytes is back at baseline after each exit.
+TEST_F(IsolationTest, ShortLivedWorkersHandingOnFilesLeaveNothingPinned) {
+  int sv[2];
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+  Proc holder(kNobody, [&](Chan &c) {
+    close(sv[0]);
+    std::vector<int> fds;
+    for (uint64_t cmd; c.Recv(&cmd, -1) && cmd != kCmdExit;) {
+      if (cmd == kCmdGo) {
+        const int fd = RecvFd(sv[1]);
+        if (fd >= 0) {
+          fds.push_back(fd);
+        }
+        c.Send(fds.size());
+      } else if (cmd == kCmdIoctl) {
+        hzc_info info{};
+        info.size = sizeof(info);
+        c.Send(fds.empty() ? ENOENT : Ioctl(fds[0], HZC_IOC_INFO, &info));
+      }
+    }
+    return 0;
+  });
+  int leaky = 0;
+  long long max_pinned = before_.pinned;
+  for (int i = 0; i < kWorkers; ++i) {
+    Proc worker(
+        kNobody,
+        [&](Chan &) {
+          close(sv[1]);
+          OwnedRange r;
+          const int step = r.Make(OpenDevice(), kMiB / page_, static_cast<char>(i));
+          if (step != 0) {
+            return step;
+          }
+          return SendFd(sv[0], r.fd) ? 0 : 4;
+        },
+        kMiB);
+    const int status = worker.Wait();
+    ASSERT_EQ(status, 0) << "worker " << i
+                         << " failed (3: ACTIVATE of 1 MiB; earlier workers' pins still charged)";
+    ASSERT_TRUE(holder.Send(kCmdGo));
+    ASSERT_EQ(holder.Get(), static_cast<uint64_t>(i + 1)) << "files the holder received";
+    const long long pinned = Counter("pinned_bytes");
+    max_pinned = std::max(max_pinned, pinned);
+    leaky += pinned != before_.pinned;
+  }
+  close(sv[0]);
+  close(sv[1]);
+  EXPECT_EQ(leaky, 0) << "workers after whose exit something stayed pinned; pinned_bytes reached "
+                      << (max_pinned - before_.pinned) << " bytes above baseline";
+  ExpectOwnerTornDown("while the holder keeps all 64 files");
+  EXPECT_EQ(Counter("nr_contexts"), before_.contexts + kWorkers) << "the held files stay open";
+  ASSERT_TRUE(holder.Send(kCmdIoctl));
+  EXPECT_EQ(holder.Get(), static_cast<uint64_t>(EPERM)) << "INFO on a received file";
+  holder.Send(kCmdExit);
+  EXPECT_EQ(holder.Wait(), 0);
+}
+
+// ---------------------------------------------------------------------------------------
+// mmap() is not an address oracle
+// ---------------------------------------------------------------------------------------
+
+constexpr size_t kVictimPages = 16;
+constexpr uint64_t kOldSlotSpan = 1ull << 47;  // the old windows: (slot << 47) + base
+
+// Attack: a user sharing no domain with the victim learns the victim's window offset and
+// range size, and probes mmap() around it, and at the victim's base address and offset 0:
+// with "no window" (ENXIO) and "too long" (EINVAL) decided before "may not map" (EPERM), and
+// windows at (slot << 47) + base, the errnos gave the base address away.  Must happen: every
+// refusal is EPERM; window offsets are unrelated to addresses (offset != base, not base
+// modulo 2^47), and two contexts registering the same base get different offsets.  The
+// victim itself may map its range and gets EINVAL for a mapping longer than it.
+TEST_F(IsolationTest, MmapErrorsAreNoAddressOracle) {
+  Proc victim(kOtherUser, [&](Chan &c) {
+    OwnedRange r;
+    int step = r.Make(OpenDevice(), kVictimPages, 0x77);
+    const int fd2 = OpenDevice();
+    hzc_range_register reg2{};
+    if (step == 0 && (fd2 < 0 || RegisterRange(fd2, r.base, r.len, &reg2) != 0)) {
+      step = 5;
+    }
+    c.Send(step);
+    if (step != 0) {
+      return step;
+    }
+    c.Send(reinterpret_cast<uintptr_t>(r.base));
+    c.Send(r.len);
+    c.Send(r.reg.out_mmap_offset);
+    c.Send(reg2.out_mmap_offset);
+    // Its own range: mappable, and too long a mapping is EINVAL.
+    char *m = static_cast<char *>(mmap(nullptr, r.len, PROT_READ, MAP_SHARED, r.fd,
+                                       static_cast<off_t>(r.reg.out_mmap_offset)));
+    char v = 0;
+    c.Send(m == MAP_FAILED ? errno : Probe(m + page_, &v) == 0 ? static_cast<uint8_t>(v) : 1000);
+    c.Send(MmapErrno(r.fd, r.reg.out_mmap_offset, r.len + page_));
+    return AwaitExit(c);
+  });
+  ASSERT_EQ(victim.Get(), 0u) << "victim set-up step";
+  const uint64_t base = victim.Get();
+  const uint64_t size = victim.Get();
+  const uint64_t window = victim.Get();
+  const uint64_t window2 = victim.Get();
+  EXPECT_EQ(victim.Get(), 0x77u) << "the victim maps its own range and reads it";
+  EXPECT_EQ(victim.Get(), static_cast<uint64_t>(EINVAL)) << "the victim maps past its range";
+  ASSERT_NE(window2, kNoReply);
+
+  EXPECT_NE(window, base) << "window offset is the range's address";
+  EXPECT_NE((window - base) % kOldSlotSpan, 0u) << "window offset is (slot << 47) + base";
+  EXPECT_NE((window2 - base) % kOldSlotSpan, 0u) << "second window offset is (slot << 47) + base";
+  EXPECT_NE(window, window2) << "two contexts registering the same base share a window";
+  EXPECT_EQ(window % page_, 0u);
+
+  struct MmapProbe {
+    const char *what;
+    uint64_t offset;
+    uint64_t len;
+  };
+  const uint64_t p = page_;
+  std::vector<MmapProbe> probes = {
+      {"window, exact length", window, size},
+      {"window, one page", window, p},
+      {"window, one page longer", window, size + p},
+      {"window, twice as long", window, 2 * size},
+      {"window + page, rest of the range", window + p, size - p},
+      {"window + page, crossing the end", window + p, size},
+      {"last page", window + size - p, p},
+      {"last page and one past", window + size - p, 2 * p},
+      {"just past the window", window + size, p},
+      {"far past the window", window + 64 * size, p},
+      {"second context's window", window2, size},
+      {"second context's window, longer", window2, size + p},
+      {"offset 0", 0, p},
+      {"offset 0, range size", 0, size},
+      {"the base address", base, p},
+      {"the base address, range size", base, size},
+      {"the base address, longer", base, size + p},
+      {"slot 1 + base (old scheme)", kOldSlotSpan + base, size + p},
+      {"slot 2 + base (old scheme)", 2 * kOldSlotSpan + base, size + p},
+      {"the window's slot (old scheme)", window & ~(kOldSlotSpan - 1), p},
+  };
+  if (window >= 2 * p) {
+    probes.push_back({"just before the window", window - p, p});
+    probes.push_back({"straddling the window's start", window - p, 2 * p});
+  }
+  Proc stranger(kNobody, [&](Chan &c) {
+    const int fd = OpenDevice();
+    // A domain of its own: membership elsewhere grants nothing.
+    if (fd < 0 || Join(fd, NewDomainId(), 0, 2) != 0) {
+      return 1;
+    }
+    for (const MmapProbe &probe : probes) {
+      c.Send(MmapErrno(fd, probe.offset, probe.len));
+      c.Send(MmapErrno(fd, probe.offset, probe.len, PROT_READ | PROT_WRITE));
+    }
+    return AwaitExit(c);
+  });
+  for (const MmapProbe &probe : probes) {
+    EXPECT_EQ(stranger.Get(), static_cast<uint64_t>(EPERM))
+        << probe.what << ": offset " << std::hex << probe.offset << " length " << probe.len
+        << " PROT_READ";
+    EXPECT_EQ(stranger.Get(), static_cast<uint64_t>(EPERM))
+        << probe.what << ": offset " << std::hex << probe.offset << " length " << probe.len
+        << " PROT_READ|PROT_WRITE";
+  }
+  stranger.Send(kCmdExit);
+  EXPECT_EQ(stranger.Wait(), 0);
+  victim.Send(kCmdExit);
+  EXPECT_EQ(victim.Wait(), 0);
+}
+
+// ---------------------------------------------------------------------------------------
+// Grants die with the domain
+// ---------------------------------------------------------------------------------------
+
+constexpr size_t kGrantPages = 8;
+constexpr char kMarker1 = 0x41;
+constexpr char kMarker2 = 0x42;
+
+// Rank 0 of every domain in `ids`, owning kGrantPages activated pages of kMarker1.
+int GrantOwner(Chan &c, const std::vector<DomainId> &ids) {
+  const int fd = OpenDevice();
+  int step = fd < 0 ? 10 : 0;
+  for (const DomainId &id : ids) {
+    if (step == 0 && Join(fd, id, 0, 2) != 0) {
+      step = 11;
+    }
+  }
+  OwnedRange r;
+  if (step == 0) {
+    step = r.Make(fd, kGrantPages, kMarker1);
+  }
+  c.Send(step);
+  if (step != 0) {
+    return step;
+  }
+  for (uint64_t cmd, arg; c.Recv(&cmd, -1) && cmd != kCmdExit;) {
+    if (cmd == kCmdLeave && c.Recv(&arg, -1)) {
+      c.Send(Leave(fd, ids[arg], 0));
+    } else if (cmd == kCmdReactivate && c.Recv(&arg, -1)) {
+      int err = Deactivate(fd, r.base);
+      std::memset(r.base, static_cast<char>(arg), r.len);
+      if (err == 0) {
+        err = Activate(fd, r.base, r.len);
+      }
+      c.Send(err);
+    }
+  }
+  return 0;
+}
+
+// Rank 1 of every domain in `ids`: maps rank 0's range (found through ids[0]) and
+// touches it on command.
+int GrantPeer(Chan &c, const std::vector<DomainId> &ids) {
+  const size_t page = PageSize();
+  const int fd = OpenDevice();
+  int step = fd < 0 ? 10 : 0;
+  for (const DomainId &id : ids) {
+    if (step == 0 && Join(fd, id, 1, 2) != 0) {
+      step = 11;
+    }
+  }
+  std::vector<hzc_range_desc> ranges;
+  if (step == 0 && (ListRanges(fd, ids[0], 1, 0, &ranges) != 0 || ranges.size() != 1)) {
+    step = 12;
+  }
+  char *m = nullptr;
+  size_t len = 0;
+  if (step == 0) {
+    len = ranges[0].length;
+    void *p = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd,
+                   static_cast<off_t>(ranges[0].mmap_offset));
+    if (p == MAP_FAILED) {
+      step = 13;
+    } else {
+      m = static_cast<char *>(p);
+    }
+  }
+  c.Send(step);
+  if (step != 0) {
+    return step;
+  }
+  for (uint64_t cmd, arg; c.Recv(&cmd, -1) && cmd != kCmdExit;) {
+    if (cmd == kCmdProbe) {
+      char v = 0;
+      const int sig = Probe(m + 3 * page, &v);
+      c.Send(sig);
+      c.Send(sig == 0 ? static_cast<uint8_t>(v) : kNoReply);
+    } else if (cmd == kCmdRemap) {
+      c.Send(MmapErrno(fd, ranges[0].mmap_offset, len, PROT_READ | PROT_WRITE));
+    } else if (cmd == kCmdLeave && c.Recv(&arg, -1)) {
+      c.Send(Leave(fd, ids[arg], 1));
+    } else if (cmd == kCmdProcMem) {
+      std::vector<char> buf(2 * page, 0);
+      // The result of pread(), or -errno.
+      int64_t result = 0;
+      const int mem = open("/proc/self/mem", O_RDONLY | O_CLOEXEC);
+      if (mem < 0) {
+        result = -errno;
+      } else {
+        const ssize_t n =
+            pread(mem, buf.data(), buf.size(), static_cast<off_t>(reinterpret_cast<uintptr_t>(m)));
+        result = n < 0 ? -errno : n;
+        close(mem);
+      }
+      c.Send(static_cast<uint64_t>(result));
+      c.Send(static_cast<uint64_t>(std::count(buf.begin(), buf.end(), kMarker1)));
+    }
+  }
+  munmap(m, len);
+  return 0;
+}
+
+// The byte B reads through its peer mapping (signal, value).
+std::pair<uint64_t, uint64_t> ProbePeer(Proc &peer) {
+  peer.Send(kCmdProbe);
+  const uint64_t sig = peer.Get();
+  return {sig, peer.Get()};
+}
+
+uint64_t Command(Proc &p, uint64_t cmd, uint64_t arg) {
+  p.Send(cmd);
+  p.Send(arg);
+  return p.Get();
+}
+
+// Attack: B maps A's range while they share a domain, then the domain breaks (A leaves) and
+// A activates new memory at the same address for another job; B's old mapping kept reading
+// (and writing) it, since access was checked only at mmap().  Must happen: once A and B share
+// no unbroken domain, B's mapping is revoked (SIGBUS), also after A's re-activation, and a
+// new mmap is EPERM.
+TEST_F(IsolationTest, GrantDiesWithTheDomain) {
+  const std::vector<DomainId> ids = {NewDomainId()};
+  Proc a(kNobody, [&](Chan &c) { return GrantOwner(c, ids); });
+  ASSERT_EQ(a.Get(), 0u) << "A set-up step";
+  Proc b(kNobody, [&](Chan &c) { return GrantPeer(c, ids); });
+  ASSERT_EQ(b.Get(), 0u) << "B set-up step";
+  ASSERT_EQ(ProbePeer(b), std::make_pair(uint64_t{0}, uint64_t{kMarker1}))
+      << "premise: B reads A's marker";
+
+  ASSERT_EQ(Command(a, kCmdLeave, 0), 0u) << "A leaves (the domain breaks)";
+  EXPECT_EQ(ProbePeer(b).first, static_cast<uint64_t>(SIGBUS))
+      << "B's mapping after the domain broke";
+  ASSERT_EQ(Command(a, kCmdReactivate, kMarker2), 0u) << "A re-activates the same address";
+  const auto [sig, value] = ProbePeer(b);
+  EXPECT_EQ(sig, static_cast<uint64_t>(SIGBUS)) << "B's old mapping after A's new activation";
+  EXPECT_NE(value, static_cast<uint64_t>(kMarker2)) << "B read A's new memory";
+  b.Send(kCmdRemap);
+  EXPECT_EQ(b.Get(), static_cast<uint64_t>(EPERM)) << "B's new mmap of A's range";
+
+  EXPECT_EQ(Command(b, kCmdLeave, 0), 0u) << "B leaves the broken domain";
+  a.Send(kCmdExit);
+  b.Send(kCmdExit);
+  EXPECT_EQ(a.Wait(), 0);
+  EXPECT_EQ(b.Wait(), 0);
+}
+
+// Attack (the other side of the same rule): A and B share two domains; breaking one of them
+// must not revoke what the other still allows, and breaking both must.  Must happen: after
+// B leaves domain 1, B's mapping still reads A's marker and B may map again; after A leaves
+// domain 2, the mapping is SIGBUS and a new mmap is EPERM.
+TEST_F(IsolationTest, GrantLivesWhileAnySharedDomainLives) {
+  const std::vector<DomainId> ids = {NewDomainId(), NewDomainId()};
+  Proc a(kNobody, [&](Chan &c) { return GrantOwner(c, ids); });
+  ASSERT_EQ(a.Get(), 0u) << "A set-up step";
+  Proc b(kNobody, [&](Chan &c) { return GrantPeer(c, ids); });
+  ASSERT_EQ(b.Get(), 0u) << "B set-up step";
+  ASSERT_EQ(ProbePeer(b), std::make_pair(uint64_t{0}, uint64_t{kMarker1}))
+      << "premise: B reads A's marker";
+
+  ASSERT_EQ(Command(b, kCmdLeave, 0), 0u) << "B leaves domain 1 (it breaks)";
+  EXPECT_EQ(ProbePeer(b), std::make_pair(uint64_t{0}, uint64_t{kMarker1}))
+      << "domain 2 still allows B's mapping";
+  b.Send(kCmdRemap);
+  EXPECT_EQ(b.Get(), 0u) << "domain 2 still allows a new mmap";
+
+  ASSERT_EQ(Command(a, kCmdLeave, 1), 0u) << "A leaves domain 2 (it breaks)";
+  EXPECT_EQ(ProbePeer(b).first, static_cast<uint64_t>(SIGBUS))
+      << "B's mapping once no shared domain is unbroken";
+  b.Send(kCmdRemap);
+  EXPECT_EQ(b.Get(), static_cast<uint64_t>(EPERM)) << "B's new mmap once no shared domain is left";
+
+  EXPECT_EQ(Command(a, kCmdLeave, 0), 0u) << "A leaves broken domain 1";
+  EXPECT_EQ(Command(b, kCmdLeave, 1), 0u) << "B leaves broken domain 2";
+  a.Send(kCmdExit);
+  b.Send(kCmdExit);
+  EXPECT_EQ(a.Wait(), 0);
+  EXPECT_EQ(b.Wait(), 0);
+}
+
+// ---------------------------------------------------------------------------------------
+// ACTIVATE stalled in a page fault
+// ---------------------------------------------------------------------------------------
+
+constexpr size_t kStallPages = 16;
+constexpr int kLivenessMs = 10000;
+constexpr char kStallMarker = 0x5a;
+constexpr uint64_t kFuseReadHeld = 2000;
+
+// Replies to one FUSE request: the header, then `len` bytes of `arg`.
+void FuseReply(int dev, uint64_t unique, int error, const void *arg, size_t len) {
+  fuse_out_header out{};
+  out.len = static_cast<uint32_t>(sizeof(out) + len);
+  out.error = error;
+  out.unique = unique;
+  iovec iov[2] = {{&out, sizeof(out)}, {const_cast<void *>(arg), len}};
+  if (writev(dev, iov, len > 0 ? 2 : 1) < 0) {
+    // The request was interrupted or the connection is gone: nothing to do.
+  }
+}
+
+fuse_attr FuseAttr(uint64_t nodeid, uint64_t file_len) {
+  fuse_attr a{};
+  a.ino = nodeid;
+  a.nlink = nodeid == FUSE_ROOT_ID ? 2 : 1;
+  a.mode = nodeid == FUSE_ROOT_ID ? S_IFDIR | 0755 : S_IFREG | 0644;
+  a.size = nodeid == FUSE_ROOT_ID ? 0 : file_len;
+  a.blocks = (a.size + 511) / 512;
+  a.blksize = 4096;
+  return a;
+}
+
+// A FUSE file system with one file, "f", of `file_len` bytes of kStallMarker, mounted on
+// `mnt`.  It holds the first READ until the test sends kCmdGo (after saying kFuseReadHeld).
+int FuseServe(Chan &c, const std::string &mnt, uint64_t file_len) {
+  const int dev = open("/dev/fuse", O_RDWR | O_CLOEXEC);
+  const std::string opts =
+      "fd=" + std::to_string(dev) + ",rootmode=40000,user_id=0,group_id=0,allow_other";
+  if (dev < 0 || mount("hzc-stall", mnt.c_str(), "fuse", MS_NOSUID | MS_NODEV, opts.c_str()) != 0) {
+    c.Send(errno);
+    return 1;
+  }
+  c.Send(0);
+  std::vector<char> buf(1 << 20);
+  std::vector<char> data(file_len, kStallMarker);
+  bool held = false;
+  for (;;) {
+    const ssize_t n = read(dev, buf.data(), buf.size());
+    if (n < 0 && (errno == EINTR || errno == ENOENT || errno == EAGAIN)) {
+      continue;
+    }
+    if (n < static_cast<ssize_t>(sizeof(fuse_in_header))) {
+      return 0;  // unmounted
+    }
+    const auto *in = reinterpret_cast<const fuse_in_header *>(buf.data());
+    const char *arg = buf.data() + sizeof(*in);
+    switch (in->opcode) {
+      case FUSE_INIT: {
+        const auto *init = reinterpret_cast<const fuse_init_in *>(arg);
+        fuse_init_out out{};
+        out.major = FUSE_KERNEL_VERSION;
+        out.minor = std::min<uint32_t>(init->minor, FUSE_KERNEL_MINOR_VERSION);
+        out.max_readahead = init->max_readahead;
+        out.max_background = 16;
+        out.congestion_threshold = 12;
+        out.max_write = 4096;
+        FuseReply(dev, in->unique, 0, &out, sizeof(out));
+        break;
+      }
+      case FUSE_LOOKUP:
+        if (in->nodeid == FUSE_ROOT_ID && std::strcmp(arg, "f") == 0) {
+          fuse_entry_out out{};
+          out.nodeid = 2;
+          out.generation = 1;
+          out.entry_valid = out.attr_valid = 3600;
+          out.attr = FuseAttr(2, file_len);
+          FuseReply(dev, in->unique, 0, &out, sizeof(out));
+        } else {
+          FuseReply(dev, in->unique, -ENOENT, nullptr, 0);
+        }
+        break;
+      case FUSE_GETATTR: {
+        fuse_attr_out out{};
+        out.attr_valid = 3600;
+        out.attr = FuseAttr(in->nodeid, file_len);
+        FuseReply(dev, in->unique, 0, &out, sizeof(out));
+        break;
+      }
+      case FUSE_OPEN: {
+        fuse_open_out out{};
+        out.fh = 1;
+        FuseReply(dev, in->unique, 0, &out, sizeof(out));
+        break;
+      }
+      case FUSE_READ: {
+        const auto *rd = reinterpret_cast<const fuse_read_in *>(arg);
+        if (!held) {
+          held = true;
+          c.Send(kFuseReadHeld);
+          for (uint64_t cmd = 0; cmd != kCmdGo;) {
+            if (!c.Recv(&cmd, -1)) {
+              return 1;
+            }
+          }
+        }
+        const uint64_t off = std::min<uint64_t>(rd->offset, file_len);
+        const uint64_t len = std::min<uint64_t>(rd->size, file_len - off);
+        FuseReply(dev, in->unique, 0, data.data() + off, len);
+        break;
+      }
+      case FUSE_FORGET:
+      case FUSE_BATCH_FORGET:
+      case FUSE_INTERRUPT:
+        break;  // no reply
+      case FUSE_RELEASE:
+      case FUSE_FLUSH:
+        FuseReply(dev, in->unique, 0, nullptr, 0);
+        break;
+      default:
+        FuseReply(dev, in->unique, -ENOSYS, nullptr, 0);
+        break;
+    }
+  }
+}
+
+// A temporary directory, unmounted (lazily) and removed on destruction.
+struct MountPoint {
+  std::string path;
+  MountPoint() {
+    char tmpl[] = "/tmp/hzc-stall-XXXXXX";
+    if (mkdtemp(tmpl) != nullptr) {
+      path = tmpl;
+    }
+  }
+  ~MountPoint() {
+    if (!path.empty()) {
+      umount2(path.c_str(), MNT_DETACH);
+      rmdir(path.c_str());
+    }
+  }
+};
+
+// Attack: the owner activates memory whose page fault it stalls on purpose (here: a private
+// mapping of a file of its own FUSE file system, whose READ it never answers); with pinning
+// done under the context's lock, every peer's LIST_RANGES / LIST_ACTIVATIONS on that context
+// hung (unkillably) for as long as the owner pleased.  Must happen: the peer's list calls
+// return within a 10 s liveness bound while the fault is pending, and once the fault is
+// resolved the activation completes and is listed.
+// Why FUSE and not userfaultfd: on 6.1 a FOLL_LONGTERM pin faults without
+// FAULT_FLAG_ALLOW_RETRY, so userfaultfd cannot hold its fault (the ACTIVATE is EFAULT at
+// once), while a FUSE read is waited for.  Runs as root: mounting FUSE needs it; the lock
+// being held is what matters, not who holds it.
+TEST_F(IsolationTest, ActivateStalledInPageFaultDoesNotBlockPeers) {
+  if (access("/dev/fuse", R_OK | W_OK) != 0 && system("modprobe fuse >/dev/null 2>&1") != 0) {
+    FAIL() << "no FUSE: /dev/fuse missing and modprobe fuse failed";
+  }
+  const DomainId id = NewDomainId();
+  const size_t len = kStallPages * page_;
+  const MountPoint mnt;  // unmounted last, once every process using it is gone
+  ASSERT_FALSE(mnt.path.empty());
+  Proc owner(0, [&](Chan &c) {
+    const int fd = OpenDevice();
+    c.Send(fd < 0 ? ENODEV : Join(fd, id, 0, 2));
+    uint64_t cmd = 0;
+    if (!c.Recv(&cmd, -1) || cmd != kCmdGo) {
+      return 1;
+    }
+    // A private writable mapping of the FUSE file: ACTIVATE's write fault reads the page.
+    const int file = open((mnt.path + "/f").c_str(), O_RDONLY | O_CLOEXEC);
+    void *p =
+        file < 0 ? MAP_FAILED : mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE, file, 0);
+    int step = 0;
+    if (p == MAP_FAILED) {
+      step = file < 0 ? 2 : 3;
+    } else if (RegisterRange(fd, p, len) != 0) {
+      step = 4;
+    }
+    c.Send(step);
+    if (step != 0) {
+      return step;
+    }
+    std::atomic<int> activate_err{-1};
+    std::thread activation([&] { activate_err = Activate(fd, p, len); });
+    while (c.Recv(&cmd, -1) && cmd != kCmdGo) {
+    }
+    activation.join();
+    c.Send(static_cast<uint64_t>(activate_err.load()));
+    return AwaitExit(c);
+  });
+  ASSERT_EQ(owner.Get(), 0u) << "owner join";
+  Proc peer(0, [&](Chan &c) {
+    const int fd = OpenDevice();
+    c.Send(fd < 0 ? ENODEV : Join(fd, id, 1, 2));
+    uint64_t range_id = 0;
+    for (uint64_t cmd; c.Recv(&cmd, -1) && cmd != kCmdExit;) {
+      if (cmd == kCmdList) {
+        std::vector<hzc_range_desc> ranges;
+        const int err = ListRanges(fd, id, 1, 0, &ranges);
+        if (!ranges.empty()) {
+          range_id = ranges[0].id;
+        }
+        c.Send(err);
+        c.Send(ranges.size());
+        c.Send(ranges.empty() ? 0 : ranges[0].activated_bytes);
+      } else if (cmd == kCmdListActs) {
+        std::vector<hzc_activation_desc> acts;
+        c.Send(ListActivations(fd, id, 1, 0, range_id, &acts));
+        c.Send(acts.size());
+      }
+    }
+    return 0;
+  });
+  ASSERT_EQ(peer.Get(), 0u) << "peer join";
+  // Declared last, so killed first: that aborts the FUSE connection and so ends a stall
+  // that would otherwise keep the owner (and, before the fix, the peer) from exiting.
+  Proc server(0, [&](Chan &c) { return FuseServe(c, mnt.path, len); });
+  ASSERT_EQ(server.Get(), 0u) << "FUSE mount (errno)";
+  owner.Send(kCmdGo);
+  ASSERT_EQ(owner.Get(), 0u) << "owner maps the FUSE file and registers it";
+  if (server.Get(30000) != kFuseReadHeld) {
+    owner.Send(kCmdGo);
+    FAIL() << "premise: ACTIVATE waits for the FUSE READ; it returned "
+           << static_cast<int64_t>(owner.Get()) << " without one";
+  }
+
+  // While the fault is pending.
+  peer.Send(kCmdList);
+  uint64_t err = peer.Get(kLivenessMs);
+  const bool list_returned = err != kNoReply;
+  EXPECT_TRUE(list_returned) << "LIST_RANGES still blocked after 10 s behind the stalled ACTIVATE";
+  uint64_t acts_err = kNoReply;
+  if (list_returned) {
+    EXPECT_EQ(err, 0u) << "LIST_RANGES during the stall";
+    EXPECT_EQ(peer.Get(), 1u) << "ranges listed during the stall";
+    peer.Get();  // activated bytes: whatever is committed
+    peer.Send(kCmdListActs);
+    acts_err = peer.Get(kLivenessMs);
+    EXPECT_NE(acts_err, kNoReply)
+        << "LIST_ACTIVATIONS still blocked after 10 s behind the stalled ACTIVATE";
+    if (acts_err != kNoReply) {
+      EXPECT_EQ(acts_err, 0u) << "LIST_ACTIVATIONS during the stall";
+      peer.Get();
+    }
+  }
+
+  // Resolve the fault: the activation completes.
+  server.Send(kCmdGo);
+  owner.Send(kCmdGo);
+  EXPECT_EQ(owner.Get(), 0u) << "ACTIVATE once the fault is resolved";
+  if (!list_returned) {
+    for (int i = 0; i < 3; ++i) {
+      peer.Get();  // the late answers of the blocked LIST_RANGES
+    }
+  } else if (acts_err == kNoReply) {
+    for (int i = 0; i < 2; ++i) {
+      peer.Get();  // ... of the blocked LIST_ACTIVATIONS
+    }
+  }
+  peer.Send(kCmdList);
+  EXPECT_EQ(peer.Get(), 0u) << "LIST_RANGES after the activation";
+  EXPECT_EQ(peer.Get(), 1u);
+  EXPECT_EQ(peer.Get(), len) << "activated bytes after the activation";
+  EXPECT_EQ(Counter("pinned_bytes"), before_.pinned + static_cast<long long>(len));
+
+  owner.Send(kCmdExit);
+  EXPECT_EQ(owner.Wait(), 0);
+  peer.Send(kCmdExit);
+  EXPECT_EQ(peer.Wait(), 0);
+}
+
+// ---------------------------------------------------------------------------------------
+// /proc/PID/mem at a peer mapping
+// ---------------------------------------------------------------------------------------
+
+// Attack (a debugging need more than an attack): a process reads its own peer mapping
+// through /proc/self/mem, as gdb or a checkpointer does; without vm_ops->access that was EIO.
+// Must happen: pread() returns the owner's bytes.
+TEST_F(IsolationTest, ProcMemReadsPeerMapping) {
+  const std::vector<DomainId> ids = {NewDomainId()};
+  Proc a(kNobody, [&](Chan &c) { return GrantOwner(c, ids); });
+  ASSERT_EQ(a.Get(), 0u) << "A set-up step";
+  Proc b(kNobody, [&](Chan &c) { return GrantPeer(c, ids); });
+  ASSERT_EQ(b.Get(), 0u) << "B set-up step";
+
+  b.Send(kCmdProcMem);
+  const auto n = static_cast<int64_t>(b.Get());
+  EXPECT_EQ(n, static_cast<int64_t>(2 * page_))
+      << "pread of /proc/self/mem at the peer mapping (negative: -errno)";
+  EXPECT_EQ(b.Get(), 2 * page_) << "bytes of the owner's marker read through /proc/self/mem";
+  EXPECT_EQ(ProbePeer(b), std::make_pair(uint64_t{0}, uint64_t{kMarker1}))
+      << "the mapping itself still reads";
+
+  EXPECT_EQ(Command(b, kCmdLeave, 0), 0u);
+  EXPECT_EQ(Command(a, kCmdLeave, 0), 0u);
+  a.Send(kCmdExit);
+  b.Send(kCmdExit);
+  EXPECT_EQ(a.Wait(), 0);
+  EXPECT_EQ(b.Wait(), 0);
+}
+
+}  // namespace
+}  // namespace hzc::ktest

@@ -288,8 +288,8 @@ TEST_F(PeerTest, StaleMappingNeverReachesANewRange) {
   ASSERT_EQ(owner.Command('d'), 0);
   ASSERT_EQ(owner.Command('u'), 0);
   EXPECT_EQ(Probe(m, false), SIGBUS);
-  // Same base again: the new range gets the same window, but the old VMA keeps
-  // the old (dead) range.
+  // Same base again: the new range gets a window of its own (a freed window may
+  // also be reused), and the old VMA keeps the old (dead) range.
   ASSERT_EQ(owner.Command('r'), 0);
   ASSERT_EQ(owner.Command('a'), 0);
   std::vector<hzc_range_desc> now;
@@ -319,6 +319,8 @@ TEST_F(PeerTest, OwnerDeathRevokes) {
   EXPECT_EQ(Leave(fd_, id, 1), 0);
 }
 
+// A caller that may not map the range gets EPERM whatever the offset and length: no
+// other errno tells it whether a window exists there or how long the range is.
 TEST_F(PeerTest, NoCommonDomainIsEperm) {
   const DomainId id = NewDomainId();
   Owner owner(id);
@@ -326,11 +328,32 @@ TEST_F(PeerTest, NoCommonDomainIsEperm) {
   const hzc_range_desc d = ranges_[0];
   ASSERT_EQ(Leave(fd_, id, 1), 0);  // also breaks the domain
   EXPECT_EQ(Map(d, page_), nullptr);
-  EXPECT_EQ(errno, EPERM);
+  EXPECT_EQ(errno, EPERM) << "domain broken";
+  EXPECT_EQ(Map(d, (kRangePages + 1) * page_), nullptr);
+  EXPECT_EQ(errno, EPERM) << "domain broken, longer than the range";
   int other = OpenDevice();
-  void *p = mmap(nullptr, page_, PROT_READ, MAP_SHARED, other, static_cast<off_t>(d.mmap_offset));
-  EXPECT_EQ(p, MAP_FAILED);
-  EXPECT_EQ(errno, EPERM);
+  const struct {
+    const char *what;
+    uint64_t offset;
+    size_t len;
+  } probes[] = {
+      {"the window", d.mmap_offset, page_},
+      {"the whole range", d.mmap_offset, kRangePages * page_},
+      {"longer than the range", d.mmap_offset, (kRangePages + 1) * page_},
+      {"last page and one past", d.mmap_offset + (kRangePages - 1) * page_, 2 * page_},
+      {"past the window", d.mmap_offset + kRangePages * page_, page_},
+      {"offset 0", 0, page_},
+      {"the range's base address", d.base, page_},
+  };
+  for (const auto &probe : probes) {
+    void *p =
+        mmap(nullptr, probe.len, PROT_READ, MAP_SHARED, other, static_cast<off_t>(probe.offset));
+    EXPECT_EQ(p, MAP_FAILED) << probe.what;
+    EXPECT_EQ(errno, EPERM) << probe.what;
+    if (p != MAP_FAILED) {
+      munmap(p, probe.len);
+    }
+  }
   close(other);
 }
 
@@ -344,11 +367,15 @@ TEST_F(PeerTest, MmapErrors) {
   EXPECT_EQ(errno, EINVAL) << "MAP_PRIVATE";
   EXPECT_EQ(Map(d, (kRangePages + 1) * page_), nullptr);
   EXPECT_EQ(errno, EINVAL) << "beyond the range";
-  p = mmap(nullptr, page_, PROT_READ, MAP_SHARED, fd_, 0);
-  EXPECT_EQ(p, MAP_FAILED);
-  EXPECT_EQ(errno, ENXIO) << "offset 0 is no window";
+  // Offsets that name no range the caller may map are EPERM, like a stranger's range.
+  if (d.mmap_offset != 0) {
+    p = mmap(nullptr, page_, PROT_READ, MAP_SHARED, fd_, 0);
+    EXPECT_EQ(p, MAP_FAILED);
+    EXPECT_EQ(errno, EPERM) << "offset 0 is no window";
+  }
   // Nothing is mapped past the end of the window either.
   EXPECT_EQ(Map(d, page_, static_cast<off_t>(kRangePages * page_)), nullptr);
+  EXPECT_EQ(errno, EPERM) << "past the end of the window";
   // A peer's memory is never executable, at mmap() or later.
   p = mmap(nullptr, page_, PROT_READ | PROT_EXEC, MAP_SHARED, fd_,
            static_cast<off_t>(d.mmap_offset));
