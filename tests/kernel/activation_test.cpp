@@ -337,10 +337,11 @@ TEST_F(ActivationTest, AbiSizesAndFlags) {
       fd_, HZC_IOC_ACTIVATE, act, 0,
       [&](const hzc_activate &) { EXPECT_EQ(Deactivate(fd_, res.base()), 0); },
       offsetof(hzc_activate, cookie));
-  // The first version of the struct (without the cookie) still works.
+  // The first version of the struct (without the cookie) still works, with its size in
+  // the command.
   act.size = offsetof(hzc_activate, cookie);
   act.cookie = 0x5a5a;
-  ASSERT_EQ(Ioctl(fd_, HZC_IOC_ACTIVATE, &act), 0);
+  ASSERT_EQ(SizedIoctl(fd_, HZC_IOC_ACTIVATE, &act), 0);
   EXPECT_EQ(Deactivate(fd_, res.base()), 0);
   ASSERT_EQ(Activate(fd_, res.base(), 4 * page_), 0);
   hzc_deactivate deact{};
