@@ -5,15 +5,12 @@
 // /proc/PID/mem at a peer mapping.  Every attack runs in forked children as an
 // unprivileged uid (the stalled-fault one as root, see there); the test process (root)
 // only coordinates them and reads the counters.
-#include <grp.h>
 #include <linux/fuse.h>
-#include <poll.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
@@ -27,8 +24,6 @@
 namespace hzc::ktest {
 namespace {
 
-constexpr uid_t kNobody = 65534;
-constexpr uid_t kOtherUser = 65533;
 constexpr size_t kMiB = 1 << 20;
 // What a child says when it has nothing to say in time (no errno has this value).
 constexpr uint64_t kNoReply = ~0ull;
@@ -36,131 +31,37 @@ constexpr uint64_t kNoReply = ~0ull;
 constexpr int kReplyMs = 60000;
 
 // ---------------------------------------------------------------------------------------
-// Helpers of this file: children, channels to them, fd passing, access probes.
+// Helpers of this file: numbers over a Channel, access probes, owned memory.
 // ---------------------------------------------------------------------------------------
 
-void CloseFd(int &fd) {
-  if (fd >= 0) {
-    close(fd);
-    fd = -1;
-  }
+// A child as `uid`, with RLIMIT_MEMLOCK `memlock` (uid 0: stays root).
+UserOptions As(uid_t uid, rlim_t memlock = 64 * kMiB) {
+  return UserOptions{uid, memlock, ""};
 }
 
-// A two-way channel of 64-bit words between the test and one child (two pipes, close-on-exec).
-// Made before fork(); then each side keeps its ends.
-class Chan {
- public:
-  Chan() {
-    if (pipe2(down_, O_CLOEXEC) != 0 || pipe2(up_, O_CLOEXEC) != 0) {
-      CloseAll();
-    }
-  }
-  ~Chan() { CloseAll(); }
-  Chan(const Chan &) = delete;
-  Chan &operator=(const Chan &) = delete;
-
-  void KeepChildEnds() {
-    CloseFd(down_[1]);
-    CloseFd(up_[0]);
-    in_ = down_[0];
-    out_ = up_[1];
-  }
-  void KeepParentEnds() {
-    CloseFd(down_[0]);
-    CloseFd(up_[1]);
-    in_ = up_[0];
-    out_ = down_[1];
-  }
-  void CloseAll() {
-    for (int *fd : {&down_[0], &down_[1], &up_[0], &up_[1]}) {
-      CloseFd(*fd);
-    }
-    in_ = out_ = -1;
-  }
-  bool Send(uint64_t v) { return out_ >= 0 && write(out_, &v, sizeof(v)) == sizeof(v); }
-  // False on timeout (-1: none) or when the other side is gone.
-  bool Recv(uint64_t *v, int timeout_ms = kReplyMs) {
-    pollfd p{in_, POLLIN, 0};
-    if (in_ < 0 || poll(&p, 1, timeout_ms) != 1) {
-      return false;
-    }
-    return read(in_, v, sizeof(*v)) == sizeof(*v);
-  }
-  // The next word, or kNoReply.
-  uint64_t Get(int timeout_ms = kReplyMs) {
-    uint64_t v = kNoReply;
-    return Recv(&v, timeout_ms) ? v : kNoReply;
-  }
-
- private:
-  int down_[2] = {-1, -1};  // test -> child
-  int up_[2] = {-1, -1};    // child -> test
-  int in_ = -1;
-  int out_ = -1;
-};
-
-// Becomes `uid` (and gid `uid`, no supplementary groups) with RLIMIT_MEMLOCK `memlock`;
-// uid 0 stays root.  Stays dumpable so that /proc/self/mem can be opened.
-bool BecomeUser(uid_t uid, rlim_t memlock) {
-  const rlimit rl{memlock, memlock};
-  if (setrlimit(RLIMIT_MEMLOCK, &rl) != 0) {
-    return false;
-  }
-  if (uid != 0 && (setgroups(0, nullptr) != 0 || setresgid(uid, uid, uid) != 0 ||
-                   setresuid(uid, uid, uid) != 0)) {
-    return false;
-  }
-  return prctl(PR_SET_DUMPABLE, 1) == 0;
+// Numbers (errnos, sizes, offsets, commands) over a Channel, one per message.
+bool Put(const Channel &c, uint64_t v) {
+  return c.Send(std::to_string(v));
 }
-
-constexpr int kCannotBecomeUser = 100;
-
-// A child process running body(Chan &) as `uid`; killed (and reaped) when destroyed.
-class Proc {
- public:
-  template <typename Body>
-  Proc(uid_t uid, Body body, rlim_t memlock = 64 * kMiB) {
-    pid_ = fork();
-    if (pid_ == 0) {
-      chan_.KeepChildEnds();
-      prctl(PR_SET_PDEATHSIG, SIGKILL);
-      if (!BecomeUser(uid, memlock)) {
-        _exit(kCannotBecomeUser);
-      }
-      _exit(body(chan_));
-    }
-    chan_.KeepParentEnds();
+bool Put(const UserProcess &p, uint64_t v) {
+  return Put(p.channel(), v);
+}
+// The next number, or kNoReply on timeout or when the other end is gone.
+uint64_t Take(const Channel &c, int timeout_ms = kReplyMs) {
+  const std::optional<std::string> m = c.Receive(timeout_ms);
+  return m ? std::strtoull(m->c_str(), nullptr, 10) : kNoReply;
+}
+uint64_t Take(const UserProcess &p, int timeout_ms = kReplyMs) {
+  return Take(p.channel(), timeout_ms);
+}
+// In a child: waits (without a timeout) for the next command; false once the test is gone.
+bool Next(const Channel &c, uint64_t *cmd) {
+  const std::optional<std::string> m = c.Receive(-1);
+  if (m) {
+    *cmd = std::strtoull(m->c_str(), nullptr, 10);
   }
-  ~Proc() { Kill(); }
-  Proc(const Proc &) = delete;
-  Proc &operator=(const Proc &) = delete;
-
-  pid_t pid() const { return pid_; }
-  bool Send(uint64_t v) { return chan_.Send(v); }
-  uint64_t Get(int timeout_ms = kReplyMs) { return chan_.Get(timeout_ms); }
-  // Exit status, 128 + signal if killed, -1 if not running.
-  int Wait() {
-    if (pid_ <= 0) {
-      return -1;
-    }
-    int status = 0;
-    const pid_t pid = std::exchange(pid_, -1);
-    if (waitpid(pid, &status, 0) != pid) {
-      return -1;
-    }
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  }
-  void Kill() {
-    if (pid_ > 0) {
-      kill(pid_, SIGKILL);
-      Wait();
-    }
-  }
-
- private:
-  Chan chan_;
-  pid_t pid_ = -1;
-};
+  return m.has_value();
+}
 
 // Kills and reaps a process that is not (yet) the test's child: a grandchild becomes one
 // when its parent dies, because the test process is a child subreaper.
@@ -173,45 +74,6 @@ struct Reaper {
     }
   }
 };
-
-bool SendFd(int sock, int fd) {
-  char byte = 'f';
-  iovec iov{&byte, 1};
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-  msghdr msg{};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = control;
-  msg.msg_controllen = sizeof(control);
-  cmsghdr *c = CMSG_FIRSTHDR(&msg);
-  c->cmsg_level = SOL_SOCKET;
-  c->cmsg_type = SCM_RIGHTS;
-  c->cmsg_len = CMSG_LEN(sizeof(int));
-  std::memcpy(CMSG_DATA(c), &fd, sizeof(int));
-  return sendmsg(sock, &msg, MSG_NOSIGNAL) == 1;
-}
-
-// The received fd, or -1.
-int RecvFd(int sock) {
-  char byte = 0;
-  iovec iov{&byte, 1};
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-  msghdr msg{};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = control;
-  msg.msg_controllen = sizeof(control);
-  if (recvmsg(sock, &msg, MSG_CMSG_CLOEXEC) != 1) {
-    return -1;
-  }
-  cmsghdr *c = CMSG_FIRSTHDR(&msg);
-  if (c == nullptr || c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) {
-    return -1;
-  }
-  int fd = -1;
-  std::memcpy(&fd, CMSG_DATA(c), sizeof(int));
-  return fd;
-}
 
 sigjmp_buf probe_jmp;
 
@@ -285,8 +147,8 @@ enum : uint64_t {
 };
 
 // Waits for kCmdExit (or the test's end).
-int AwaitExit(Chan &c) {
-  for (uint64_t cmd; c.Recv(&cmd, -1);) {
+int AwaitExit(const Channel &c) {
+  for (uint64_t cmd; Next(c, &cmd);) {
     if (cmd == kCmdExit) {
       break;
     }
@@ -334,151 +196,147 @@ constexpr uint32_t kNeverPublished = 3;
 TEST_F(IsolationTest, OwnerKilledWhileForkedChildHoldsFile) {
   const DomainId id = NewDomainId();
   Reaper keeper_reaper;  // destroyed after `owner`, so the keeper is the test's child by then
-  Chan keeper;           // to the owner's forked child
-  Proc owner(kNobody, [&](Chan &c) {
+  auto [keeper, keeper_end] = Channel::Pair();  // the test and the owner's forked child
+  UserProcess owner(As(kNobody), [&](const Channel &c) {
     OwnedRange r;
     const int fd = OpenDevice();
     int step = fd < 0 || Join(fd, id, 0, 2) != 0 ? 10 : r.Make(fd, kOwnerPages, 0x4b);
-    c.Send(step);
+    Put(c, step);
     if (step != 0) {
       return step;
     }
     const pid_t child = fork();
     if (child == 0) {
       // The keeper: holds the file and tries it on command.
-      keeper.KeepChildEnds();
-      for (uint64_t cmd; keeper.Recv(&cmd, -1) && cmd != kCmdExit;) {
+      for (uint64_t cmd; Next(keeper_end, &cmd) && cmd != kCmdExit;) {
         if (cmd == kCmdIoctl) {
           std::vector<hzc_range_desc> ranges;
-          keeper.Send(ListRanges(fd, id, 0, 0, &ranges));
-          keeper.Send(Activate(fd, r.base, page_));
+          Put(keeper_end, ListRanges(fd, id, 0, 0, &ranges));
+          Put(keeper_end, Activate(fd, r.base, page_));
         } else if (cmd == kCmdMmap) {
-          keeper.Send(MmapErrno(fd, r.reg.out_mmap_offset, page_));
+          Put(keeper_end, MmapErrno(fd, r.reg.out_mmap_offset, page_));
         }
       }
       _exit(0);
     }
-    keeper.CloseAll();
-    c.Send(static_cast<uint64_t>(child));
+    Put(c, static_cast<uint64_t>(child));
     return AwaitExit(c);
   });
-  keeper.KeepParentEnds();
-  ASSERT_EQ(owner.Get(), 0u) << "owner set-up step";
-  keeper_reaper.pid = static_cast<pid_t>(owner.Get());
+  keeper_end.Close();
+  ASSERT_EQ(Take(owner), 0u) << "owner set-up step";
+  keeper_reaper.pid = static_cast<pid_t>(Take(owner));
   ASSERT_GT(keeper_reaper.pid, 0);
 
-  Proc peer(kNobody, [&](Chan &c) {
+  UserProcess peer(As(kNobody), [&](const Channel &c) {
     const int fd = OpenDevice();
-    c.Send(fd < 0 ? ENODEV : Join(fd, id, 1, 2));
-    for (uint64_t cmd; c.Recv(&cmd, -1) && cmd != kCmdExit;) {
+    Put(c, fd < 0 ? ENODEV : Join(fd, id, 1, 2));
+    for (uint64_t cmd; Next(c, &cmd) && cmd != kCmdExit;) {
       if (cmd == kCmdGo) {
-        c.Send(Wait(fd, id, 1, kNeverPublished, 2, 30000).err);
+        Put(c, Wait(fd, id, 1, kNeverPublished, 2, 30000).err);
       } else if (cmd == kCmdLeave) {
-        c.Send(Leave(fd, id, 1));
+        Put(c, Leave(fd, id, 1));
       }
     }
     return 0;
   });
-  ASSERT_EQ(peer.Get(), 0u) << "rank 1 join";
+  ASSERT_EQ(Take(peer), 0u) << "rank 1 join";
   ASSERT_EQ(Counter("pinned_bytes"), before_.pinned + static_cast<long long>(kOwnerPages * page_))
       << "premise: the owner's activation is pinned";
 
-  ASSERT_TRUE(peer.Send(kCmdGo));
+  ASSERT_TRUE(Put(peer, kCmdGo));
   usleep(300 * 1000);  // let rank 1 go to sleep in BOARD_WAIT (either order must give ECONNRESET)
-  owner.Kill();
-  EXPECT_EQ(peer.Get(), static_cast<uint64_t>(ECONNRESET))
+  kill(owner.pid(), SIGKILL);
+  owner.Wait();
+  EXPECT_EQ(Take(peer), static_cast<uint64_t>(ECONNRESET))
       << "rank 1's BOARD_WAIT after rank 0 was killed (ETIMEDOUT = " << ETIMEDOUT
       << ": the domain outlived its owner for the whole 30 s)";
   ExpectOwnerTornDown("after the owner's death, while its forked child holds the file");
   EXPECT_EQ(Counter("nr_contexts"), before_.contexts + 2) << "two files stay open";
 
-  ASSERT_TRUE(keeper.Send(kCmdIoctl));
-  EXPECT_EQ(keeper.Get(), static_cast<uint64_t>(EPERM)) << "LIST_RANGES by the forked child";
-  EXPECT_EQ(keeper.Get(), static_cast<uint64_t>(EPERM)) << "ACTIVATE by the forked child";
-  ASSERT_TRUE(keeper.Send(kCmdMmap));
-  EXPECT_EQ(keeper.Get(), static_cast<uint64_t>(EPERM)) << "mmap by the forked child";
-  ASSERT_TRUE(peer.Send(kCmdLeave));
-  EXPECT_EQ(peer.Get(), 0u) << "rank 1 leaves the broken domain";
-  keeper.Send(kCmdExit);
-  peer.Send(kCmdExit);
-  EXPECT_EQ(peer.Wait(), 0);
+  ASSERT_TRUE(Put(keeper, kCmdIoctl));
+  EXPECT_EQ(Take(keeper), static_cast<uint64_t>(EPERM)) << "LIST_RANGES by the forked child";
+  EXPECT_EQ(Take(keeper), static_cast<uint64_t>(EPERM)) << "ACTIVATE by the forked child";
+  ASSERT_TRUE(Put(keeper, kCmdMmap));
+  EXPECT_EQ(Take(keeper), static_cast<uint64_t>(EPERM)) << "mmap by the forked child";
+  ASSERT_TRUE(Put(peer, kCmdLeave));
+  EXPECT_EQ(Take(peer), 0u) << "rank 1 leaves the broken domain";
+  Put(keeper, kCmdExit);
+  Put(peer, kCmdExit);
+  EXPECT_EQ(peer.Wait(), "");
 }
 
 // Attack: the opener hands its file to another process over SCM_RIGHTS and exits; the
 // receiver keeps the context (and the opener's pins) alive.  Must happen: the opener's
 // exit tears the context down; the receiver's ioctl on the file is EPERM.
 TEST_F(IsolationTest, OwnerExitAfterScmRightsHandOffUnpins) {
-  int sv[2];
-  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
-  Proc holder(kNobody, [&](Chan &c) {
-    close(sv[0]);
-    const int fd = RecvFd(sv[1]);
-    c.Send(fd >= 0 ? 0 : 1);
-    for (uint64_t cmd; c.Recv(&cmd, -1) && cmd != kCmdExit;) {
+  auto [to_holder, from_opener] = Channel::Pair();
+  UserProcess holder(As(kNobody), [&](const Channel &c) {
+    const int fd = from_opener.ReceiveFd();
+    Put(c, fd >= 0 ? 0 : 1);
+    for (uint64_t cmd; Next(c, &cmd) && cmd != kCmdExit;) {
       if (cmd == kCmdIoctl) {
         hzc_info info{};
         info.size = sizeof(info);
-        c.Send(Ioctl(fd, HZC_IOC_INFO, &info));
+        Put(c, Ioctl(fd, HZC_IOC_INFO, &info));
       } else if (cmd == kCmdMmap) {
-        c.Send(MmapErrno(fd, 0, page_));
+        Put(c, MmapErrno(fd, 0, page_));
       }
     }
     return 0;
   });
-  Proc opener(kNobody, [&](Chan &c) {
-    close(sv[1]);
+  UserProcess opener(As(kNobody), [&](const Channel &c) {
     OwnedRange r;
     int step = r.Make(OpenDevice(), kOwnerPages, 0x5e);
-    if (step == 0 && !SendFd(sv[0], r.fd)) {
+    if (step == 0 && to_holder.SendFd(r.fd) != 0) {
       step = 4;
     }
-    c.Send(step);
+    Put(c, step);
     return AwaitExit(c);
   });
-  close(sv[0]);
-  close(sv[1]);
-  ASSERT_EQ(opener.Get(), 0u) << "opener set-up step";
-  ASSERT_EQ(holder.Get(), 0u) << "holder received the file";
+  to_holder.Close();
+  from_opener.Close();
+  ASSERT_EQ(Take(opener), 0u) << "opener set-up step";
+  ASSERT_EQ(Take(holder), 0u) << "holder received the file";
   ASSERT_EQ(Counter("pinned_bytes"), before_.pinned + static_cast<long long>(kOwnerPages * page_))
       << "premise: the opener's activation is pinned";
 
-  opener.Send(kCmdExit);
-  ASSERT_EQ(opener.Wait(), 0);
+  Put(opener, kCmdExit);
+  ASSERT_EQ(opener.Wait(), "");
   ExpectOwnerTornDown("after the opener's exit, while the receiver holds its file");
   EXPECT_EQ(Counter("nr_contexts"), before_.contexts + 1) << "the receiver's file stays open";
-  ASSERT_TRUE(holder.Send(kCmdIoctl));
-  EXPECT_EQ(holder.Get(), static_cast<uint64_t>(EPERM)) << "INFO by the receiver";
-  ASSERT_TRUE(holder.Send(kCmdMmap));
-  EXPECT_EQ(holder.Get(), static_cast<uint64_t>(EPERM)) << "mmap by the receiver";
-  holder.Send(kCmdExit);
-  EXPECT_EQ(holder.Wait(), 0);
+  ASSERT_TRUE(Put(holder, kCmdIoctl));
+  EXPECT_EQ(Take(holder), static_cast<uint64_t>(EPERM)) << "INFO by the receiver";
+  ASSERT_TRUE(Put(holder, kCmdMmap));
+  EXPECT_EQ(Take(holder), static_cast<uint64_t>(EPERM)) << "mmap by the receiver";
+  Put(holder, kCmdExit);
+  EXPECT_EQ(holder.Wait(), "");
 }
 
 // Attack: the opener execs another program with the file still open (no O_CLOEXEC), so the
 // context outlives the address space that activated the memory.  Must happen: execve tears
 // the context down; only the open file remains.
 TEST_F(IsolationTest, OwnerExecveUnpins) {
-  Proc opener(kNobody, [&](Chan &c) {
+  UserProcess opener(As(kNobody), [&](const Channel &c) {
     OwnedRange r;
     const int step = r.Make(open(kDevice, O_RDWR), kOwnerPages, 0x6f);
-    c.Send(step);
-    c.Send(static_cast<uint64_t>(r.fd));
+    Put(c, step);
+    Put(c, static_cast<uint64_t>(r.fd));
     uint64_t cmd = 0;
-    if (step != 0 || !c.Recv(&cmd, -1) || cmd != kCmdGo) {
+    if (step != 0 || !Next(c, &cmd) || cmd != kCmdGo) {
       return step;
     }
     execl("/bin/sleep", "sleep", "1000", static_cast<char *>(nullptr));
     return 99;
   });
-  ASSERT_EQ(opener.Get(), 0u) << "opener set-up step";
-  const uint64_t fd = opener.Get();
+  ASSERT_EQ(Take(opener), 0u) << "opener set-up step";
+  const uint64_t fd = Take(opener);
   ASSERT_NE(fd, kNoReply);
   ASSERT_EQ(Counter("pinned_bytes"), before_.pinned + static_cast<long long>(kOwnerPages * page_))
       << "premise: the opener's activation is pinned";
 
-  ASSERT_TRUE(opener.Send(kCmdGo));
+  ASSERT_TRUE(Put(opener, kCmdGo));
   // The channel is close-on-exec: its end of file says the old address space is gone.
-  EXPECT_EQ(opener.Get(), kNoReply);
+  EXPECT_EQ(Take(opener), kNoReply);
   const std::string proc = "/proc/" + std::to_string(opener.pid());
   char link[256] = {};
   ASSERT_GT(readlink((proc + "/fd/" + std::to_string(fd)).c_str(), link, sizeof(link) - 1), 0)
@@ -487,7 +345,8 @@ TEST_F(IsolationTest, OwnerExecveUnpins) {
   EXPECT_NE(ReadLine(proc + "/comm").find("sleep"), std::string::npos) << "execve happened";
   ExpectOwnerTornDown("after execve, with the file still open in the new program");
   EXPECT_EQ(Counter("nr_contexts"), before_.contexts + 1) << "the file stays open";
-  opener.Kill();
+  kill(opener.pid(), SIGKILL);
+  opener.Wait();
 }
 
 // ---------------------------------------------------------------------------------------
@@ -501,22 +360,20 @@ constexpr int kWorkers = 64;
 // for a user allowed 1 MiB.  Must happen: each worker's pins go with its exit, so every
 // worker can activate its 1 MiB and pinned_bytes is back at baseline after each exit.
 TEST_F(IsolationTest, ShortLivedWorkersHandingOnFilesLeaveNothingPinned) {
-  int sv[2];
-  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
-  Proc holder(kNobody, [&](Chan &c) {
-    close(sv[0]);
+  auto [to_holder, from_workers] = Channel::Pair();
+  UserProcess holder(As(kNobody), [&](const Channel &c) {
     std::vector<int> fds;
-    for (uint64_t cmd; c.Recv(&cmd, -1) && cmd != kCmdExit;) {
+    for (uint64_t cmd; Next(c, &cmd) && cmd != kCmdExit;) {
       if (cmd == kCmdGo) {
-        const int fd = RecvFd(sv[1]);
+        const int fd = from_workers.ReceiveFd();
         if (fd >= 0) {
           fds.push_back(fd);
         }
-        c.Send(fds.size());
+        Put(c, fds.size());
       } else if (cmd == kCmdIoctl) {
         hzc_info info{};
         info.size = sizeof(info);
-        c.Send(fds.empty() ? ENOENT : Ioctl(fds[0], HZC_IOC_INFO, &info));
+        Put(c, fds.empty() ? ENOENT : Ioctl(fds[0], HZC_IOC_INFO, &info));
       }
     }
     return 0;
@@ -524,37 +381,30 @@ TEST_F(IsolationTest, ShortLivedWorkersHandingOnFilesLeaveNothingPinned) {
   int leaky = 0;
   long long max_pinned = before_.pinned;
   for (int i = 0; i < kWorkers; ++i) {
-    Proc worker(
-        kNobody,
-        [&](Chan &) {
-          close(sv[1]);
-          OwnedRange r;
-          const int step = r.Make(OpenDevice(), kMiB / page_, static_cast<char>(i));
-          if (step != 0) {
-            return step;
-          }
-          return SendFd(sv[0], r.fd) ? 0 : 4;
-        },
-        kMiB);
-    const int status = worker.Wait();
-    ASSERT_EQ(status, 0) << "worker " << i
-                         << " failed (3: ACTIVATE of 1 MiB; earlier workers' pins still charged)";
-    ASSERT_TRUE(holder.Send(kCmdGo));
-    ASSERT_EQ(holder.Get(), static_cast<uint64_t>(i + 1)) << "files the holder received";
+    UserProcess worker(As(kNobody, kMiB), [&]() {
+      OwnedRange r;
+      const int step = r.Make(OpenDevice(), kMiB / page_, static_cast<char>(i));
+      if (step != 0) {
+        return step;
+      }
+      return to_holder.SendFd(r.fd) == 0 ? 0 : 4;
+    });
+    ASSERT_EQ(worker.Wait(), "")
+        << "worker " << i << " (step 3: ACTIVATE of 1 MiB; earlier workers' pins still charged)";
+    ASSERT_TRUE(Put(holder, kCmdGo));
+    ASSERT_EQ(Take(holder), static_cast<uint64_t>(i + 1)) << "files the holder received";
     const long long pinned = Counter("pinned_bytes");
     max_pinned = std::max(max_pinned, pinned);
     leaky += pinned != before_.pinned;
   }
-  close(sv[0]);
-  close(sv[1]);
   EXPECT_EQ(leaky, 0) << "workers after whose exit something stayed pinned; pinned_bytes reached "
                       << (max_pinned - before_.pinned) << " bytes above baseline";
   ExpectOwnerTornDown("while the holder keeps all 64 files");
   EXPECT_EQ(Counter("nr_contexts"), before_.contexts + kWorkers) << "the held files stay open";
-  ASSERT_TRUE(holder.Send(kCmdIoctl));
-  EXPECT_EQ(holder.Get(), static_cast<uint64_t>(EPERM)) << "INFO on a received file";
-  holder.Send(kCmdExit);
-  EXPECT_EQ(holder.Wait(), 0);
+  ASSERT_TRUE(Put(holder, kCmdIoctl));
+  EXPECT_EQ(Take(holder), static_cast<uint64_t>(EPERM)) << "INFO on a received file";
+  Put(holder, kCmdExit);
+  EXPECT_EQ(holder.Wait(), "");
 }
 
 // ---------------------------------------------------------------------------------------
@@ -572,7 +422,7 @@ constexpr uint64_t kOldSlotSpan = 1ull << 47;  // the old windows: (slot << 47) 
 // modulo 2^47), and two contexts registering the same base get different offsets.  The
 // victim itself may map its range and gets EINVAL for a mapping longer than it.
 TEST_F(IsolationTest, MmapErrorsAreNoAddressOracle) {
-  Proc victim(kOtherUser, [&](Chan &c) {
+  UserProcess victim(As(kOtherUser), [&](const Channel &c) {
     OwnedRange r;
     int step = r.Make(OpenDevice(), kVictimPages, 0x77);
     const int fd2 = OpenDevice();
@@ -580,29 +430,29 @@ TEST_F(IsolationTest, MmapErrorsAreNoAddressOracle) {
     if (step == 0 && (fd2 < 0 || RegisterRange(fd2, r.base, r.len, &reg2) != 0)) {
       step = 5;
     }
-    c.Send(step);
+    Put(c, step);
     if (step != 0) {
       return step;
     }
-    c.Send(reinterpret_cast<uintptr_t>(r.base));
-    c.Send(r.len);
-    c.Send(r.reg.out_mmap_offset);
-    c.Send(reg2.out_mmap_offset);
+    Put(c, reinterpret_cast<uintptr_t>(r.base));
+    Put(c, r.len);
+    Put(c, r.reg.out_mmap_offset);
+    Put(c, reg2.out_mmap_offset);
     // Its own range: mappable, and too long a mapping is EINVAL.
     char *m = static_cast<char *>(mmap(nullptr, r.len, PROT_READ, MAP_SHARED, r.fd,
                                        static_cast<off_t>(r.reg.out_mmap_offset)));
     char v = 0;
-    c.Send(m == MAP_FAILED ? errno : Probe(m + page_, &v) == 0 ? static_cast<uint8_t>(v) : 1000);
-    c.Send(MmapErrno(r.fd, r.reg.out_mmap_offset, r.len + page_));
+    Put(c, m == MAP_FAILED ? errno : Probe(m + page_, &v) == 0 ? static_cast<uint8_t>(v) : 1000);
+    Put(c, MmapErrno(r.fd, r.reg.out_mmap_offset, r.len + page_));
     return AwaitExit(c);
   });
-  ASSERT_EQ(victim.Get(), 0u) << "victim set-up step";
-  const uint64_t base = victim.Get();
-  const uint64_t size = victim.Get();
-  const uint64_t window = victim.Get();
-  const uint64_t window2 = victim.Get();
-  EXPECT_EQ(victim.Get(), 0x77u) << "the victim maps its own range and reads it";
-  EXPECT_EQ(victim.Get(), static_cast<uint64_t>(EINVAL)) << "the victim maps past its range";
+  ASSERT_EQ(Take(victim), 0u) << "victim set-up step";
+  const uint64_t base = Take(victim);
+  const uint64_t size = Take(victim);
+  const uint64_t window = Take(victim);
+  const uint64_t window2 = Take(victim);
+  EXPECT_EQ(Take(victim), 0x77u) << "the victim maps its own range and reads it";
+  EXPECT_EQ(Take(victim), static_cast<uint64_t>(EINVAL)) << "the victim maps past its range";
   ASSERT_NE(window2, kNoReply);
 
   EXPECT_NE(window, base) << "window offset is the range's address";
@@ -643,30 +493,30 @@ TEST_F(IsolationTest, MmapErrorsAreNoAddressOracle) {
     probes.push_back({"just before the window", window - p, p});
     probes.push_back({"straddling the window's start", window - p, 2 * p});
   }
-  Proc stranger(kNobody, [&](Chan &c) {
+  UserProcess stranger(As(kNobody), [&](const Channel &c) {
     const int fd = OpenDevice();
     // A domain of its own: membership elsewhere grants nothing.
     if (fd < 0 || Join(fd, NewDomainId(), 0, 2) != 0) {
       return 1;
     }
     for (const MmapProbe &probe : probes) {
-      c.Send(MmapErrno(fd, probe.offset, probe.len));
-      c.Send(MmapErrno(fd, probe.offset, probe.len, PROT_READ | PROT_WRITE));
+      Put(c, MmapErrno(fd, probe.offset, probe.len));
+      Put(c, MmapErrno(fd, probe.offset, probe.len, PROT_READ | PROT_WRITE));
     }
     return AwaitExit(c);
   });
   for (const MmapProbe &probe : probes) {
-    EXPECT_EQ(stranger.Get(), static_cast<uint64_t>(EPERM))
+    EXPECT_EQ(Take(stranger), static_cast<uint64_t>(EPERM))
         << probe.what << ": offset " << std::hex << probe.offset << " length " << probe.len
         << " PROT_READ";
-    EXPECT_EQ(stranger.Get(), static_cast<uint64_t>(EPERM))
+    EXPECT_EQ(Take(stranger), static_cast<uint64_t>(EPERM))
         << probe.what << ": offset " << std::hex << probe.offset << " length " << probe.len
         << " PROT_READ|PROT_WRITE";
   }
-  stranger.Send(kCmdExit);
-  EXPECT_EQ(stranger.Wait(), 0);
-  victim.Send(kCmdExit);
-  EXPECT_EQ(victim.Wait(), 0);
+  Put(stranger, kCmdExit);
+  EXPECT_EQ(stranger.Wait(), "");
+  Put(victim, kCmdExit);
+  EXPECT_EQ(victim.Wait(), "");
 }
 
 // ---------------------------------------------------------------------------------------
@@ -678,7 +528,7 @@ constexpr char kMarker1 = 0x41;
 constexpr char kMarker2 = 0x42;
 
 // Rank 0 of every domain in `ids`, owning kGrantPages activated pages of kMarker1.
-int GrantOwner(Chan &c, const std::vector<DomainId> &ids) {
+int GrantOwner(const Channel &c, const std::vector<DomainId> &ids) {
   const int fd = OpenDevice();
   int step = fd < 0 ? 10 : 0;
   for (const DomainId &id : ids) {
@@ -690,20 +540,20 @@ int GrantOwner(Chan &c, const std::vector<DomainId> &ids) {
   if (step == 0) {
     step = r.Make(fd, kGrantPages, kMarker1);
   }
-  c.Send(step);
+  Put(c, step);
   if (step != 0) {
     return step;
   }
-  for (uint64_t cmd, arg; c.Recv(&cmd, -1) && cmd != kCmdExit;) {
-    if (cmd == kCmdLeave && c.Recv(&arg, -1)) {
-      c.Send(Leave(fd, ids[arg], 0));
-    } else if (cmd == kCmdReactivate && c.Recv(&arg, -1)) {
+  for (uint64_t cmd, arg; Next(c, &cmd) && cmd != kCmdExit;) {
+    if (cmd == kCmdLeave && Next(c, &arg)) {
+      Put(c, Leave(fd, ids[arg], 0));
+    } else if (cmd == kCmdReactivate && Next(c, &arg)) {
       int err = Deactivate(fd, r.base);
       std::memset(r.base, static_cast<char>(arg), r.len);
       if (err == 0) {
         err = Activate(fd, r.base, r.len);
       }
-      c.Send(err);
+      Put(c, err);
     }
   }
   return 0;
@@ -711,7 +561,7 @@ int GrantOwner(Chan &c, const std::vector<DomainId> &ids) {
 
 // Rank 1 of every domain in `ids`: maps rank 0's range (found through ids[0]) and
 // touches it on command.
-int GrantPeer(Chan &c, const std::vector<DomainId> &ids) {
+int GrantPeer(const Channel &c, const std::vector<DomainId> &ids) {
   const size_t page = PageSize();
   const int fd = OpenDevice();
   int step = fd < 0 ? 10 : 0;
@@ -736,20 +586,20 @@ int GrantPeer(Chan &c, const std::vector<DomainId> &ids) {
       m = static_cast<char *>(p);
     }
   }
-  c.Send(step);
+  Put(c, step);
   if (step != 0) {
     return step;
   }
-  for (uint64_t cmd, arg; c.Recv(&cmd, -1) && cmd != kCmdExit;) {
+  for (uint64_t cmd, arg; Next(c, &cmd) && cmd != kCmdExit;) {
     if (cmd == kCmdProbe) {
       char v = 0;
       const int sig = Probe(m + 3 * page, &v);
-      c.Send(sig);
-      c.Send(sig == 0 ? static_cast<uint8_t>(v) : kNoReply);
+      Put(c, sig);
+      Put(c, sig == 0 ? static_cast<uint8_t>(v) : kNoReply);
     } else if (cmd == kCmdRemap) {
-      c.Send(MmapErrno(fd, ranges[0].mmap_offset, len, PROT_READ | PROT_WRITE));
-    } else if (cmd == kCmdLeave && c.Recv(&arg, -1)) {
-      c.Send(Leave(fd, ids[arg], 1));
+      Put(c, MmapErrno(fd, ranges[0].mmap_offset, len, PROT_READ | PROT_WRITE));
+    } else if (cmd == kCmdLeave && Next(c, &arg)) {
+      Put(c, Leave(fd, ids[arg], 1));
     } else if (cmd == kCmdProcMem) {
       std::vector<char> buf(2 * page, 0);
       // The result of pread(), or -errno.
@@ -763,8 +613,8 @@ int GrantPeer(Chan &c, const std::vector<DomainId> &ids) {
         result = n < 0 ? -errno : n;
         close(mem);
       }
-      c.Send(static_cast<uint64_t>(result));
-      c.Send(static_cast<uint64_t>(std::count(buf.begin(), buf.end(), kMarker1)));
+      Put(c, static_cast<uint64_t>(result));
+      Put(c, static_cast<uint64_t>(std::count(buf.begin(), buf.end(), kMarker1)));
     }
   }
   munmap(m, len);
@@ -772,16 +622,16 @@ int GrantPeer(Chan &c, const std::vector<DomainId> &ids) {
 }
 
 // The byte B reads through its peer mapping (signal, value).
-std::pair<uint64_t, uint64_t> ProbePeer(Proc &peer) {
-  peer.Send(kCmdProbe);
-  const uint64_t sig = peer.Get();
-  return {sig, peer.Get()};
+std::pair<uint64_t, uint64_t> ProbePeer(UserProcess &peer) {
+  Put(peer, kCmdProbe);
+  const uint64_t sig = Take(peer);
+  return {sig, Take(peer)};
 }
 
-uint64_t Command(Proc &p, uint64_t cmd, uint64_t arg) {
-  p.Send(cmd);
-  p.Send(arg);
-  return p.Get();
+uint64_t Command(UserProcess &p, uint64_t cmd, uint64_t arg) {
+  Put(p, cmd);
+  Put(p, arg);
+  return Take(p);
 }
 
 // Attack: B maps A's range while they share a domain, then the domain breaks (A leaves) and
@@ -791,10 +641,10 @@ uint64_t Command(Proc &p, uint64_t cmd, uint64_t arg) {
 // new mmap is EPERM.
 TEST_F(IsolationTest, GrantDiesWithTheDomain) {
   const std::vector<DomainId> ids = {NewDomainId()};
-  Proc a(kNobody, [&](Chan &c) { return GrantOwner(c, ids); });
-  ASSERT_EQ(a.Get(), 0u) << "A set-up step";
-  Proc b(kNobody, [&](Chan &c) { return GrantPeer(c, ids); });
-  ASSERT_EQ(b.Get(), 0u) << "B set-up step";
+  UserProcess a(As(kNobody), [&](const Channel &c) { return GrantOwner(c, ids); });
+  ASSERT_EQ(Take(a), 0u) << "A set-up step";
+  UserProcess b(As(kNobody), [&](const Channel &c) { return GrantPeer(c, ids); });
+  ASSERT_EQ(Take(b), 0u) << "B set-up step";
   ASSERT_EQ(ProbePeer(b), std::make_pair(uint64_t{0}, uint64_t{kMarker1}))
       << "premise: B reads A's marker";
 
@@ -805,14 +655,14 @@ TEST_F(IsolationTest, GrantDiesWithTheDomain) {
   const auto [sig, value] = ProbePeer(b);
   EXPECT_EQ(sig, static_cast<uint64_t>(SIGBUS)) << "B's old mapping after A's new activation";
   EXPECT_NE(value, static_cast<uint64_t>(kMarker2)) << "B read A's new memory";
-  b.Send(kCmdRemap);
-  EXPECT_EQ(b.Get(), static_cast<uint64_t>(EPERM)) << "B's new mmap of A's range";
+  Put(b, kCmdRemap);
+  EXPECT_EQ(Take(b), static_cast<uint64_t>(EPERM)) << "B's new mmap of A's range";
 
   EXPECT_EQ(Command(b, kCmdLeave, 0), 0u) << "B leaves the broken domain";
-  a.Send(kCmdExit);
-  b.Send(kCmdExit);
-  EXPECT_EQ(a.Wait(), 0);
-  EXPECT_EQ(b.Wait(), 0);
+  Put(a, kCmdExit);
+  Put(b, kCmdExit);
+  EXPECT_EQ(a.Wait(), "");
+  EXPECT_EQ(b.Wait(), "");
 }
 
 // Attack (the other side of the same rule): A and B share two domains; breaking one of them
@@ -821,31 +671,31 @@ TEST_F(IsolationTest, GrantDiesWithTheDomain) {
 // domain 2, the mapping is SIGBUS and a new mmap is EPERM.
 TEST_F(IsolationTest, GrantLivesWhileAnySharedDomainLives) {
   const std::vector<DomainId> ids = {NewDomainId(), NewDomainId()};
-  Proc a(kNobody, [&](Chan &c) { return GrantOwner(c, ids); });
-  ASSERT_EQ(a.Get(), 0u) << "A set-up step";
-  Proc b(kNobody, [&](Chan &c) { return GrantPeer(c, ids); });
-  ASSERT_EQ(b.Get(), 0u) << "B set-up step";
+  UserProcess a(As(kNobody), [&](const Channel &c) { return GrantOwner(c, ids); });
+  ASSERT_EQ(Take(a), 0u) << "A set-up step";
+  UserProcess b(As(kNobody), [&](const Channel &c) { return GrantPeer(c, ids); });
+  ASSERT_EQ(Take(b), 0u) << "B set-up step";
   ASSERT_EQ(ProbePeer(b), std::make_pair(uint64_t{0}, uint64_t{kMarker1}))
       << "premise: B reads A's marker";
 
   ASSERT_EQ(Command(b, kCmdLeave, 0), 0u) << "B leaves domain 1 (it breaks)";
   EXPECT_EQ(ProbePeer(b), std::make_pair(uint64_t{0}, uint64_t{kMarker1}))
       << "domain 2 still allows B's mapping";
-  b.Send(kCmdRemap);
-  EXPECT_EQ(b.Get(), 0u) << "domain 2 still allows a new mmap";
+  Put(b, kCmdRemap);
+  EXPECT_EQ(Take(b), 0u) << "domain 2 still allows a new mmap";
 
   ASSERT_EQ(Command(a, kCmdLeave, 1), 0u) << "A leaves domain 2 (it breaks)";
   EXPECT_EQ(ProbePeer(b).first, static_cast<uint64_t>(SIGBUS))
       << "B's mapping once no shared domain is unbroken";
-  b.Send(kCmdRemap);
-  EXPECT_EQ(b.Get(), static_cast<uint64_t>(EPERM)) << "B's new mmap once no shared domain is left";
+  Put(b, kCmdRemap);
+  EXPECT_EQ(Take(b), static_cast<uint64_t>(EPERM)) << "B's new mmap once no shared domain is left";
 
   EXPECT_EQ(Command(a, kCmdLeave, 0), 0u) << "A leaves broken domain 1";
   EXPECT_EQ(Command(b, kCmdLeave, 1), 0u) << "B leaves broken domain 2";
-  a.Send(kCmdExit);
-  b.Send(kCmdExit);
-  EXPECT_EQ(a.Wait(), 0);
-  EXPECT_EQ(b.Wait(), 0);
+  Put(a, kCmdExit);
+  Put(b, kCmdExit);
+  EXPECT_EQ(a.Wait(), "");
+  EXPECT_EQ(b.Wait(), "");
 }
 
 // ---------------------------------------------------------------------------------------
@@ -882,15 +732,15 @@ fuse_attr FuseAttr(uint64_t nodeid, uint64_t file_len) {
 
 // A FUSE file system with one file, "f", of `file_len` bytes of kStallMarker, mounted on
 // `mnt`.  It holds the first READ until the test sends kCmdGo (after saying kFuseReadHeld).
-int FuseServe(Chan &c, const std::string &mnt, uint64_t file_len) {
+int FuseServe(const Channel &c, const std::string &mnt, uint64_t file_len) {
   const int dev = open("/dev/fuse", O_RDWR | O_CLOEXEC);
   const std::string opts =
       "fd=" + std::to_string(dev) + ",rootmode=40000,user_id=0,group_id=0,allow_other";
   if (dev < 0 || mount("hzc-stall", mnt.c_str(), "fuse", MS_NOSUID | MS_NODEV, opts.c_str()) != 0) {
-    c.Send(errno);
+    Put(c, errno);
     return 1;
   }
-  c.Send(0);
+  Put(c, 0);
   std::vector<char> buf(1 << 20);
   std::vector<char> data(file_len, kStallMarker);
   bool held = false;
@@ -946,9 +796,9 @@ int FuseServe(Chan &c, const std::string &mnt, uint64_t file_len) {
         const auto *rd = reinterpret_cast<const fuse_read_in *>(arg);
         if (!held) {
           held = true;
-          c.Send(kFuseReadHeld);
+          Put(c, kFuseReadHeld);
           for (uint64_t cmd = 0; cmd != kCmdGo;) {
-            if (!c.Recv(&cmd, -1)) {
+            if (!Next(c, &cmd)) {
               return 1;
             }
           }
@@ -1008,11 +858,11 @@ TEST_F(IsolationTest, ActivateStalledInPageFaultDoesNotBlockPeers) {
   const size_t len = kStallPages * page_;
   const MountPoint mnt;  // unmounted last, once every process using it is gone
   ASSERT_FALSE(mnt.path.empty());
-  Proc owner(0, [&](Chan &c) {
+  UserProcess owner(As(0), [&](const Channel &c) {
     const int fd = OpenDevice();
-    c.Send(fd < 0 ? ENODEV : Join(fd, id, 0, 2));
+    Put(c, fd < 0 ? ENODEV : Join(fd, id, 0, 2));
     uint64_t cmd = 0;
-    if (!c.Recv(&cmd, -1) || cmd != kCmdGo) {
+    if (!Next(c, &cmd) || cmd != kCmdGo) {
       return 1;
     }
     // A private writable mapping of the FUSE file: ACTIVATE's write fault reads the page.
@@ -1025,97 +875,97 @@ TEST_F(IsolationTest, ActivateStalledInPageFaultDoesNotBlockPeers) {
     } else if (RegisterRange(fd, p, len) != 0) {
       step = 4;
     }
-    c.Send(step);
+    Put(c, step);
     if (step != 0) {
       return step;
     }
     std::atomic<int> activate_err{-1};
     std::thread activation([&] { activate_err = Activate(fd, p, len); });
-    while (c.Recv(&cmd, -1) && cmd != kCmdGo) {
+    while (Next(c, &cmd) && cmd != kCmdGo) {
     }
     activation.join();
-    c.Send(static_cast<uint64_t>(activate_err.load()));
+    Put(c, static_cast<uint64_t>(activate_err.load()));
     return AwaitExit(c);
   });
-  ASSERT_EQ(owner.Get(), 0u) << "owner join";
-  Proc peer(0, [&](Chan &c) {
+  ASSERT_EQ(Take(owner), 0u) << "owner join";
+  UserProcess peer(As(0), [&](const Channel &c) {
     const int fd = OpenDevice();
-    c.Send(fd < 0 ? ENODEV : Join(fd, id, 1, 2));
+    Put(c, fd < 0 ? ENODEV : Join(fd, id, 1, 2));
     uint64_t range_id = 0;
-    for (uint64_t cmd; c.Recv(&cmd, -1) && cmd != kCmdExit;) {
+    for (uint64_t cmd; Next(c, &cmd) && cmd != kCmdExit;) {
       if (cmd == kCmdList) {
         std::vector<hzc_range_desc> ranges;
         const int err = ListRanges(fd, id, 1, 0, &ranges);
         if (!ranges.empty()) {
           range_id = ranges[0].id;
         }
-        c.Send(err);
-        c.Send(ranges.size());
-        c.Send(ranges.empty() ? 0 : ranges[0].activated_bytes);
+        Put(c, err);
+        Put(c, ranges.size());
+        Put(c, ranges.empty() ? 0 : ranges[0].activated_bytes);
       } else if (cmd == kCmdListActs) {
         std::vector<hzc_activation_desc> acts;
-        c.Send(ListActivations(fd, id, 1, 0, range_id, &acts));
-        c.Send(acts.size());
+        Put(c, ListActivations(fd, id, 1, 0, range_id, &acts));
+        Put(c, acts.size());
       }
     }
     return 0;
   });
-  ASSERT_EQ(peer.Get(), 0u) << "peer join";
+  ASSERT_EQ(Take(peer), 0u) << "peer join";
   // Declared last, so killed first: that aborts the FUSE connection and so ends a stall
   // that would otherwise keep the owner (and, before the fix, the peer) from exiting.
-  Proc server(0, [&](Chan &c) { return FuseServe(c, mnt.path, len); });
-  ASSERT_EQ(server.Get(), 0u) << "FUSE mount (errno)";
-  owner.Send(kCmdGo);
-  ASSERT_EQ(owner.Get(), 0u) << "owner maps the FUSE file and registers it";
-  if (server.Get(30000) != kFuseReadHeld) {
-    owner.Send(kCmdGo);
+  UserProcess server(As(0), [&](const Channel &c) { return FuseServe(c, mnt.path, len); });
+  ASSERT_EQ(Take(server), 0u) << "FUSE mount (errno)";
+  Put(owner, kCmdGo);
+  ASSERT_EQ(Take(owner), 0u) << "owner maps the FUSE file and registers it";
+  if (Take(server, 30000) != kFuseReadHeld) {
+    Put(owner, kCmdGo);
     FAIL() << "premise: ACTIVATE waits for the FUSE READ; it returned "
-           << static_cast<int64_t>(owner.Get()) << " without one";
+           << static_cast<int64_t>(Take(owner)) << " without one";
   }
 
   // While the fault is pending.
-  peer.Send(kCmdList);
-  uint64_t err = peer.Get(kLivenessMs);
+  Put(peer, kCmdList);
+  uint64_t err = Take(peer, kLivenessMs);
   const bool list_returned = err != kNoReply;
   EXPECT_TRUE(list_returned) << "LIST_RANGES still blocked after 10 s behind the stalled ACTIVATE";
   uint64_t acts_err = kNoReply;
   if (list_returned) {
     EXPECT_EQ(err, 0u) << "LIST_RANGES during the stall";
-    EXPECT_EQ(peer.Get(), 1u) << "ranges listed during the stall";
-    peer.Get();  // activated bytes: whatever is committed
-    peer.Send(kCmdListActs);
-    acts_err = peer.Get(kLivenessMs);
+    EXPECT_EQ(Take(peer), 1u) << "ranges listed during the stall";
+    Take(peer);  // activated bytes: whatever is committed
+    Put(peer, kCmdListActs);
+    acts_err = Take(peer, kLivenessMs);
     EXPECT_NE(acts_err, kNoReply)
         << "LIST_ACTIVATIONS still blocked after 10 s behind the stalled ACTIVATE";
     if (acts_err != kNoReply) {
       EXPECT_EQ(acts_err, 0u) << "LIST_ACTIVATIONS during the stall";
-      peer.Get();
+      Take(peer);
     }
   }
 
   // Resolve the fault: the activation completes.
-  server.Send(kCmdGo);
-  owner.Send(kCmdGo);
-  EXPECT_EQ(owner.Get(), 0u) << "ACTIVATE once the fault is resolved";
+  Put(server, kCmdGo);
+  Put(owner, kCmdGo);
+  EXPECT_EQ(Take(owner), 0u) << "ACTIVATE once the fault is resolved";
   if (!list_returned) {
     for (int i = 0; i < 3; ++i) {
-      peer.Get();  // the late answers of the blocked LIST_RANGES
+      Take(peer);  // the late answers of the blocked LIST_RANGES
     }
   } else if (acts_err == kNoReply) {
     for (int i = 0; i < 2; ++i) {
-      peer.Get();  // ... of the blocked LIST_ACTIVATIONS
+      Take(peer);  // ... of the blocked LIST_ACTIVATIONS
     }
   }
-  peer.Send(kCmdList);
-  EXPECT_EQ(peer.Get(), 0u) << "LIST_RANGES after the activation";
-  EXPECT_EQ(peer.Get(), 1u);
-  EXPECT_EQ(peer.Get(), len) << "activated bytes after the activation";
+  Put(peer, kCmdList);
+  EXPECT_EQ(Take(peer), 0u) << "LIST_RANGES after the activation";
+  EXPECT_EQ(Take(peer), 1u);
+  EXPECT_EQ(Take(peer), len) << "activated bytes after the activation";
   EXPECT_EQ(Counter("pinned_bytes"), before_.pinned + static_cast<long long>(len));
 
-  owner.Send(kCmdExit);
-  EXPECT_EQ(owner.Wait(), 0);
-  peer.Send(kCmdExit);
-  EXPECT_EQ(peer.Wait(), 0);
+  Put(owner, kCmdExit);
+  EXPECT_EQ(owner.Wait(), "");
+  Put(peer, kCmdExit);
+  EXPECT_EQ(peer.Wait(), "");
 }
 
 // ---------------------------------------------------------------------------------------
@@ -1127,25 +977,25 @@ TEST_F(IsolationTest, ActivateStalledInPageFaultDoesNotBlockPeers) {
 // Must happen: pread() returns the owner's bytes.
 TEST_F(IsolationTest, ProcMemReadsPeerMapping) {
   const std::vector<DomainId> ids = {NewDomainId()};
-  Proc a(kNobody, [&](Chan &c) { return GrantOwner(c, ids); });
-  ASSERT_EQ(a.Get(), 0u) << "A set-up step";
-  Proc b(kNobody, [&](Chan &c) { return GrantPeer(c, ids); });
-  ASSERT_EQ(b.Get(), 0u) << "B set-up step";
+  UserProcess a(As(kNobody), [&](const Channel &c) { return GrantOwner(c, ids); });
+  ASSERT_EQ(Take(a), 0u) << "A set-up step";
+  UserProcess b(As(kNobody), [&](const Channel &c) { return GrantPeer(c, ids); });
+  ASSERT_EQ(Take(b), 0u) << "B set-up step";
 
-  b.Send(kCmdProcMem);
-  const auto n = static_cast<int64_t>(b.Get());
+  Put(b, kCmdProcMem);
+  const auto n = static_cast<int64_t>(Take(b));
   EXPECT_EQ(n, static_cast<int64_t>(2 * page_))
       << "pread of /proc/self/mem at the peer mapping (negative: -errno)";
-  EXPECT_EQ(b.Get(), 2 * page_) << "bytes of the owner's marker read through /proc/self/mem";
+  EXPECT_EQ(Take(b), 2 * page_) << "bytes of the owner's marker read through /proc/self/mem";
   EXPECT_EQ(ProbePeer(b), std::make_pair(uint64_t{0}, uint64_t{kMarker1}))
       << "the mapping itself still reads";
 
   EXPECT_EQ(Command(b, kCmdLeave, 0), 0u);
   EXPECT_EQ(Command(a, kCmdLeave, 0), 0u);
-  a.Send(kCmdExit);
-  b.Send(kCmdExit);
-  EXPECT_EQ(a.Wait(), 0);
-  EXPECT_EQ(b.Wait(), 0);
+  Put(a, kCmdExit);
+  Put(b, kCmdExit);
+  EXPECT_EQ(a.Wait(), "");
+  EXPECT_EQ(b.Wait(), "");
 }
 
 }  // namespace
