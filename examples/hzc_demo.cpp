@@ -2,15 +2,17 @@
 // hzc-demo: N ranks (processes on this server) run the zero-copy flow of HCCL:
 //
 //   aclrtReserveMemAddress -> HcclCommSetMemoryRange -> aclrtMallocPhysical -> aclrtMapMem
-//   -> HcclCommActivateCommMemory -> (collectives: not part of this demo) -> read every
-//   peer's memory -> HcclCommDeactivateCommMemory -> aclrtUnmapMem/aclrtFreePhysical
-//   -> HcclCommUnsetMemoryRange -> aclrtReleaseMemAddress
+//   -> HcclCommActivateCommMemory -> read every peer's memory -> HcclAllReduce and
+//   HcclAllGather on the activated memory -> HcclCommDeactivateCommMemory
+//   -> aclrtUnmapMem/aclrtFreePhysical -> HcclCommUnsetMemoryRange -> aclrtReleaseMemAddress
 //
 // Each rank writes a pattern into its activated memory, reads every peer's pattern through
 // the library's peer mapping (hzc_comm_peer_ptr) and leaves a note in each peer's memory;
-// rank 0 shows the ranges and domains in /sys/kernel/hzc while they exist. The launcher
-// starts the ranks as copies of itself; they meet at a barrier in a shared page (a real
-// application would use HcclBarrier).
+// then the ranks run an AllReduce (sum) and an AllGather whose send and receive buffers are
+// in the activated memory, and check every element of the results; rank 0 shows the ranges
+// and domains in /sys/kernel/hzc while they exist. The launcher starts the ranks as copies
+// of itself; they meet at a barrier in a shared page (a real application would use
+// HcclBarrier).
 #include <acl/acl.h>
 #include <fmt/format.h>
 #include <hccl/hccl.h>
@@ -56,6 +58,17 @@ bool Barrier(Shared *s, int i, uint32_t n) {
 
 uint64_t Word(uint32_t rank, size_t i) {
   return (uint64_t{0xc0de0000u + rank} << 32) | i;
+}
+
+// AllReduce input of rank r at element i; the sum over the ranks is Sum(n) * (i % 1024 + 1).
+int32_t ReduceIn(uint32_t rank, size_t i) {
+  return static_cast<int32_t>((rank + 1) * (i % 1024 + 1));
+}
+int32_t GatherIn(uint32_t rank, size_t i) {
+  return static_cast<int32_t>((rank << 24) | (i & 0xffffff));
+}
+double MsSince(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
 
 std::string ReadFile(const std::filesystem::path &p) {
@@ -140,12 +153,11 @@ int RunRank(uint32_t rank, uint32_t nranks, const HcclRootInfo &root, Shared *sh
     mine[i] = Word(rank, i);
   }
   report += fmt::format("  activated 2 x {} MiB at {} and wrote its pattern\n", kChunk >> 20, va);
-  // 6: collectives (HcclAllReduce, ...) would run here.
   if (!Barrier(shared, 0, nranks)) {
     return 1;
   }
 
-  // 7: read every peer's pattern through the library's mapping; leave a note in its memory.
+  // 6: read every peer's pattern through the library's mapping; leave a note in its memory.
   for (uint32_t q = 0; q < nranks; ++q) {
     hzc_peer_block blocks[4];
     uint32_t count = 4;
@@ -177,6 +189,48 @@ int RunRank(uint32_t rank, uint32_t nranks, const HcclRootInfo &root, Shared *sh
   }
   report += fmt::format("  found {} of {} notes the ranks wrote into this memory\n", notes, nranks);
   if (notes != nranks) {
+    shared->failed.store(1);
+  }
+
+  // 7: collectives on the activated memory (every peer is done reading the patterns).
+  // AllReduce: send and receive 1 MiB each in the first chunk.
+  const size_t rcount = (kChunk / 2) / sizeof(int32_t);
+  auto *rsend = reinterpret_cast<int32_t *>(base);
+  auto *rrecv = reinterpret_cast<int32_t *>(base + kChunk / 2);
+  for (size_t i = 0; i < rcount; ++i) {
+    rsend[i] = ReduceIn(rank, i);
+  }
+  auto t0 = std::chrono::steady_clock::now();
+  STEP(HcclAllReduce(rsend, rrecv, rcount, HCCL_DATA_TYPE_INT32, HCCL_REDUCE_SUM, comm, nullptr));
+  const double reduce_ms = MsSince(t0);
+  const int32_t sum = static_cast<int32_t>(nranks * (nranks + 1) / 2);
+  size_t bad = 0;
+  for (size_t i = 0; i < rcount; ++i) {
+    bad += rrecv[i] != sum * static_cast<int32_t>(i % 1024 + 1) ? 1 : 0;
+  }
+  report +=
+      fmt::format("  HcclAllReduce sum of {} int32 in activated memory: {} ({:.1f} ms)\n", rcount,
+                  bad == 0 ? "every element right" : fmt::format("{} WRONG", bad), reduce_ms);
+  // AllGather: in the second chunk, before the notes; the send buffer, then nranks slots.
+  const size_t gcount = ((kChunk - nranks * kNote) / (nranks + 1) / sizeof(int32_t)) & ~size_t{15};
+  auto *gsend = reinterpret_cast<int32_t *>(base + kChunk);
+  auto *grecv = gsend + gcount;
+  for (size_t i = 0; i < gcount; ++i) {
+    gsend[i] = GatherIn(rank, i);
+  }
+  t0 = std::chrono::steady_clock::now();
+  STEP(HcclAllGather(gsend, grecv, gcount, HCCL_DATA_TYPE_INT32, comm, nullptr));
+  const double gather_ms = MsSince(t0);
+  size_t gbad = 0;
+  for (uint32_t q = 0; q < nranks; ++q) {
+    for (size_t i = 0; i < gcount; ++i) {
+      gbad += grecv[q * gcount + i] != GatherIn(q, i) ? 1 : 0;
+    }
+  }
+  report += fmt::format(
+      "  HcclAllGather of {} int32 per rank in activated memory: {} ({:.1f} ms)\n", gcount,
+      gbad == 0 ? "every element right" : fmt::format("{} WRONG", gbad), gather_ms);
+  if (bad != 0 || gbad != 0) {
     shared->failed.store(1);
   }
   if (rank == 0) {
