@@ -10,6 +10,8 @@
 #   make install    install libhzc, its headers, CMake package and pkg-config
 #                   file, the tools, the uapi header and hzc.ko
 #                   (PREFIX, default /usr/local; DESTDIR for staging)
+#   make dkms-install  install hzc.ko's source as /usr/src/hzc-<version> and
+#                   dkms add, build and install it (make -C kmod dkms-install)
 #   make lint       checkpatch --strict, sparse, clang-format
 #   make format     apply clang-format to userspace sources
 #
@@ -32,7 +34,8 @@ export BUILD HZC_DEPS
 
 CMAKE_CONFIGURE = cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=$(CMAKE_BUILD_TYPE)
 
-.PHONY: all deps kmod lib lib-check lib-bench lib-demo check demo bench install lint format clean
+.PHONY: all deps kmod lib lib-check lib-bench lib-demo check demo bench install dkms-install \
+	lint format clean
 
 all: kmod lib
 
@@ -89,6 +92,9 @@ bench:
 install: kmod lib
 	DESTDIR=$(DESTDIR) cmake --install $(BUILD) --prefix $(PREFIX)
 	$(MAKE) -C kmod install DESTDIR=$(DESTDIR)
+
+dkms-install:
+	$(MAKE) -C kmod dkms-install
 
 lint:
 	@scripts/lint
