@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 
 #include <atomic>
+#include <functional>
 #include <iostream>
 #include <map>
 #include <memory>
@@ -214,25 +215,27 @@ TEST_F(LimitsTest, SysfsReadsRacingRegisterAndUnregisterNeverOops) {
 // looping {A joins rank 0 of a new 2-rank domain, B joins rank 1, both publish 4 KiB on
 // all 16 keys, A leaves (the domain breaks), B stays} held unbounded kernel memory.
 // Must: the loop stops, on the first call over a limit, with that limit's errno:
-//   max_memberships (B's context)          ENOSPC on B's JOIN
-//   max_user_memberships (the uid)         EDQUOT on the JOIN that would pass it
-//   max_board_bytes (B's memberships)      ENOSPC on B's BOARD_PUT
-//   max_user_board_bytes (blobs that live) EDQUOT on A's BOARD_PUT
-//   max_domains (held broken ones count)   ENOSPC on A's JOIN (creating the domain)
-// nr_domains counts the broken domains B holds; once both files are closed every counter
-// is back and a second user process hits the limit at the same point (the per-user
-// charges were returned).
+//   max_memberships (per context)            ENOSPC on B's JOIN
+//   max_user_memberships (per user)          EDQUOT on the JOIN that would pass it
+//   max_board_bytes (per context)            ENOSPC on B's BOARD_PUT
+//   max_user_board_bytes (blobs that live)   EDQUOT on A's BOARD_PUT
+//   max_domains (global, broken ones count)  ENOSPC on A's JOIN (creating the domain)
+// While the flooder holds everything, a per-user limit refuses another process of the
+// same user (EDQUOT) but not another user; a per-context limit refuses neither; the
+// global one refuses everyone.  nr_domains counts the broken domains B holds; once the
+// flooder is gone every counter is back and a second flooder stops at the same point
+// (the per-user charges were returned).
 
 constexpr uint32_t kBlob = 4096;
 constexpr size_t kRoundBlobBytes = 2 * HZC_BOARD_KEYS * kBlob;  // A's and B's blobs
 
 struct Flood {
   int rounds = 0;             // complete rounds
-  int held = 0;               // domains B holds (broken ones, and the last if it joined)
+  int held = 0;               // domains still held when it stopped (broken ones included)
   std::string stopped_at;     // the call that failed, "" if the loop never stopped
   int err = 0;                // its errno
   long long blob_bytes = 0;   // bytes of blobs published (and alive) when it stopped
-  long long nr_domains = -1;  // nr_domains when it stopped, B still holding
+  long long nr_domains = -1;  // nr_domains when it stopped
 };
 
 std::ostream &operator<<(std::ostream &os, const Flood &f) {
@@ -241,8 +244,10 @@ std::ostream &operator<<(std::ostream &os, const Flood &f) {
             << " KiB of blobs, nr_domains " << f.nr_domains;
 }
 
-// Runs the loop as nobody, at most max_rounds rounds.
-Flood RunBoardFlood(int max_rounds) {
+// Runs the loop as nobody, at most max_rounds rounds, then calls while_held (if any)
+// before the flooder closes its files and exits.  An incomplete last round is not
+// undone: A and B keep what they got.
+Flood RunBoardFlood(int max_rounds, const std::function<void()> &while_held = {}) {
   UserProcess child(kNobody, [max_rounds](Channel &channel) -> std::string {
     const int a = OpenDevice(), b = OpenDevice();
     if (a < 0 || b < 0) {
@@ -250,16 +255,15 @@ Flood RunBoardFlood(int max_rounds) {
     }
     const std::vector<char> blob(kBlob, 'x');
     Flood f;
-    for (; f.rounds < max_rounds && f.stopped_at.empty(); ++f.rounds) {
+    for (; f.rounds < max_rounds; ++f.rounds) {
       const DomainId id = NewDomainId();
       if ((f.err = Join(a, id, 0, 2)) != 0) {
         f.stopped_at = "A joins rank 0";
         break;
       }
+      f.held++;
       if ((f.err = Join(b, id, 1, 2)) != 0) {
         f.stopped_at = "B joins rank 1";
-      } else {
-        f.held++;
       }
       for (uint32_t key = 0; key < HZC_BOARD_KEYS && f.stopped_at.empty(); ++key) {
         if ((f.err = Put(a, id, 0, key, blob.data(), kBlob)) != 0) {
@@ -275,19 +279,19 @@ Flood RunBoardFlood(int max_rounds) {
           f.blob_bytes += kBlob;
         }
       }
+      if (!f.stopped_at.empty()) {
+        break;
+      }
       if (Leave(a, id, 0) != 0) {
         return "A could not leave";
-      }
-      if (!f.stopped_at.empty()) {
-        break;  // an incomplete round
       }
     }
     f.nr_domains = Counter("nr_domains");
     std::ostringstream out;
     out << f.rounds << ' ' << f.held << ' ' << f.err << ' ' << f.blob_bytes << ' ' << f.nr_domains
         << ' ' << f.stopped_at;
-    if (!channel.Send(out.str())) {
-      return "cannot report";
+    if (!channel.Send(out.str()) || !channel.Expect("close", 300000)) {
+      return "lost the test";
     }
     close(a);
     close(b);
@@ -299,57 +303,110 @@ Flood RunBoardFlood(int max_rounds) {
     std::istringstream in(*report);
     in >> f.rounds >> f.held >> f.err >> f.blob_bytes >> f.nr_domains >> std::ws;
     std::getline(in, f.stopped_at);
+    if (while_held) {
+      while_held();
+    }
+    child.channel().Send("close");
   }
-  const std::string outcome = child.Wait();
-  EXPECT_EQ(outcome, "") << "the flooding process";
+  EXPECT_EQ(child.Wait(), "") << "the flooding process";
   EXPECT_TRUE(report.has_value()) << "no report from the flooding process";
   return f;
 }
 
-// The loop under one lowered limit, twice (in two processes, one after the other).
-void ExpectFloodStops(const std::string &param, long long value, int rounds,
-                      const std::string &stopped_at, int err, long long domains_before) {
+// What a fresh process of `uid` gets for one more membership: a new 1-rank domain (the
+// JOIN's errno name).
+std::string ProbeJoin(uid_t uid) {
+  return UserProcess(uid,
+                     []() -> std::string {
+                       const int fd = OpenDevice();
+                       return ErrnoName(Join(fd, NewDomainId(), 0, 1));
+                     })
+      .Wait();
+}
+
+// What a fresh process of `uid` gets for one more 4 KiB blob, in a new 1-rank domain
+// (the BOARD_PUT's errno name, or the JOIN's).
+std::string ProbePut(uid_t uid) {
+  return UserProcess(uid,
+                     []() -> std::string {
+                       const int fd = OpenDevice();
+                       const DomainId id = NewDomainId();
+                       const int err = Join(fd, id, 0, 1);
+                       if (err != 0) {
+                         return "JOIN " + ErrnoName(err);
+                       }
+                       const std::vector<char> blob(kBlob, 'y');
+                       return ErrnoName(Put(fd, id, 0, 0, blob.data(), kBlob));
+                     })
+      .Wait();
+}
+
+struct FloodStop {
+  int rounds;
+  int held;
+  std::string stopped_at;
+  int err;
+};
+
+// The loop with one limit lowered, twice (two flooders, one after the other).
+void ExpectFloodStops(const std::string &param, long long value, const FloodStop &want,
+                      long long domains_before, const std::function<void()> &while_held) {
   ScopedParam limit(param, value);
   EXPECT_TRUE(limit.ok()) << "module parameter " << param << " missing or refused " << value;
   for (int run = 0; run < 2; ++run) {
-    const Flood f = RunBoardFlood(200);
-    EXPECT_EQ(f.stopped_at, stopped_at) << "run " << run << ": " << f;
-    EXPECT_EQ(ErrnoName(f.err), ErrnoName(err)) << "run " << run << ": " << f;
-    EXPECT_EQ(f.rounds, rounds) << "run " << run << ": " << f;
+    SCOPED_TRACE("flooder " + std::to_string(run + 1));
+    const Flood f = RunBoardFlood(200, while_held);
+    EXPECT_EQ(f.stopped_at, want.stopped_at) << f;
+    EXPECT_EQ(ErrnoName(f.err), ErrnoName(want.err)) << f;
+    EXPECT_EQ(f.rounds, want.rounds) << f;
+    EXPECT_EQ(f.held, want.held) << f;
     EXPECT_EQ(f.nr_domains, domains_before + f.held)
-        << "run " << run << ": the broken domains B holds are counted: " << f;
-    EXPECT_EQ(Counter("nr_domains"), domains_before) << "run " << run << ": freed at close";
+        << "every domain held, broken or not, is counted: " << f;
+    EXPECT_EQ(Counter("nr_domains"), domains_before) << "freed once the flooder is gone";
   }
 }
 
 TEST_F(LimitsTest, BoardFloodStopsAtMaxMembershipsPerContext) {
   // B holds one membership per complete round: its 9th join is one too many.
-  ExpectFloodStops("max_memberships", 8, 8, "B joins rank 1", ENOSPC, before_.domains);
+  ExpectFloodStops("max_memberships", 8, {8, 9, "B joins rank 1", ENOSPC}, before_.domains, [] {
+    EXPECT_EQ(ProbeJoin(kNobody), "0") << "per context: another process of the user may join";
+  });
 }
 
 TEST_F(LimitsTest, BoardFloodStopsAtMaxUserMemberships) {
   // After r rounds the user holds r memberships (B's), r + 1 once A joined: B's join in
   // round 8 would make 9.
-  ExpectFloodStops("max_user_memberships", 8, 7, "B joins rank 1", EDQUOT, before_.domains);
+  ExpectFloodStops("max_user_memberships", 8, {7, 8, "B joins rank 1", EDQUOT}, before_.domains,
+                   [] {
+                     EXPECT_EQ(ProbeJoin(kNobody), "EDQUOT") << "per user: any process of it";
+                     EXPECT_EQ(ProbeJoin(kOtherUser), "0") << "another user may join";
+                   });
 }
 
 TEST_F(LimitsTest, BoardFloodStopsAtMaxBoardBytesPerContext) {
   // B's memberships carry 64 KiB per round: 4 rounds fill 256 KiB; in round 5 A (whose
   // only membership is the new domain) publishes, B's first blob is over.
-  ExpectFloodStops("max_board_bytes", 256 * kKiB, 4, "B publishes key 0", ENOSPC, before_.domains);
+  ExpectFloodStops(
+      "max_board_bytes", 256 * kKiB, {4, 5, "B publishes key 0", ENOSPC}, before_.domains, [] {
+        EXPECT_EQ(ProbePut(kNobody), "0") << "per context: another process of the user may publish";
+      });
 }
 
 TEST_F(LimitsTest, BoardFloodStopsAtMaxUserBoardBytes) {
   // Every round leaves 128 KiB of blobs alive (A's too: the broken domain is not freed
   // while B holds it): 4 rounds fill 512 KiB; A's first blob of round 5 is over.
-  ExpectFloodStops("max_user_board_bytes", 512 * kKiB, 4, "A publishes key 0", EDQUOT,
-                   before_.domains);
+  ExpectFloodStops("max_user_board_bytes", 512 * kKiB, {4, 5, "A publishes key 0", EDQUOT},
+                   before_.domains, [] {
+                     EXPECT_EQ(ProbePut(kNobody), "EDQUOT") << "per user: any process of it";
+                     EXPECT_EQ(ProbePut(kOtherUser), "0") << "another user may publish";
+                   });
 }
 
 TEST_F(LimitsTest, BoardFloodStopsAtMaxDomainsCountingBrokenOnes) {
   // Each round leaves one broken domain held by B; it counts until freed.
-  ExpectFloodStops("max_domains", before_.domains + 4, 4, "A joins rank 0", ENOSPC,
-                   before_.domains);
+  ExpectFloodStops("max_domains", before_.domains + 4, {4, 4, "A joins rank 0", ENOSPC},
+                   before_.domains,
+                   [] { EXPECT_EQ(ProbeJoin(kOtherUser), "ENOSPC") << "global: every user"; });
 }
 
 TEST_F(LimitsTest, BoardFloodStopsUnderTheDefaultLimits) {
@@ -776,7 +833,7 @@ TEST_F(LimitsTest, IoctlDispatchMatchesTheWholeCommand) {
 // process 2 (same uid, its own open) gets ENOMEM for another 1 MiB, and gets it once
 // process 1 has deactivated; VmPin shows each process's pins.  With max_pinned_bytes at
 // 256 KiB (per user) and a large RLIMIT_MEMLOCK, 128 KiB in each process fill it and one
-// more page is ENOMEM.
+// more page is ENOMEM.  A process exiting with pins returns them to its user.
 
 // A nobody process with its own open that activates, deactivates and reports on command:
 // "activate <bytes>" answers the errno name, "deactivate" the errno name.
@@ -838,9 +895,16 @@ TEST_F(LimitsTest, PinsAreChargedPerUserAcrossProcesses) {
     EXPECT_EQ(Ask(one, "activate " + std::to_string(PageSize())), ErrnoName(ENOMEM))
         << "process 1: now process 2 holds the limit";
     one.channel().Send("exit");
-    two.channel().Send("exit");
+    two.channel().Send("exit");  // exits still holding its 1 MiB
     EXPECT_EQ(one.Wait(), "");
     EXPECT_EQ(two.Wait(), "");
+  }
+  {
+    UserProcess three = Pinner(kMiB);
+    EXPECT_EQ(Ask(three, "activate " + std::to_string(kMiB)), "0")
+        << "the pins of an exited process are uncharged from its user";
+    three.channel().Send("exit");
+    EXPECT_EQ(three.Wait(), "");
   }
   {
     ScopedParam max_pinned("max_pinned_bytes", 256 * kKiB);
