@@ -17,6 +17,7 @@
 
 #include <atomic>
 #include <thread>
+#include <tuple>
 #include <utility>
 
 #include "ktest.h"
@@ -137,13 +138,16 @@ enum : uint64_t {
   kCmdGo,
   kCmdLeave,       // + index of the domain; answer: errno
   kCmdReactivate,  // + marker; deactivate, refill, activate; answer: errno
-  kCmdProbe,       // answer: signal, byte read
+  kCmdProbe,       // + page index; answer: signal, byte read
   kCmdRemap,       // a new mmap of the peer's range; answer: errno
   kCmdIoctl,       // an ioctl on the held file; answer: errno
   kCmdMmap,        // an mmap of the held file; answer: errno
-  kCmdProcMem,     // pread of /proc/self/mem at the peer mapping; answer: result, bytes seen
-  kCmdList,        // LIST_RANGES; answer: errno, count, activated bytes
-  kCmdListActs,    // LIST_ACTIVATIONS; answer: errno, count
+  kCmdProcMem,     // + marker; pread of /proc/self/mem at the peer mapping; answer: result, markers
+  kCmdProcMemWrite,  // pwrite of /proc/self/mem at the peer mapping; answer: result
+  kCmdSplit,         // mprotect() the middle of the peer mapping (3 VMAs); answer: errno
+  kCmdPeek,          // the owner's own byte at page 3; answer: byte
+  kCmdList,          // LIST_RANGES; answer: errno, count, activated bytes
+  kCmdListActs,      // LIST_ACTIVATIONS; answer: errno, count
 };
 
 // Waits for kCmdExit (or the test's end).
@@ -189,10 +193,11 @@ constexpr uint32_t kNeverPublished = 3;
 
 // Attack: rank 0 forks a child that keeps its file open (fork without exec), so that a
 // SIGKILL of rank 0 leaves the context, its pins and its domain seat alive: peers wait on
-// the board until their timeout, the pins outlive the owner.  Must happen: the owner's
-// death tears the context down at once: rank 1's BOARD_WAIT (30 s timeout) returns
-// ECONNRESET, pins, activations and ranges return to baseline while the forked child
-// still holds the file, and that child's ioctl and mmap on it are EPERM.
+// the board until their timeout, the pins outlive the owner, and so does what peers mapped.
+// Must happen: the owner's death tears the context down at once: rank 1's BOARD_WAIT (30 s
+// timeout) returns ECONNRESET, the domain is broken, rank 1's mapping of rank 0's range is
+// SIGBUS, pins, activations and ranges return to baseline while the forked child still
+// holds the file, and that child's ioctl and mmap on it are EPERM.
 TEST_F(IsolationTest, OwnerKilledWhileForkedChildHoldsFile) {
   const DomainId id = NewDomainId();
   Reaper keeper_reaper;  // destroyed after `owner`, so the keeper is the test's child by then
@@ -227,19 +232,34 @@ TEST_F(IsolationTest, OwnerKilledWhileForkedChildHoldsFile) {
   keeper_reaper.pid = static_cast<pid_t>(Take(owner));
   ASSERT_GT(keeper_reaper.pid, 0);
 
+  // Rank 1: maps rank 0's range, waits on the board, reads the mapping.
   UserProcess peer(As(kNobody), [&](const Channel &c) {
     const int fd = OpenDevice();
-    Put(c, fd < 0 ? ENODEV : Join(fd, id, 1, 2));
+    std::vector<hzc_range_desc> ranges;
+    int step = fd < 0 || Join(fd, id, 1, 2) != 0 ? 1 : 0;
+    if (step == 0 && (ListRanges(fd, id, 1, 0, &ranges) != 0 || ranges.size() != 1)) {
+      step = 2;
+    }
+    void *m = step != 0 ? MAP_FAILED
+                        : mmap(nullptr, page_, PROT_READ, MAP_SHARED, fd,
+                               static_cast<off_t>(ranges[0].mmap_offset));
+    Put(c, step != 0 ? step : m == MAP_FAILED ? 3 : 0);
     for (uint64_t cmd; Next(c, &cmd) && cmd != kCmdExit;) {
       if (cmd == kCmdGo) {
         Put(c, Wait(fd, id, 1, kNeverPublished, 2, 30000).err);
       } else if (cmd == kCmdLeave) {
         Put(c, Leave(fd, id, 1));
+      } else if (cmd == kCmdProbe) {
+        char v = 0;
+        const int sig = Probe(static_cast<char *>(m), &v);
+        Put(c, sig != 0 ? sig : static_cast<uint8_t>(v));
       }
     }
     return 0;
   });
-  ASSERT_EQ(Take(peer), 0u) << "rank 1 join";
+  ASSERT_EQ(Take(peer), 0u) << "rank 1 set-up step (join, list, map)";
+  Put(peer, kCmdProbe);
+  ASSERT_EQ(Take(peer), 0x4bu) << "premise: rank 1 reads rank 0's memory";
   ASSERT_EQ(Counter("pinned_bytes"), before_.pinned + static_cast<long long>(kOwnerPages * page_))
       << "premise: the owner's activation is pinned";
   const std::string domain_dir = FindDomainDir(id);
@@ -257,6 +277,9 @@ TEST_F(IsolationTest, OwnerKilledWhileForkedChildHoldsFile) {
   if (!domain_dir.empty()) {
     EXPECT_EQ(ReadLine(domain_dir + "/state"), "broken") << "the dead owner left its seat";
   }
+  Put(peer, kCmdProbe);
+  EXPECT_EQ(Take(peer), static_cast<uint64_t>(SIGBUS))
+      << "rank 1's mapping of the dead owner's range";
 
   ASSERT_TRUE(Put(keeper, kCmdIoctl));
   EXPECT_EQ(Take(keeper), static_cast<uint64_t>(EPERM)) << "LIST_RANGES by the forked child";
@@ -443,6 +466,7 @@ TEST_F(IsolationTest, MmapErrorsAreNoAddressOracle) {
     Put(c, r.len);
     Put(c, r.reg.out_mmap_offset);
     Put(c, reg2.out_mmap_offset);
+    Put(c, r.reg.out_id);
     // Its own range: mappable, and too long a mapping is EINVAL.
     char *m = static_cast<char *>(mmap(nullptr, r.len, PROT_READ, MAP_SHARED, r.fd,
                                        static_cast<off_t>(r.reg.out_mmap_offset)));
@@ -456,6 +480,7 @@ TEST_F(IsolationTest, MmapErrorsAreNoAddressOracle) {
   const uint64_t size = Take(victim);
   const uint64_t window = Take(victim);
   const uint64_t window2 = Take(victim);
+  const uint64_t range_id = Take(victim);
   EXPECT_EQ(Take(victim), 0x77u) << "the victim maps its own range and reads it";
   EXPECT_EQ(Take(victim), static_cast<uint64_t>(EINVAL)) << "the victim maps past its range";
   ASSERT_NE(window2, kNoReply);
@@ -508,6 +533,11 @@ TEST_F(IsolationTest, MmapErrorsAreNoAddressOracle) {
       Put(c, MmapErrno(fd, probe.offset, probe.len));
       Put(c, MmapErrno(fd, probe.offset, probe.len, PROT_READ | PROT_WRITE));
     }
+    // Nor does sysfs tell the base.
+    const std::string base_file =
+        std::string(kSysfsRoot) + "/ranges/" + std::to_string(range_id) + "/base";
+    const int base_fd = open(base_file.c_str(), O_RDONLY | O_CLOEXEC);
+    Put(c, base_fd < 0 ? errno : 0);
     return AwaitExit(c);
   });
   for (const MmapProbe &probe : probes) {
@@ -518,6 +548,8 @@ TEST_F(IsolationTest, MmapErrorsAreNoAddressOracle) {
         << probe.what << ": offset " << std::hex << probe.offset << " length " << probe.len
         << " PROT_READ|PROT_WRITE";
   }
+  EXPECT_EQ(Take(stranger), static_cast<uint64_t>(EACCES))
+      << "ranges/<id>/base opened by a stranger";
   Put(stranger, kCmdExit);
   EXPECT_EQ(stranger.Wait(), "");
   Put(victim, kCmdExit);
@@ -559,6 +591,8 @@ int GrantOwner(const Channel &c, const std::vector<DomainId> &ids) {
         err = Activate(fd, r.base, r.len);
       }
       Put(c, err);
+    } else if (cmd == kCmdPeek) {
+      Put(c, static_cast<uint8_t>(r.base[3 * PageSize()]));
     }
   }
   return 0;
@@ -566,9 +600,11 @@ int GrantOwner(const Channel &c, const std::vector<DomainId> &ids) {
 
 // Rank 1 of every domain in `ids`: maps rank 0's range (found through ids[0]) and
 // touches it on command.
-int GrantPeer(const Channel &c, const std::vector<DomainId> &ids) {
+// With `read_only`, the file is opened O_RDONLY and the mapping is PROT_READ.
+int GrantPeer(const Channel &c, const std::vector<DomainId> &ids, bool read_only = false) {
   const size_t page = PageSize();
-  const int fd = OpenDevice();
+  const int prot = read_only ? PROT_READ : PROT_READ | PROT_WRITE;
+  const int fd = read_only ? open(kDevice, O_RDONLY | O_CLOEXEC) : OpenDevice();
   int step = fd < 0 ? 10 : 0;
   for (const DomainId &id : ids) {
     if (step == 0 && Join(fd, id, 1, 2) != 0) {
@@ -583,8 +619,7 @@ int GrantPeer(const Channel &c, const std::vector<DomainId> &ids) {
   size_t len = 0;
   if (step == 0) {
     len = ranges[0].length;
-    void *p = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd,
-                   static_cast<off_t>(ranges[0].mmap_offset));
+    void *p = mmap(nullptr, len, prot, MAP_SHARED, fd, static_cast<off_t>(ranges[0].mmap_offset));
     if (p == MAP_FAILED) {
       step = 13;
     } else {
@@ -596,16 +631,18 @@ int GrantPeer(const Channel &c, const std::vector<DomainId> &ids) {
     return step;
   }
   for (uint64_t cmd, arg; Next(c, &cmd) && cmd != kCmdExit;) {
-    if (cmd == kCmdProbe) {
+    if (cmd == kCmdProbe && Next(c, &arg)) {
       char v = 0;
-      const int sig = Probe(m + 3 * page, &v);
+      const int sig = Probe(m + arg * page, &v);
       Put(c, sig);
       Put(c, sig == 0 ? static_cast<uint8_t>(v) : kNoReply);
     } else if (cmd == kCmdRemap) {
-      Put(c, MmapErrno(fd, ranges[0].mmap_offset, len, PROT_READ | PROT_WRITE));
+      Put(c, MmapErrno(fd, ranges[0].mmap_offset, len, prot));
+    } else if (cmd == kCmdSplit) {
+      Put(c, mprotect(m + 2 * page, page, PROT_NONE) == 0 ? 0 : errno);
     } else if (cmd == kCmdLeave && Next(c, &arg)) {
       Put(c, Leave(fd, ids[arg], 1));
-    } else if (cmd == kCmdProcMem) {
+    } else if (cmd == kCmdProcMem && Next(c, &arg)) {
       std::vector<char> buf(2 * page, 0);
       // The result of pread(), or -errno.
       int64_t result = 0;
@@ -619,7 +656,20 @@ int GrantPeer(const Channel &c, const std::vector<DomainId> &ids) {
         close(mem);
       }
       Put(c, static_cast<uint64_t>(result));
-      Put(c, static_cast<uint64_t>(std::count(buf.begin(), buf.end(), kMarker1)));
+      Put(c, static_cast<uint64_t>(std::count(buf.begin(), buf.end(), static_cast<char>(arg))));
+    } else if (cmd == kCmdProcMemWrite) {
+      const char byte = 0x57;
+      int64_t result = 0;
+      const int mem = open("/proc/self/mem", O_RDWR | O_CLOEXEC);
+      if (mem < 0) {
+        result = -errno;
+      } else {
+        const ssize_t n =
+            pwrite(mem, &byte, 1, static_cast<off_t>(reinterpret_cast<uintptr_t>(m + 3 * page)));
+        result = n < 0 ? -errno : n;
+        close(mem);
+      }
+      Put(c, static_cast<uint64_t>(result));
     }
   }
   munmap(m, len);
@@ -627,8 +677,9 @@ int GrantPeer(const Channel &c, const std::vector<DomainId> &ids) {
 }
 
 // The byte B reads through its peer mapping (signal, value).
-std::pair<uint64_t, uint64_t> ProbePeer(UserProcess &peer) {
+std::pair<uint64_t, uint64_t> ProbePeer(UserProcess &peer, uint64_t page = 3) {
   Put(peer, kCmdProbe);
+  Put(peer, page);
   const uint64_t sig = Take(peer);
   return {sig, Take(peer)};
 }
@@ -639,27 +690,38 @@ uint64_t Command(UserProcess &p, uint64_t cmd, uint64_t arg) {
   return Take(p);
 }
 
-// Attack: B maps A's range while they share a domain, then the domain breaks (A leaves) and
-// A activates new memory at the same address for another job; B's old mapping kept reading
-// (and writing) it, since access was checked only at mmap().  Must happen: once A and B share
-// no unbroken domain, B's mapping is revoked (SIGBUS), also after A's re-activation, and a
-// new mmap is EPERM.
+// Attack: B maps A's range while they share a domain (and splits the mapping into three
+// VMAs with mprotect), then the domain breaks (A leaves) and A activates new memory at the
+// same address for another job; B's old mapping kept reading (and writing) it, since access
+// was checked only at mmap().  Must happen: once A and B share no unbroken domain, every
+// piece of B's mapping is revoked (SIGBUS), also after A's re-activation, and a new mmap is
+// EPERM.
 TEST_F(IsolationTest, GrantDiesWithTheDomain) {
   const std::vector<DomainId> ids = {NewDomainId()};
   UserProcess a(As(kNobody), [&](const Channel &c) { return GrantOwner(c, ids); });
   ASSERT_EQ(Take(a), 0u) << "A set-up step";
   UserProcess b(As(kNobody), [&](const Channel &c) { return GrantPeer(c, ids); });
   ASSERT_EQ(Take(b), 0u) << "B set-up step";
-  ASSERT_EQ(ProbePeer(b), std::make_pair(uint64_t{0}, uint64_t{kMarker1}))
-      << "premise: B reads A's marker";
+  Put(b, kCmdSplit);
+  ASSERT_EQ(Take(b), 0u) << "B splits its mapping";
+  const uint64_t pages[] = {0, 3, kGrantPages - 1};  // in the first and the last VMA
+  for (const uint64_t page : pages) {
+    ASSERT_EQ(ProbePeer(b, page), std::make_pair(uint64_t{0}, uint64_t{kMarker1}))
+        << "premise: B reads A's marker at page " << page;
+  }
 
   ASSERT_EQ(Command(a, kCmdLeave, 0), 0u) << "A leaves (the domain breaks)";
-  EXPECT_EQ(ProbePeer(b).first, static_cast<uint64_t>(SIGBUS))
-      << "B's mapping after the domain broke";
+  for (const uint64_t page : pages) {
+    EXPECT_EQ(ProbePeer(b, page).first, static_cast<uint64_t>(SIGBUS))
+        << "B's mapping after the domain broke, page " << page;
+  }
   ASSERT_EQ(Command(a, kCmdReactivate, kMarker2), 0u) << "A re-activates the same address";
-  const auto [sig, value] = ProbePeer(b);
-  EXPECT_EQ(sig, static_cast<uint64_t>(SIGBUS)) << "B's old mapping after A's new activation";
-  EXPECT_NE(value, static_cast<uint64_t>(kMarker2)) << "B read A's new memory";
+  for (const uint64_t page : pages) {
+    const auto [sig, value] = ProbePeer(b, page);
+    EXPECT_EQ(sig, static_cast<uint64_t>(SIGBUS))
+        << "B's old mapping after A's new activation, page " << page;
+    EXPECT_NE(value, static_cast<uint64_t>(kMarker2)) << "B read A's new memory, page " << page;
+  }
   Put(b, kCmdRemap);
   EXPECT_EQ(Take(b), static_cast<uint64_t>(EPERM)) << "B's new mmap of A's range";
 
@@ -979,26 +1041,45 @@ TEST_F(IsolationTest, ActivateStalledInPageFaultDoesNotBlockPeers) {
 // /proc/PID/mem at a peer mapping
 // ---------------------------------------------------------------------------------------
 
-// Attack (a debugging need more than an attack): a process reads its own peer mapping
-// through /proc/self/mem, as gdb or a checkpointer does; without vm_ops->access that was EIO.
-// Must happen: pread() returns the owner's bytes.
+// Attack: /proc/PID/mem (ptrace, gdb, a checkpointer) is a second way into a peer mapping,
+// beside the page tables.  Without vm_ops->access it was EIO; with it, it must not become a
+// way around the grant.  Must happen: pread() returns the owner's bytes while the grant
+// lives; pwrite() through a read-only mapping (file opened O_RDONLY) fails and leaves the
+// owner's memory alone; once the domain broke, pread() fails, also after the owner
+// activated new memory at the same address.
 TEST_F(IsolationTest, ProcMemReadsPeerMapping) {
   const std::vector<DomainId> ids = {NewDomainId()};
   UserProcess a(As(kNobody), [&](const Channel &c) { return GrantOwner(c, ids); });
   ASSERT_EQ(Take(a), 0u) << "A set-up step";
-  UserProcess b(As(kNobody), [&](const Channel &c) { return GrantPeer(c, ids); });
+  UserProcess b(As(kNobody), [&](const Channel &c) { return GrantPeer(c, ids, true); });
   ASSERT_EQ(Take(b), 0u) << "B set-up step";
+  // pread of two pages at B's mapping: (result or -errno, bytes equal to `marker`).
+  auto proc_mem_read = [&](char marker) {
+    Put(b, kCmdProcMem);
+    Put(b, static_cast<uint8_t>(marker));
+    const auto n = static_cast<int64_t>(Take(b));
+    return std::make_pair(n, Take(b));
+  };
 
-  Put(b, kCmdProcMem);
-  const auto n = static_cast<int64_t>(Take(b));
-  EXPECT_EQ(n, static_cast<int64_t>(2 * page_))
-      << "pread of /proc/self/mem at the peer mapping (negative: -errno)";
-  EXPECT_EQ(Take(b), 2 * page_) << "bytes of the owner's marker read through /proc/self/mem";
+  EXPECT_EQ(proc_mem_read(kMarker1), std::make_pair(static_cast<int64_t>(2 * page_), 2 * page_))
+      << "pread of /proc/self/mem at the peer mapping: (bytes or -errno, bytes of A's marker)";
   EXPECT_EQ(ProbePeer(b), std::make_pair(uint64_t{0}, uint64_t{kMarker1}))
-      << "the mapping itself still reads";
+      << "the mapping itself reads the same";
+  Put(b, kCmdProcMemWrite);
+  EXPECT_LT(static_cast<int64_t>(Take(b)), 0) << "pwrite through a read-only peer mapping";
+  Put(a, kCmdPeek);
+  EXPECT_EQ(Take(a), static_cast<uint64_t>(kMarker1)) << "A's memory after B's pwrite";
+
+  ASSERT_EQ(Command(a, kCmdLeave, 0), 0u) << "A leaves (the domain breaks)";
+  auto [n, seen] = proc_mem_read(kMarker1);
+  EXPECT_LT(n, 0) << "pread after the domain broke";
+  EXPECT_EQ(seen, 0u) << "bytes of A's memory read after the domain broke";
+  ASSERT_EQ(Command(a, kCmdReactivate, kMarker2), 0u) << "A re-activates the same address";
+  std::tie(n, seen) = proc_mem_read(kMarker2);
+  EXPECT_LT(n, 0) << "pread after A's new activation";
+  EXPECT_EQ(seen, 0u) << "bytes of A's new memory read through /proc/self/mem";
 
   EXPECT_EQ(Command(b, kCmdLeave, 0), 0u);
-  EXPECT_EQ(Command(a, kCmdLeave, 0), 0u);
   Put(a, kCmdExit);
   Put(b, kCmdExit);
   EXPECT_EQ(a.Wait(), "");
