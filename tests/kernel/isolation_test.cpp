@@ -146,6 +146,7 @@ enum : uint64_t {
   kCmdProcMemWrite,  // pwrite of /proc/self/mem at the peer mapping; answer: result
   kCmdSplit,         // mprotect() the middle of the peer mapping (3 VMAs); answer: errno
   kCmdPeek,          // the owner's own byte at page 3; answer: byte
+  kCmdUnregister,    // unregister the range; answer: errno
   kCmdList,          // LIST_RANGES; answer: errno, count, activated bytes
   kCmdListActs,      // LIST_ACTIVATIONS; answer: errno, count
 };
@@ -907,6 +908,48 @@ struct MountPoint {
   }
 };
 
+// Whether FUSE can be mounted here (loads the module if need be).
+bool HaveFuse() {
+  return access("/dev/fuse", R_OK | W_OK) == 0 ||
+         (system("modprobe fuse >/dev/null 2>&1") == 0 && access("/dev/fuse", R_OK | W_OK) == 0);
+}
+
+// The owner of the stall tests (root): joins rank 0 of *id (if given), then on kCmdGo maps
+// the FUSE file <mnt>/f privately and writable, registers it and activates it in a second
+// thread, whose write fault waits for the FUSE READ.  Meanwhile it answers kCmdUnregister;
+// the next kCmdGo joins the activation and answers its errno.
+int StallOwner(const Channel &c, const std::string &mnt, size_t len, const DomainId *id) {
+  const int fd = OpenDevice();
+  Put(c, fd < 0 ? ENODEV : id != nullptr ? Join(fd, *id, 0, 2) : 0);
+  uint64_t cmd = 0;
+  if (!Next(c, &cmd) || cmd != kCmdGo) {
+    return 1;
+  }
+  const int file = open((mnt + "/f").c_str(), O_RDONLY | O_CLOEXEC);
+  void *p =
+      file < 0 ? MAP_FAILED : mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE, file, 0);
+  int step = 0;
+  if (p == MAP_FAILED) {
+    step = file < 0 ? 2 : 3;
+  } else if (RegisterRange(fd, p, len) != 0) {
+    step = 4;
+  }
+  Put(c, step);
+  if (step != 0) {
+    return step;
+  }
+  std::atomic<int> activate_err{-1};
+  std::thread activation([&] { activate_err = Activate(fd, p, len); });
+  while (Next(c, &cmd) && cmd != kCmdGo) {
+    if (cmd == kCmdUnregister) {
+      Put(c, UnregisterRange(fd, p));
+    }
+  }
+  activation.join();
+  Put(c, static_cast<uint64_t>(activate_err.load()));
+  return AwaitExit(c);
+}
+
 // Attack: the owner activates memory whose page fault it stalls on purpose (here: a private
 // mapping of a file of its own FUSE file system, whose READ it never answers); with pinning
 // done under the context's lock, every peer's LIST_RANGES / LIST_ACTIVATIONS on that context
@@ -918,8 +961,7 @@ struct MountPoint {
 // once), while a FUSE read is waited for.  Runs as root: mounting FUSE needs it; the lock
 // being held is what matters, not who holds it.
 TEST_F(IsolationTest, ActivateStalledInPageFaultDoesNotBlockPeers) {
-  if (access("/dev/fuse", R_OK | W_OK) != 0 &&
-      (system("modprobe fuse >/dev/null 2>&1") != 0 || access("/dev/fuse", R_OK | W_OK) != 0)) {
+  if (!HaveFuse()) {
     GTEST_SKIP() << "no FUSE in this kernel (e.g. the debug kernel): nothing here can stall "
                     "the page fault of a long-term pin";
   }
@@ -927,35 +969,7 @@ TEST_F(IsolationTest, ActivateStalledInPageFaultDoesNotBlockPeers) {
   const size_t len = kStallPages * page_;
   const MountPoint mnt;  // unmounted last, once every process using it is gone
   ASSERT_FALSE(mnt.path.empty());
-  UserProcess owner(As(0), [&](const Channel &c) {
-    const int fd = OpenDevice();
-    Put(c, fd < 0 ? ENODEV : Join(fd, id, 0, 2));
-    uint64_t cmd = 0;
-    if (!Next(c, &cmd) || cmd != kCmdGo) {
-      return 1;
-    }
-    // A private writable mapping of the FUSE file: ACTIVATE's write fault reads the page.
-    const int file = open((mnt.path + "/f").c_str(), O_RDONLY | O_CLOEXEC);
-    void *p =
-        file < 0 ? MAP_FAILED : mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE, file, 0);
-    int step = 0;
-    if (p == MAP_FAILED) {
-      step = file < 0 ? 2 : 3;
-    } else if (RegisterRange(fd, p, len) != 0) {
-      step = 4;
-    }
-    Put(c, step);
-    if (step != 0) {
-      return step;
-    }
-    std::atomic<int> activate_err{-1};
-    std::thread activation([&] { activate_err = Activate(fd, p, len); });
-    while (Next(c, &cmd) && cmd != kCmdGo) {
-    }
-    activation.join();
-    Put(c, static_cast<uint64_t>(activate_err.load()));
-    return AwaitExit(c);
-  });
+  UserProcess owner(As(0), [&](const Channel &c) { return StallOwner(c, mnt.path, len, &id); });
   ASSERT_EQ(Take(owner), 0u) << "owner join";
   UserProcess peer(As(0), [&](const Channel &c) {
     const int fd = OpenDevice();
@@ -1035,6 +1049,54 @@ TEST_F(IsolationTest, ActivateStalledInPageFaultDoesNotBlockPeers) {
   EXPECT_EQ(owner.Wait(), "");
   Put(peer, kCmdExit);
   EXPECT_EQ(peer.Wait(), "");
+}
+
+// Attack: with pinning taken out of the context's lock (the fix above), the owner
+// unregisters the range while its ACTIVATE of that range is stalled in the page fault; if
+// the activation were then committed into the removed range, its pins would never be
+// returned.  Must happen: UNREGISTER returns (0) within the 10 s liveness bound while the
+// fault is pending (before the fix it waited for the whole stall), the resolved ACTIVATE
+// fails with ENOENT, and nothing stays pinned, charged or counted while the owner lives on.
+TEST_F(IsolationTest, UnregisterDuringStalledActivateLeavesNothingPinned) {
+  if (!HaveFuse()) {
+    GTEST_SKIP() << "no FUSE in this kernel (e.g. the debug kernel): nothing here can stall "
+                    "the page fault of a long-term pin";
+  }
+  const size_t len = kStallPages * page_;
+  const MountPoint mnt;  // unmounted last, once every process using it is gone
+  ASSERT_FALSE(mnt.path.empty());
+  UserProcess owner(As(0), [&](const Channel &c) { return StallOwner(c, mnt.path, len, nullptr); });
+  ASSERT_EQ(Take(owner), 0u) << "owner opens the device";
+  // Declared last, so killed first: that aborts the FUSE connection and ends the stall.
+  UserProcess server(As(0), [&](const Channel &c) { return FuseServe(c, mnt.path, len); });
+  ASSERT_EQ(Take(server), 0u) << "FUSE mount (errno)";
+  Put(owner, kCmdGo);
+  ASSERT_EQ(Take(owner), 0u) << "owner maps the FUSE file and registers it";
+  if (Take(server, 30000) != kFuseReadHeld) {
+    Put(owner, kCmdGo);
+    FAIL() << "premise: ACTIVATE waits for the FUSE READ; it returned "
+           << static_cast<int64_t>(Take(owner)) << " without one";
+  }
+
+  Put(owner, kCmdUnregister);
+  const uint64_t unregister_err = Take(owner, kLivenessMs);
+  EXPECT_EQ(unregister_err, 0u) << "UNREGISTER during the stalled ACTIVATE (" << kNoReply
+                                << ": still blocked after 10 s)";
+  Put(server, kCmdGo);
+  if (unregister_err == kNoReply) {
+    EXPECT_EQ(Take(owner), static_cast<uint64_t>(EBUSY)) << "the late UNREGISTER";
+  }
+  Put(owner, kCmdGo);
+  const uint64_t activate_err = Take(owner);
+  if (unregister_err == 0) {
+    EXPECT_EQ(activate_err, static_cast<uint64_t>(ENOENT))
+        << "ACTIVATE of a range unregistered while it was pinning";
+    ExpectOwnerTornDown("after the race, with the owner alive");
+  }
+  EXPECT_EQ(Counter("nr_contexts"), before_.contexts + 1);
+
+  Put(owner, kCmdExit);
+  EXPECT_EQ(owner.Wait(), "");
 }
 
 // ---------------------------------------------------------------------------------------
