@@ -12,6 +12,7 @@
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
 
@@ -339,6 +340,63 @@ TEST_F(IsolationTest, OwnerExitAfterScmRightsHandOffUnpins) {
   EXPECT_EQ(Take(holder), static_cast<uint64_t>(EPERM)) << "mmap by the receiver";
   Put(holder, kCmdExit);
   EXPECT_EQ(holder.Wait(), "");
+}
+
+// Attack: a process of the same user takes the opener's file with pidfd_getfd() (here the
+// opener's parent, which Yama's ptrace scope allows) and the opener exits; the copy keeps
+// the context and the opener's pins alive.  Must happen: the opener's exit tears the
+// context down; the taker's ioctl on the file is EPERM.
+TEST_F(IsolationTest, OwnerExitAfterPidfdGetfdUnpins) {
+  UserProcess taker(As(kNobody), [&](const Channel &c) {
+    int up[2], down[2];
+    if (pipe2(up, O_CLOEXEC) != 0 || pipe2(down, O_CLOEXEC) != 0) {
+      return 1;
+    }
+    const pid_t opener = fork();
+    if (opener == 0) {
+      close(up[0]);
+      close(down[1]);  // so that it exits if the taker dies
+      OwnedRange r;
+      const int answer[2] = {r.Make(OpenDevice(), kOwnerPages, 0x3c), r.fd};
+      char go = 0;
+      _exit(write(up[1], answer, sizeof(answer)) == sizeof(answer) && read(down[0], &go, 1) == 1
+                ? 0
+                : 1);
+    }
+    int answer[2] = {-1, -1};
+    if (opener < 0 || read(up[0], answer, sizeof(answer)) != sizeof(answer)) {
+      return 2;
+    }
+    Put(c, answer[0]);
+    const int pidfd = static_cast<int>(syscall(SYS_pidfd_open, opener, 0));
+    const int fd = pidfd < 0 ? -1 : static_cast<int>(syscall(SYS_pidfd_getfd, pidfd, answer[1], 0));
+    Put(c, fd >= 0 ? 0 : errno);
+    for (uint64_t cmd; Next(c, &cmd) && cmd != kCmdExit;) {
+      if (cmd == kCmdGo) {
+        // The opener exits; the taker keeps its file.
+        int status = 0;
+        Put(c, write(down[1], "x", 1) == 1 && waitpid(opener, &status, 0) == opener ? 0 : 1);
+      } else if (cmd == kCmdIoctl) {
+        hzc_info info{};
+        info.size = sizeof(info);
+        Put(c, Ioctl(fd, HZC_IOC_INFO, &info));
+      }
+    }
+    return 0;
+  });
+  ASSERT_EQ(Take(taker), 0u) << "opener set-up step";
+  ASSERT_EQ(Take(taker), 0u) << "pidfd_getfd (errno)";
+  ASSERT_EQ(Counter("pinned_bytes"), before_.pinned + static_cast<long long>(kOwnerPages * page_))
+      << "premise: the opener's activation is pinned";
+
+  Put(taker, kCmdGo);
+  ASSERT_EQ(Take(taker), 0u) << "the opener exited";
+  ExpectOwnerTornDown("after the opener's exit, while the taker holds its file");
+  EXPECT_EQ(Counter("nr_contexts"), before_.contexts + 1) << "the taker's file stays open";
+  Put(taker, kCmdIoctl);
+  EXPECT_EQ(Take(taker), static_cast<uint64_t>(EPERM)) << "INFO by the taker";
+  Put(taker, kCmdExit);
+  EXPECT_EQ(taker.Wait(), "");
 }
 
 // Attack: the opener execs another program with the file still open (no O_CLOEXEC), so the
