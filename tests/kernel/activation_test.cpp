@@ -310,6 +310,15 @@ TEST_F(ActivationTest, MaxPinnedBytesParameterGivesEnomem) {
   EXPECT_EQ(Activate(fd_, res.base(), 9 * page_), ENOMEM);
   EXPECT_EQ(Activate(fd_, res.base(), 8 * page_), 0);
   EXPECT_EQ(Activate(fd_, res.base() + 8 * page_, page_), ENOMEM);
+  {
+    // The limit is per user: another context of the same user shares it.
+    const int other = OpenDevice();
+    ASSERT_GE(other, 0);
+    Reservation more(page_, PROT_READ | PROT_WRITE);
+    ASSERT_EQ(RegisterRange(other, more.base(), more.size()), 0);
+    EXPECT_EQ(Activate(other, more.base(), page_), ENOMEM) << "another context, same user";
+    close(other);
+  }
   std::ofstream(param) << old;
   EXPECT_EQ(Activate(fd_, res.base() + 8 * page_, page_), 0);
   EXPECT_EQ(Deactivate(fd_, res.base()), 0);
