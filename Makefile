@@ -12,6 +12,8 @@
 #                   (PREFIX, default /usr/local; DESTDIR for staging)
 #   make dkms-install  install hzc.ko's source as /usr/src/hzc-<version> and
 #                   dkms add, build and install it (make -C kmod dkms-install)
+#   make deb        the Debian packages hzc-dkms, libhzc0, libhzc-dev and
+#                   hzc-tools in BUILD/deb/ (scripts/deb), checked by lintian
 #   make lint       checkpatch --strict, sparse, clang-format
 #   make format     apply clang-format to userspace sources
 #
@@ -34,7 +36,7 @@ export BUILD HZC_DEPS
 
 CMAKE_CONFIGURE = cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=$(CMAKE_BUILD_TYPE)
 
-.PHONY: all deps kmod lib lib-check lib-bench lib-demo check demo bench install dkms-install \
+.PHONY: all deps kmod lib lib-check lib-bench lib-demo check demo bench install dkms-install deb \
 	lint format clean
 
 all: kmod lib
@@ -95,6 +97,10 @@ install: kmod lib
 
 dkms-install:
 	$(MAKE) -C kmod dkms-install
+
+deb:
+	@"$(HZC_DEPS)" package
+	@scripts/deb
 
 lint:
 	@scripts/lint
