@@ -14,6 +14,8 @@
 #                   dkms add, build and install it (make -C kmod dkms-install)
 #   make deb        the Debian packages hzc-dkms, libhzc0, libhzc-dev and
 #                   hzc-tools in BUILD/deb/ (scripts/deb), checked by lintian
+#   make deb-check  make deb, then tests/harness/deb: the packages unpacked in
+#                   the guest, the module built there by dkms, loaded, used
 #   make lint       checkpatch --strict, sparse, clang-format
 #   make format     apply clang-format to userspace sources
 #
@@ -36,7 +38,7 @@ export BUILD HZC_DEPS
 
 CMAKE_CONFIGURE = cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=$(CMAKE_BUILD_TYPE)
 
-.PHONY: all deps kmod lib lib-check lib-bench lib-demo check demo bench install dkms-install deb \
+.PHONY: all deps kmod lib lib-check lib-bench lib-demo check demo bench install dkms-install deb deb-check \
 	lint format clean
 
 all: kmod lib
@@ -101,6 +103,9 @@ dkms-install:
 deb:
 	@"$(HZC_DEPS)" package
 	@scripts/deb
+
+deb-check: deb
+	@tests/harness/deb --out $(BUILD)/results/deb $(BUILD)/deb
 
 lint:
 	@scripts/lint
