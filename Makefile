@@ -95,6 +95,7 @@ bench:
 
 install: kmod lib
 	DESTDIR=$(DESTDIR) cmake --install $(BUILD) --prefix $(PREFIX)
+	$(if $(DESTDIR),,-ldconfig)
 	$(MAKE) -C kmod install DESTDIR=$(DESTDIR)
 
 dkms-install:
