@@ -2,7 +2,12 @@
 #   A GoogleTest binary that runs on the host without the module.
 # hzc_add_vm_test(NAME SOURCES... [LIBS libs...])
 #   A GoogleTest binary that needs hzc.ko; it runs in the QEMU guest.
-find_package(GTest REQUIRED)
+find_package(GTest)
+if(NOT GTest_FOUND)
+  message(FATAL_ERROR "GoogleTest not found: install libgtest-dev and libgmock-dev "
+                      "(scripts/deps check), or configure with -DHZC_BUILD_TESTS=OFF "
+                      "-DHZC_BUILD_BENCHMARKS=OFF to build the library and tools alone")
+endif()
 
 function(_hzc_add_test kind name)
   cmake_parse_arguments(ARG "" "" "LIBS" ${ARGN})
