@@ -26,11 +26,15 @@
 /*
  * Charge @npages to the context's user: RLIMIT_MEMLOCK of the caller bounds
  * every pin of the user, whichever process or file made it (CAP_IPC_LOCK
- * exempts), and max_pinned_bytes bounds it once more.
+ * exempts), and max_pinned_bytes bounds it once more.  The pins also count
+ * in the opener's pinned_vm, where RDMA memory registration charges its own
+ * pins: the process's total is held to the same limit.
  */
 static int hzc_charge_pins(struct hzc_ctx *ctx, unsigned long npages)
 {
 	unsigned long limit = rlimit(RLIMIT_MEMLOCK) >> PAGE_SHIFT;
+	unsigned long locked;
+	u64 pinned;
 	u64 max = READ_ONCE(hzc_max_pinned_bytes);
 	u64 bytes = (u64)npages << PAGE_SHIFT;
 
@@ -38,13 +42,14 @@ static int hzc_charge_pins(struct hzc_ctx *ctx, unsigned long npages)
 		atomic64_sub(bytes, &ctx->hu->pinned_bytes);
 		return hzc_limit_hit("max_pinned_bytes", -ENOMEM);
 	}
-	if (atomic_long_add_return(npages, &ctx->user->locked_vm) > limit &&
-	    !capable(CAP_IPC_LOCK)) {
+	locked = atomic_long_add_return(npages, &ctx->user->locked_vm);
+	pinned = atomic64_add_return(npages, &ctx->mm->pinned_vm);
+	if ((locked > limit || pinned > limit) && !capable(CAP_IPC_LOCK)) {
+		atomic64_sub(npages, &ctx->mm->pinned_vm);
 		atomic_long_sub(npages, &ctx->user->locked_vm);
 		atomic64_sub(bytes, &ctx->hu->pinned_bytes);
 		return -ENOMEM;
 	}
-	atomic64_add(npages, &ctx->mm->pinned_vm);
 	return 0;
 }
 

@@ -85,12 +85,15 @@ void hzc_peer_revoke(struct hzc_range *range, unsigned long start,
  * @range: the mapped range (referenced)
  * @mapper: the mapping context (referenced)
  * @seq: hzc_break_seq() when the grant was last found valid
+ * @dead: found invalid once; never valid again, even if the two contexts
+ *	come to share a domain later (a new mmap() is needed then)
  */
 struct hzc_grant {
 	refcount_t ref;
 	struct hzc_range *range;
 	struct hzc_ctx *mapper;
 	atomic64_t seq;
+	bool dead;
 };
 
 static void hzc_grant_put(struct hzc_grant *grant)
@@ -115,10 +118,14 @@ static bool hzc_grant_valid(struct hzc_grant *grant)
 
 	if (grant->range->ctx == grant->mapper)
 		return true;
+	if (READ_ONCE(grant->dead))
+		return false;
 	if (atomic64_read(&grant->seq) == seq)
 		return true;
-	if (!hzc_ctx_share_domain(grant->mapper, grant->range->ctx))
+	if (!hzc_ctx_share_domain(grant->mapper, grant->range->ctx)) {
+		WRITE_ONCE(grant->dead, true);
 		return false;
+	}
 	atomic64_set(&grant->seq, seq);
 	return true;
 }
