@@ -236,4 +236,7 @@ module_init(hzc_init);
 module_exit(hzc_exit);
 
 MODULE_DESCRIPTION("hzc: zero-copy memory ranges for collective communication");
+MODULE_AUTHOR("hzc developers");
+/* HZC_VERSION comes from Kbuild (the package version in dkms.conf). */
+MODULE_VERSION(HZC_VERSION);
 MODULE_LICENSE("GPL");
