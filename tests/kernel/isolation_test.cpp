@@ -77,29 +77,6 @@ struct Reaper {
   }
 };
 
-sigjmp_buf probe_jmp;
-
-void ProbeHandler(int sig) {
-  siglongjmp(probe_jmp, sig);
-}
-
-// Reads *p: 0 if the access worked (the byte in *value), else the signal it raised.
-int Probe(volatile char *p, char *value) {
-  struct sigaction sa {
-  }, old_bus{}, old_segv{};
-  sa.sa_handler = ProbeHandler;
-  sigemptyset(&sa.sa_mask);
-  sigaction(SIGBUS, &sa, &old_bus);
-  sigaction(SIGSEGV, &sa, &old_segv);
-  const int sig = sigsetjmp(probe_jmp, 1);
-  if (sig == 0) {
-    *value = *p;
-  }
-  sigaction(SIGBUS, &old_bus, nullptr);
-  sigaction(SIGSEGV, &old_segv, nullptr);
-  return sig;
-}
-
 // mmap() of /dev/hzc: 0 if it worked (and is undone), else the errno.
 int MmapErrno(int fd, uint64_t offset, size_t len, int prot = PROT_READ) {
   void *p = mmap(nullptr, len, prot, MAP_SHARED, fd, static_cast<off_t>(offset));
@@ -253,7 +230,7 @@ TEST_F(IsolationTest, OwnerKilledWhileForkedChildHoldsFile) {
         Put(c, Leave(fd, id, 1));
       } else if (cmd == kCmdProbe) {
         char v = 0;
-        const int sig = Probe(static_cast<char *>(m), &v);
+        const int sig = Probe(static_cast<char *>(m), false, &v);
         Put(c, sig != 0 ? sig : static_cast<uint8_t>(v));
       }
     }
@@ -530,7 +507,9 @@ TEST_F(IsolationTest, MmapErrorsAreNoAddressOracle) {
     char *m = static_cast<char *>(mmap(nullptr, r.len, PROT_READ, MAP_SHARED, r.fd,
                                        static_cast<off_t>(r.reg.out_mmap_offset)));
     char v = 0;
-    Put(c, m == MAP_FAILED ? errno : Probe(m + page_, &v) == 0 ? static_cast<uint8_t>(v) : 1000);
+    Put(c, m == MAP_FAILED                    ? errno
+           : Probe(m + page_, false, &v) == 0 ? static_cast<uint8_t>(v)
+                                              : 1000);
     Put(c, MmapErrno(r.fd, r.reg.out_mmap_offset, r.len + page_));
     return AwaitExit(c);
   });
@@ -692,7 +671,7 @@ int GrantPeer(const Channel &c, const std::vector<DomainId> &ids, bool read_only
   for (uint64_t cmd, arg; Next(c, &cmd) && cmd != kCmdExit;) {
     if (cmd == kCmdProbe && Next(c, &arg)) {
       char v = 0;
-      const int sig = Probe(m + arg * page, &v);
+      const int sig = Probe(m + arg * page, false, &v);
       Put(c, sig);
       Put(c, sig == 0 ? static_cast<uint8_t>(v) : kNoReply);
     } else if (cmd == kCmdRemap) {

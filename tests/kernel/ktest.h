@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 #include <linux/hzc.h>
 #include <poll.h>
+#include <setjmp.h>
 #include <signal.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
@@ -150,6 +151,37 @@ void CheckAbi(int fd, unsigned long cmd, const T &valid, int expect_ok, Undo und
       undo(arg);
     }
   }
+}
+
+// Touches *p (a write of 0x5c, or a read into *value): 0 if the access worked, else the
+// signal it raised (SIGBUS, SIGSEGV).  For probing peer mappings after revocation.
+inline sigjmp_buf probe_jmp;
+
+inline void ProbeHandler(int sig) {
+  siglongjmp(probe_jmp, sig);
+}
+
+inline int Probe(volatile char *p, bool write, char *value = nullptr) {
+  struct sigaction sa {
+  }, old_bus{}, old_segv{};
+  sa.sa_handler = ProbeHandler;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGBUS, &sa, &old_bus);
+  sigaction(SIGSEGV, &sa, &old_segv);
+  const int sig = sigsetjmp(probe_jmp, 1);
+  if (sig == 0) {
+    if (write) {
+      *p = 0x5c;
+    } else {
+      char v = *p;
+      if (value != nullptr) {
+        *value = v;
+      }
+    }
+  }
+  sigaction(SIGBUS, &old_bus, nullptr);
+  sigaction(SIGSEGV, &old_segv, nullptr);
+  return sig;
 }
 
 inline size_t PageSize() {

@@ -13,36 +13,6 @@
 namespace hzc::ktest {
 namespace {
 
-sigjmp_buf probe_jmp;
-
-void ProbeHandler(int sig) {
-  siglongjmp(probe_jmp, sig);
-}
-
-// 0 if the access worked, else the signal it raised (SIGBUS, SIGSEGV).
-int Probe(volatile char *p, bool write, char *value = nullptr) {
-  struct sigaction sa {
-  }, old_bus{}, old_segv{};
-  sa.sa_handler = ProbeHandler;
-  sigemptyset(&sa.sa_mask);
-  sigaction(SIGBUS, &sa, &old_bus);
-  sigaction(SIGSEGV, &sa, &old_segv);
-  int sig = sigsetjmp(probe_jmp, 1);
-  if (sig == 0) {
-    if (write) {
-      *p = 0x5c;
-    } else {
-      char v = *p;
-      if (value != nullptr) {
-        *value = v;
-      }
-    }
-  }
-  sigaction(SIGBUS, &old_bus, nullptr);
-  sigaction(SIGSEGV, &old_segv, nullptr);
-  return sig;
-}
-
 constexpr size_t kRangePages = 1024;  // 4 MiB: two 2 MiB blocks
 constexpr size_t kActPages = 512;
 constexpr uint64_t kOwnerCookie = 0x1234567890abcdefull;
