@@ -32,8 +32,6 @@
 static DEFINE_MUTEX(hzc_domains_lock);
 /* Domains that are not broken, by id. */
 static DEFINE_HASHTABLE(hzc_domain_table, 8);
-/* Allocated domains, broken or not. */
-static atomic_t hzc_nr_domains = ATOMIC_INIT(0);
 static atomic64_t hzc_last_domain_seq = ATOMIC64_INIT(0);
 /* Bumped each time a domain breaks: peer faults check their grant again. */
 static atomic64_t hzc_domain_breaks = ATOMIC64_INIT(0);
@@ -72,10 +70,8 @@ static void hzc_domain_free(struct kref *kref)
 	kfree(dom->revoke);
 	kfree(dom->members);
 	/* Counted from the time it got its number. */
-	if (dom->seq) {
-		atomic_dec(&hzc_nr_domains);
+	if (dom->seq)
 		atomic64_dec(&hzc_stats.nr_domains);
-	}
 	kfree(dom);
 }
 
@@ -295,7 +291,8 @@ retry:
 		}
 		mutex_lock(&hzc_domains_lock);
 		goto retry;
-	} else if (atomic_read(&hzc_nr_domains) >= READ_ONCE(hzc_max_domains)) {
+	} else if (atomic64_read(&hzc_stats.nr_domains) >=
+		   READ_ONCE(hzc_max_domains)) {
 		ret = hzc_limit_hit("max_domains", -ENOSPC);
 		goto out_unlock;
 	}
@@ -308,7 +305,6 @@ retry:
 		new_dom = NULL;
 		created = true;
 		dom->seq = atomic64_inc_return(&hzc_last_domain_seq);
-		atomic_inc(&hzc_nr_domains);
 		atomic64_inc(&hzc_stats.nr_domains);
 		ret = hzc_sysfs_domain_add(dom);
 		if (ret)
