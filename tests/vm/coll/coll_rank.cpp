@@ -12,7 +12,8 @@
 //     absent    the last rank never calls: the others get HCCL_E_TIMEOUT
 //     die       rank 1 is killed before a call: the others get an error, quickly
 //     revoke    (zerocopy) rank 1 deactivates its input during a large AllGather: the readers
-//               get HCCL_E_REMOTE and do not crash
+//               get HCCL_E_REMOTE and do not crash (58: the deactivation never came inside a
+//               call in 10 attempts)
 // Exit status: 0 success; an HcclResult for an unexpected result; 60 wrong data; 61 bytes
 // outside a buffer changed; 50+ setup failures. The scenarios absent/die/revoke exit with the
 // result of the decisive call.
@@ -21,6 +22,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -389,24 +391,44 @@ int Revoke() {
     return 52;
   }
   std::memset(arena.base, 1, arena.size);
-  if (HcclBarrier(g_comm, nullptr) != HCCL_SUCCESS) {
-    return 53;
+  // The deactivation has to land inside a call that chose zero-copy; one that lands before
+  // a call turns it and the rest into staging calls, which succeed. Then try again.
+  for (int attempt = 0; attempt < 10; ++attempt) {
+    if (attempt > 0 && g_rank == 1 &&
+        HcclCommActivateCommMemory(g_comm, arena.va, arena.size, 0, arena.handle, 0) !=
+            HCCL_SUCCESS) {
+      return 57;
+    }
+    if (HcclBarrier(g_comm, nullptr) != HCCL_SUCCESS) {
+      return 53;
+    }
+    std::atomic<bool> calling{false};
+    std::thread revoker;
+    if (g_rank == 1) {
+      revoker = std::thread([&] {
+        while (!calling.load()) {
+          std::this_thread::yield();
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        HcclCommDeactivateCommMemory(g_comm, arena.va);
+      });
+    }
+    HcclResult r = HCCL_SUCCESS;
+    for (int i = 0; i < 20 && r == HCCL_SUCCESS; ++i) {
+      calling.store(true);
+      r = HcclAllGather(arena.base, arena.base + count, count, HCCL_DATA_TYPE_INT8, g_comm,
+                        nullptr);
+    }
+    if (revoker.joinable()) {
+      revoker.join();
+    }
+    if (r != HCCL_SUCCESS) {
+      return r;
+    }
+    std::fprintf(stderr, "rank %u: attempt %d: the deactivation came between calls\n", g_rank,
+                 attempt);
   }
-  std::thread revoker;
-  if (g_rank == 1) {
-    revoker = std::thread([&] {
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-      HcclCommDeactivateCommMemory(g_comm, arena.va);
-    });
-  }
-  HcclResult r = HCCL_SUCCESS;
-  for (int i = 0; i < 20 && r == HCCL_SUCCESS; ++i) {
-    r = HcclAllGather(arena.base, arena.base + count, count, HCCL_DATA_TYPE_INT8, g_comm, nullptr);
-  }
-  if (revoker.joinable()) {
-    revoker.join();
-  }
-  return r;
+  return 58;
 }
 
 }  // namespace
