@@ -104,13 +104,13 @@ static int hzc_check_pinnable(struct mm_struct *mm, unsigned long start,
 }
 
 /*
- * Pin all of it or nothing, a batch at a time, with the lockless fast path
- * (as RDMA memory registration does): it pins a huge page in one step, where
- * pin_user_pages() walks it 4 KiB at a time.  Each pinned batch is then
- * checked under mmap_lock; a batch from a mapping that may not be pinned
- * for the long term is unpinned again.  A mapping replaced between the pin
- * and the check is the caller racing itself: it gets the pages it asked for
- * at the time of the pin.
+ * Pin all of it or nothing, a batch at a time.  Each batch is checked and
+ * pinned under one hold of mmap_lock, so the mappings checked are the
+ * mappings pinned: with the lockless fast path and a check afterwards, a
+ * racing mprotect() or MAP_FIXED could swap a shared file mapping for an
+ * allowed one in between and leave its page cache pinned and written behind
+ * the file system's back.  GUP fills a huge page's subpages in one step.
+ * The caller's own mm: ioctls come from the opener only.
  */
 static int hzc_pin(struct mm_struct *mm, unsigned long va, unsigned long npages,
 		   struct page **pages)
@@ -125,22 +125,21 @@ static int hzc_pin(struct mm_struct *mm, unsigned long va, unsigned long npages,
 		}
 		addr = va + done * PAGE_SIZE;
 		n = min_t(unsigned long, npages - done, HZC_PIN_BATCH);
-		ret = pin_user_pages_fast(addr, n, FOLL_LONGTERM | FOLL_WRITE,
-					  pages + done);
+		if (mmap_read_lock_killable(mm)) {
+			ret = -EINTR;
+			goto out_unpin;
+		}
+		ret = hzc_check_pinnable(mm, addr, addr + n * PAGE_SIZE);
+		if (!ret)
+			ret = pin_user_pages(addr, n, FOLL_LONGTERM | FOLL_WRITE,
+					     pages + done, NULL);
+		mmap_read_unlock(mm);
 		if (ret <= 0) {
 			if (!ret)
 				ret = -EFAULT;
 			goto out_unpin;
 		}
-		n = ret;
-		mmap_read_lock(mm);
-		ret = hzc_check_pinnable(mm, addr, addr + n * PAGE_SIZE);
-		mmap_read_unlock(mm);
-		if (ret) {
-			unpin_user_pages(pages + done, n);
-			goto out_unpin;
-		}
-		done += n;
+		done += ret;
 		cond_resched();
 	}
 	return 0;

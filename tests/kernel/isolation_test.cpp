@@ -1185,5 +1185,81 @@ TEST_F(IsolationTest, ProcMemReadsPeerMapping) {
   EXPECT_EQ(b.Wait(), "");
 }
 
+// ---------------------------------------------------------------------------------------
+// Activation racing a change of the mapping it pins
+// ---------------------------------------------------------------------------------------
+
+// Attack: one thread activates a page of a range while another swaps, with MAP_FIXED, a
+// shared mapping of a file the file system tracks for writing (ramfs, page_mkwrite: not
+// pinnable) and an anonymous mapping under it. A pin taken without the mapping lock and
+// checked under it afterwards can pin the file's page and then check the anonymous mapping
+// that replaced it: the page cache stays pinned, written behind the file system's back (on
+// ext4 a WARN in ext4_dirty_folio at unpin).
+// Must happen: every activation that succeeds pinned an anonymous page (the owner reads it
+// through its own window: zero, never the file's marker).
+TEST_F(IsolationTest, ActivateRacingMapFixedNeverPinsASharedFileMapping) {
+  char dir[] = "/tmp/hzc-ramfs-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  if (mount("hzc-ramfs", dir, "ramfs", 0, "mode=0755") != 0) {
+    rmdir(dir);
+    GTEST_SKIP() << "cannot mount a ramfs: " << strerror(errno);
+  }
+  const std::string path = std::string(dir) + "/file";
+  constexpr unsigned char kFileMarker = 0xab;
+  {
+    const std::string marker(page_, static_cast<char>(kFileMarker));
+    std::ofstream(path) << marker;
+  }
+  ASSERT_EQ(chmod(path.c_str(), 0666), 0);
+  const std::string outcome = AsUser(As(kNobody), [&]() -> std::string {
+    const int fd = OpenDevice();
+    const int file = open(path.c_str(), O_RDWR);
+    Reservation res(page_);
+    hzc_range_register reg{};
+    if (fd < 0 || file < 0 || res.base() == nullptr ||
+        RegisterRange(fd, res.base(), page_, &reg) != 0) {
+      return "set-up failed";
+    }
+    void *w =
+        mmap(nullptr, page_, PROT_READ, MAP_SHARED, fd, static_cast<off_t>(reg.out_mmap_offset));
+    if (w == MAP_FAILED) {
+      return Failed("mmap of the own window", errno);
+    }
+    const auto *window = static_cast<volatile const unsigned char *>(w);
+    std::atomic<bool> stop{false};
+    std::thread swapper([&] {
+      while (!stop.load(std::memory_order_relaxed)) {
+        mmap(res.base(), page_, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, file, 0);
+        mmap(res.base(), page_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1,
+             0);
+      }
+    });
+    size_t pinned = 0, file_pages = 0;
+    const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (std::chrono::steady_clock::now() < end) {
+      if (Activate(fd, res.base(), page_) == 0) {
+        ++pinned;
+        file_pages += window[0] == kFileMarker;
+        Deactivate(fd, res.base());
+      }
+    }
+    stop = true;
+    swapper.join();
+    if (file_pages != 0) {
+      return std::to_string(file_pages) + " of " + std::to_string(pinned) +
+             " activations pinned the shared file's page";
+    }
+    if (pinned == 0) {
+      return "no activation succeeded in 5 s: the race was not run";
+    }
+    std::cout << pinned << " activations, each of an anonymous page\n";
+    return "";
+  });
+  EXPECT_EQ(outcome, "");
+  unlink(path.c_str());
+  EXPECT_EQ(umount(dir), 0);
+  rmdir(dir);
+}
+
 }  // namespace
 }  // namespace hzc::ktest
