@@ -46,12 +46,18 @@ static int hzc_window_alloc(struct hzc_range *range, unsigned long npages)
 	return ret == -EBUSY ? -ENOSPC : ret;
 }
 
+/*
+ * Erasing may need tree nodes, and must not fail: a window left behind would
+ * hand out a freed range.  So not mas_erase() (it gives up when allocating
+ * fails) but a store of NULL over the window that retries until it can.
+ */
 static void hzc_window_free(struct hzc_range *range)
 {
-	MA_STATE(mas, &hzc_windows, range->window, range->window);
+	MA_STATE(mas, &hzc_windows, range->window,
+		 range->window + (hzc_range_size(range) >> PAGE_SHIFT) - 1);
 
 	mutex_lock(&hzc_windows_lock);
-	mas_erase(&mas);
+	WARN_ON(mas_store_gfp(&mas, NULL, GFP_KERNEL | __GFP_NOFAIL));
 	mutex_unlock(&hzc_windows_lock);
 }
 

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
-// Every slab allocation of open, register, activate, join, board put/wait and
-// the listings fails in turn (fault injection's per-task fail-nth, as
+// Every slab allocation of open, register, activate, unregister, join, board
+// put/wait and the listings fails in turn (fault injection's per-task fail-nth, as
 // tools/testing/selftests/iommu/iommufd_fail_nth.c does): each call either
 // succeeds or fails with ENOMEM, and the counters show nothing left behind.
 // Needs CONFIG_FAILSLAB and debugfs (the debug kernel of scripts/debug-kernel);
@@ -149,6 +149,36 @@ TEST_F(FailNthTest, RegisterAndActivate) {
                 [&] { return RegisterRange(fd, res.base(), res.size()); },
                 [&] { EXPECT_EQ(UnregisterRange(fd, res.base()), 0); }),
             0u);
+  close(fd);
+}
+
+// Unregistering cannot fail half-way: erasing a range's window from the window tree may
+// need tree nodes, and a window left behind would hand the freed range to the next mmap()
+// of its offset. Around the swept range, enough others for a tree of several levels.
+TEST_F(FailNthTest, Unregister) {
+  const int fd = OpenDevice();
+  ASSERT_GE(fd, 0);
+  constexpr size_t kRanges = 300;
+  Reservation res(2 * kRanges * page_, PROT_READ | PROT_WRITE);
+  ASSERT_NE(res.base(), nullptr);
+  for (size_t i = 0; i < kRanges; ++i) {
+    ASSERT_EQ(RegisterRange(fd, res.base() + 2 * i * page_, page_), 0) << "range " << i;
+  }
+  char *const target = res.base() + kRanges * page_;
+  ASSERT_EQ(UnregisterRange(fd, target), 0);
+  hzc_range_register reg{};
+  // Allocations that may not fail are not injection points: the sweep may find none.
+  Sweep(
+      "unregister", [&] { return UnregisterRange(fd, target); },
+      [&] {
+        void *p = mmap(nullptr, page_, PROT_READ, MAP_SHARED, fd,
+                       static_cast<off_t>(reg.out_mmap_offset));
+        EXPECT_EQ(p, MAP_FAILED) << "mmap of the unregistered range's window";
+        if (p != MAP_FAILED) {
+          munmap(p, page_);
+        }
+      },
+      [&] { return RegisterRange(fd, target, page_, &reg); }, [&] { UnregisterRange(fd, target); });
   close(fd);
 }
 
