@@ -268,13 +268,14 @@ retry:
 	}
 	dom = hzc_domain_find(cmd->domain_id);
 	if (dom) {
-		if (dom->nranks != cmd->nranks) {
-			ret = -EINVAL;
-			goto out_unlock;
-		}
+		/* Permission first: a stranger learns nothing of the domain. */
 		if (!uid_eq(dom->euid, current_euid()) &&
 		    !capable(CAP_SYS_ADMIN)) {
 			ret = -EPERM;
+			goto out_unlock;
+		}
+		if (dom->nranks != cmd->nranks) {
+			ret = -EINVAL;
 			goto out_unlock;
 		}
 		if (dom->members[cmd->rank]) {

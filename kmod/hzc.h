@@ -57,6 +57,8 @@ struct hzc_kobj;
 
 /* Module parameters (limits.c). */
 extern unsigned int hzc_max_ranges;
+extern unsigned int hzc_max_user_ranges;
+extern unsigned long long hzc_max_user_range_bytes;
 extern unsigned int hzc_max_domains;
 extern unsigned long long hzc_max_pinned_bytes;
 extern unsigned int hzc_max_memberships;
@@ -99,6 +101,8 @@ extern struct hzc_stats hzc_stats;
  * @pinned_bytes: bytes pinned by its activations
  * @nr_members: memberships of its contexts
  * @board_bytes: bytes of its blobs that still exist
+ * @nr_ranges: ranges of its contexts
+ * @range_bytes: bytes of those ranges (the window space they take)
  */
 struct hzc_user {
 	struct hlist_node node;
@@ -107,6 +111,8 @@ struct hzc_user {
 	atomic64_t pinned_bytes;
 	atomic_t nr_members;
 	atomic64_t board_bytes;
+	atomic_t nr_ranges;
+	atomic64_t range_bytes;
 };
 
 /**

@@ -18,6 +18,20 @@ unsigned int hzc_max_ranges = 65536;
 module_param_named(max_ranges, hzc_max_ranges, uint, 0644);
 MODULE_PARM_DESC(max_ranges, "Max ranges per context (ENOSPC beyond)");
 
+unsigned int hzc_max_user_ranges = 262144;
+module_param_named(max_user_ranges, hzc_max_user_ranges, uint, 0644);
+MODULE_PARM_DESC(max_user_ranges, "Max ranges per user (EDQUOT beyond)");
+
+/*
+ * A range takes as much of the window space (2^63 bytes, shared by all) as
+ * it covers: a user's ranges may cover 2^53 bytes, 64 ranges of the whole
+ * 47-bit address space, so that no user can take more than 1/1024 of it.
+ */
+unsigned long long hzc_max_user_range_bytes = 1ULL << 53;
+module_param_named(max_user_range_bytes, hzc_max_user_range_bytes, ullong, 0644);
+MODULE_PARM_DESC(max_user_range_bytes,
+		 "Max bytes the ranges of a user cover (EDQUOT beyond)");
+
 unsigned int hzc_max_domains = 16384;
 module_param_named(max_domains, hzc_max_domains, uint, 0644);
 MODULE_PARM_DESC(max_domains,

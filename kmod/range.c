@@ -110,6 +110,30 @@ static int hzc_check_mapped(struct mm_struct *mm, unsigned long start,
 	return ret;
 }
 
+/* Count a range of @bytes against the limits of the context's user. */
+static int hzc_range_charge(struct hzc_ctx *ctx, u64 bytes)
+{
+	struct hzc_user *hu = ctx->hu;
+
+	if (atomic_inc_return(&hu->nr_ranges) > READ_ONCE(hzc_max_user_ranges)) {
+		atomic_dec(&hu->nr_ranges);
+		return hzc_limit_hit("max_user_ranges", -EDQUOT);
+	}
+	if (atomic64_add_return(bytes, &hu->range_bytes) >
+	    READ_ONCE(hzc_max_user_range_bytes)) {
+		atomic64_sub(bytes, &hu->range_bytes);
+		atomic_dec(&hu->nr_ranges);
+		return hzc_limit_hit("max_user_range_bytes", -EDQUOT);
+	}
+	return 0;
+}
+
+static void hzc_range_uncharge(struct hzc_ctx *ctx, u64 bytes)
+{
+	atomic64_sub(bytes, &ctx->hu->range_bytes);
+	atomic_dec(&ctx->hu->nr_ranges);
+}
+
 int hzc_range_register(struct hzc_ucmd *ucmd)
 {
 	struct hzc_range_register *cmd = ucmd->cmd;
@@ -157,16 +181,19 @@ int hzc_range_register(struct hzc_ucmd *ucmd)
 	ret = hzc_check_mapped(ctx->mm, cmd->base, end);
 	if (ret)
 		goto out_unlock;
+	ret = hzc_range_charge(ctx, cmd->length);
+	if (ret)
+		goto out_unlock;
 
 	range->id = atomic64_inc_return(&hzc_last_range_id);
 	ret = hzc_window_alloc(range, cmd->length >> PAGE_SHIFT);
 	if (ret)
-		goto out_unlock;
+		goto out_uncharge;
 	/* Complete now: the last step makes it visible in sysfs. */
 	ret = hzc_sysfs_range_add(range);
 	if (ret) {
 		hzc_window_free(range);
-		goto out_unlock;
+		goto out_uncharge;
 	}
 	interval_tree_insert(&range->node, &ctx->ranges);
 	ctx->nr_ranges++;
@@ -180,6 +207,8 @@ int hzc_range_register(struct hzc_ucmd *ucmd)
 	cmd->out_mmap_offset = (u64)range->window << PAGE_SHIFT;
 	return 0;
 
+out_uncharge:
+	hzc_range_uncharge(ctx, cmd->length);
 out_unlock:
 	mutex_unlock(&ctx->lock);
 	/* Peer mmap may have found it in the window tree; it saw it dead. */
@@ -199,6 +228,7 @@ static void hzc_range_remove(struct hzc_ctx *ctx, struct hzc_range *range)
 	hzc_sysfs_range_del(range);
 	hzc_window_free(range);
 	interval_tree_remove(&range->node, &ctx->ranges);
+	hzc_range_uncharge(ctx, hzc_range_size(range));
 	ctx->nr_ranges--;
 	atomic64_dec(&hzc_stats.nr_ranges);
 	/* Peer mappings keep the range; their faults now get SIGBUS. */

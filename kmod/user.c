@@ -2,7 +2,7 @@
 /*
  * hzc: per-user accounting.  Every context of one (real) uid shares one
  * hzc_user, which counts what the per-user limits bound: pinned bytes,
- * memberships and board bytes.  Pins are also charged to the kernel's own
+ * memberships, board bytes, ranges and their bytes.  Pins are also charged to the kernel's own
  * user_struct (RLIMIT_MEMLOCK, see activation.c).
  */
 #include <linux/hashtable.h>
@@ -55,6 +55,8 @@ void hzc_user_put(struct hzc_user *hu)
 	spin_unlock(&hzc_users_lock);
 	WARN_ON(atomic64_read(&hu->pinned_bytes) ||
 		atomic_read(&hu->nr_members) ||
-		atomic64_read(&hu->board_bytes));
+		atomic64_read(&hu->board_bytes) ||
+		atomic_read(&hu->nr_ranges) ||
+		atomic64_read(&hu->range_bytes));
 	kfree(hu);
 }

@@ -924,5 +924,111 @@ TEST_F(LimitsTest, PinsAreChargedPerUserAcrossProcesses) {
   }
 }
 
+// ---------------------------------------------------------------------------------------
+// Attack 7 (review of the fixes): max_ranges bounds one context, but a user may open any
+// number of contexts. Each range is kernel memory (and a sysfs directory), and takes as
+// much of the window space (2^63 bytes of mmap offsets, shared by every user) as it
+// covers: 2^17 contexts of one user, each registering one PROT_NONE reservation of 64 TiB,
+// left no window for anybody else.
+// Must: a user's ranges in all its contexts stop at max_user_ranges, and at
+// max_user_range_bytes of covered bytes (by default at most 1/1024 of the window space),
+// with EDQUOT, for every process of that user and no other; closing a context returns its
+// share.
+
+// A nobody process answering "register <bytes> <n>": in each of n new contexts (files) it
+// registers one range of <bytes> (one reservation for all) and answers "<ranges made>
+// <errno name of the first failure, or 0>"; "close" closes its last context.
+UserProcess Registrar() {
+  return UserProcess(kNobody, [](Channel &channel) -> std::string {
+    std::vector<int> fds;
+    std::map<size_t, std::unique_ptr<Reservation>> reservations;
+    for (std::optional<std::string> cmd; (cmd = channel.Receive());) {
+      std::istringstream in(*cmd);
+      std::string verb;
+      size_t bytes = 0, n = 0;
+      in >> verb >> bytes >> n;
+      if (verb == "register") {
+        auto &res = reservations[bytes];
+        if (!res) {
+          res = std::make_unique<Reservation>(bytes, PROT_NONE, MAP_NORESERVE);
+        }
+        if (res->base() == nullptr) {
+          return "cannot reserve " + std::to_string(bytes) + " bytes";
+        }
+        size_t made = 0;
+        int err = 0;
+        for (; made < n && err == 0; made += err == 0) {
+          const int fd = OpenDevice();
+          if (fd < 0) {
+            return Failed("open", errno);
+          }
+          err = RegisterRange(fd, res->base(), bytes);
+          if (err == 0) {
+            fds.push_back(fd);
+          } else {
+            close(fd);
+          }
+        }
+        channel.Send(std::to_string(made) + " " + ErrnoName(err));
+      } else if (verb == "close" && !fds.empty()) {
+        close(fds.back());
+        fds.pop_back();
+        channel.Send("0");
+      } else {
+        break;
+      }
+    }
+    for (const int fd : fds) {
+      close(fd);
+    }
+    return "";
+  });
+}
+
+// What a fresh process of `uid` gets for one more range of `bytes`: the errno name.
+std::string ProbeRegister(uid_t uid, size_t bytes) {
+  const std::string outcome = AsUser(uid, [bytes]() -> std::string {
+    const int fd = OpenDevice();
+    Reservation res(bytes, PROT_NONE, MAP_NORESERVE);
+    if (fd < 0 || res.base() == nullptr) {
+      return "set-up failed";
+    }
+    const int err = RegisterRange(fd, res.base(), bytes);
+    close(fd);
+    return err == 0 ? "" : ErrnoName(err);
+  });
+  return outcome.empty() ? "0" : outcome;
+}
+
+TEST_F(LimitsTest, RangesStopAtMaxUserRanges) {
+  ScopedParam limit("max_user_ranges", 8);
+  ASSERT_TRUE(limit.ok());
+  const size_t page = PageSize();
+  UserProcess flooder = Registrar();
+  EXPECT_EQ(Ask(flooder, "register " + std::to_string(page) + " 20"), "8 EDQUOT");
+  EXPECT_EQ(ProbeRegister(kNobody, page), "EDQUOT") << "per user: any process of it";
+  EXPECT_EQ(ProbeRegister(kOtherUser, page), "0") << "another user may register";
+  EXPECT_EQ(Ask(flooder, "close"), "0");
+  EXPECT_EQ(Ask(flooder, "register " + std::to_string(page) + " 2"), "1 EDQUOT")
+      << "a closed context returns its ranges";
+  flooder.channel().Send("exit");
+  EXPECT_EQ(flooder.Wait(), "");
+}
+
+TEST_F(LimitsTest, OneUserCannotTakeTheWindowSpace) {
+  const long long max_bytes = ReadParam("max_user_range_bytes");
+  ASSERT_GT(max_bytes, 0) << "module parameter max_user_range_bytes missing";
+  EXPECT_LE(max_bytes, 1LL << 53) << "by default no user covers more than 1/1024 of 2^63";
+  const size_t big = size_t{1} << 46;  // 64 TiB, a large part of the 47-bit address space
+  const size_t most = static_cast<size_t>(max_bytes) / big;
+  UserProcess flooder = Registrar();
+  EXPECT_EQ(Ask(flooder, "register " + std::to_string(big) + " " + std::to_string(most + 8)),
+            std::to_string(most) + " EDQUOT");
+  EXPECT_EQ(ProbeRegister(kNobody, big), "EDQUOT") << "per user: any process of it";
+  EXPECT_EQ(ProbeRegister(kOtherUser, big), "0") << "another user still finds a window";
+  flooder.channel().Send("exit");
+  EXPECT_EQ(flooder.Wait(), "");
+}
+
 }  // namespace
 }  // namespace hzc::ktest

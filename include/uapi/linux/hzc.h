@@ -32,7 +32,8 @@
  * Limits (module parameters, /sys/module/hzc/parameters/; see
  * Documentation/ABI/testing/sysfs-kernel-hzc): per context ENOSPC
  * (max_ranges, max_memberships, max_board_bytes), per user EDQUOT
- * (max_user_memberships, max_user_board_bytes), global ENOSPC
+ * (max_user_ranges, max_user_range_bytes, max_user_memberships,
+ * max_user_board_bytes), global ENOSPC
  * (max_domains), pins ENOMEM (RLIMIT_MEMLOCK and max_pinned_bytes, both
  * per user).  "User" is the real uid of the process that opened the file.
  *
@@ -139,6 +140,9 @@ struct hzc_info {
  *   EFAULT      part of the range is not mapped
  *   EEXIST      the range overlaps a registered range; nothing changed
  *   ENOSPC      the context has max_ranges ranges, or no window is left
+ *   EDQUOT      the user's ranges number max_user_ranges, or would cover
+ *               more than max_user_range_bytes (a range takes as much of
+ *               the window space, shared by all users, as it covers)
  */
 struct hzc_range_register {
 	__u32 size;
