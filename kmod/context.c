@@ -124,11 +124,12 @@ void hzc_ctx_close(struct hzc_ctx *ctx)
 }
 
 /*
- * A domain @ctx was a member of broke: zap every peer PTE of its ranges, so
- * that mappings made under that domain fault again and are checked again
- * (peer.c).  Faults that passed the check before the domain broke hold
- * range->lock for reading while they insert; taking it for writing waits
- * for them, so no PTE they insert survives the zap.
+ * A domain @ctx was a member of broke: the grants of its ranges' peer
+ * mappings that no other domain allows die now (peer.c), and every peer PTE
+ * of its ranges is zapped.  Faults that passed the check before the domain
+ * broke hold range->lock for reading while they insert; taking it for
+ * writing waits for them, so no PTE they insert survives the zap, and every
+ * later fault sees the grant dead.
  */
 void hzc_ctx_revoke(struct hzc_ctx *ctx)
 {
@@ -140,6 +141,7 @@ void hzc_ctx_revoke(struct hzc_ctx *ctx)
 	     node = interval_tree_iter_next(node, 0, ULONG_MAX)) {
 		range = container_of(node, struct hzc_range, node);
 		down_write(&range->lock);
+		hzc_peer_check_grants(range);
 		up_write(&range->lock);
 		hzc_peer_revoke(range, 0, hzc_range_size(range));
 		cond_resched();

@@ -33,8 +33,6 @@ static DEFINE_MUTEX(hzc_domains_lock);
 /* Domains that are not broken, by id. */
 static DEFINE_HASHTABLE(hzc_domain_table, 8);
 static atomic64_t hzc_last_domain_seq = ATOMIC64_INIT(0);
-/* Bumped each time a domain breaks: peer faults check their grant again. */
-static atomic64_t hzc_domain_breaks = ATOMIC64_INIT(0);
 
 static bool hzc_id_eq(const u64 *a, const u64 *b)
 {
@@ -44,11 +42,6 @@ static bool hzc_id_eq(const u64 *a, const u64 *b)
 static u32 hzc_id_hash(const u64 *id)
 {
 	return (u32)(id[0] ^ (id[0] >> 32) ^ id[1] ^ (id[1] >> 32));
-}
-
-u64 hzc_break_seq(void)
-{
-	return atomic64_read(&hzc_domain_breaks);
 }
 
 static void hzc_domain_free(struct kref *kref)
@@ -146,7 +139,6 @@ static void hzc_domain_break(struct hzc_domain *dom)
 	lockdep_assert_held(&hzc_domains_lock);
 	WRITE_ONCE(dom->broken, true);
 	hash_del(&dom->hnode);
-	atomic64_inc(&hzc_domain_breaks);
 	for (r = 0; r < dom->nranks; r++) {
 		if (!dom->members[r])
 			continue;
@@ -157,9 +149,9 @@ static void hzc_domain_break(struct hzc_domain *dom)
 }
 
 /*
- * Zap the peer mappings of every range of the contexts that were members
- * when @dom broke: they fault again and find their grant gone unless another
- * domain still allows them.  Drops the caller's reference on @dom.
+ * Check the grants of every range of the contexts that were members when
+ * @dom broke (a grant dies unless another domain still allows it) and zap
+ * those ranges' peer mappings.  Drops the caller's reference on @dom.
  */
 static void hzc_domain_revoke(struct hzc_domain *dom)
 {

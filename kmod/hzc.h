@@ -165,6 +165,7 @@ struct hzc_ctx {
  * @nr_acts: number of activations
  * @activated_bytes: sum of their lengths
  * @dead: not (or no longer) registered; peer faults get SIGBUS
+ * @grants: the grants of its peer mappings (peer.c), under @lock
  * @kobj: the range's sysfs directory
  */
 struct hzc_range {
@@ -178,6 +179,7 @@ struct hzc_range {
 	unsigned int nr_acts;
 	u64 activated_bytes;
 	bool dead;
+	struct list_head grants;
 	struct hzc_kobj *kobj;
 };
 
@@ -320,7 +322,6 @@ int hzc_domain_leave(struct hzc_ucmd *ucmd);
 int hzc_board_put(struct hzc_ucmd *ucmd);
 int hzc_board_wait(struct hzc_ucmd *ucmd);
 void hzc_domains_leave_all(struct hzc_ctx *ctx);
-u64 hzc_break_seq(void);
 bool hzc_ctx_share_domain(struct hzc_ctx *a, struct hzc_ctx *b);
 struct hzc_ctx *hzc_domain_peer_get(struct hzc_ctx *ctx, const u64 *id,
 				    u32 rank, u32 peer_rank, pid_t *pid);
@@ -330,6 +331,7 @@ int hzc_peer_init(void);
 void hzc_peer_exit(void);
 void hzc_peer_file_init(struct file *file);
 int hzc_peer_mmap(struct file *file, struct vm_area_struct *vma);
+void hzc_peer_check_grants(struct hzc_range *range);
 void hzc_peer_revoke(struct hzc_range *range, unsigned long start,
 		     unsigned long size);
 int hzc_list_ranges(struct hzc_ucmd *ucmd);

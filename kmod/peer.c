@@ -12,8 +12,10 @@
  * domain with the owner, for as long as it does.  mmap() decides that
  * before it looks at anything else, and answers every refusal with EPERM,
  * so that probing offsets tells nothing about other users' ranges.  When a
- * domain breaks, every peer PTE of its members' ranges is zapped
- * (hzc_ctx_revoke()); the next fault checks the grant again.
+ * domain breaks, each grant on its members' ranges is checked at once: it
+ * dies unless another unbroken domain still allows it, and stays dead (a
+ * new domain needs a new mmap()); then every peer PTE of those ranges is
+ * zapped, and faults through a dead grant get SIGBUS.
  */
 #include <linux/fs.h>
 #include <linux/highmem.h>
@@ -82,52 +84,54 @@ void hzc_peer_revoke(struct hzc_range *range, unsigned long start,
 /**
  * struct hzc_grant - a peer mapping's right to a range
  * @ref: references: each VMA (a split VMA shares its grant)
+ * @node: in @range->grants, under range->lock
  * @range: the mapped range (referenced)
  * @mapper: the mapping context (referenced)
- * @seq: hzc_break_seq() when the grant was last found valid
- * @dead: found invalid once; never valid again, even if the two contexts
- *	come to share a domain later (a new mmap() is needed then)
+ * @dead: the domain that allowed it broke and no other does; never valid
+ *	again, even if the two contexts come to share a domain later
  */
 struct hzc_grant {
 	refcount_t ref;
+	struct list_head node;
 	struct hzc_range *range;
 	struct hzc_ctx *mapper;
-	atomic64_t seq;
 	bool dead;
 };
 
 static void hzc_grant_put(struct hzc_grant *grant)
 {
+	struct hzc_range *range = grant->range;
+
 	if (!refcount_dec_and_test(&grant->ref))
 		return;
-	hzc_range_put(grant->range);
+	down_write(&range->lock);
+	list_del(&grant->node);
+	up_write(&range->lock);
+	hzc_range_put(range);
 	hzc_ctx_put(grant->mapper);
 	kfree(grant);
 }
 
-/*
- * May @mapper map @range?  Its own ranges always; another context's while
- * the two share an unbroken domain.  Checked again only after some domain
- * broke since the last check.  Called with range->lock held for reading, so
- * that a revocation (which takes it for writing) waits for a fault that
- * found the grant valid.
- */
-static bool hzc_grant_valid(struct hzc_grant *grant)
+/* May @mapper still map @range: its own, or while they share a domain. */
+static bool hzc_grant_allowed(struct hzc_grant *grant)
 {
-	u64 seq = hzc_break_seq();
+	return grant->range->ctx == grant->mapper ||
+	       hzc_ctx_share_domain(grant->mapper, grant->range->ctx);
+}
 
-	if (grant->range->ctx == grant->mapper)
-		return true;
-	if (READ_ONCE(grant->dead))
-		return false;
-	if (atomic64_read(&grant->seq) == seq)
-		return true;
-	if (!hzc_ctx_share_domain(grant->mapper, grant->range->ctx)) {
-		WRITE_ONCE(grant->dead, true);
-		return false;
-	}
-	atomic64_set(&grant->seq, seq);
-	return true;
+/*
+ * A domain of the range's owner broke: each grant that no other domain
+ * allows dies.  Called with range->lock held for writing, which faults hold
+ * for reading while they use a grant.
+ */
+void hzc_peer_check_grants(struct hzc_range *range)
+{
+	struct hzc_grant *grant;
+
+	lockdep_assert_held_write(&range->lock);
+	list_for_each_entry(grant, &range->grants, node)
+		if (!grant->dead && !hzc_grant_allowed(grant))
+			WRITE_ONCE(grant->dead, true);
 }
 
 static void hzc_vm_open(struct vm_area_struct *vma)
@@ -189,7 +193,7 @@ static vm_fault_t hzc_vm_fault(struct vm_fault *vmf)
 	     ((vmf->pgoff - range->window) << PAGE_SHIFT);
 
 	down_read(&range->lock);
-	if (range->dead || !hzc_grant_valid(grant))
+	if (range->dead || READ_ONCE(grant->dead))
 		goto out_unlock;
 	node = interval_tree_iter_first(&range->acts, va, va);
 	if (!node)
@@ -239,7 +243,7 @@ static int hzc_vm_access(struct vm_area_struct *vma, unsigned long addr,
 	if (write && !(vma->vm_flags & VM_MAYWRITE))
 		return -EACCES;
 	down_read(&range->lock);
-	if (range->dead || !hzc_grant_valid(grant))
+	if (range->dead || READ_ONCE(grant->dead))
 		goto out_unlock;
 	while (done < len) {
 		va = hzc_vma_to_va(vma, range, addr + done);
@@ -290,7 +294,7 @@ int hzc_peer_mmap(struct file *file, struct vm_area_struct *vma)
 	struct hzc_grant *grant;
 	struct hzc_range *range;
 	unsigned long npages;
-	u64 seq;
+	bool dead;
 	int ret;
 
 	if (current->mm != ctx->mm)
@@ -310,7 +314,6 @@ int hzc_peer_mmap(struct file *file, struct vm_area_struct *vma)
 	range = hzc_range_get_by_window(vma->vm_pgoff);
 	if (!range)
 		return -EPERM;
-	seq = hzc_break_seq();
 	ret = hzc_may_map(ctx, range);
 	if (ret)
 		goto out_put;
@@ -328,7 +331,19 @@ int hzc_peer_mmap(struct file *file, struct vm_area_struct *vma)
 	grant->range = range;
 	kref_get(&ctx->kref);
 	grant->mapper = ctx;
-	atomic64_set(&grant->seq, seq);
+	/*
+	 * Listed before it is checked again: a domain that breaks after the
+	 * check finds it (hzc_peer_check_grants()), one that broke before
+	 * fails the check.
+	 */
+	down_write(&range->lock);
+	dead = range->dead;
+	list_add(&grant->node, &range->grants);
+	up_write(&range->lock);
+	if (dead || !hzc_grant_allowed(grant)) {
+		hzc_grant_put(grant);
+		return -EPERM;
+	}
 
 	/*
 	 * VM_PFNMAP: no struct page behind the PTEs as far as the core is

@@ -157,6 +157,7 @@ int hzc_range_register(struct hzc_ucmd *ucmd)
 	kref_init(&range->kref);
 	init_rwsem(&range->lock);
 	range->acts = RB_ROOT_CACHED;
+	INIT_LIST_HEAD(&range->grants);
 	range->node.start = cmd->base;
 	range->node.last = end - 1;
 	kref_get(&ctx->kref);

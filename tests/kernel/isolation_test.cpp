@@ -127,7 +127,18 @@ enum : uint64_t {
   kCmdUnregister,    // unregister the range; answer: errno
   kCmdList,          // LIST_RANGES; answer: errno, count, activated bytes
   kCmdListActs,      // LIST_ACTIVATIONS; answer: errno, count
+  kCmdJoin,  // + id.lo, id.hi; join that 2-rank domain as this process's rank; answer: errno
 };
+
+// In a child: the domain id following a kCmdJoin, joined as `rank` of 2; the errno, or
+// kNoReply without an id.
+uint64_t JoinCommanded(const Channel &c, int fd, uint32_t rank) {
+  DomainId id{};
+  if (!Next(c, &id.lo) || !Next(c, &id.hi)) {
+    return kNoReply;
+  }
+  return static_cast<uint64_t>(Join(fd, id, rank, 2));
+}
 
 // Waits for kCmdExit (or the test's end).
 int AwaitExit(const Channel &c) {
@@ -631,6 +642,8 @@ int GrantOwner(const Channel &c, const std::vector<DomainId> &ids) {
       Put(c, err);
     } else if (cmd == kCmdPeek) {
       Put(c, static_cast<uint8_t>(r.base[3 * PageSize()]));
+    } else if (cmd == kCmdJoin) {
+      Put(c, JoinCommanded(c, fd, 0));
     }
   }
   return 0;
@@ -680,6 +693,8 @@ int GrantPeer(const Channel &c, const std::vector<DomainId> &ids, bool read_only
       Put(c, mprotect(m + 2 * page, page, PROT_NONE) == 0 ? 0 : errno);
     } else if (cmd == kCmdLeave && Next(c, &arg)) {
       Put(c, Leave(fd, ids[arg], 1));
+    } else if (cmd == kCmdJoin) {
+      Put(c, JoinCommanded(c, fd, 1));
     } else if (cmd == kCmdProcMem && Next(c, &arg)) {
       std::vector<char> buf(2 * page, 0);
       // The result of pread(), or -errno.
@@ -764,6 +779,40 @@ TEST_F(IsolationTest, GrantDiesWithTheDomain) {
   EXPECT_EQ(Take(b), static_cast<uint64_t>(EPERM)) << "B's new mmap of A's range";
 
   EXPECT_EQ(Command(b, kCmdLeave, 0), 0u) << "B leaves the broken domain";
+  Put(a, kCmdExit);
+  Put(b, kCmdExit);
+  EXPECT_EQ(a.Wait(), "");
+  EXPECT_EQ(b.Wait(), "");
+}
+
+// Attack: B maps A's range under domain 1, which breaks while B does not touch the
+// mapping; then A and B join domain 2 (a new job of the same user). A grant checked only
+// when next used came back to life, so B's old mapping read A's memory of the new job.
+// Must happen: the grant died with domain 1, so B's old mapping is SIGBUS, while a new mmap
+// (allowed by domain 2) works.
+TEST_F(IsolationTest, GrantStaysDeadWhenTheTwoShareANewDomain) {
+  const std::vector<DomainId> ids = {NewDomainId()};
+  UserProcess a(As(kNobody), [&](const Channel &c) { return GrantOwner(c, ids); });
+  ASSERT_EQ(Take(a), 0u) << "A set-up step";
+  UserProcess b(As(kNobody), [&](const Channel &c) { return GrantPeer(c, ids); });
+  ASSERT_EQ(Take(b), 0u) << "B set-up step";
+  ASSERT_EQ(ProbePeer(b), std::make_pair(uint64_t{0}, uint64_t{kMarker1}))
+      << "premise: B reads A's marker";
+
+  ASSERT_EQ(Command(a, kCmdLeave, 0), 0u) << "A leaves domain 1 (it breaks)";
+  const DomainId next = NewDomainId();
+  for (UserProcess *p : {&a, &b}) {
+    Put(*p, kCmdJoin);
+    Put(*p, next.lo);
+    Put(*p, next.hi);
+    ASSERT_EQ(Take(*p), 0u) << (p == &a ? "A" : "B") << " joins domain 2";
+  }
+  EXPECT_EQ(ProbePeer(b).first, static_cast<uint64_t>(SIGBUS))
+      << "B's mapping made under domain 1, after A and B joined domain 2";
+  Put(b, kCmdRemap);
+  EXPECT_EQ(Take(b), 0u) << "domain 2 allows a new mmap";
+
+  EXPECT_EQ(Command(b, kCmdLeave, 0), 0u) << "B leaves broken domain 1";
   Put(a, kCmdExit);
   Put(b, kCmdExit);
   EXPECT_EQ(a.Wait(), "");
