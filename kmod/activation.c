@@ -106,15 +106,20 @@ static int hzc_check_pinnable(struct mm_struct *mm, unsigned long start,
 /*
  * Pin all of it or nothing, a batch at a time.  Each batch is checked and
  * pinned under one hold of mmap_lock, so the mappings checked are the
- * mappings pinned: with the lockless fast path and a check afterwards, a
+ * mappings pinned: with a pin before the lock and a check under it, a
  * racing mprotect() or MAP_FIXED could swap a shared file mapping for an
  * allowed one in between and leave its page cache pinned and written behind
- * the file system's back.  GUP fills a huge page's subpages in one step.
- * The caller's own mm: ioctls come from the opener only.
+ * the file system's back.  The lockless walk (FOLL_FAST_ONLY: it takes no
+ * lock, so it may run under mmap_lock) pins a huge page in one step; what
+ * it cannot pin (not present, not writable yet, to be migrated first) goes
+ * to pin_user_pages(), which faults it in, and which on 6.1 takes each
+ * 4 KiB subpage of a huge page on its own.  The caller's own mm: ioctls
+ * come from the opener only.
  */
 static int hzc_pin(struct mm_struct *mm, unsigned long va, unsigned long npages,
 		   struct page **pages)
 {
+	const unsigned int flags = FOLL_LONGTERM | FOLL_WRITE;
 	unsigned long done = 0, addr, n;
 	long ret;
 
@@ -130,9 +135,13 @@ static int hzc_pin(struct mm_struct *mm, unsigned long va, unsigned long npages,
 			goto out_unpin;
 		}
 		ret = hzc_check_pinnable(mm, addr, addr + n * PAGE_SIZE);
-		if (!ret)
-			ret = pin_user_pages(addr, n, FOLL_LONGTERM | FOLL_WRITE,
-					     pages + done, NULL);
+		if (!ret) {
+			ret = pin_user_pages_fast_only(addr, n, flags,
+						       pages + done);
+			if (!ret)
+				ret = pin_user_pages(addr, n, flags,
+						     pages + done, NULL);
+		}
 		mmap_read_unlock(mm);
 		if (ret <= 0) {
 			if (!ret)
