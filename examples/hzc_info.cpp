@@ -1,13 +1,15 @@
 // SPDX-License-Identifier: Apache-2.0
 // hzc-info: print what the loaded hzc.ko reports, read through libhzc.
 //
-// Usage: hzc-info        (the device is HZC_DEVICE, default /dev/hzc)
+// Usage: hzc-info [--help] [--version]      (the device is HZC_DEVICE, default /dev/hzc)
 #include <hccl/hccl.h>
 #include <hzc/hzc.h>
 
 #include <cinttypes>
 #include <cstdio>
 #include <string>
+
+#include "tool_cli.h"
 
 namespace {
 
@@ -34,9 +36,16 @@ std::string Limit(uint64_t value, const char *unit) {
 }  // namespace
 
 int main(int argc, char **argv) {
-  if (argc > 1) {
-    std::fprintf(stderr, "usage: %s   (prints the module's ABI, features and limits)\n", argv[0]);
-    return 2;
+  CLI::App app{
+      "Print the ABI version, features and limits of the loaded hzc.ko, and the version "
+      "of libhzc.",
+      "hzc-info"};
+  app.footer(
+      "Environment: HZC_DEVICE (default /dev/hzc), HZC_LOG, HZC_LOG_FILE.\n"
+      "Exit status: 0, 1 if the device cannot be queried, 2 on a usage error.");
+  hzc::tool::AddStandardFlags(app);
+  if (auto status = hzc::tool::Parse(app, argc, argv)) {
+    return *status;
   }
   hzc_device_info info{};
   const HcclResult rc = hzc_get_device_info(&info);

@@ -1,0 +1,770 @@
+// SPDX-License-Identifier: Apache-2.0
+// hzc-perf: bandwidth of the hzc collectives, with the flags and the output of nccl-tests
+// (all_reduce_perf and its siblings), so that the scripts that read nccl-tests read it too.
+//
+//   hzc-perf all_reduce -g 4 -b 1M -e 256M -f 2 -d float -o sum -n 20 -w 5 -c 1
+//
+// The collective is the positional argument (all_reduce, all_gather, broadcast, reduce_scatter,
+// as nccl-tests' binaries are named; memcpy measures one process copying, the bound). The ranks
+// are -t x -g processes forked on this server, one communicator. Output (rank 0, stdout): the
+// "# nThread ..." preamble and "# Using devices" list, three header lines, one row per size
+//
+//   size count type redop root | time algbw busbw #wrong (out-of-place) | the same (in-place)
+//
+// (size in bytes of the larger buffer, count in elements per call, time in us per call,
+// algbw = size / time and busbw = algbw x nccl-tests' factor in GB/s: AllReduce 2(n-1)/n,
+// AllGather and ReduceScatter (n-1)/n, Broadcast 1), and the "# Out of bounds values" and
+// "# Avg bus bandwidth" footer. Exit status 0; 1 if a call failed, a check found wrong
+// elements or the average is below NCCL_TESTS_MIN_BW x 0.9; 2 on a usage error.
+#include <acl/acl.h>
+#include <hccl/hccl.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cctype>
+#include <cerrno>
+#include <chrono>
+#include <climits>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "../tests/unit/coll/reference.h"
+#include "tool_cli.h"
+
+namespace {
+
+enum class Coll { kAllReduce, kAllGather, kBroadcast, kReduceScatter, kMemcpy };
+
+struct CollName {
+  const char *name;
+  Coll coll;
+};
+constexpr CollName kColls[] = {{"all_reduce", Coll::kAllReduce},
+                               {"all_gather", Coll::kAllGather},
+                               {"broadcast", Coll::kBroadcast},
+                               {"reduce_scatter", Coll::kReduceScatter},
+                               {"memcpy", Coll::kMemcpy}};
+
+// nccl-tests' type names first (the ones it prints), then HCCL's names of the same types.
+struct TypeName {
+  const char *name;
+  HcclDataType type;
+  size_t size;
+};
+constexpr TypeName kTypes[] = {
+    {"int8", HCCL_DATA_TYPE_INT8, 1},   {"uint8", HCCL_DATA_TYPE_UINT8, 1},
+    {"int32", HCCL_DATA_TYPE_INT32, 4}, {"uint32", HCCL_DATA_TYPE_UINT32, 4},
+    {"int64", HCCL_DATA_TYPE_INT64, 8}, {"uint64", HCCL_DATA_TYPE_UINT64, 8},
+    {"half", HCCL_DATA_TYPE_FP16, 2},   {"float", HCCL_DATA_TYPE_FP32, 4},
+    {"double", HCCL_DATA_TYPE_FP64, 8}, {"bfloat16", HCCL_DATA_TYPE_BFP16, 2},
+    {"int16", HCCL_DATA_TYPE_INT16, 2}, {"uint16", HCCL_DATA_TYPE_UINT16, 2}};
+struct TypeAlias {
+  const char *alias;
+  const char *name;
+};
+constexpr TypeAlias kTypeAliases[] = {
+    {"char", "int8"},      {"int", "int32"},     {"fp16", "half"},   {"float16", "half"},
+    {"fp32", "float"},     {"float32", "float"}, {"fp64", "double"}, {"float64", "double"},
+    {"bfp16", "bfloat16"}, {"bf16", "bfloat16"}};
+
+struct OpName {
+  const char *name;
+  HcclReduceOp op;
+};
+constexpr OpName kOps[] = {{"sum", HCCL_REDUCE_SUM},
+                           {"prod", HCCL_REDUCE_PROD},
+                           {"max", HCCL_REDUCE_MAX},
+                           {"min", HCCL_REDUCE_MIN}};
+
+struct Options {
+  Coll coll = Coll::kAllReduce;
+  uint32_t nthreads = 1, ngpus = 1;  // ranks = nthreads x ngpus, one process each
+  size_t min_bytes = 32 << 20, max_bytes = 32 << 20, step_bytes = 1 << 20;
+  uint64_t step_factor = 1;
+  int iters = 20, agg_iters = 1, warmup = 5, check = 1;
+  int parallel_init = 0, blocking = 0, stream_null = 0, timeout = 0, cputime = 0;
+  int average = 1;  // 0 rank 0, 1 mean, 2 min, 3 max of the ranks' times
+  uint32_t root = 0;
+  std::vector<TypeName> types;
+  std::vector<OpName> ops;
+  std::string mode = "zerocopy";
+
+  uint32_t nranks() const { return nthreads * ngpus; }
+};
+
+// "1024", "1.5M", "64k", "1G" (nccl-tests' sizes); nullopt for anything else.
+std::optional<size_t> ParseSize(const std::string &s) {
+  char *end = nullptr;
+  errno = 0;
+  const double v = std::strtod(s.c_str(), &end);
+  if (end == s.c_str() || errno != 0 || !std::isfinite(v) || v < 0) {
+    return std::nullopt;
+  }
+  double unit = 1;
+  if (*end != '\0') {
+    const char u = static_cast<char>(std::toupper(static_cast<unsigned char>(*end)));
+    unit = u == 'K' ? 1024.0 : u == 'M' ? 1048576.0 : u == 'G' ? 1073741824.0 : 0;
+    if (unit == 0 || end[1] != '\0') {
+      return std::nullopt;
+    }
+  }
+  if (v * unit >= 9.0e18) {
+    return std::nullopt;
+  }
+  return static_cast<size_t>(v * unit);
+}
+
+CLI::Validator SizeValidator() {
+  return CLI::Validator(
+      [](std::string &s) -> std::string {
+        return ParseSize(s) ? ""
+                            : s + ": not a size in bytes (a number, or with a K, M or G suffix)";
+      },
+      "SIZE");
+}
+
+// Element counts of one call for a size of @bytes (nccl-tests' getCollByteCount): the count
+// passed to the call, the elements of the send and receive buffers, and the offsets (in elements,
+// times the rank) of the in-place send and receive buffers inside the receive buffer.
+struct Counts {
+  size_t param, send, recv, send_inplace, recv_inplace;
+};
+Counts CountsFor(Coll coll, size_t bytes, size_t es, uint32_t n) {
+  const size_t count = bytes / es, base = count / n;
+  switch (coll) {
+    case Coll::kAllGather:
+      return {base, base, base * n, base, 0};
+    case Coll::kReduceScatter:
+      return {base, base * n, base, 0, base};
+    default:
+      return {count, count, count, 0, 0};
+  }
+}
+
+double BusFactor(Coll coll, uint32_t n) {
+  switch (coll) {
+    case Coll::kAllReduce:
+      return 2.0 * (n - 1) / n;
+    case Coll::kAllGather:
+    case Coll::kReduceScatter:
+      return static_cast<double>(n - 1) / n;
+    default:
+      return 1.0;
+  }
+}
+
+// nccl-tests' time column: 7 wide, fewer decimals for longer times.
+std::string TimeString(double us) {
+  char s[32];
+  std::snprintf(s, sizeof(s), us >= 10000.0 ? "%7.0f" : us >= 100.0 ? "%7.1f" : "%7.2f", us);
+  return s;
+}
+
+void PrintHeader(const Options &o) {
+  const char *time = o.cputime ? "cputime" : "time";
+  std::printf(
+      "# %10s  %12s  %8s  %6s  %6s           out-of-place                       in-place"
+      "          \n",
+      "", "", "", "", "");
+  std::printf("# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s %6s  %7s  %6s  %6s %6s\n", "size",
+              "count", "type", "redop", "root", time, "algbw", "busbw", "#wrong", time, "algbw",
+              "busbw", "#wrong");
+  std::printf("# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %5s  %7s  %6s  %6s  %5s\n", "(B)",
+              "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)",
+              "");
+}
+
+void PrintPreamble(const Options &o, const std::vector<pid_t> &pids, const char *device) {
+  const bool by_factor = o.step_factor > 1;
+  std::printf(
+      "# nThread %u nGpus %u minBytes %zu maxBytes %zu step: %zu(%s) warmup iters: %d "
+      "iters: %d agg iters: %d validation: %d graph: 0\n",
+      o.nthreads, o.ngpus, o.min_bytes, o.max_bytes,
+      by_factor ? static_cast<size_t>(o.step_factor) : o.step_bytes, by_factor ? "factor" : "bytes",
+      o.warmup, o.iters, o.agg_iters, o.check);
+  if (o.blocking) {
+    std::printf("# Blocking Enabled: wait for completion and barrier after each collective \n");
+  }
+  std::printf("#\n# Using devices\n");
+  char host[HOST_NAME_MAX + 1] = {};
+  gethostname(host, sizeof(host) - 1);
+  for (size_t r = 0; r < pids.size(); ++r) {
+    std::printf("#  Rank %2zu Group  0 Pid %6d on %10s device %2zu [0x%02x] %s\n", r,
+                static_cast<int>(pids[r]), host, r, 0, device);
+  }
+  std::printf("#\n");
+}
+
+// Totals printed in the footer.
+struct Totals {
+  double busbw_sum = 0;
+  int measurements = 0;
+  int errors = 0;  // measurements that found wrong elements
+};
+
+int PrintFooter(const Totals &t) {
+  const double avg = t.measurements > 0 ? t.busbw_sum / t.measurements : 0;
+  const char *min_env = std::getenv("NCCL_TESTS_MIN_BW");
+  const double min_bw = min_env != nullptr ? std::atof(min_env) : -1;
+  const bool low = min_env != nullptr && avg < min_bw * 0.9;
+  std::printf("# Out of bounds values : %d %s\n", t.errors, t.errors ? "FAILED" : "OK");
+  std::printf("# Avg bus bandwidth    : %g %s\n", avg,
+              min_env == nullptr ? "" : (low ? "FAILED" : "OK"));
+  std::printf("#\n\n");
+  std::fflush(stdout);
+  return t.errors != 0 || low ? 1 : 0;
+}
+
+// The size loop of nccl-tests: multiply by -f when it is above 1 (0 becomes 1), else add -i.
+template <typename Fn>
+bool ForEachSize(const Options &o, Fn &&fn) {
+  for (size_t bytes = o.min_bytes; bytes <= o.max_bytes;
+       bytes = o.step_factor > 1 ? std::max<size_t>(bytes * o.step_factor, 1)
+                                 : bytes + o.step_bytes) {
+    if (!fn(bytes)) {
+      return false;
+    }
+    if (o.step_factor <= 1 && o.step_bytes == 0) {
+      break;
+    }
+  }
+  return true;
+}
+
+double UsSince(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// One process copying: out-of-place memcpy, in-place an overlapping memmove.
+int MemcpyRows(const Options &o) {
+  PrintPreamble(o, {getpid()}, "memcpy (one process)");
+  PrintHeader(o);
+  std::vector<uint8_t> a(o.max_bytes + 64, 1), b(o.max_bytes + 64, 2);
+  Totals totals;
+  auto measure = [&](size_t bytes, bool in_place) {
+    auto copy = [&] {
+      if (in_place) {
+        std::memmove(a.data(), a.data() + 64, bytes);
+      } else {
+        std::memcpy(b.data(), a.data(), bytes);
+      }
+    };
+    for (int i = 0; i < o.warmup; ++i) {
+      copy();
+    }
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < o.iters * o.agg_iters; ++i) {
+      copy();
+    }
+    const double us = UsSince(t0) / (o.iters * o.agg_iters);
+    const double algbw = static_cast<double>(bytes) / 1.0e3 / us;
+    totals.busbw_sum += algbw;
+    ++totals.measurements;
+    std::printf("  %7s  %6.2f  %6.2f  %5d", TimeString(us).c_str(), algbw, algbw, 0);
+  };
+  ForEachSize(o, [&](size_t bytes) {
+    std::printf("%12zu  %12zu  %8s  %6s  %6d", bytes, bytes, "int8", "none", -1);
+    measure(bytes, false);
+    measure(bytes, true);
+    std::printf("\n");
+    std::fflush(stdout);
+    return true;
+  });
+  return PrintFooter(totals);
+}
+
+// The buffers of one rank: send and receive, each of the largest size, in activated memory
+// (zerocopy) or in plain memory (staging).
+struct Buffers {
+  uint8_t *send = nullptr, *recv = nullptr;
+  uint8_t *base = nullptr;
+  size_t size = 0;
+  void *va = nullptr;
+  aclrtDrvMemHandle handle = nullptr;
+  HcclComm comm = nullptr;
+
+  bool Init(HcclComm c, size_t each, bool zero_copy) {
+    comm = c;
+    const size_t bytes = 2 * each + 4096;
+    if (!zero_copy) {
+      size = bytes;
+      void *p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+      base = static_cast<uint8_t *>(p == MAP_FAILED ? nullptr : p);
+    } else {
+      aclrtPhysicalMemProp prop{};
+      prop.memAttr = ACL_HBM_MEM_NORMAL;
+      prop.location.type = ACL_MEM_LOCATION_TYPE_DEVICE;
+      size_t gran = 0;
+      if (aclrtMemGetAllocationGranularity(&prop, ACL_RT_MEM_ALLOC_GRANULARITY_MINIMUM, &gran) !=
+          ACL_SUCCESS) {
+        return false;
+      }
+      size = (bytes + gran - 1) / gran * gran;
+      const bool ok = aclrtReserveMemAddress(&va, size, 0, nullptr, 0) == ACL_SUCCESS &&
+                      HcclCommSetMemoryRange(comm, va, size, 0, 0) == HCCL_SUCCESS &&
+                      aclrtMallocPhysical(&handle, size, &prop, 0) == ACL_SUCCESS &&
+                      aclrtMapMem(va, size, 0, handle, 0) == ACL_SUCCESS &&
+                      HcclCommActivateCommMemory(comm, va, size, 0, handle, 0) == HCCL_SUCCESS;
+      if (!ok) {
+        return false;
+      }
+      base = static_cast<uint8_t *>(va);
+    }
+    if (base == nullptr) {
+      return false;
+    }
+    std::memset(base, 0, 2 * each);
+    send = base;
+    recv = base + each;
+    return true;
+  }
+  ~Buffers() {
+    if (va == nullptr) {
+      if (base != nullptr) {
+        munmap(base, size);
+      }
+      return;
+    }
+    HcclCommDeactivateCommMemory(comm, va);
+    aclrtUnmapMem(va);
+    aclrtFreePhysical(handle);
+    HcclCommUnsetMemoryRange(comm, va);
+    aclrtReleaseMemAddress(va);
+  }
+};
+
+// Shared by the ranks (a MAP_SHARED page made before the fork): their pids, for rank 0's device
+// list.
+struct Shared {
+  std::atomic<int32_t> pid[64];
+};
+
+class Rank {
+ public:
+  Rank(const Options &o, HcclComm comm, uint32_t rank, Shared *shared)
+      : o_(o), comm_(comm), rank_(rank), n_(o.nranks()), shared_(shared) {}
+
+  int Run() {
+    if (!buf_.Init(comm_, o_.max_bytes, o_.mode == "zerocopy")) {
+      return Fail("cannot set up the buffers");
+    }
+    // Reductions of the ranks' times and error counts go through plain memory.
+    small_ = static_cast<uint8_t *>(
+        mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+    if (small_ == MAP_FAILED) {
+      return Fail("mmap");
+    }
+    if (rank_ == 0) {
+      std::vector<pid_t> pids(n_);
+      for (uint32_t r = 0; r < n_; ++r) {
+        pids[r] = shared_->pid[r].load();
+      }
+      PrintPreamble(o_, pids, o_.mode == "zerocopy" ? "hzc zero-copy" : "hzc staging");
+      PrintHeader(o_);
+      std::fflush(stdout);
+    }
+    const bool reduces = o_.coll == Coll::kAllReduce || o_.coll == Coll::kReduceScatter;
+    std::vector<OpName> ops = reduces ? o_.ops : std::vector<OpName>{{"none", HCCL_REDUCE_SUM}};
+    for (const TypeName &type : o_.types) {
+      for (const OpName &op : ops) {
+        if (!TimeTest(type, op)) {
+          return 1;
+        }
+      }
+    }
+    munmap(small_, 4096);
+    if (rank_ == 0) {
+      return PrintFooter(totals_);
+    }
+    return totals_.errors != 0 ? 1 : 0;
+  }
+
+ private:
+  int Fail(const char *what) const {
+    std::fprintf(stderr, "hzc-perf: rank %u: %s\n", rank_, what);
+    return 1;
+  }
+  bool Check(HcclResult rc, const char *call) {
+    if (rc != HCCL_SUCCESS) {
+      std::fprintf(stderr, "hzc-perf: rank %u: %s: %s (%d)\n", rank_, call, HcclGetErrorString(rc),
+                   static_cast<int>(rc));
+      return false;
+    }
+    return true;
+  }
+
+  // One call of the collective on the out-of-place or in-place buffers.
+  HcclResult Call(const TypeName &type, const OpName &op, size_t bytes, bool in_place) {
+    const Counts c = CountsFor(o_.coll, bytes, type.size, n_);
+    uint8_t *send = in_place ? buf_.recv + c.send_inplace * type.size * rank_ : buf_.send;
+    uint8_t *recv = in_place ? buf_.recv + c.recv_inplace * type.size * rank_ : buf_.recv;
+    switch (o_.coll) {
+      case Coll::kAllReduce:
+        return HcclAllReduce(send, recv, c.param, type.type, op.op, comm_, nullptr);
+      case Coll::kAllGather:
+        return HcclAllGather(send, recv, c.param, type.type, comm_, nullptr);
+      case Coll::kReduceScatter:
+        return HcclReduceScatter(send, recv, c.param, type.type, op.op, comm_, nullptr);
+      case Coll::kBroadcast:
+        // HcclBroadcast has one buffer: out-of-place runs on the send buffer, in-place on the
+        // receive buffer.
+        return HcclBroadcast(in_place ? recv : send, c.param, type.type, o_.root, comm_, nullptr);
+      case Coll::kMemcpy:
+        break;
+    }
+    return HCCL_E_NOT_SUPPORT;
+  }
+
+  // Reduce @value over the ranks with @op (through HcclAllReduce).
+  bool AllReduce(double *value, HcclReduceOp op) {
+    std::memcpy(small_, value, sizeof(*value));
+    if (!Check(HcclAllReduce(small_, small_ + 64, 1, HCCL_DATA_TYPE_FP64, op, comm_, nullptr),
+               "HcclAllReduce of the times")) {
+      return false;
+    }
+    std::memcpy(value, small_ + 64, sizeof(*value));
+    return true;
+  }
+
+  // Fill this rank's input for seed @seed and return the number of wrong elements of the
+  // result of one call.
+  bool CheckOnce(const TypeName &type, const OpName &op, size_t bytes, bool in_place, uint64_t seed,
+                 int64_t *wrong) {
+    const Counts c = CountsFor(o_.coll, bytes, type.size, n_);
+    const size_t es = type.size;
+    std::vector<std::vector<uint8_t>> in(n_, std::vector<uint8_t>(c.send * es));
+    for (uint32_t p = 0; p < n_; ++p) {
+      hzc::test::FillInput(type.type, es, p, seed, in[p].data(), c.send);
+    }
+    uint8_t *send = in_place ? buf_.recv + c.send_inplace * es * rank_ : buf_.send;
+    uint8_t *recv = in_place ? buf_.recv + c.recv_inplace * es * rank_ : buf_.recv;
+    uint8_t *result = recv;
+    if (o_.coll == Coll::kBroadcast) {
+      result = in_place ? recv : send;
+      std::memset(result, 0, c.param * es);
+      if (rank_ == o_.root) {
+        std::memcpy(result, in[rank_].data(), c.param * es);
+      }
+    } else {
+      std::memcpy(send, in[rank_].data(), c.send * es);
+    }
+    if (!Check(Call(type, op, bytes, in_place), "the checked call")) {
+      return false;
+    }
+    std::vector<uint8_t> want(c.recv * es);
+    std::vector<const void *> ptrs(n_);
+    switch (o_.coll) {
+      case Coll::kAllGather:
+        for (uint32_t p = 0; p < n_; ++p) {
+          std::memcpy(want.data() + p * c.param * es, in[p].data(), c.param * es);
+        }
+        break;
+      case Coll::kBroadcast:
+        std::memcpy(want.data(), in[o_.root].data(), c.param * es);
+        break;
+      case Coll::kReduceScatter:
+      case Coll::kAllReduce:
+        for (uint32_t p = 0; p < n_; ++p) {
+          ptrs[p] = in[p].data() + (o_.coll == Coll::kReduceScatter ? rank_ * c.param * es : 0);
+        }
+        hzc::test::RefReduce(type.type, op.op, ptrs, want.data(), c.param);
+        break;
+      case Coll::kMemcpy:
+        break;
+    }
+    int64_t mine = 0;
+    for (size_t i = 0; i < want.size(); i += es) {
+      mine += std::memcmp(result + i, want.data() + i, es) != 0;
+    }
+    double total = static_cast<double>(mine);
+    if (!AllReduce(&total, HCCL_REDUCE_SUM)) {
+      return false;
+    }
+    *wrong = static_cast<int64_t>(total);
+    return true;
+  }
+
+  // One measurement (nccl-tests' BenchTime): time, bandwidth and the check of one layout.
+  bool BenchTime(const TypeName &type, const OpName &op, size_t bytes, bool in_place) {
+    if (!Check(Call(type, op, bytes, in_place), "the first call") ||
+        !Check(HcclBarrier(comm_, nullptr), "HcclBarrier")) {
+      return false;
+    }
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < o_.iters; ++i) {
+      for (int a = 0; a < o_.agg_iters; ++a) {
+        if (!Check(Call(type, op, bytes, in_place), "a timed call")) {
+          return false;
+        }
+        if (o_.blocking && !Check(HcclBarrier(comm_, nullptr), "HcclBarrier")) {
+          return false;
+        }
+      }
+    }
+    double us = UsSince(t0) / (o_.iters * o_.agg_iters);
+    if (o_.average != 0 && !AllReduce(&us, o_.average == 1   ? HCCL_REDUCE_SUM
+                                           : o_.average == 2 ? HCCL_REDUCE_MIN
+                                                             : HCCL_REDUCE_MAX)) {
+      return false;
+    }
+    if (o_.average == 1) {
+      us /= n_;
+    }
+    const Counts c = CountsFor(o_.coll, bytes, type.size, n_);
+    const double base_bytes = static_cast<double>(
+        (o_.coll == Coll::kAllGather || o_.coll == Coll::kReduceScatter ? c.param * n_ : c.param) *
+        type.size);
+    const double algbw = us > 0 ? base_bytes / 1.0e3 / us : 0;
+    const double busbw = algbw * BusFactor(o_.coll, n_);
+    int64_t wrong = 0;
+    for (int i = 0; i < o_.check; ++i) {
+      if (!CheckOnce(type, op, bytes, in_place, ++seed_, &wrong)) {
+        return false;
+      }
+      if (wrong != 0) {
+        break;
+      }
+    }
+    totals_.busbw_sum += busbw;
+    ++totals_.measurements;
+    totals_.errors += wrong != 0 ? 1 : 0;
+    if (rank_ == 0) {
+      if (o_.check > 0) {
+        std::printf("  %7s  %6.2f  %6.2f  %5lld", TimeString(us).c_str(), algbw, busbw,
+                    static_cast<long long>(wrong));
+      } else {
+        std::printf("  %7s  %6.2f  %6.2f  %5s", TimeString(us).c_str(), algbw, busbw, "N/A");
+      }
+    }
+    return true;
+  }
+
+  // nccl-tests' TimeTest: warm up at the largest and the smallest size, then one row per size.
+  bool TimeTest(const TypeName &type, const OpName &op) {
+    for (size_t bytes : {o_.max_bytes, o_.min_bytes}) {
+      for (int i = 0; i < o_.warmup; ++i) {
+        if (!Check(Call(type, op, bytes, false), "a warm-up call")) {
+          return false;
+        }
+      }
+    }
+    const bool rooted = o_.coll == Coll::kBroadcast;
+    return ForEachSize(o_, [&](size_t bytes) {
+      const Counts c = CountsFor(o_.coll, bytes, type.size, n_);
+      if (rank_ == 0) {
+        std::printf("%12zu  %12zu  %8s  %6s  %6d", std::max(c.send, c.recv) * type.size, c.param,
+                    type.name, op.name, rooted ? static_cast<int>(o_.root) : -1);
+      }
+      const bool ok = BenchTime(type, op, bytes, false) && BenchTime(type, op, bytes, true);
+      if (rank_ == 0) {
+        std::printf("\n");
+        std::fflush(stdout);
+      }
+      return ok;
+    });
+  }
+
+  const Options &o_;
+  HcclComm comm_;
+  const uint32_t rank_, n_;
+  Shared *shared_;
+  Buffers buf_;
+  uint8_t *small_ = nullptr;
+  uint64_t seed_ = 0;
+  Totals totals_;
+};
+
+int RunRank(const Options &o, const HcclRootInfo &root, uint32_t rank, Shared *shared) {
+  shared->pid[rank].store(getpid());
+  HcclComm comm = nullptr;
+  const HcclResult rc = HcclCommInitRootInfo(o.nranks(), &root, rank, &comm);
+  if (rc != HCCL_SUCCESS) {
+    std::fprintf(stderr, "hzc-perf: rank %u: HcclCommInitRootInfo: %s (%d)\n", rank,
+                 HcclGetErrorString(rc), static_cast<int>(rc));
+    return 1;
+  }
+  int status = 0;
+  {
+    Rank r(o, comm, rank, shared);
+    status = r.Run();
+  }
+  HcclCommDestroy(comm);
+  return status;
+}
+
+// The -d and -o values: one name or "all".
+bool Resolve(const std::string &type, const std::string &op, Options *o, std::string *error) {
+  std::string t = type;
+  for (const TypeAlias &a : kTypeAliases) {
+    t = t == a.alias ? a.name : t;
+  }
+  for (const TypeName &n : kTypes) {
+    if (t == "all" || t == n.name) {
+      o->types.push_back(n);
+    }
+  }
+  if (o->types.empty()) {
+    *error = "-d,--datatype: " + type + ": not a type (int8 uint8 int32 uint32 int64 uint64 " +
+             "half float double bfloat16 int16 uint16, or all)";
+    return false;
+  }
+  for (const OpName &n : kOps) {
+    if (op == "all" || op == n.name) {
+      o->ops.push_back(n);
+    }
+  }
+  if (o->ops.empty()) {
+    *error = "-o,--op: " + op + ": not a reduction (sum prod max min, or all)";
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+int main(int argc, char **argv) {
+  Options o;
+  std::string coll = "all_reduce", b = "32M", e = "32M", i = "1M", type = "float", op = "sum";
+  CLI::App app{"Bandwidth of the hzc collectives, measured and printed as nccl-tests does.",
+               "hzc-perf"};
+  app.footer(
+      "COLL is all_reduce (default), all_gather, broadcast or reduce_scatter (nccl-tests' "
+      "all_reduce_perf and so on), or memcpy (one process copying: the bound). The ranks are "
+      "-t x -g processes on this server. Sizes take K, M and G suffixes. -p, -y: accepted for "
+      "nccl-tests' command lines; hzc calls are synchronous and ranks always start in parallel.\n"
+      "Exit status: 0; 1 if a call failed, a check found wrong elements or the average bus "
+      "bandwidth is below NCCL_TESTS_MIN_BW x 0.9; 2 on a usage error.");
+  hzc::tool::AddStandardFlags(app);
+  app.add_option("COLL", coll, "the collective")
+      ->check(CLI::IsMember({"all_reduce", "all_gather", "broadcast", "reduce_scatter", "memcpy"}));
+  app.add_option("-t,--nthreads", o.nthreads,
+                 "ranks per process in nccl-tests; here a factor of "
+                 "the number of ranks (processes)")
+      ->check(CLI::Range(1, 64));
+  app.add_option("-g,--ngpus", o.ngpus, "devices per thread in nccl-tests; here ranks (processes)")
+      ->check(CLI::Range(1, 64));
+  app.add_option("-b,--minbytes", b, "smallest size (default 32M)")->check(SizeValidator());
+  app.add_option("-e,--maxbytes", e, "largest size (default 32M)")->check(SizeValidator());
+  app.add_option("-i,--stepbytes", i, "size increment when -f is 1 (default 1M)")
+      ->check(SizeValidator());
+  app.add_option("-f,--stepfactor", o.step_factor, "size multiplier (default 1: add -i)")
+      ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 20));
+  app.add_option("-n,--iters", o.iters, "timed iterations (default 20)")
+      ->check(CLI::Range(1, 1000000));
+  app.add_option("-m,--agg_iters", o.agg_iters, "calls per timed iteration (default 1)")
+      ->check(CLI::Range(1, 1000000));
+  app.add_option("-w,--warmup_iters", o.warmup,
+                 "warm-up calls at the largest and smallest size "
+                 "(default 5)")
+      ->check(CLI::Range(0, 1000000));
+  app.add_option("-p,--parallel_init", o.parallel_init, "0/1 (no effect)")->check(CLI::Range(0, 1));
+  app.add_option("-c,--check", o.check,
+                 "checked calls per measurement (default 1; 0: #wrong is "
+                 "N/A)")
+      ->check(CLI::Range(0, 1000000));
+  app.add_option("-o,--op", op, "sum, prod, max, min or all (default sum)");
+  app.add_option("-d,--datatype", type,
+                 "int8 uint8 int32 uint32 int64 uint64 half float double bfloat16 int16 uint16 "
+                 "or all; HCCL's names (fp32 ...) too (default float)");
+  app.add_option("-r,--root", o.root, "root of broadcast (default 0)");
+  app.add_option("-z,--blocking", o.blocking, "0/1: a barrier after every call")
+      ->check(CLI::Range(0, 1));
+  app.add_option("-y,--stream_null", o.stream_null, "0/1 (no effect: calls use a NULL stream)")
+      ->check(CLI::Range(0, 1));
+  app.add_option("-T,--timeout", o.timeout,
+                 "seconds a call may wait for the others (sets "
+                 "HCCL_EXEC_TIMEOUT; 0: its default)")
+      ->check(CLI::Range(0, 86400));
+  app.add_option("-C,--report_cputime", o.cputime,
+                 "0/1: label the time column cputime (calls "
+                 "are synchronous: the same time)")
+      ->check(CLI::Range(0, 1));
+  app.add_option("-a,--average", o.average,
+                 "time reported: 0 rank 0, 1 mean, 2 min, 3 max of "
+                 "the ranks (default 1)")
+      ->check(CLI::Range(0, 3));
+  app.add_option("--mode", o.mode,
+                 "zerocopy: buffers in activated memory (default); staging: "
+                 "plain memory")
+      ->check(CLI::IsMember({"zerocopy", "staging"}));
+  if (auto status = hzc::tool::Parse(app, argc, argv)) {
+    return *status;
+  }
+  auto usage = [](const std::string &message) {
+    std::fprintf(stderr, "hzc-perf: %s (see hzc-perf --help)\n", message.c_str());
+    return hzc::tool::kUsageError;
+  };
+  for (const CollName &c : kColls) {
+    o.coll = coll == c.name ? c.coll : o.coll;
+  }
+  o.min_bytes = *ParseSize(b);
+  o.max_bytes = *ParseSize(e);
+  o.step_bytes = *ParseSize(i);
+  std::string error;
+  if (!Resolve(type, op, &o, &error)) {
+    return usage(error);
+  }
+  if (o.min_bytes > o.max_bytes) {
+    return usage("invalid sizes for 'minbytes' and 'maxbytes': " + std::to_string(o.min_bytes) +
+                 " > " + std::to_string(o.max_bytes));
+  }
+  if (o.step_factor <= 1 && o.step_bytes == 0 && o.min_bytes < o.max_bytes) {
+    return usage("-i,--stepbytes: 0 with -f 1 never reaches -e");
+  }
+  if (o.nranks() > 64) {
+    return usage("-t x -g: " + std::to_string(o.nranks()) + " ranks; at most 64");
+  }
+  if (o.root >= o.nranks()) {
+    return usage("-r,--root: " + std::to_string(o.root) + ": not below the " +
+                 std::to_string(o.nranks()) + " ranks");
+  }
+  setlinebuf(stdout);
+  if (o.coll == Coll::kMemcpy) {
+    o.nthreads = o.ngpus = 1;
+    return MemcpyRows(o);
+  }
+  if (o.timeout > 0) {
+    setenv("HCCL_EXEC_TIMEOUT", std::to_string(o.timeout).c_str(), 1);
+  }
+  HcclRootInfo root;
+  if (HcclGetRootInfo(&root) != HCCL_SUCCESS) {
+    std::fprintf(stderr, "hzc-perf: HcclGetRootInfo failed\n");
+    return 1;
+  }
+  auto *shared = static_cast<Shared *>(
+      mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
+  if (shared == MAP_FAILED) {
+    std::perror("hzc-perf: mmap");
+    return 1;
+  }
+  std::fflush(stdout);
+  std::vector<pid_t> pids;
+  for (uint32_t r = 0; r < o.nranks(); ++r) {
+    const pid_t pid = fork();
+    if (pid == 0) {
+      _exit(RunRank(o, root, r, shared));
+    }
+    if (pid < 0) {
+      std::perror("hzc-perf: fork");
+      break;
+    }
+    pids.push_back(pid);
+  }
+  int status = pids.size() == o.nranks() ? 0 : 1;
+  for (pid_t pid : pids) {
+    int st = 0;
+    waitpid(pid, &st, 0);
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+      status = 1;
+    }
+  }
+  return status;
+}
