@@ -21,6 +21,15 @@
 
 namespace hzc::test {
 
+// A POSIX regular expression of the prefix of the library's log lines (core/log.h), up to and
+// including "hzc ": "host:pid:tid [rank] hzc " with rank a number or "-".
+inline constexpr const char *kLogPrefixRe = "[^ :]+:[0-9]+:[0-9]+ \\[(-|[0-9]+)\\] hzc ";
+
+// Whether @line is an error line of the library.
+inline bool IsErrorLogLine(const std::string &line) {
+  return line.find(" hzc ERROR ") != std::string::npos;
+}
+
 // fd number -> what it points at, for every open descriptor of this process.
 inline std::map<int, std::string> OpenFds() {
   std::map<int, std::string> fds;
@@ -108,7 +117,7 @@ class Test : public ::testing::Test {
     std::vector<bool> seen(expected_errors_.size());
     std::istringstream lines(log);
     for (std::string line; std::getline(lines, line);) {
-      if (line.rfind("hzc[", 0) != 0 || line.find("]: error: ") == std::string::npos) {
+      if (!IsErrorLogLine(line)) {
         continue;
       }
       bool declared = false;

@@ -132,9 +132,10 @@ TEST_F(HcclApiTest, FailureLogLineNamesApiArgumentAndCause) {
   int x = 0;
   testing::internal::CaptureStderr();
   EXPECT_EQ(HcclCommSetMemoryRange(comm_, &x, kPage, 64, 0), HCCL_E_PARA);
-  EXPECT_THAT(testing::internal::GetCapturedStderr(),
-              testing::MatchesRegex("hzc\\[[0-9]+\\]: error: HcclCommSetMemoryRange: "
-                                    "alignment=0x40: reserved, must be 0\n"));
+  EXPECT_THAT(
+      testing::internal::GetCapturedStderr(),
+      testing::MatchesRegex("[^ :]+:[0-9]+:[0-9]+ \\[0\\] hzc ERROR HcclCommSetMemoryRange: "
+                            "alignment=0x40: reserved, must be 0\n"));
 }
 
 // Every argument of Activate is checked before any work (and before the device is opened).

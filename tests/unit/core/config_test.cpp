@@ -1,7 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "core/config.h"
 
+#include <filesystem>
+#include <fstream>
 #include <map>
+#include <regex>
+#include <set>
+#include <sstream>
 #include <string>
 
 #include "hzc_test.h"
@@ -59,12 +64,15 @@ TEST_F(ConfigTest, Defaults) {
 
 TEST_F(ConfigTest, AllSet) {
   const Config c = Parse({{"HZC_LOG", "debug"},
+                          {"HZC_LOG_FILE", "/tmp/hzc.%h.%p"},
                           {"HZC_DEVICE", "/tmp/x"},
                           {"HCCL_CONNECT_TIMEOUT", "3"},
+                          {"HCCL_EXEC_TIMEOUT", "40"},
                           {"HCCL_BUFFSIZE", "64"},
                           {"HZC_RDMA_DEVICE", "rxe0"},
                           {"HZC_RDMA_GID_INDEX", "3"},
-                          {"HZC_HOST_ID", "node-b"}});
+                          {"HZC_HOST_ID", "node-b"},
+                          {"HCCL_IF_IP", "10.0.0.1"}});
   EXPECT_EQ(c.log_level, LogLevel::kDebug);
   EXPECT_EQ(c.device_path, "/tmp/x");
   EXPECT_EQ(c.connect_timeout.count(), 3);
@@ -72,8 +80,74 @@ TEST_F(ConfigTest, AllSet) {
   EXPECT_EQ(c.rdma_device, "rxe0");
   EXPECT_EQ(c.rdma_gid_index, 3U);
   EXPECT_EQ(c.host_id, "node-b");
+  EXPECT_EQ(c.log_file, "/tmp/hzc.%h.%p");
+  EXPECT_EQ(c.exec_timeout.count(), 40);
+  EXPECT_EQ(c.if_ip, "10.0.0.1");
   EXPECT_TRUE(c.warnings.empty());
-  EXPECT_EQ(c.Describe().size(), 8U);
+  EXPECT_THAT(c.Describe(), testing::ElementsAre("HZC_LOG=DEBUG", "HZC_LOG_FILE=/tmp/hzc.%h.%p",
+                                                 "HZC_DEVICE=/tmp/x", "HCCL_CONNECT_TIMEOUT=3",
+                                                 "HCCL_EXEC_TIMEOUT=40", "HCCL_BUFFSIZE=64",
+                                                 "HZC_RDMA_DEVICE=rxe0", "HZC_RDMA_GID_INDEX=3",
+                                                 "HZC_HOST_ID=node-b", "HCCL_IF_IP=10.0.0.1"));
+}
+
+TEST_F(ConfigTest, DescribeDefaults) {
+  EXPECT_THAT(Parse({}).Describe(),
+              testing::ElementsAre(
+                  "HZC_LOG=WARN", "HZC_LOG_FILE=(stderr)", "HZC_DEVICE=/dev/hzc",
+                  "HCCL_CONNECT_TIMEOUT=120", "HCCL_EXEC_TIMEOUT=1836", "HCCL_BUFFSIZE=200",
+                  "HZC_RDMA_DEVICE=(first active port)", "HZC_RDMA_GID_INDEX=(RoCE v2, IPv4 first)",
+                  "HZC_HOST_ID=(boot id + hostname)", "HCCL_IF_IP=(first up interface)"));
+}
+
+// Every variable the library's sources read (getenv or the config lookup) is read by Config
+// (so it is in the INFO dump) and listed in the README.
+TEST_F(ConfigTest, EveryVariableReadIsDumpedAndDocumented) {
+  std::set<std::string> read;
+  const std::regex use(R"re((getenv|getenv_fn)\("([A-Z0-9_]+)"\))re");
+  for (const auto &e :
+       std::filesystem::recursive_directory_iterator(HZC_SOURCE_DIR "/userspace/src")) {
+    if (!e.is_regular_file()) {
+      continue;
+    }
+    std::ifstream f(e.path());
+    std::stringstream text;
+    text << f.rdbuf();
+    const std::string s = text.str();
+    for (auto it = std::sregex_iterator(s.begin(), s.end(), use); it != std::sregex_iterator();
+         ++it) {
+      read.insert((*it)[2]);
+      EXPECT_EQ((*it)[1], "getenv_fn")
+          << e.path() << " reads " << (*it)[2] << " itself: read it in core/config.cpp";
+    }
+  }
+  EXPECT_GE(read.size(), 10U);
+  std::set<std::string> dumped;
+  for (const std::string &line : Parse({}).Describe()) {
+    dumped.insert(line.substr(0, line.find('=')));
+  }
+  EXPECT_EQ(read, dumped);
+  std::ifstream f(HZC_SOURCE_DIR "/README.md");
+  std::stringstream readme;
+  readme << f.rdbuf();
+  for (const std::string &name : read) {
+    EXPECT_NE(readme.str().find("`" + name + "`"), std::string::npos)
+        << name << " is not in README.md";
+  }
+}
+
+TEST_F(ConfigTest, LogFileAndExecTimeout) {
+  Config c = Parse({{"HZC_LOG_FILE", ""}, {"HCCL_EXEC_TIMEOUT", "0"}});
+  EXPECT_TRUE(c.log_file.empty());
+  EXPECT_EQ(c.exec_timeout.count(), 1836);
+  ASSERT_EQ(c.warnings.size(), 2U);
+  EXPECT_EQ(c.warnings[0], "HZC_LOG_FILE is empty; logging to stderr");
+  EXPECT_EQ(c.warnings[1],
+            "HCCL_EXEC_TIMEOUT=\"0\": not a number of seconds in [1, 86400]; using 1836");
+  c = Parse({{"HCCL_EXEC_TIMEOUT", "86400"}});
+  EXPECT_EQ(c.exec_timeout.count(), 86400);
+  c = Parse({{"HCCL_EXEC_TIMEOUT", "86401"}});
+  EXPECT_EQ(c.exec_timeout.count(), 1836);
 }
 
 TEST_F(ConfigTest, InvalidValuesWarnAndKeepDefaults) {

@@ -70,8 +70,9 @@ class DeviceDeathTest : public test::Test {
 // HZC_DEVICE=/nonexistent: HCCL_E_DRV and exactly one log line naming API, path and cause.
 TEST_F(DeviceDeathTest, EnvDeviceMissingGivesDrvAndOneLine) {
   EXPECT_EXIT(GetInfoAndExit("/nonexistent"), testing::ExitedWithCode(HCCL_E_DRV),
-              "^hzc\\[[0-9]+\\]: error: hzc_get_device_info: cannot open /nonexistent: No such "
-              "file or directory \\(is hzc.ko loaded\\?\\)\n$");
+              std::string("^") + test::kLogPrefixRe +
+                  "ERROR hzc_get_device_info: cannot open /nonexistent: No such "
+                  "file or directory \\(is hzc.ko loaded\\?\\)\n$");
 }
 
 TEST_F(DeviceDeathTest, EnvDeviceNotHzc) {

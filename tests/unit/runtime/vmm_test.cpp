@@ -284,9 +284,9 @@ TEST_F(VmmTest, FailureLogsOneLineNamingApiAndArgument) {
   testing::internal::CaptureStderr();
   EXPECT_EQ(aclrtReserveMemAddress(&va, kPage, 4096, nullptr, 0), ACL_ERROR_RT_PARAM_INVALID);
   const std::string err = testing::internal::GetCapturedStderr();
-  EXPECT_THAT(err, testing::MatchesRegex(
-                       "hzc\\[[0-9]+\\]: error: aclrtReserveMemAddress: alignment=0x1000: "
-                       "reserved, must be 0\n"));
+  EXPECT_THAT(err, testing::MatchesRegex(std::string(hzc::test::kLogPrefixRe) +
+                                         "ERROR aclrtReserveMemAddress: alignment=0x1000: "
+                                         "reserved, must be 0\n"));
 }
 
 }  // namespace

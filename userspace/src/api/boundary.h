@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // The C ABI boundary: every exported function runs its body through Guard(), which logs a
-// failed status once ("API: message") and turns any exception into an internal error.
+// failed status once ("API: message") and turns any exception into an internal error. The
+// lines logged during the call name the rank of the communicator it works on (LogRankScope).
 #pragma once
 
 #include <acl/acl_base.h>
@@ -32,6 +33,7 @@ struct ErrorCodes<aclError> {
 // Run @body (returning BasicStatus<Code>) on behalf of the C function @api.
 template <typename Code, typename Body>
 Code Guard(const char *api, Body &&body) noexcept {
+  const LogRankScope rank_scope;
   try {
     BasicStatus<Code> status = body();
     if (!status.ok()) {

@@ -78,6 +78,7 @@ HcclResult HcclCommInitRootInfo(uint32_t nRanks, const HcclRootInfo *rootInfo, u
     if (rank >= nRanks) {
       return Error(HCCL_E_PARA, "rank={}: must be below nRanks={}", rank, nRanks);
     }
+    hzc::SetLogRank(rank);
     auto root = hzc::bootstrap::Decode(*rootInfo);
     if (!root.ok()) {
       return root.status();
@@ -113,6 +114,7 @@ HcclResult HcclCommInitClusterInfo(const char *clusterInfo, uint32_t rank, HcclC
       return Error(HCCL_E_PARA, "rank={}: no such rank_id in {} (ranks 0..{})", rank, clusterInfo,
                    table->nranks - 1);
     }
+    hzc::SetLogRank(rank);
     std::vector<hzc::bootstrap::Peer> peers(table->nranks);
     std::string canonical = table->version;
     for (uint32_t r = 0; r < table->nranks; ++r) {

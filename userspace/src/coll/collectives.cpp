@@ -241,21 +241,7 @@ const char *KindName(Kind kind) {
 }
 
 std::chrono::seconds ExecTimeout() {
-  static const std::chrono::seconds timeout = [] {
-    constexpr uint64_t kDefault = 1836;
-    uint64_t s = kDefault;
-    if (const char *v = std::getenv("HCCL_EXEC_TIMEOUT")) {
-      if (auto parsed = ParseUnsigned(v, 1, 24 * 3600)) {
-        s = *parsed;
-      } else {
-        LogWarn("HCCL_EXEC_TIMEOUT=\"{}\": not a number of seconds in [1, 86400]; using {}", v,
-                kDefault);
-      }
-    }
-    LogInfo("config: HCCL_EXEC_TIMEOUT={}s", s);
-    return std::chrono::seconds(s);
-  }();
-  return timeout;
+  return GetConfig().exec_timeout;
 }
 
 Status Validate(const Communicator &comm, const Call &c) {

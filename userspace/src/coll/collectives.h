@@ -51,7 +51,7 @@ Status Validate(const Communicator &comm, const Call &call);
 // Run @call on @comm (all ranks must make the same call).
 Status Run(Communicator &comm, const Call &call);
 
-// HCCL_EXEC_TIMEOUT (seconds, default 1836), read once.
+// HCCL_EXEC_TIMEOUT (seconds, default 1836), from GetConfig().
 std::chrono::seconds ExecTimeout();
 
 }  // namespace hzc::coll

@@ -249,6 +249,7 @@ CommRegistry &CommRegistry::Process() {
 HcclComm CommRegistry::Add(std::shared_ptr<Communicator> comm) {
   std::lock_guard lock(mutex_);
   const uintptr_t key = kHandleBase + (++made_) * kHandleStride;
+  NoteProcessRank(comm->rank());
   comms_.emplace(key, std::move(comm));
   return reinterpret_cast<HcclComm>(key);
 }
@@ -259,6 +260,7 @@ Expected<std::shared_ptr<Communicator>> CommRegistry::Get(HcclComm handle) const
   if (it == comms_.end()) {
     return Error(HCCL_E_PARA, "comm={}: not a live communicator (destroyed or foreign)", handle);
   }
+  SetLogRank(it->second->rank());  // the calling thread's log lines name this rank
   return it->second;
 }
 
@@ -271,6 +273,7 @@ Status CommRegistry::Remove(HcclComm handle) {
   if (it == comms_.end()) {
     return Error(HCCL_E_PARA, "comm={}: not a live communicator (destroyed or foreign)", handle);
   }
+  SetLogRank(it->second->rank());
   if (it->second.use_count() > 1) {
     return Error(HCCL_E_AGAIN, "comm={}: a call on it is in progress", handle);
   }

@@ -72,6 +72,13 @@ Config Config::FromLookup(const std::function<const char *(const char *)> &geten
           fmt::format("HZC_LOG=\"{}\": not one of ERROR, WARN, INFO, DEBUG; using WARN", v));
     }
   }
+  if (const char *v = getenv_fn("HZC_LOG_FILE"); v != nullptr) {
+    if (*v != '\0') {
+      c.log_file = v;
+    } else {
+      c.warnings.push_back("HZC_LOG_FILE is empty; logging to stderr");
+    }
+  }
   if (const char *v = getenv_fn("HZC_DEVICE"); v != nullptr) {
     if (*v != '\0') {
       c.device_path = v;
@@ -97,6 +104,15 @@ Config Config::FromLookup(const std::function<const char *(const char *)> &geten
                       kDefaultBuffSizeMb));
     }
   }
+  if (const char *v = getenv_fn("HCCL_EXEC_TIMEOUT"); v != nullptr) {
+    if (auto s = ParseUnsigned(v, 1, kMaxExecTimeoutS)) {
+      c.exec_timeout = std::chrono::seconds(*s);
+    } else {
+      c.warnings.push_back(
+          fmt::format("HCCL_EXEC_TIMEOUT=\"{}\": not a number of seconds in [1, {}]; using {}", v,
+                      kMaxExecTimeoutS, kDefaultExecTimeoutS));
+    }
+  }
   if (const char *v = getenv_fn("HZC_RDMA_DEVICE"); v != nullptr) {
     c.rdma_device = v;
   }
@@ -120,8 +136,10 @@ Config Config::FromLookup(const std::function<const char *(const char *)> &geten
 std::vector<std::string> Config::Describe() const {
   return {
       fmt::format("HZC_LOG={}", LogLevelName(log_level)),
+      fmt::format("HZC_LOG_FILE={}", log_file.empty() ? "(stderr)" : log_file),
       fmt::format("HZC_DEVICE={}", device_path),
       fmt::format("HCCL_CONNECT_TIMEOUT={}", connect_timeout.count()),
+      fmt::format("HCCL_EXEC_TIMEOUT={}", exec_timeout.count()),
       fmt::format("HCCL_BUFFSIZE={}", buff_size_mb),
       fmt::format("HZC_RDMA_DEVICE={}", rdma_device.empty() ? "(first active port)" : rdma_device),
       fmt::format("HZC_RDMA_GID_INDEX={}",

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// Configuration from the environment, read once per process.
+// Configuration from the environment, read once per process. Every variable the library reads
+// is read here, and listed by Describe() (the INFO log) and in the README.
 #pragma once
 
 #include <chrono>
@@ -26,8 +27,11 @@ struct Config {
   static constexpr uint64_t kDefaultConnectTimeoutS = 120;
   static constexpr uint64_t kMaxConnectTimeoutS = 7200;
   static constexpr uint64_t kDefaultBuffSizeMb = 200;
+  static constexpr uint64_t kDefaultExecTimeoutS = 1836;
+  static constexpr uint64_t kMaxExecTimeoutS = 24 * 3600;
 
   LogLevel log_level = LogLevel::kWarn;
+  std::string log_file;  // HZC_LOG_FILE pattern (%h host, %p pid); empty: stderr
   std::string device_path = kDefaultDevice;
   std::chrono::seconds connect_timeout{kDefaultConnectTimeoutS};
   uint64_t buff_size_mb = kDefaultBuffSizeMb;
@@ -35,6 +39,8 @@ struct Config {
   std::optional<uint32_t> rdma_gid_index;  // HZC_RDMA_GID_INDEX; nullopt: chosen per port
   std::string host_id;                     // empty: boot id + hostname
   std::string if_ip;  // HCCL_IF_IP: address the root listens on; empty: automatic
+  // HCCL_EXEC_TIMEOUT: how long a collective waits for the other ranks.
+  std::chrono::seconds exec_timeout{kDefaultExecTimeoutS};
 
   // Values that were set but invalid, one message each ("HZC_LOG=\"loud\": ..."), for the
   // logger to report once it exists.
@@ -42,7 +48,7 @@ struct Config {
 
   // Parse from a getenv-like lookup (nullptr = unset).
   static Config FromLookup(const std::function<const char *(const char *)> &getenv_fn);
-  // One line per setting, for the INFO log.
+  // One line per variable, NAME=value, in the order of the README, for the INFO log.
   std::vector<std::string> Describe() const;
 };
 

@@ -1,17 +1,29 @@
 // SPDX-License-Identifier: Apache-2.0
-// Logging: one line per event on stderr, "hzc[PID]: LEVEL: message", level from HZC_LOG.
-// Messages are lowercase and name the API, the argument and the cause; the function that
-// first sees an error reports it (through a Status) and callers only propagate.
+// Logging: one line per event, in the format of NCCL_DEBUG,
+//
+//   host:pid:tid [rank] hzc LEVEL message
+//
+// (host name up to its first dot, the thread's kernel id, the rank of the communicator the
+// line is about or "-" when that is not known, LEVEL one of ERROR WARN INFO DEBUG), on stderr
+// or in HZC_LOG_FILE, level from HZC_LOG. Messages are lowercase and name the API, the argument
+// and the cause; the function that first sees an error reports it (through a Status) and
+// callers only propagate.
 #pragma once
 
 #include <spdlog/logger.h>
 
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
 #include <utility>
+
+#include "core/config.h"
 
 namespace hzc {
 
 // The library's own logger (not registered with spdlog, so it never clashes with an
-// application's). Created on first use with the level of GetConfig().
+// application's). Created on first use with the level and destination of GetConfig().
 spdlog::logger &Log();
 
 template <typename... Args>
@@ -30,5 +42,41 @@ template <typename... Args>
 void LogDebug(fmt::format_string<Args...> format, Args &&...args) {
   Log().debug(format, std::forward<Args>(args)...);
 }
+
+// The prefix of a line, up to and including the space before the message:
+// "node1:4242:4243 [3] hzc ERROR " (rank nullopt: "[-]").
+std::string LogPrefix(std::string_view host, long pid, long tid, std::optional<uint32_t> rank,
+                      LogLevel level);
+
+// The host name as the prefix shows it: gethostname() up to the first dot.
+std::string LogHostName();
+
+// HZC_LOG_FILE's pattern with %h replaced by @host, %p by @pid and %% by %; any other % is
+// kept as it is (as NCCL_DEBUG_FILE does).
+std::string ExpandLogFilePattern(std::string_view pattern, std::string_view host, long pid);
+
+// The rank shown in the prefix of the calling thread's lines: the rank set by SetLogRank()
+// inside the innermost LogRankScope of the thread, else the process's rank (the rank of every
+// communicator the process has created, when they all have the same one), else unknown.
+std::optional<uint32_t> CurrentLogRank();
+
+// The calling thread is working on a communicator of rank @rank, until the end of the
+// innermost LogRankScope (every C entry point opens one).
+void SetLogRank(uint32_t rank);
+
+// The process created a communicator of rank @rank.
+void NoteProcessRank(uint32_t rank);
+
+// Saves the thread's log rank and restores it on destruction.
+class LogRankScope {
+ public:
+  LogRankScope();
+  ~LogRankScope();
+  LogRankScope(const LogRankScope &) = delete;
+  LogRankScope &operator=(const LogRankScope &) = delete;
+
+ private:
+  int64_t saved_;
+};
 
 }  // namespace hzc
