@@ -1,6 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "core/range_registry.h"
 
+#include <memory>
+
+#include "core/comm.h"
 #include "hzc_test.h"
 
 namespace hzc {
@@ -87,6 +90,32 @@ TEST_F(RangeRegistryTest, ActivationRules) {
   EXPECT_TRUE(reg.Deactivate(kBase + 0x2000).ok());
   EXPECT_TRUE(reg.Remove(kBase).ok());
   EXPECT_TRUE(reg.Remove(kBase + kSize).ok());
+}
+
+// An activation remembers the communicator it was made through (which holds its RDMA
+// registration) without keeping it alive.
+TEST_F(RangeRegistryTest, ActivationKeepsItsCommunicatorWeakly) {
+  auto comm =
+      std::make_shared<Communicator>(bootstrap::UniqueId{}, 0, std::vector<bootstrap::Peer>(1));
+  ASSERT_TRUE(reg.Add(kBase, kSize, comm->serial()).ok());
+  int h = 0;
+  ASSERT_TRUE(reg.Activate(kBase, 0x1000, &h, comm).ok());
+  ASSERT_TRUE(reg.Activate(kBase + 0x1000, 0x1000, &h).ok());  // through no communicator
+  EXPECT_EQ(comm.use_count(), 1);
+
+  RangeRegistry::Activation removed;
+  ASSERT_TRUE(reg.Deactivate(kBase, &removed).ok());
+  EXPECT_EQ(removed.size, 0x1000U);
+  EXPECT_EQ(removed.handle, &h);
+  EXPECT_EQ(removed.comm.lock(), comm);
+  // Put back as it was (the rollback of a deactivation the kernel refused).
+  ASSERT_TRUE(reg.Activate(kBase, removed.size, removed.handle, removed.comm).ok());
+  comm.reset();
+  ASSERT_TRUE(reg.Deactivate(kBase, &removed).ok());
+  EXPECT_TRUE(removed.comm.expired());  // destroyed meanwhile: nothing to drop
+  ASSERT_TRUE(reg.Deactivate(kBase + 0x1000, &removed).ok());
+  EXPECT_TRUE(removed.comm.expired());
+  EXPECT_TRUE(reg.Remove(kBase).ok());
 }
 
 TEST_F(RangeRegistryTest, ManySetUnsetPairsStayBalanced) {

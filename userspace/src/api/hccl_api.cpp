@@ -16,10 +16,7 @@
 #include "bootstrap/root_info.h"
 #include "core/comm.h"
 #include "core/config.h"
-#include "core/generation.h"
-#include "core/range_registry.h"
-#include "device/device.h"
-#include "runtime/vmm.h"
+#include "core/memory.h"
 
 using hzc::Error;
 using hzc::Status;
@@ -206,25 +203,7 @@ HcclResult HcclCommSetMemoryRange(HcclComm comm, void *baseVirPtr, size_t size, 
     if (!c.ok()) {
       return c.status();
     }
-    if (const uint32_t servers = (*c)->ServerCount(); servers > 1) {
-      return Error(HCCL_E_NOT_SUPPORT,
-                   "comm={}: its {} ranks span {} servers; only single-server communicators "
-                   "support memory ranges",
-                   comm, (*c)->size(), servers);
-    }
-    auto device = hzc::Device::Process();
-    if (!device.ok()) {
-      return device.status();
-    }
-    HZC_RETURN_IF_ERROR((*c)->EstablishLinks(*device, hzc::GetConfig().connect_timeout));
-    auto &ranges = hzc::RangeRegistry::Process();
-    HZC_RETURN_IF_ERROR(ranges.Add(Addr(baseVirPtr), size, (*c)->serial()));
-    auto ids = (*device)->RegisterRange(Addr(baseVirPtr), size);
-    if (!ids.ok()) {
-      (void)ranges.Remove(Addr(baseVirPtr));  // nothing changed
-      return ids.status();
-    }
-    return Status::Ok();
+    return hzc::memory::SetRange(comm, **c, Addr(baseVirPtr), size);
   });
 }
 
@@ -240,19 +219,7 @@ HcclResult HcclCommUnsetMemoryRange(HcclComm comm, void *baseVirPtr) {
     if (!c.ok()) {
       return c.status();
     }
-    auto device = hzc::Device::Process();
-    if (!device.ok()) {
-      return device.status();
-    }
-    auto &ranges = hzc::RangeRegistry::Process();
-    hzc::RangeRegistry::Range removed;
-    HZC_RETURN_IF_ERROR(ranges.Remove(Addr(baseVirPtr), &removed));
-    if (Status st = (*device)->UnregisterRange(Addr(baseVirPtr)); !st.ok()) {
-      (void)ranges.Add(Addr(baseVirPtr), removed.size, removed.comm_id);  // nothing changed
-      return st;
-    }
-    hzc::Generation::BumpProcess();  // peers' cached views are stale
-    return Status::Ok();
+    return hzc::memory::UnsetRange(Addr(baseVirPtr));
   });
 }
 
@@ -284,35 +251,7 @@ HcclResult HcclCommActivateCommMemory(HcclComm comm, void *virPtr, size_t size, 
     if (!c.ok()) {
       return c.status();
     }
-    if (std::string why = hzc::runtime::CheckMapped(virPtr, size, handle); !why.empty()) {
-      return Error(HCCL_E_PARA, "{}", why);
-    }
-    auto device = hzc::Device::Process();
-    if (!device.ok()) {
-      return device.status();
-    }
-    auto &ranges = hzc::RangeRegistry::Process();
-    HZC_RETURN_IF_ERROR(ranges.Activate(Addr(virPtr), size, handle));
-    // With RDMA links the block becomes a memory region whose rkey travels with the
-    // activation (core/activation_cookie.h); any failure undoes the steps before it.
-    auto cookie = (*c)->RegisterMemory(Addr(virPtr), size);
-    if (!cookie.ok()) {
-      (void)ranges.Deactivate(Addr(virPtr));
-      return cookie.status();
-    }
-    if (Status st = (*device)->Activate(Addr(virPtr), size, *cookie); !st.ok()) {
-      (*c)->DropMemory(Addr(virPtr));
-      (void)ranges.Deactivate(Addr(virPtr));  // nothing changed
-      if (st.code() == HCCL_E_MEMORY && *cookie != 0) {
-        return Error(st.code(),
-                     "{}; the RDMA registration of the block pins it as well, so activated memory "
-                     "counts twice against RLIMIT_MEMLOCK",
-                     st.message());
-      }
-      return st;
-    }
-    hzc::Generation::BumpProcess();
-    return Status::Ok();
+    return hzc::memory::Activate(*c, Addr(virPtr), size, handle);
   });
 }
 
@@ -328,24 +267,6 @@ HcclResult HcclCommDeactivateCommMemory(HcclComm comm, void *virPtr) {
     if (!c.ok()) {
       return c.status();
     }
-    auto device = hzc::Device::Process();
-    if (!device.ok()) {
-      return device.status();
-    }
-    auto &ranges = hzc::RangeRegistry::Process();
-    hzc::RangeRegistry::Activation removed;
-    HZC_RETURN_IF_ERROR(ranges.Deactivate(Addr(virPtr), &removed));
-    if (Status st = (*device)->Deactivate(Addr(virPtr)); !st.ok()) {
-      (void)ranges.Activate(Addr(virPtr), removed.size, removed.handle);  // nothing changed
-      return st;
-    }
-    hzc::Generation::BumpProcess();
-    // Its memory region, if any, belongs to the communicator it was activated through:
-    // normally this one, but activations are process-wide.
-    if (!(*c)->DropMemory(Addr(virPtr))) {
-      (void)hzc::CommRegistry::Process().Any(
-          [&](hzc::Communicator &other) { return other.DropMemory(Addr(virPtr)); });
-    }
-    return Status::Ok();
+    return hzc::memory::Deactivate(Addr(virPtr));
   });
 }

@@ -287,14 +287,4 @@ size_t CommRegistry::Count() const {
   return comms_.size();
 }
 
-bool CommRegistry::Any(const std::function<bool(Communicator &)> &fn) const {
-  std::lock_guard lock(mutex_);
-  for (const auto &[key, comm] : comms_) {
-    if (fn(*comm)) {
-      return true;
-    }
-  }
-  return false;
-}
-
 }  // namespace hzc

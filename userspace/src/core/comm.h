@@ -6,7 +6,6 @@
 
 #include <chrono>
 #include <cstdint>
-#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -88,8 +87,8 @@ class Communicator {
 
   // Registrations of activated memory by start address. Shared so that a transfer in progress
   // keeps its registration alive when the memory is deactivated meanwhile. A lock of its own:
-  // DropMemory (called for every live communicator on a deactivation) never waits for a link
-  // establishment in progress.
+  // DropMemory (on a deactivation, which may name another communicator) never waits for a
+  // link establishment in progress.
   mutable std::mutex memory_mutex_;
   std::map<uintptr_t, std::shared_ptr<const verbs::MemoryRegion>> memory_;
 };
@@ -106,9 +105,6 @@ class CommRegistry {
   // HCCL_E_AGAIN while another call holds the communicator.
   Status Remove(HcclComm handle);
   size_t Count() const;
-  // Call @fn on every live communicator, under the registry's lock, until it returns true.
-  // @fn must not call back into the registry.
-  bool Any(const std::function<bool(Communicator &)> &fn) const;
 
  private:
   mutable std::mutex mutex_;

@@ -69,7 +69,8 @@ Status RangeRegistry::Remove(uintptr_t base, Range *removed) {
   return Status::Ok();
 }
 
-Status RangeRegistry::Activate(uintptr_t va, size_t size, void *handle) {
+Status RangeRegistry::Activate(uintptr_t va, size_t size, void *handle,
+                               std::weak_ptr<Communicator> comm) {
   std::lock_guard lock(mutex_);
   auto it = Containing(va, size);
   if (it == ranges_.end()) {
@@ -88,7 +89,7 @@ Status RangeRegistry::Activate(uintptr_t va, size_t size, void *handle) {
                    size, prev->first, prev->second.size);
     }
   }
-  acts.emplace(va, Activation{.size = size, .handle = handle});
+  acts.emplace(va, Activation{.size = size, .handle = handle, .comm = std::move(comm)});
   return Status::Ok();
 }
 

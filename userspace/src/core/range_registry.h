@@ -8,17 +8,22 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <mutex>
 
 #include "core/status.h"
 
 namespace hzc {
 
+class Communicator;
+
 class RangeRegistry {
  public:
   struct Activation {
     size_t size = 0;
     void *handle = nullptr;
+    // The communicator it was activated through, which holds its RDMA registration if any.
+    std::weak_ptr<Communicator> comm;
   };
   struct Range {
     size_t size = 0;
@@ -32,7 +37,7 @@ class RangeRegistry {
   // Exact base; refused while activations remain. @removed (optional) receives the range.
   Status Remove(uintptr_t base, Range *removed = nullptr);
   // [va, va+size) inside one range, no overlap with its activations.
-  Status Activate(uintptr_t va, size_t size, void *handle);
+  Status Activate(uintptr_t va, size_t size, void *handle, std::weak_ptr<Communicator> comm = {});
   // Exact start of an activation. @removed (optional) receives it.
   Status Deactivate(uintptr_t va, Activation *removed = nullptr);
 

@@ -1,0 +1,119 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "core/memory.h"
+
+#include <string>
+
+#include "core/config.h"
+#include "core/generation.h"
+#include "core/range_registry.h"
+#include "core/rollback.h"
+#include "device/device.h"
+#include "runtime/vmm.h"
+
+namespace hzc::memory {
+
+namespace {
+
+// Why a call that pinned nothing failed with HCCL_E_MEMORY while the block also has an RDMA
+// registration (@cookie != 0).
+Status ExplainPinFailure(Status st, uint64_t cookie) {
+  if (st.code() == HCCL_E_MEMORY && cookie != 0) {
+    return Error(st.code(),
+                 "{}; the RDMA registration of the block pins it as well, so activated memory "
+                 "counts twice against RLIMIT_MEMLOCK",
+                 st.message());
+  }
+  return st;
+}
+
+}  // namespace
+
+Status SetRange(HcclComm handle, Communicator &comm, uintptr_t base, size_t size) {
+  if (const uint32_t servers = comm.ServerCount(); servers > 1) {
+    return Error(HCCL_E_NOT_SUPPORT,
+                 "comm={}: its {} ranks span {} servers; only single-server communicators "
+                 "support memory ranges",
+                 handle, comm.size(), servers);
+  }
+  auto device = Device::Process();
+  if (!device.ok()) {
+    return device.status();
+  }
+  HZC_RETURN_IF_ERROR(comm.EstablishLinks(*device, GetConfig().connect_timeout));
+  auto &ranges = RangeRegistry::Process();
+  Rollback rollback;
+  HZC_RETURN_IF_ERROR(ranges.Add(base, size, comm.serial()));
+  rollback.Push([&] { (void)ranges.Remove(base); });
+  auto ids = (*device)->RegisterRange(base, size);
+  if (!ids.ok()) {
+    return ids.status();
+  }
+  rollback.Commit();
+  return Status::Ok();
+}
+
+Status UnsetRange(uintptr_t base) {
+  auto device = Device::Process();
+  if (!device.ok()) {
+    return device.status();
+  }
+  auto &ranges = RangeRegistry::Process();
+  Rollback rollback;
+  RangeRegistry::Range removed;
+  HZC_RETURN_IF_ERROR(ranges.Remove(base, &removed));
+  rollback.Push([&] { (void)ranges.Add(base, removed.size, removed.comm_id); });
+  HZC_RETURN_IF_ERROR((*device)->UnregisterRange(base));
+  rollback.Commit();
+  Generation::BumpProcess();  // peers' cached views are stale
+  return Status::Ok();
+}
+
+Status Activate(const std::shared_ptr<Communicator> &comm, uintptr_t va, size_t size,
+                void *handle) {
+  if (std::string why = runtime::CheckMapped(reinterpret_cast<void *>(va), size, handle);
+      !why.empty()) {
+    return Error(HCCL_E_PARA, "{}", why);
+  }
+  auto device = Device::Process();
+  if (!device.ok()) {
+    return device.status();
+  }
+  auto &ranges = RangeRegistry::Process();
+  Rollback rollback;
+  HZC_RETURN_IF_ERROR(ranges.Activate(va, size, handle, comm));
+  rollback.Push([&] { (void)ranges.Deactivate(va); });
+  // With RDMA links the block becomes a memory region whose rkey travels with the activation.
+  auto cookie = comm->RegisterMemory(va, size);
+  if (!cookie.ok()) {
+    return cookie.status();
+  }
+  rollback.Push([&] { comm->DropMemory(va); });
+  if (Status st = (*device)->Activate(va, size, *cookie); !st.ok()) {
+    return ExplainPinFailure(std::move(st), *cookie);
+  }
+  rollback.Commit();
+  Generation::BumpProcess();
+  return Status::Ok();
+}
+
+Status Deactivate(uintptr_t va) {
+  auto device = Device::Process();
+  if (!device.ok()) {
+    return device.status();
+  }
+  auto &ranges = RangeRegistry::Process();
+  Rollback rollback;
+  RangeRegistry::Activation removed;
+  HZC_RETURN_IF_ERROR(ranges.Deactivate(va, &removed));
+  rollback.Push([&] { (void)ranges.Activate(va, removed.size, removed.handle, removed.comm); });
+  HZC_RETURN_IF_ERROR((*device)->Deactivate(va));
+  rollback.Commit();
+  Generation::BumpProcess();
+  // A communicator destroyed meanwhile dropped its registrations already.
+  if (const std::shared_ptr<Communicator> comm = removed.comm.lock()) {
+    comm->DropMemory(va);
+  }
+  return Status::Ok();
+}
+
+}  // namespace hzc::memory

@@ -1,0 +1,40 @@
+// SPDX-License-Identifier: Apache-2.0
+// The zero-copy memory calls after their argument checks (api/hccl_api.cpp), end to end: the
+// process's range registry (core/range_registry.h), the ranges and activations in hzc.ko, the
+// RDMA registration of activated memory with the communicator it was activated through, and
+// the generation bump that tells peers their cached view is stale. Each call does all of its
+// steps or, on failure, undoes those it made (core/rollback.h): a failed call changes nothing.
+//
+// @handle is the communicator's handle, named in messages; @comm is the live communicator
+// behind it.
+#pragma once
+
+#include <hccl/hccl_types.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "core/comm.h"
+#include "core/status.h"
+
+namespace hzc::memory {
+
+// HcclCommSetMemoryRange: single-server communicators only; the first call of a communicator
+// establishes its links (every rank calls it together). [base, base + size) is page aligned.
+Status SetRange(HcclComm handle, Communicator &comm, uintptr_t base, size_t size);
+
+// HcclCommUnsetMemoryRange: @base is the base of a set range without activations.
+Status UnsetRange(uintptr_t base);
+
+// HcclCommActivateCommMemory: [va, va + size) is mapped with @handle (aclrtMapMem) inside one
+// set range. With RDMA links the block is registered with @comm's links and the key travels
+// with the activation (core/activation_cookie.h).
+Status Activate(const std::shared_ptr<Communicator> &comm, uintptr_t va, size_t size, void *handle);
+
+// HcclCommDeactivateCommMemory: @va starts an activated block. Its RDMA registration is
+// dropped from the communicator it was activated through, whichever communicator the call
+// names.
+Status Deactivate(uintptr_t va);
+
+}  // namespace hzc::memory
