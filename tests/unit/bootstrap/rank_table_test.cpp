@@ -168,5 +168,20 @@ TEST_F(RankTableTest, LoadFromFile) {
   EXPECT_EQ(LoadRankTable("").status().code(), HCCL_E_PARA);
 }
 
+// The id depends on the version and on each rank's server, the same in every reader.
+TEST_F(RankTableTest, IdOfATable) {
+  auto a = ParseRankTable(V10().dump());
+  auto again = ParseRankTable(V10().dump(2));
+  auto v12 = ParseRankTable(V12().dump());
+  json moved = V10();
+  moved["server_list"][1]["server_id"] = "10.0.0.3";
+  auto other = ParseRankTable(moved.dump());
+  ASSERT_TRUE(a.ok() && again.ok() && v12.ok() && other.ok());
+  EXPECT_EQ(RankTableId(*a), RankTableId(*again));
+  EXPECT_NE(RankTableId(*a), RankTableId(*v12));
+  EXPECT_NE(RankTableId(*a), RankTableId(*other));
+  EXPECT_NE(RankTableId(*a), UniqueId{});
+}
+
 }  // namespace
 }  // namespace hzc::bootstrap

@@ -5,30 +5,27 @@
 #pragma GCC visibility pop
 
 #include "api/boundary.h"
+#include "api/checks.h"
 #include "runtime/vmm.h"
 
 namespace rt = hzc::runtime;
-using hzc::Error;
 using hzc::api::AclGuard;
+using hzc::api::NonZero;
+using hzc::api::NotNull;
+using hzc::api::Reserved;
 
 aclError aclrtReserveMemAddress(void **virPtr, size_t size, size_t alignment, void *expectPtr,
                                 uint64_t flags) {
   return AclGuard("aclrtReserveMemAddress", [&]() -> rt::AclStatus {
-    if (virPtr == nullptr) {
-      return Error(ACL_ERROR_INVALID_PARAM, "virPtr is null");
-    }
-    if (alignment != 0) {
-      return Error(ACL_ERROR_RT_PARAM_INVALID, "alignment={:#x}: reserved, must be 0", alignment);
-    }
+    HZC_RETURN_IF_ERROR(NotNull<aclError>(virPtr, "virPtr"));
+    HZC_RETURN_IF_ERROR(Reserved<aclError>(alignment, "alignment"));
     return rt::Reserve(virPtr, size, expectPtr, flags);
   });
 }
 
 aclError aclrtReleaseMemAddress(void *virPtr) {
   return AclGuard("aclrtReleaseMemAddress", [&]() -> rt::AclStatus {
-    if (virPtr == nullptr) {
-      return Error(ACL_ERROR_INVALID_PARAM, "virPtr is null");
-    }
+    HZC_RETURN_IF_ERROR(NotNull<aclError>(virPtr, "virPtr"));
     return rt::Release(virPtr);
   });
 }
@@ -36,24 +33,16 @@ aclError aclrtReleaseMemAddress(void *virPtr) {
 aclError aclrtMallocPhysical(aclrtDrvMemHandle *handle, size_t size,
                              const aclrtPhysicalMemProp *prop, uint64_t flags) {
   return AclGuard("aclrtMallocPhysical", [&]() -> rt::AclStatus {
-    if (handle == nullptr) {
-      return Error(ACL_ERROR_INVALID_PARAM, "handle is null");
-    }
-    if (prop == nullptr) {
-      return Error(ACL_ERROR_INVALID_PARAM, "prop is null");
-    }
-    if (flags != 0) {
-      return Error(ACL_ERROR_RT_PARAM_INVALID, "flags={:#x}: reserved, must be 0", flags);
-    }
+    HZC_RETURN_IF_ERROR(NotNull<aclError>(handle, "handle"));
+    HZC_RETURN_IF_ERROR(NotNull<aclError>(prop, "prop"));
+    HZC_RETURN_IF_ERROR(Reserved<aclError>(flags, "flags"));
     return rt::MallocPhysical(handle, size, *prop);
   });
 }
 
 aclError aclrtFreePhysical(aclrtDrvMemHandle handle) {
   return AclGuard("aclrtFreePhysical", [&]() -> rt::AclStatus {
-    if (handle == nullptr) {
-      return Error(ACL_ERROR_INVALID_PARAM, "handle is null");
-    }
+    HZC_RETURN_IF_ERROR(NotNull<aclError>(handle, "handle"));
     return rt::FreePhysical(handle);
   });
 }
@@ -61,30 +50,18 @@ aclError aclrtFreePhysical(aclrtDrvMemHandle handle) {
 aclError aclrtMapMem(void *virPtr, size_t size, size_t offset, aclrtDrvMemHandle handle,
                      uint64_t flags) {
   return AclGuard("aclrtMapMem", [&]() -> rt::AclStatus {
-    if (virPtr == nullptr) {
-      return Error(ACL_ERROR_INVALID_PARAM, "virPtr is null");
-    }
-    if (handle == nullptr) {
-      return Error(ACL_ERROR_INVALID_PARAM, "handle is null");
-    }
-    if (offset != 0) {
-      return Error(ACL_ERROR_RT_PARAM_INVALID, "offset={:#x}: reserved, must be 0", offset);
-    }
-    if (flags != 0) {
-      return Error(ACL_ERROR_RT_PARAM_INVALID, "flags={:#x}: reserved, must be 0", flags);
-    }
-    if (size == 0) {
-      return Error(ACL_ERROR_RT_PARAM_INVALID, "size=0: must not be 0");
-    }
+    HZC_RETURN_IF_ERROR(NotNull<aclError>(virPtr, "virPtr"));
+    HZC_RETURN_IF_ERROR(NotNull<aclError>(handle, "handle"));
+    HZC_RETURN_IF_ERROR(Reserved<aclError>(offset, "offset"));
+    HZC_RETURN_IF_ERROR(Reserved<aclError>(flags, "flags"));
+    HZC_RETURN_IF_ERROR(NonZero<aclError>(size, "size"));
     return rt::Map(virPtr, size, handle);
   });
 }
 
 aclError aclrtUnmapMem(void *virPtr) {
   return AclGuard("aclrtUnmapMem", [&]() -> rt::AclStatus {
-    if (virPtr == nullptr) {
-      return Error(ACL_ERROR_INVALID_PARAM, "virPtr is null");
-    }
+    HZC_RETURN_IF_ERROR(NotNull<aclError>(virPtr, "virPtr"));
     return rt::Unmap(virPtr);
   });
 }
@@ -92,12 +69,8 @@ aclError aclrtUnmapMem(void *virPtr) {
 aclError aclrtMemGetAllocationGranularity(aclrtPhysicalMemProp *prop,
                                           aclrtMemGranularityOptions option, size_t *granularity) {
   return AclGuard("aclrtMemGetAllocationGranularity", [&]() -> rt::AclStatus {
-    if (prop == nullptr) {
-      return Error(ACL_ERROR_INVALID_PARAM, "prop is null");
-    }
-    if (granularity == nullptr) {
-      return Error(ACL_ERROR_INVALID_PARAM, "granularity is null");
-    }
+    HZC_RETURN_IF_ERROR(NotNull<aclError>(prop, "prop"));
+    HZC_RETURN_IF_ERROR(NotNull<aclError>(granularity, "granularity"));
     return rt::Granularity(*prop, option, granularity);
   });
 }

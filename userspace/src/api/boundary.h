@@ -15,24 +15,30 @@
 
 namespace hzc::api {
 
+// The codes the boundary and its checks (api/checks.h) return, per result type.
 template <typename Code>
-struct ErrorCodes;
-
-template <>
-struct ErrorCodes<HcclResult> {
-  static constexpr HcclResult kNoMemory = HCCL_E_MEMORY;
-  static constexpr HcclResult kInternal = HCCL_E_INTERNAL;
+struct ErrorCodes {
+  Code no_memory{};     // std::bad_alloc
+  Code internal{};      // any other exception
+  Code null_pointer{};  // a pointer argument is null
+  Code bad_argument{};  // a reserved argument is not 0, a size is 0
 };
 
+// None but for HcclResult and aclError (Guard refuses other types).
+template <typename Code>
+inline constexpr ErrorCodes<Code> kErrorCodes{};
 template <>
-struct ErrorCodes<aclError> {
-  static constexpr aclError kNoMemory = ACL_ERROR_RT_MEMORY_ALLOCATION;
-  static constexpr aclError kInternal = ACL_ERROR_RT_INTERNAL_ERROR;
-};
+inline constexpr ErrorCodes<HcclResult> kErrorCodes<HcclResult>{HCCL_E_MEMORY, HCCL_E_INTERNAL,
+                                                                HCCL_E_PTR, HCCL_E_PARA};
+template <>
+inline constexpr ErrorCodes<aclError> kErrorCodes<aclError>{
+    ACL_ERROR_RT_MEMORY_ALLOCATION, ACL_ERROR_RT_INTERNAL_ERROR, ACL_ERROR_INVALID_PARAM,
+    ACL_ERROR_RT_PARAM_INVALID};
 
 // Run @body (returning BasicStatus<Code>) on behalf of the C function @api.
 template <typename Code, typename Body>
 Code Guard(const char *api, Body &&body) noexcept {
+  static_assert(kErrorCodes<Code>.internal != Code{}, "not a result type of the C API");
   const LogRankScope rank_scope;
   try {
     BasicStatus<Code> status = body();
@@ -45,15 +51,15 @@ Code Guard(const char *api, Body &&body) noexcept {
       LogError("{}: out of memory", api);
     } catch (...) {
     }
-    return ErrorCodes<Code>::kNoMemory;
+    return kErrorCodes<Code>.no_memory;
   } catch (const std::exception &e) {
     try {
       LogError("{}: internal error: {}", api, e.what());
     } catch (...) {
     }
-    return ErrorCodes<Code>::kInternal;
+    return kErrorCodes<Code>.internal;
   } catch (...) {
-    return ErrorCodes<Code>::kInternal;
+    return kErrorCodes<Code>.internal;
   }
 }
 

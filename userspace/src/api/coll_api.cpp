@@ -6,115 +6,64 @@
 #pragma GCC visibility pop
 
 #include "api/boundary.h"
+#include "api/checks.h"
 #include "coll/collectives.h"
 #include "coll/stream.h"
 #include "core/comm.h"
 
-using hzc::Error;
+namespace api = hzc::api;
 using hzc::Status;
-using hzc::api::HcclGuard;
 using hzc::coll::Call;
 using hzc::coll::Kind;
 
 namespace {
 
-Status RunChecked(HcclComm comm, aclrtStream stream, const Call &call) {
-  if (comm == nullptr) {
-    return Error(HCCL_E_PTR, "comm is null");
-  }
-  if (stream != nullptr && !hzc::coll::IsStream(stream)) {
-    return Error(HCCL_E_PARA, "stream={}: not NULL nor a live stream from aclrtCreateStream",
-                 stream);
-  }
-  auto c = hzc::CommRegistry::Process().Get(comm);
-  if (!c.ok()) {
-    return c.status();
-  }
-  return hzc::coll::Run(**c, call);
+// The C function @name: check @call's buffers, @comm and @stream, then run @call. The calls
+// below list Call's fields in order: kind, send, recv, count, dtype, op, root.
+HcclResult Collective(const char *name, HcclComm comm, aclrtStream stream, const Call &call) {
+  return api::HcclGuard(name, [&]() -> Status {
+    if (call.kind == Kind::kBroadcast) {
+      HZC_RETURN_IF_ERROR(api::NotNull(call.send, "buf"));
+    } else if (call.kind != Kind::kBarrier) {
+      HZC_RETURN_IF_ERROR(api::NotNull(call.send, "sendBuf"));
+      HZC_RETURN_IF_ERROR(api::NotNull(call.recv, "recvBuf"));
+    }
+    HZC_RETURN_IF_ERROR(api::NotNull(comm, "comm"));
+    if (stream != nullptr && !hzc::coll::IsStream(stream)) {
+      return hzc::Error(HCCL_E_PARA, "stream={}: not NULL nor a live stream from aclrtCreateStream",
+                        stream);
+    }
+    return api::WithComm(comm, [&](const auto &c) { return hzc::coll::Run(*c, call); });
+  });
 }
 
 }  // namespace
 
 HcclResult HcclAllReduce(void *sendBuf, void *recvBuf, uint64_t count, HcclDataType dataType,
                          HcclReduceOp op, HcclComm comm, aclrtStream stream) {
-  return HcclGuard("HcclAllReduce", [&]() -> Status {
-    if (sendBuf == nullptr) {
-      return Error(HCCL_E_PTR, "sendBuf is null");
-    }
-    if (recvBuf == nullptr) {
-      return Error(HCCL_E_PTR, "recvBuf is null");
-    }
-    return RunChecked(comm, stream,
-                      Call{.kind = Kind::kAllReduce,
-                           .send = sendBuf,
-                           .recv = recvBuf,
-                           .count = count,
-                           .dtype = dataType,
-                           .op = op,
-                           .root = 0});
-  });
+  return Collective("HcclAllReduce", comm, stream,
+                    {Kind::kAllReduce, sendBuf, recvBuf, count, dataType, op, 0});
 }
 
 HcclResult HcclBroadcast(void *buf, uint64_t count, HcclDataType dataType, uint32_t root,
                          HcclComm comm, aclrtStream stream) {
-  return HcclGuard("HcclBroadcast", [&]() -> Status {
-    if (buf == nullptr) {
-      return Error(HCCL_E_PTR, "buf is null");
-    }
-    return RunChecked(comm, stream,
-                      Call{.kind = Kind::kBroadcast,
-                           .send = buf,
-                           .recv = buf,
-                           .count = count,
-                           .dtype = dataType,
-                           .op = HCCL_REDUCE_SUM,
-                           .root = root});
-  });
+  return Collective("HcclBroadcast", comm, stream,
+                    {Kind::kBroadcast, buf, buf, count, dataType, HCCL_REDUCE_SUM, root});
 }
 
 HcclResult HcclReduceScatter(void *sendBuf, void *recvBuf, uint64_t recvCount,
                              HcclDataType dataType, HcclReduceOp op, HcclComm comm,
                              aclrtStream stream) {
-  return HcclGuard("HcclReduceScatter", [&]() -> Status {
-    if (sendBuf == nullptr) {
-      return Error(HCCL_E_PTR, "sendBuf is null");
-    }
-    if (recvBuf == nullptr) {
-      return Error(HCCL_E_PTR, "recvBuf is null");
-    }
-    return RunChecked(comm, stream,
-                      Call{.kind = Kind::kReduceScatter,
-                           .send = sendBuf,
-                           .recv = recvBuf,
-                           .count = recvCount,
-                           .dtype = dataType,
-                           .op = op,
-                           .root = 0});
-  });
+  return Collective("HcclReduceScatter", comm, stream,
+                    {Kind::kReduceScatter, sendBuf, recvBuf, recvCount, dataType, op, 0});
 }
 
 HcclResult HcclAllGather(void *sendBuf, void *recvBuf, uint64_t sendCount, HcclDataType dataType,
                          HcclComm comm, aclrtStream stream) {
-  return HcclGuard("HcclAllGather", [&]() -> Status {
-    if (sendBuf == nullptr) {
-      return Error(HCCL_E_PTR, "sendBuf is null");
-    }
-    if (recvBuf == nullptr) {
-      return Error(HCCL_E_PTR, "recvBuf is null");
-    }
-    return RunChecked(comm, stream,
-                      Call{.kind = Kind::kAllGather,
-                           .send = sendBuf,
-                           .recv = recvBuf,
-                           .count = sendCount,
-                           .dtype = dataType,
-                           .op = HCCL_REDUCE_SUM,
-                           .root = 0});
-  });
+  return Collective("HcclAllGather", comm, stream,
+                    {Kind::kAllGather, sendBuf, recvBuf, sendCount, dataType, HCCL_REDUCE_SUM, 0});
 }
 
 HcclResult HcclBarrier(HcclComm comm, aclrtStream stream) {
-  return HcclGuard("HcclBarrier", [&]() -> Status {
-    return RunChecked(comm, stream, Call{.kind = Kind::kBarrier});
-  });
+  return Collective("HcclBarrier", comm, stream, Call{.kind = Kind::kBarrier});
 }

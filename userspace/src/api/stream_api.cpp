@@ -6,17 +6,17 @@
 #pragma GCC visibility pop
 
 #include "api/boundary.h"
+#include "api/checks.h"
 #include "coll/stream.h"
 
 using hzc::Error;
 using hzc::api::AclGuard;
+using hzc::api::NotNull;
 using AclStatus = hzc::BasicStatus<aclError>;
 
 aclError aclrtCreateStream(aclrtStream *stream) {
   return AclGuard("aclrtCreateStream", [&]() -> AclStatus {
-    if (stream == nullptr) {
-      return Error(ACL_ERROR_INVALID_PARAM, "stream is null");
-    }
+    HZC_RETURN_IF_ERROR(NotNull<aclError>(stream, "stream"));
     *stream = hzc::coll::CreateStream();
     return AclStatus::Ok();
   });
@@ -24,9 +24,7 @@ aclError aclrtCreateStream(aclrtStream *stream) {
 
 aclError aclrtDestroyStream(aclrtStream stream) {
   return AclGuard("aclrtDestroyStream", [&]() -> AclStatus {
-    if (stream == nullptr) {
-      return Error(ACL_ERROR_INVALID_PARAM, "stream is null");
-    }
+    HZC_RETURN_IF_ERROR(NotNull<aclError>(stream, "stream"));
     if (!hzc::coll::DestroyStream(stream)) {
       return Error(ACL_ERROR_RT_INVALID_HANDLE,
                    "stream={}: not a live stream (destroyed or foreign)", stream);

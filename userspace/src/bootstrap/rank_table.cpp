@@ -4,7 +4,9 @@
 #include <arpa/inet.h>
 
 #include <cerrno>
+#include <cstring>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
@@ -249,6 +251,19 @@ Expected<RankTable> LoadRankTable(const std::string &path) {
     return Error(HCCL_E_PARA, "clusterInfo={}: {}", path, table.status().message());
   }
   return table;
+}
+
+UniqueId RankTableId(const RankTable &table) {
+  std::string text = table.version;
+  for (uint32_t r = 0; r < table.nranks; ++r) {
+    text += "|" + table.servers[table.server_of_rank[r]].server_id;
+  }
+  UniqueId id{};
+  const size_t a = std::hash<std::string>{}("hzc-a:" + text);
+  const size_t b = std::hash<std::string>{}("hzc-b:" + text);
+  std::memcpy(id.data(), &a, sizeof(a));
+  std::memcpy(id.data() + sizeof(a), &b, sizeof(b));
+  return id;
 }
 
 }  // namespace hzc::bootstrap

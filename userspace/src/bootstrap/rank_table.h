@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "bootstrap/root_info.h"
 #include "core/status.h"
 
 namespace hzc::bootstrap {
@@ -33,5 +34,9 @@ struct RankTable {
 Expected<RankTable> ParseRankTable(const std::string &text);
 // Read @path (at most 4096 bytes long) and parse it; HCCL_E_OPEN_FILE_FAILURE if unreadable.
 Expected<RankTable> LoadRankTable(const std::string &path);
+
+// The communicator id of @table: derived from its version and the server of each rank, so
+// every rank that reads the same table gets the same id.
+UniqueId RankTableId(const RankTable &table);
 
 }  // namespace hzc::bootstrap

@@ -1,0 +1,84 @@
+// SPDX-License-Identifier: Apache-2.0
+// The argument checks of the C entry points (api/checks.h): codes and message texts.
+#include "api/checks.h"
+
+#include <acl/acl.h>
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "core/comm.h"
+#include "hzc_test.h"
+
+namespace hzc::api {
+namespace {
+
+using ::testing::HasSubstr;
+using ChecksTest = test::Test;
+
+TEST_F(ChecksTest, NotNull) {
+  int x = 0;
+  EXPECT_TRUE(NotNull(&x, "comm").ok());
+  Status st = NotNull(nullptr, "comm");
+  EXPECT_EQ(st.code(), HCCL_E_PTR);
+  EXPECT_EQ(st.message(), "comm is null");
+  auto acl = NotNull<aclError>(nullptr, "virPtr");
+  EXPECT_EQ(acl.code(), ACL_ERROR_INVALID_PARAM);
+  EXPECT_EQ(acl.message(), "virPtr is null");
+  EXPECT_TRUE(NotNull<aclError>(&x, "virPtr").ok());
+}
+
+TEST_F(ChecksTest, ReservedAndNonZero) {
+  EXPECT_TRUE(Reserved(0, "flags").ok());
+  Status st = Reserved(64, "alignment");
+  EXPECT_EQ(st.code(), HCCL_E_PARA);
+  EXPECT_EQ(st.message(), "alignment=0x40: reserved, must be 0");
+  EXPECT_EQ(Reserved<aclError>(1, "flags").code(), ACL_ERROR_RT_PARAM_INVALID);
+  EXPECT_TRUE(NonZero(1, "size").ok());
+  st = NonZero(0, "size");
+  EXPECT_EQ(st.code(), HCCL_E_PARA);
+  EXPECT_EQ(st.message(), "size=0: must not be 0");
+  EXPECT_EQ(NonZero<aclError>(0, "size").code(), ACL_ERROR_RT_PARAM_INVALID);
+}
+
+TEST_F(ChecksTest, NoWrap) {
+  const auto *last_page = reinterpret_cast<const void *>(UINTPTR_MAX - 0xfff);
+  EXPECT_TRUE(NoWrap(last_page, 0xfff, "local", "wraps around").ok());  // up to the last byte
+  Status st = NoWrap(last_page, 0x1000, "local", "wraps around");       // one past it is 0
+  EXPECT_EQ(st.code(), HCCL_E_PARA);
+  EXPECT_EQ(st.message(), "local=0xfffffffffffff000 size=0x1000: wraps around");
+  EXPECT_THAT(NoWrap(last_page, SIZE_MAX, "virPtr", "range wraps around").message(),
+              HasSubstr("virPtr=0xfffffffffffff000 size=0xffffffffffffffff: range wraps around"));
+}
+
+TEST_F(ChecksTest, WithCommNeedsALiveHandle) {
+  int foreign = 0;
+  bool called = false;
+  Status st = WithComm(&foreign, [&](const auto &) {
+    called = true;
+    return Status::Ok();
+  });
+  EXPECT_EQ(st.code(), HCCL_E_PARA);
+  EXPECT_THAT(st.message(), HasSubstr("not a live communicator (destroyed or foreign)"));
+  EXPECT_FALSE(called);
+}
+
+// The communicator stays alive during the call (a destroy meanwhile is HCCL_E_AGAIN), and the
+// call's status is the result.
+TEST_F(ChecksTest, WithCommHoldsTheCommunicatorDuringTheCall) {
+  auto &registry = CommRegistry::Process();
+  HcclComm handle = registry.Add(
+      std::make_shared<Communicator>(bootstrap::UniqueId{}, 1, std::vector<bootstrap::Peer>(2)));
+  Status st = WithComm(handle, [&](const std::shared_ptr<Communicator> &c) {
+    EXPECT_EQ(c->rank(), 1U);
+    EXPECT_EQ(registry.Remove(handle).code(), HCCL_E_AGAIN);
+    return Error(HCCL_E_TIMEOUT, "from the call");
+  });
+  EXPECT_EQ(st.code(), HCCL_E_TIMEOUT);
+  EXPECT_EQ(st.message(), "from the call");
+  EXPECT_TRUE(registry.Remove(handle).ok());
+}
+
+}  // namespace
+}  // namespace hzc::api

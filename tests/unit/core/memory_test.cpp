@@ -1,0 +1,84 @@
+// SPDX-License-Identifier: Apache-2.0
+// The zero-copy memory calls of core/memory.h that fail before hzc.ko is involved, or without
+// it; the guest tests cover the rest.
+#include "core/memory.h"
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/range_registry.h"
+#include "hzc_test.h"
+
+namespace hzc::memory {
+namespace {
+
+using ::testing::HasSubstr;
+
+const size_t kPage = static_cast<size_t>(getpagesize());
+
+std::shared_ptr<Communicator> MakeComm(std::vector<std::string> hosts) {
+  std::vector<bootstrap::Peer> ranks;
+  for (auto &host : hosts) {
+    ranks.push_back(bootstrap::Peer{.host = std::move(host), .pid = 0});
+  }
+  return std::make_shared<Communicator>(bootstrap::UniqueId{}, 0, std::move(ranks));
+}
+
+class MemoryTest : public test::Test {
+ protected:
+  void SetUp() override {
+    test::Test::SetUp();
+    va_ = mmap(nullptr, kPage, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    ASSERT_NE(va_, MAP_FAILED);
+  }
+  void TearDown() override {
+    munmap(va_, kPage);
+    EXPECT_EQ(RangeRegistry::Process().RangeCount(), 0U);  // nothing changed
+    EXPECT_EQ(RangeRegistry::Process().ActivationCount(), 0U);
+    test::Test::TearDown();
+  }
+  static bool HaveModule() { return access(hzc_device_path(), F_OK) == 0; }
+  uintptr_t va() const { return reinterpret_cast<uintptr_t>(va_); }
+
+  void *va_ = nullptr;
+  HcclComm handle_ = reinterpret_cast<HcclComm>(uintptr_t{0x1234});
+};
+
+TEST_F(MemoryTest, RangesNeedASingleServer) {
+  auto comm = MakeComm({"server-a", "server-b", "server-a"});
+  Status st = SetRange(handle_, *comm, va(), kPage);
+  EXPECT_EQ(st.code(), HCCL_E_NOT_SUPPORT);
+  EXPECT_EQ(st.message(),
+            "comm=0x1234: its 3 ranks span 2 servers; only single-server communicators support "
+            "memory ranges");
+}
+
+// Whether the memory is mapped with the handle is checked before the device is opened.
+TEST_F(MemoryTest, ActivateNeedsMemoryMappedWithTheHandle) {
+  auto comm = MakeComm({"server-a"});
+  int not_a_handle = 0;
+  Status st = Activate(comm, va(), kPage, &not_a_handle);
+  EXPECT_EQ(st.code(), HCCL_E_PARA);
+  EXPECT_FALSE(st.message().empty());
+  EXPECT_EQ(comm.use_count(), 1);  // not kept by a failed call
+}
+
+TEST_F(MemoryTest, WithoutModuleEveryCallIsADriverErrorAndChangesNothing) {
+  if (HaveModule()) {
+    GTEST_SKIP() << hzc_device_path() << " exists: the guest tests cover this path";
+  }
+  auto comm = MakeComm({"server-a"});
+  const std::string cannot_open = std::string("cannot open ") + hzc_device_path();
+  for (Status st : {SetRange(handle_, *comm, va(), kPage), UnsetRange(va()), Deactivate(va())}) {
+    EXPECT_EQ(st.code(), HCCL_E_DRV);
+    EXPECT_THAT(st.message(), HasSubstr(cannot_open));
+  }
+  EXPECT_FALSE(comm->linked());
+}
+
+}  // namespace
+}  // namespace hzc::memory

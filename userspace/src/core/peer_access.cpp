@@ -1,0 +1,100 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "core/peer_access.h"
+
+#include "core/activation_cookie.h"
+#include "verbs/links.h"
+
+namespace hzc {
+
+namespace {
+
+// @comm's peer memory, or why there is none yet.
+Expected<PeerMemory *> Linked(HcclComm handle, const Communicator &comm) {
+  PeerMemory *peers = comm.peer_memory();
+  if (peers == nullptr) {
+    return Error(HCCL_E_UNAVAIL,
+                 "comm={}: no links yet (the first HcclCommSetMemoryRange makes them)", handle);
+  }
+  return peers;
+}
+
+// The rkey of the block of @rank containing [peer_va, peer_va + size), registered by that rank
+// on @comm.
+Expected<uint32_t> PeerKey(HcclComm handle, const Communicator &comm, PeerMemory &peers,
+                           uint32_t rank, uintptr_t peer_va, size_t size) {
+  auto block = peers.Activation(rank, peer_va, size);
+  if (!block.ok()) {
+    return block.status();
+  }
+  const auto *va = reinterpret_cast<const void *>(peer_va);
+  uint32_t rkey = 0;
+  switch (ActivationCookie::Decode(block->cookie, comm.CookieTag(rank), &rkey)) {
+    case ActivationCookie::Match::kNone:
+      return Error(HCCL_E_PARA,
+                   "peer_va={}: the block [{:#x}, +{:#x}) of rank {} has no RDMA registration "
+                   "(it was activated through a communicator without RDMA links)",
+                   va, block->va, block->size, rank);
+    case ActivationCookie::Match::kOther:
+      return Error(HCCL_E_PARA,
+                   "peer_va={}: the block [{:#x}, +{:#x}) was not activated by rank {} on "
+                   "comm={} (but through another communicator, or by another rank of that "
+                   "process); RDMA reaches only memory activated on the same communicator",
+                   va, block->va, block->size, rank, handle);
+    case ActivationCookie::Match::kOk:
+      break;
+  }
+  return rkey;
+}
+
+}  // namespace
+
+Expected<void *> PeerPointer(HcclComm handle, const Communicator &comm, uint32_t rank,
+                             uintptr_t peer_va, size_t size) {
+  auto peers = Linked(handle, comm);
+  if (!peers.ok()) {
+    return peers.status();
+  }
+  return (*peers)->Translate(rank, peer_va, size);
+}
+
+Expected<std::vector<PeerBlock>> PeerBlocks(HcclComm handle, const Communicator &comm,
+                                            uint32_t rank) {
+  auto peers = Linked(handle, comm);
+  if (!peers.ok()) {
+    return peers.status();
+  }
+  return (*peers)->Blocks(rank);
+}
+
+Status Transfer(HcclComm handle, Communicator &comm, uint32_t rank, void *local, uintptr_t peer_va,
+                size_t size, bool write) {
+  if (rank >= comm.size()) {
+    return Error(HCCL_E_PARA, "rank={}: comm={} has {} ranks", rank, handle, comm.size());
+  }
+  if (rank == comm.rank()) {
+    return Error(HCCL_E_PARA, "rank={}: the caller's own rank; RDMA needs another rank", rank);
+  }
+  auto peers = Linked(handle, comm);
+  if (!peers.ok()) {
+    return peers.status();
+  }
+  verbs::Links *links = comm.links();
+  if (links == nullptr) {
+    return Error(HCCL_E_UNAVAIL,
+                 "comm={}: its links are kernel-only (some rank has no RDMA device)", handle);
+  }
+  const auto mr = comm.FindMemory(local, size);
+  if (mr == nullptr) {
+    return Error(HCCL_E_PARA,
+                 "local={} size={:#x}: not inside one block this process activated on comm={}",
+                 local, size, handle);
+  }
+  auto rkey = PeerKey(handle, comm, **peers, rank, peer_va, size);
+  if (!rkey.ok()) {
+    return rkey.status();
+  }
+  return write ? links->Write(rank, *mr, local, size, peer_va, *rkey)
+               : links->Read(rank, *mr, local, size, peer_va, *rkey);
+}
+
+}  // namespace hzc
