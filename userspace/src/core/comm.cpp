@@ -193,39 +193,25 @@ Status Communicator::EstablishLinks(const std::shared_ptr<Device> &device,
   // Every rank has arrived. The RDMA link setup that follows is work every rank does at once
   // (device, queue pairs, two board rounds); it gets a full timeout of its own, so that a rank
   // arriving just in time does not leave the ranks that waited for it without time for it.
-  std::unique_ptr<verbs::Links> links;
-  if (!device->activation_cookies()) {
-    // Peers could not learn the keys of our memory regions. Every rank of the domain runs on
-    // this kernel, so they all decide alike.
-    static std::once_flag once;
-    std::call_once(once, [&] {
-      LogInfo(
-          "link establishment: {} stores no activation cookies (an older hzc.ko): links are "
-          "kernel-only",
-          device->path());
-    });
-  } else {
-    verbs::LinkOptions options = verbs::LinkOptions::FromEnvironment();
-    options.timeout = std::chrono::duration_cast<milliseconds>(timeout);
-    const verbs::BoardRef board{
-        .fd = device->fd(), .domain = domain, .rank = rank_, .nranks = size()};
-    auto made = verbs::Links::Establish(board, options);
-    if (!made.ok()) {
-      leave();  // Establish released what it made
-      const Status &failed = made.status();
-      if (failed.code() == HCCL_E_TIMEOUT) {
-        return Error(HCCL_E_TIMEOUT,
-                     "link establishment: {} (HCCL_CONNECT_TIMEOUT={}s after every rank had "
-                     "called HcclCommSetMemoryRange)",
-                     failed.message(), timeout.count());
-      }
-      return Error(failed.code(), "link establishment: {}", failed.message());
+  verbs::LinkOptions options = verbs::LinkOptions::FromEnvironment();
+  options.timeout = std::chrono::duration_cast<milliseconds>(timeout);
+  const verbs::BoardRef board{
+      .fd = device->fd(), .domain = domain, .rank = rank_, .nranks = size()};
+  auto links = verbs::Links::Establish(board, options);
+  if (!links.ok()) {
+    leave();  // Establish released what it made
+    const Status &failed = links.status();
+    if (failed.code() == HCCL_E_TIMEOUT) {
+      return Error(HCCL_E_TIMEOUT,
+                   "link establishment: {} (HCCL_CONNECT_TIMEOUT={}s after every rank had "
+                   "called HcclCommSetMemoryRange)",
+                   failed.message(), timeout.count());
     }
-    links = std::move(*made);
+    return Error(failed.code(), "link establishment: {}", failed.message());
   }
   device_ = device;
   peer_memory_ = std::make_unique<PeerMemory>(device, domain, rank_, std::move(cards));
-  links_ = std::move(links);
+  links_ = std::move(*links);
   LogDebug("link establishment: rank {} of {} linked ({})", rank_, size(),
            links_
                ? fmt::format("rdma on {} port {}", links_->port().device, links_->port().port_num)
