@@ -111,6 +111,61 @@ std::shared_ptr<const verbs::MemoryRegion> Communicator::FindMemory(const void *
   return it->second->Contains(p, len) ? it->second : nullptr;
 }
 
+Status Communicator::WaitForCards(const Device &device, const Device::DomainId &domain,
+                                  std::chrono::steady_clock::time_point deadline,
+                                  std::chrono::seconds timeout,
+                                  std::vector<RankCard> *cards) const {
+  // Wait in slices, so that the ranks still missing are known if the domain breaks: a rank
+  // whose timeout ran out a little earlier gives up waiting for them and leaves, which breaks
+  // the domain for the others; they report the same timeout, not a failed peer.
+  using std::chrono::milliseconds;
+  constexpr milliseconds kSlice{200};
+  std::vector<uint32_t> missing, missing_now;
+  Status st;
+  for (;;) {
+    const auto left =
+        std::chrono::duration_cast<milliseconds>(deadline - std::chrono::steady_clock::now());
+    const auto wait = std::clamp(left, milliseconds(0), kSlice);
+    st = device.BoardWait(domain, rank_, size(), 0, static_cast<uint32_t>(wait.count()),
+                          &missing_now, cards->data(), sizeof(RankCard));
+    if (st.code() != HCCL_E_TIMEOUT) {
+      break;
+    }
+    missing = missing_now;
+    if (left <= kSlice) {
+      break;
+    }
+  }
+  if (!st.ok()) {
+    std::string list;
+    for (uint32_t r : missing) {
+      list += (list.empty() ? "" : ",") + std::to_string(r);
+    }
+    if (st.code() == HCCL_E_TIMEOUT) {
+      return Error(HCCL_E_TIMEOUT,
+                   "link establishment: rank(s) {} of {} did not call HcclCommSetMemoryRange "
+                   "within HCCL_CONNECT_TIMEOUT={}s",
+                   list, size(), timeout.count());
+    }
+    if (st.code() == HCCL_E_REMOTE && !missing.empty()) {
+      return Error(HCCL_E_TIMEOUT,
+                   "link establishment: rank(s) {} of {} did not call HcclCommSetMemoryRange "
+                   "within HCCL_CONNECT_TIMEOUT={}s (another rank gave up waiting and left)",
+                   list, size(), timeout.count());
+    }
+    if (st.code() == HCCL_E_REMOTE) {
+      return Error(HCCL_E_REMOTE, "link establishment: a peer left or died ({})", st.message());
+    }
+    return st;
+  }
+  for (uint32_t r = 0; r < size(); ++r) {
+    if ((*cards)[r].magic != RankCard::kMagic) {
+      return Error(HCCL_E_INTERNAL, "link establishment: rank {} published no valid card", r);
+    }
+  }
+  return Status::Ok();
+}
+
 Status Communicator::EstablishLinks(const std::shared_ptr<Device> &device,
                                     std::chrono::seconds timeout) {
   std::lock_guard lock(mutex_);
@@ -138,57 +193,11 @@ Status Communicator::EstablishLinks(const std::shared_ptr<Device> &device,
     leave();
     return st;
   }
-  // Wait in slices, so that the ranks still missing are known if the domain breaks: a rank
-  // whose timeout ran out a little earlier gives up waiting for them and leaves, which breaks
-  // the domain for the others; they report the same timeout, not a failed peer.
   using std::chrono::milliseconds;
-  constexpr milliseconds kSlice{200};
-  const auto deadline = start + timeout;
-  std::vector<uint32_t> missing, missing_now;
   std::vector<RankCard> cards(size());
-  Status st;
-  for (;;) {
-    const auto left =
-        std::chrono::duration_cast<milliseconds>(deadline - std::chrono::steady_clock::now());
-    const auto wait = std::clamp(left, milliseconds(0), kSlice);
-    st = device->BoardWait(domain, rank_, size(), 0, static_cast<uint32_t>(wait.count()),
-                           &missing_now, cards.data(), sizeof(RankCard));
-    if (st.code() != HCCL_E_TIMEOUT) {
-      break;
-    }
-    missing = missing_now;
-    if (left <= kSlice) {
-      break;
-    }
-  }
-  if (!st.ok()) {
+  if (Status st = WaitForCards(*device, domain, start + timeout, timeout, &cards); !st.ok()) {
     leave();
-    std::string list;
-    for (uint32_t r : missing) {
-      list += (list.empty() ? "" : ",") + std::to_string(r);
-    }
-    if (st.code() == HCCL_E_TIMEOUT) {
-      return Error(HCCL_E_TIMEOUT,
-                   "link establishment: rank(s) {} of {} did not call HcclCommSetMemoryRange "
-                   "within HCCL_CONNECT_TIMEOUT={}s",
-                   list, size(), timeout.count());
-    }
-    if (st.code() == HCCL_E_REMOTE && !missing.empty()) {
-      return Error(HCCL_E_TIMEOUT,
-                   "link establishment: rank(s) {} of {} did not call HcclCommSetMemoryRange "
-                   "within HCCL_CONNECT_TIMEOUT={}s (another rank gave up waiting and left)",
-                   list, size(), timeout.count());
-    }
-    if (st.code() == HCCL_E_REMOTE) {
-      return Error(HCCL_E_REMOTE, "link establishment: a peer left or died ({})", st.message());
-    }
     return st;
-  }
-  for (uint32_t r = 0; r < size(); ++r) {
-    if (cards[r].magic != RankCard::kMagic) {
-      leave();
-      return Error(HCCL_E_INTERNAL, "link establishment: rank {} published no valid card", r);
-    }
   }
   // Every rank has arrived. The RDMA link setup that follows is work every rank does at once
   // (device, queue pairs, two board rounds); it gets a full timeout of its own, so that a rank

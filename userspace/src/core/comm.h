@@ -77,6 +77,11 @@ class Communicator {
   const uint32_t rank_;
   const std::vector<bootstrap::Peer> ranks_;
   Device::DomainId DomainId() const;
+  // The wait of EstablishLinks for every rank's card (board key 0) until @deadline; the
+  // timeout and broken-domain errors name the ranks still missing and @timeout.
+  Status WaitForCards(const Device &device, const Device::DomainId &domain,
+                      std::chrono::steady_clock::time_point deadline, std::chrono::seconds timeout,
+                      std::vector<RankCard> *cards) const;
 
   std::unique_ptr<CollState> coll_state_;
 
