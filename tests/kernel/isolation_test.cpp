@@ -17,6 +17,7 @@
 #include <sys/wait.h>
 
 #include <atomic>
+#include <memory>
 #include <thread>
 #include <tuple>
 #include <utility>
@@ -729,6 +730,28 @@ int GrantPeer(const Channel &c, const std::vector<DomainId> &ids, bool read_only
   return 0;
 }
 
+// A (GrantOwner) and B (GrantPeer) of `ids`, both nobody.
+struct GrantPair {
+  std::unique_ptr<UserProcess> a, b;
+  // Tells both to exit; they must have ended cleanly.
+  void End() {
+    Put(*a, kCmdExit);
+    Put(*b, kCmdExit);
+    EXPECT_EQ(a->Wait(), "");
+    EXPECT_EQ(b->Wait(), "");
+  }
+};
+
+// Starts the pair, each past its set-up (use with ASSERT_NO_FATAL_FAILURE).
+void StartGrantPair(const std::vector<DomainId> &ids, GrantPair *pair, bool read_only = false) {
+  pair->a = std::make_unique<UserProcess>(As(kNobody),
+                                          [ids](const Channel &c) { return GrantOwner(c, ids); });
+  ASSERT_EQ(Take(*pair->a), 0u) << "A set-up step";
+  pair->b = std::make_unique<UserProcess>(
+      As(kNobody), [ids, read_only](const Channel &c) { return GrantPeer(c, ids, read_only); });
+  ASSERT_EQ(Take(*pair->b), 0u) << "B set-up step";
+}
+
 // The byte B reads through its peer mapping (signal, value).
 std::pair<uint64_t, uint64_t> ProbePeer(UserProcess &peer, uint64_t page = 3) {
   Put(peer, kCmdProbe);
@@ -751,10 +774,9 @@ uint64_t Command(UserProcess &p, uint64_t cmd, uint64_t arg) {
 // EPERM.
 TEST_F(IsolationTest, GrantDiesWithTheDomain) {
   const std::vector<DomainId> ids = {NewDomainId()};
-  UserProcess a(As(kNobody), [&](const Channel &c) { return GrantOwner(c, ids); });
-  ASSERT_EQ(Take(a), 0u) << "A set-up step";
-  UserProcess b(As(kNobody), [&](const Channel &c) { return GrantPeer(c, ids); });
-  ASSERT_EQ(Take(b), 0u) << "B set-up step";
+  GrantPair pair;
+  ASSERT_NO_FATAL_FAILURE(StartGrantPair(ids, &pair));
+  UserProcess &a = *pair.a, &b = *pair.b;
   Put(b, kCmdSplit);
   ASSERT_EQ(Take(b), 0u) << "B splits its mapping";
   const uint64_t pages[] = {0, 3, kGrantPages - 1};  // in the first and the last VMA
@@ -779,10 +801,7 @@ TEST_F(IsolationTest, GrantDiesWithTheDomain) {
   EXPECT_EQ(Take(b), static_cast<uint64_t>(EPERM)) << "B's new mmap of A's range";
 
   EXPECT_EQ(Command(b, kCmdLeave, 0), 0u) << "B leaves the broken domain";
-  Put(a, kCmdExit);
-  Put(b, kCmdExit);
-  EXPECT_EQ(a.Wait(), "");
-  EXPECT_EQ(b.Wait(), "");
+  pair.End();
 }
 
 // Attack: B maps A's range under domain 1, which breaks while B does not touch the
@@ -792,10 +811,9 @@ TEST_F(IsolationTest, GrantDiesWithTheDomain) {
 // (allowed by domain 2) works.
 TEST_F(IsolationTest, GrantStaysDeadWhenTheTwoShareANewDomain) {
   const std::vector<DomainId> ids = {NewDomainId()};
-  UserProcess a(As(kNobody), [&](const Channel &c) { return GrantOwner(c, ids); });
-  ASSERT_EQ(Take(a), 0u) << "A set-up step";
-  UserProcess b(As(kNobody), [&](const Channel &c) { return GrantPeer(c, ids); });
-  ASSERT_EQ(Take(b), 0u) << "B set-up step";
+  GrantPair pair;
+  ASSERT_NO_FATAL_FAILURE(StartGrantPair(ids, &pair));
+  UserProcess &a = *pair.a, &b = *pair.b;
   ASSERT_EQ(ProbePeer(b), std::make_pair(uint64_t{0}, uint64_t{kMarker1}))
       << "premise: B reads A's marker";
 
@@ -813,10 +831,7 @@ TEST_F(IsolationTest, GrantStaysDeadWhenTheTwoShareANewDomain) {
   EXPECT_EQ(Take(b), 0u) << "domain 2 allows a new mmap";
 
   EXPECT_EQ(Command(b, kCmdLeave, 0), 0u) << "B leaves broken domain 1";
-  Put(a, kCmdExit);
-  Put(b, kCmdExit);
-  EXPECT_EQ(a.Wait(), "");
-  EXPECT_EQ(b.Wait(), "");
+  pair.End();
 }
 
 // Attack (the other side of the same rule): A and B share two domains; breaking one of them
@@ -825,10 +840,9 @@ TEST_F(IsolationTest, GrantStaysDeadWhenTheTwoShareANewDomain) {
 // domain 2, the mapping is SIGBUS and a new mmap is EPERM.
 TEST_F(IsolationTest, GrantLivesWhileAnySharedDomainLives) {
   const std::vector<DomainId> ids = {NewDomainId(), NewDomainId()};
-  UserProcess a(As(kNobody), [&](const Channel &c) { return GrantOwner(c, ids); });
-  ASSERT_EQ(Take(a), 0u) << "A set-up step";
-  UserProcess b(As(kNobody), [&](const Channel &c) { return GrantPeer(c, ids); });
-  ASSERT_EQ(Take(b), 0u) << "B set-up step";
+  GrantPair pair;
+  ASSERT_NO_FATAL_FAILURE(StartGrantPair(ids, &pair));
+  UserProcess &a = *pair.a, &b = *pair.b;
   ASSERT_EQ(ProbePeer(b), std::make_pair(uint64_t{0}, uint64_t{kMarker1}))
       << "premise: B reads A's marker";
 
@@ -846,10 +860,7 @@ TEST_F(IsolationTest, GrantLivesWhileAnySharedDomainLives) {
 
   EXPECT_EQ(Command(a, kCmdLeave, 0), 0u) << "A leaves broken domain 1";
   EXPECT_EQ(Command(b, kCmdLeave, 1), 0u) << "B leaves broken domain 2";
-  Put(a, kCmdExit);
-  Put(b, kCmdExit);
-  EXPECT_EQ(a.Wait(), "");
-  EXPECT_EQ(b.Wait(), "");
+  pair.End();
 }
 
 // ---------------------------------------------------------------------------------------
@@ -1197,10 +1208,9 @@ TEST_F(IsolationTest, UnregisterDuringStalledActivateLeavesNothingPinned) {
 // activated new memory at the same address.
 TEST_F(IsolationTest, ProcMemReadsPeerMapping) {
   const std::vector<DomainId> ids = {NewDomainId()};
-  UserProcess a(As(kNobody), [&](const Channel &c) { return GrantOwner(c, ids); });
-  ASSERT_EQ(Take(a), 0u) << "A set-up step";
-  UserProcess b(As(kNobody), [&](const Channel &c) { return GrantPeer(c, ids, true); });
-  ASSERT_EQ(Take(b), 0u) << "B set-up step";
+  GrantPair pair;
+  ASSERT_NO_FATAL_FAILURE(StartGrantPair(ids, &pair, true));
+  UserProcess &a = *pair.a, &b = *pair.b;
   // pread of two pages at B's mapping: (result or -errno, bytes equal to `marker`).
   auto proc_mem_read = [&](char marker) {
     Put(b, kCmdProcMem);
@@ -1228,10 +1238,7 @@ TEST_F(IsolationTest, ProcMemReadsPeerMapping) {
   EXPECT_EQ(seen, 0u) << "bytes of A's new memory read through /proc/self/mem";
 
   EXPECT_EQ(Command(b, kCmdLeave, 0), 0u);
-  Put(a, kCmdExit);
-  Put(b, kCmdExit);
-  EXPECT_EQ(a.Wait(), "");
-  EXPECT_EQ(b.Wait(), "");
+  pair.End();
 }
 
 // ---------------------------------------------------------------------------------------
