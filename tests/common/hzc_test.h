@@ -21,7 +21,7 @@
 
 namespace hzc::test {
 
-// A POSIX regular expression of the prefix of the library's log lines (core/log.h), up to and
+// A POSIX regular expression of the prefix of the library's log lines (base/log.h), up to and
 // including "hzc ": "host:pid:tid [rank] hzc " with rank a number or "-".
 inline constexpr const char *kLogPrefixRe = "[^ :]+:[0-9]+:[0-9]+ \\[(-|[0-9]+)\\] hzc ";
 

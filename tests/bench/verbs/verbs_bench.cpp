@@ -28,8 +28,8 @@
 #include <string>
 #include <vector>
 
-#include "core/errno_string.h"
-#include "core/unique_fd.h"
+#include "base/errno_string.h"
+#include "base/unique_fd.h"
 #include "verbs/board.h"
 #include "verbs/links.h"
 

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "core/config.h"
+#include "base/config.h"
 #include "hzc_test.h"
 #include "verbs/links.h"
 #include "verbs/port.h"

@@ -26,8 +26,8 @@
 #include <string>
 #include <vector>
 
-#include "core/errno_string.h"
-#include "core/unique_fd.h"
+#include "base/errno_string.h"
+#include "base/unique_fd.h"
 #include "rdma_tool.h"
 #include "verbs/board.h"
 

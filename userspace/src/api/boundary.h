@@ -10,8 +10,8 @@
 #include <exception>
 #include <new>
 
-#include "core/log.h"
-#include "core/status.h"
+#include "base/log.h"
+#include "base/status.h"
 
 namespace hzc::api {
 

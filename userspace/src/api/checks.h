@@ -18,7 +18,7 @@
 
 #include "api/boundary.h"
 #include "core/comm.h"
-#include "core/status.h"
+#include "base/status.h"
 
 namespace hzc::api {
 

@@ -11,7 +11,7 @@
 #include "api/boundary.h"
 #include "api/checks.h"
 #include "core/comm.h"
-#include "core/config.h"
+#include "base/config.h"
 #include "core/peer_access.h"
 #include "device/device.h"
 #include "verbs/links.h"

@@ -6,7 +6,7 @@
 #include <climits>
 #include <fstream>
 
-#include "core/config.h"
+#include "base/config.h"
 
 namespace hzc::bootstrap {
 

@@ -11,8 +11,8 @@
 #include <set>
 #include <sstream>
 
-#include "core/config.h"
-#include "core/errno_string.h"
+#include "base/config.h"
+#include "base/errno_string.h"
 
 namespace hzc::bootstrap {
 

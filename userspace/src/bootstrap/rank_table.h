@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "bootstrap/root_info.h"
-#include "core/status.h"
+#include "base/status.h"
 
 namespace hzc::bootstrap {
 

@@ -15,9 +15,9 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
-#include "core/errno_string.h"
-#include "core/log.h"
-#include "core/unique_fd.h"
+#include "base/errno_string.h"
+#include "base/log.h"
+#include "base/unique_fd.h"
 
 namespace hzc::bootstrap {
 

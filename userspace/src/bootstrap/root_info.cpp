@@ -7,7 +7,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include "core/errno_string.h"
+#include "base/errno_string.h"
 
 namespace hzc::bootstrap {
 

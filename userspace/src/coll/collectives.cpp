@@ -14,8 +14,8 @@
 #include "coll/control.h"
 #include "coll/reduce.h"
 #include "coll/zero_copy.h"
-#include "core/config.h"
-#include "core/log.h"
+#include "base/config.h"
+#include "base/log.h"
 
 namespace hzc::coll {
 

@@ -21,7 +21,7 @@
 #include <cstdint>
 
 #include "core/comm.h"
-#include "core/status.h"
+#include "base/status.h"
 
 namespace hzc::coll {
 

@@ -16,8 +16,8 @@
 #include <new>
 #include <thread>
 
-#include "core/errno_string.h"
-#include "core/log.h"
+#include "base/errno_string.h"
+#include "base/log.h"
 
 namespace hzc::coll {
 

@@ -15,7 +15,7 @@
 
 #include <cstddef>
 
-#include "core/status.h"
+#include "base/status.h"
 
 namespace hzc::coll {
 

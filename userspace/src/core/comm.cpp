@@ -2,7 +2,7 @@
 #include "core/comm.h"
 
 #include "core/activation_cookie.h"
-#include "core/log.h"
+#include "base/log.h"
 
 #include <unistd.h>
 

@@ -15,7 +15,7 @@
 #include "bootstrap/rendezvous.h"
 #include "bootstrap/root_info.h"
 #include "core/peer_memory.h"
-#include "core/status.h"
+#include "base/status.h"
 #include "device/device.h"
 #include "verbs/links.h"
 

@@ -12,8 +12,8 @@
 #include "bootstrap/rendezvous.h"
 #include "bootstrap/root_info.h"
 #include "core/comm.h"
-#include "core/config.h"
-#include "core/log.h"
+#include "base/config.h"
+#include "base/log.h"
 
 namespace hzc {
 

@@ -8,7 +8,7 @@
 
 #include <cstdint>
 
-#include "core/status.h"
+#include "base/status.h"
 
 namespace hzc {
 

@@ -12,8 +12,8 @@
 #include <cerrno>
 #include <mutex>
 
-#include "core/errno_string.h"
-#include "core/log.h"
+#include "base/errno_string.h"
+#include "base/log.h"
 
 namespace hzc {
 

@@ -11,8 +11,8 @@
 #include <cstdint>
 #include <memory>
 
-#include "core/status.h"
-#include "core/unique_fd.h"
+#include "base/status.h"
+#include "base/unique_fd.h"
 
 namespace hzc {
 

@@ -3,10 +3,10 @@
 
 #include <string>
 
-#include "core/config.h"
+#include "base/config.h"
 #include "core/generation.h"
 #include "core/range_registry.h"
-#include "core/rollback.h"
+#include "base/rollback.h"
 #include "device/device.h"
 #include "runtime/vmm.h"
 

@@ -3,7 +3,7 @@
 // process's range registry (core/range_registry.h), the ranges and activations in hzc.ko, the
 // RDMA registration of activated memory with the communicator it was activated through, and
 // the generation bump that tells peers their cached view is stale. Each call does all of its
-// steps or, on failure, undoes those it made (core/rollback.h): a failed call changes nothing.
+// steps or, on failure, undoes those it made (base/rollback.h): a failed call changes nothing.
 //
 // @handle is the communicator's handle, named in messages; @comm is the live communicator
 // behind it.
@@ -16,7 +16,7 @@
 #include <memory>
 
 #include "core/comm.h"
-#include "core/status.h"
+#include "base/status.h"
 
 namespace hzc::memory {
 

@@ -14,7 +14,7 @@
 
 #include "core/comm.h"
 #include "core/peer_memory.h"
-#include "core/status.h"
+#include "base/status.h"
 
 namespace hzc {
 

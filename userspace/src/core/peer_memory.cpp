@@ -6,7 +6,7 @@
 
 #include <algorithm>
 
-#include "core/log.h"
+#include "base/log.h"
 
 namespace hzc {
 

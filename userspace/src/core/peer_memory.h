@@ -31,7 +31,7 @@
 #include <vector>
 
 #include "core/generation.h"
-#include "core/status.h"
+#include "base/status.h"
 #include "device/device.h"
 
 namespace hzc {

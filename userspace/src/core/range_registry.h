@@ -11,7 +11,7 @@
 #include <memory>
 #include <mutex>
 
-#include "core/status.h"
+#include "base/status.h"
 
 namespace hzc {
 

@@ -10,9 +10,9 @@
 #include <cstddef>
 #include <mutex>
 
-#include "core/config.h"
-#include "core/errno_string.h"
-#include "core/log.h"
+#include "base/config.h"
+#include "base/errno_string.h"
+#include "base/log.h"
 
 namespace hzc {
 

@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "core/status.h"
-#include "core/unique_fd.h"
+#include "base/status.h"
+#include "base/unique_fd.h"
 
 namespace hzc {
 

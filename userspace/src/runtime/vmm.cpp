@@ -12,9 +12,9 @@
 #include <memory>
 #include <mutex>
 
-#include "core/errno_string.h"
-#include "core/log.h"
-#include "core/unique_fd.h"
+#include "base/errno_string.h"
+#include "base/log.h"
+#include "base/unique_fd.h"
 
 namespace hzc::runtime {
 

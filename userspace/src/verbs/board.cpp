@@ -8,7 +8,7 @@
 #include <cerrno>
 #include <string>
 
-#include "core/errno_string.h"
+#include "base/errno_string.h"
 
 namespace hzc::verbs {
 

@@ -3,8 +3,8 @@
 
 #include <cerrno>
 
-#include "core/errno_string.h"
-#include "core/log.h"
+#include "base/errno_string.h"
+#include "base/log.h"
 
 namespace hzc::verbs {
 

@@ -10,7 +10,7 @@
 #include <string_view>
 #include <utility>
 
-#include "core/status.h"
+#include "base/status.h"
 
 namespace hzc::verbs {
 

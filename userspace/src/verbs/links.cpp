@@ -15,9 +15,9 @@
 #include <unordered_map>
 #include <utility>
 
-#include "core/config.h"
-#include "core/errno_string.h"
-#include "core/log.h"
+#include "base/config.h"
+#include "base/errno_string.h"
+#include "base/log.h"
 
 namespace hzc::verbs {
 

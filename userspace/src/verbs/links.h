@@ -25,8 +25,8 @@
 #include <string>
 #include <vector>
 
-#include "core/config.h"
-#include "core/status.h"
+#include "base/config.h"
+#include "base/status.h"
 #include "verbs/board.h"
 #include "verbs/ibv.h"
 #include "verbs/port.h"

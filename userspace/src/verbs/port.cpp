@@ -8,8 +8,8 @@
 #include <cstring>
 #include <vector>
 
-#include "core/errno_string.h"
-#include "core/log.h"
+#include "base/errno_string.h"
+#include "base/log.h"
 
 namespace hzc::verbs {
 

@@ -11,7 +11,7 @@
 #include <string>
 #include <string_view>
 
-#include "core/status.h"
+#include "base/status.h"
 #include "verbs/ibv.h"
 
 namespace hzc::verbs {

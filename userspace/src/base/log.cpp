@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-#include "core/log.h"
+#include "base/log.h"
 
 #include <fcntl.h>
 #include <spdlog/sinks/base_sink.h>

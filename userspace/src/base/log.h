@@ -18,7 +18,7 @@
 #include <string_view>
 #include <utility>
 
-#include "core/config.h"
+#include "base/config.h"
 
 namespace hzc {
 

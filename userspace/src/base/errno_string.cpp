@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-#include "core/errno_string.h"
+#include "base/errno_string.h"
 
 #include <cstring>
 

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-#include "core/rollback.h"
+#include "base/rollback.h"
 
 #include <new>
 #include <string>

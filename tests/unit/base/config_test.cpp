@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-#include "core/config.h"
+#include "base/config.h"
 
 #include <filesystem>
 #include <fstream>
@@ -118,7 +118,7 @@ TEST_F(ConfigTest, EveryVariableReadIsDumpedAndDocumented) {
          ++it) {
       read.insert((*it)[2]);
       EXPECT_EQ((*it)[1], "getenv_fn")
-          << e.path() << " reads " << (*it)[2] << " itself: read it in core/config.cpp";
+          << e.path() << " reads " << (*it)[2] << " itself: read it in base/config.cpp";
     }
   }
   EXPECT_GE(read.size(), 10U);

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-#include "core/config.h"
+#include "base/config.h"
 
 #include <fmt/format.h>
 

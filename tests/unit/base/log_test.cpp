@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // The log format (NCCL_DEBUG's prefix), HZC_LOG levels and HZC_LOG_FILE. The environment is read
 // once per process, so the cases that depend on it run in fresh processes (death tests).
-#include "core/log.h"
+#include "base/log.h"
 
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -115,7 +115,7 @@ TEST_F(LogDeathTest, DebugShowsEverythingAndTheConfig) {
               "INFO i-line\n(.|\n)*DEBUG d-line\n");
 }
 
-// The INFO dump names every variable, including the ones read outside core/ before.
+// The INFO dump names every variable, including the ones read outside base/ before.
 TEST_F(LogDeathTest, InfoDumpsEveryVariable) {
   EXPECT_EXIT(LogAllAndExit("INFO"), testing::ExitedWithCode(0),
               "INFO config: HZC_LOG_FILE=\\(stderr\\)\n(.|\n)*"
