@@ -18,6 +18,7 @@
 #include "base/errno_string.h"
 #include "base/log.h"
 #include "base/unique_fd.h"
+#include "bootstrap/wait_fd.h"
 
 namespace hzc::bootstrap {
 
@@ -28,75 +29,38 @@ using json = nlohmann::json;
 
 constexpr uint32_t kMaxMessage = 1U << 20;
 
-int RemainingMs(Clock::time_point deadline) {
-  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-  return left.count() <= 0 ? 0 : static_cast<int>(std::min<int64_t>(left.count(), INT32_MAX));
-}
-
-// Wait for @events on @fd until @deadline: true if ready.
-Expected<bool> WaitFd(int fd, short events, Clock::time_point deadline) {
-  for (;;) {
-    pollfd p{.fd = fd, .events = events, .revents = 0};
-    const int n = poll(&p, 1, RemainingMs(deadline));
-    if (n > 0) {
-      return true;
-    }
-    if (n == 0) {
-      return false;
-    }
-    if (errno != EINTR) {
-      return Error(HCCL_E_SYSCALL, "poll failed: {}", ErrnoString(errno));
-    }
-  }
-}
-
-Status SendAll(int fd, const void *data, size_t len, Clock::time_point deadline) {
-  const auto *p = static_cast<const char *>(data);
+// Send (@out) or receive @len bytes at @p, waiting for the socket until @deadline.
+Status Stream(int fd, char *p, size_t len, Clock::time_point deadline, bool out) {
   while (len > 0) {
-    auto ready = WaitFd(fd, POLLOUT, deadline);
+    auto ready = WaitFd(fd, out ? POLLOUT : POLLIN, deadline);
     if (!ready.ok()) {
       return ready.status();
     }
     if (!*ready) {
-      return Error(HCCL_E_TIMEOUT, "timed out sending to peer");
+      return Error(HCCL_E_TIMEOUT, "timed out {}", out ? "sending to peer" : "waiting for peer");
     }
-    const ssize_t n = send(fd, p, len, MSG_NOSIGNAL);
-    if (n < 0) {
-      if (errno == EINTR || errno == EAGAIN) {
-        continue;
-      }
-      return Error(HCCL_E_TCP_TRANSFER, "send failed: {}", ErrnoString(errno));
-    }
-    p += n;
-    len -= static_cast<size_t>(n);
-  }
-  return Status::Ok();
-}
-
-Status RecvAll(int fd, void *data, size_t len, Clock::time_point deadline) {
-  auto *p = static_cast<char *>(data);
-  while (len > 0) {
-    auto ready = WaitFd(fd, POLLIN, deadline);
-    if (!ready.ok()) {
-      return ready.status();
-    }
-    if (!*ready) {
-      return Error(HCCL_E_TIMEOUT, "timed out waiting for peer");
-    }
-    const ssize_t n = recv(fd, p, len, 0);
-    if (n == 0) {
+    const ssize_t n = out ? send(fd, p, len, MSG_NOSIGNAL) : recv(fd, p, len, 0);
+    if (n == 0 && !out) {
       return Error(HCCL_E_TCP_TRANSFER, "peer closed the connection");
     }
     if (n < 0) {
       if (errno == EINTR || errno == EAGAIN) {
         continue;
       }
-      return Error(HCCL_E_TCP_TRANSFER, "recv failed: {}", ErrnoString(errno));
+      return Error(HCCL_E_TCP_TRANSFER, "{} failed: {}", out ? "send" : "recv", ErrnoString(errno));
     }
     p += n;
     len -= static_cast<size_t>(n);
   }
   return Status::Ok();
+}
+
+Status SendAll(int fd, const void *data, size_t len, Clock::time_point deadline) {
+  return Stream(fd, const_cast<char *>(static_cast<const char *>(data)), len, deadline, true);
+}
+
+Status RecvAll(int fd, void *data, size_t len, Clock::time_point deadline) {
+  return Stream(fd, static_cast<char *>(data), len, deadline, false);
 }
 
 Status SendJson(int fd, const json &msg, Clock::time_point deadline) {
