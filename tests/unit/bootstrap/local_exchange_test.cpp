@@ -1,0 +1,101 @@
+// SPDX-License-Identifier: Apache-2.0
+// The hand-off of a descriptor from rank 0 to the other ranks, with ranks as threads.
+#include "bootstrap/local_exchange.h"
+
+#include <sys/mman.h>
+#include <sys/stat.h>
+
+#include <future>
+#include <string>
+#include <vector>
+
+#include "hzc_test.h"
+
+namespace hzc::bootstrap {
+namespace {
+
+using std::chrono::milliseconds;
+using ::testing::HasSubstr;
+
+ino_t Inode(int fd) {
+  struct stat st {};
+  return fstat(fd, &st) == 0 ? st.st_ino : 0;
+}
+
+class LocalExchangeTest : public test::Test {
+ protected:
+  LocalExchange Exchange(uint32_t rank, uint32_t nranks, milliseconds timeout) const {
+    return LocalExchange{.name = name_,
+                         .rank = rank,
+                         .nranks = nranks,
+                         .deadline = std::chrono::steady_clock::now() + timeout};
+  }
+  // Ranks @ranks of @nranks take the descriptor concurrently.
+  std::vector<std::future<Expected<HandedDescriptor>>> Take(std::vector<uint32_t> ranks,
+                                                            uint32_t nranks) {
+    std::vector<std::future<Expected<HandedDescriptor>>> out;
+    for (uint32_t r : ranks) {
+      out.push_back(std::async(std::launch::async, [this, r, nranks] {
+        return TakeDescriptor(Exchange(r, nranks, milliseconds(5000)));
+      }));
+    }
+    return out;
+  }
+
+  const std::string name_ = "hzc-test-exchange-" + std::to_string(getpid()) + "-" +
+                            ::testing::UnitTest::GetInstance()->current_test_info()->name();
+};
+
+TEST_F(LocalExchangeTest, EveryRankGetsTheDescriptor) {
+  UniqueFd mem(memfd_create("local-exchange-test", MFD_CLOEXEC));
+  ASSERT_TRUE(mem.valid());
+  auto takers = Take({3, 1, 2}, 4);
+  Status st = GiveDescriptor(Exchange(0, 4, milliseconds(5000)), mem.get(), 0x1234);
+  ASSERT_TRUE(st.ok()) << st.message();
+  for (auto &f : takers) {
+    auto got = f.get();
+    ASSERT_TRUE(got.ok()) << got.status().message();
+    EXPECT_EQ(got->word, 0x1234U);
+    EXPECT_NE(got->fd.get(), mem.get());
+    EXPECT_EQ(Inode(got->fd.get()), Inode(mem.get()));
+    EXPECT_GE(fcntl(got->fd.get(), F_GETFD) & FD_CLOEXEC, 1);
+  }
+}
+
+TEST_F(LocalExchangeTest, OneRankGivesToNobody) {
+  EXPECT_TRUE(GiveDescriptor(Exchange(0, 1, milliseconds(0)), 0, 0).ok());
+}
+
+TEST_F(LocalExchangeTest, GiverTimesOutNamingMissingRanks) {
+  UniqueFd mem(memfd_create("local-exchange-test", MFD_CLOEXEC));
+  auto takers = Take({2}, 4);
+  Status st = GiveDescriptor(Exchange(0, 4, milliseconds(300)), mem.get(), 1);
+  EXPECT_EQ(st.code(), HCCL_E_TIMEOUT);
+  EXPECT_THAT(st.message(), HasSubstr("rank(s) 1,3 of 4 did not connect"));
+  EXPECT_TRUE(takers[0].get().ok());
+}
+
+TEST_F(LocalExchangeTest, TakerTimesOutWithoutRankZero) {
+  auto got = TakeDescriptor(Exchange(1, 2, milliseconds(100)));
+  ASSERT_FALSE(got.ok());
+  EXPECT_EQ(got.status().code(), HCCL_E_TIMEOUT);
+  EXPECT_THAT(got.status().message(), HasSubstr("rank 0 did not listen on @" + name_));
+}
+
+TEST_F(LocalExchangeTest, ARankThatComesTwiceIsRefused) {
+  UniqueFd mem(memfd_create("local-exchange-test", MFD_CLOEXEC));
+  auto first = Take({1}, 3);
+  auto giver = std::async(std::launch::async, [&] {
+    return GiveDescriptor(Exchange(0, 3, milliseconds(5000)), mem.get(), 7);
+  });
+  ASSERT_TRUE(first[0].get().ok());
+  auto again = TakeDescriptor(Exchange(1, 3, milliseconds(5000)));
+  ASSERT_FALSE(again.ok());
+  EXPECT_EQ(again.status().code(), HCCL_E_REMOTE);
+  auto last = Take({2}, 3);
+  EXPECT_TRUE(last[0].get().ok());
+  EXPECT_TRUE(giver.get().ok());
+}
+
+}  // namespace
+}  // namespace hzc::bootstrap
