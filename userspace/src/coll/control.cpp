@@ -2,22 +2,18 @@
 #include "coll/control.h"
 
 #include <linux/futex.h>
-#include <poll.h>
 #include <sys/mman.h>
-#include <sys/socket.h>
 #include <sys/syscall.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <climits>
-#include <cstring>
 #include <new>
-#include <thread>
 
 #include "base/errno_string.h"
 #include "base/log.h"
+#include "bootstrap/local_exchange.h"
 
 namespace hzc::coll {
 
@@ -57,46 +53,17 @@ bool Reached(uint32_t value, uint32_t target) {
   return static_cast<int32_t>(value - target) >= 0;
 }
 
-sockaddr_un SocketAddress(const std::string &name, socklen_t *len) {
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  // Abstract namespace: sun_path[0] = 0; no file to clean up, gone with the socket.
-  const size_t n = std::min(name.size(), sizeof(addr.sun_path) - 1);
-  std::memcpy(addr.sun_path + 1, name.data(), n);
-  *len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + n);
-  return addr;
+size_t PageAligned(size_t bytes) {
+  return (bytes + kPage - 1) / kPage * kPage;
 }
 
-Status CheckPeerUid(int fd, const char *who) {
-  ucred cred{};
-  socklen_t len = sizeof(cred);
-  if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) {
-    return Error(HCCL_E_SYSCALL, "control area: SO_PEERCRED of {}: {}", who, ErrnoString(errno));
-  }
-  if (cred.uid != geteuid()) {
-    return Error(HCCL_E_REMOTE, "control area: {} (pid {}) runs as uid {}, not {}", who, cred.pid,
-                 cred.uid, geteuid());
-  }
-  return Status::Ok();
+// An error of the hand-off of the area, told as the control area's.
+Status HandOffError(const Status &s) {
+  return Error(s.code(), "control area: {}{}", s.message(),
+               s.code() == HCCL_E_TIMEOUT
+                   ? " (each rank comes at its first collective call, within HCCL_CONNECT_TIMEOUT)"
+                   : "");
 }
-
-int RemainingMs(Clock::time_point deadline) {
-  const auto ms =
-      std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
-  return static_cast<int>(std::clamp<int64_t>(ms, 0, INT_MAX));
-}
-
-// A mapping that is unmapped unless released.
-struct Mapping {
-  void *p = MAP_FAILED;
-  size_t len = 0;
-  ~Mapping() {
-    if (p != MAP_FAILED) {
-      munmap(p, len);
-    }
-  }
-  void *release() { return std::exchange(p, MAP_FAILED); }
-};
 
 }  // namespace
 
@@ -120,179 +87,79 @@ struct alignas(64) ControlArea::Slot {
 
 static_assert(std::atomic<uint32_t>::is_always_lock_free);
 
-ControlArea::ControlArea(void *base, size_t bytes, uint32_t rank, uint32_t nranks)
-    : base_(base), bytes_(bytes), rank_(rank), nranks_(nranks) {
-  header_ = static_cast<Header *>(base);
-  staging_ = static_cast<uint8_t *>(base) + header_->staging_offset;
+ControlArea::ControlArea(UniqueMapping map, uint32_t rank, uint32_t nranks)
+    : map_(std::move(map)), rank_(rank), nranks_(nranks) {
+  header_ = map_.as<Header>();
+  staging_ = map_.as<uint8_t>() + header_->staging_offset;
   staging_bytes_ = header_->staging_bytes;
-  pidfds_.resize(nranks);
+  peers_.resize(nranks);
 }
 
-ControlArea::~ControlArea() {
-  munmap(base_, bytes_);
-}
+ControlArea::~ControlArea() = default;
 
 ControlArea::Slot &ControlArea::slot(uint32_t r) const {
-  return reinterpret_cast<Slot *>(static_cast<uint8_t *>(base_) + kPage)[r];
+  return reinterpret_cast<Slot *>(map_.as<uint8_t>() + kPage)[r];
+}
+
+Expected<UniqueMapping> ControlArea::Create(const Options &o, Clock::time_point deadline) {
+  const size_t slots = PageAligned(o.nranks * sizeof(Slot));
+  const size_t staging = PageAligned(o.staging_bytes);
+  const size_t len = kPage + slots + staging;
+  UniqueFd mem(memfd_create("hzc-coll", MFD_CLOEXEC));
+  if (!mem.valid()) {
+    return Error(HCCL_E_SYSCALL, "control area: memfd_create: {}", ErrnoString(errno));
+  }
+  if (ftruncate(mem.get(), static_cast<off_t>(len)) != 0) {
+    return Error(HCCL_E_MEMORY, "control area: ftruncate to {} bytes: {}", len, ErrnoString(errno));
+  }
+  auto map = UniqueMapping::Map(len, PROT_READ | PROT_WRITE, MAP_SHARED, mem.get());
+  if (!map.valid()) {
+    return Error(HCCL_E_MEMORY, "control area: mmap of {} bytes: {}", len, ErrnoString(errno));
+  }
+  auto *h = new (map.get()) Header{};
+  h->magic = kMagic;
+  h->nranks = o.nranks;
+  h->bytes = len;
+  h->staging_offset = kPage + slots;
+  h->staging_bytes = staging;
+  for (uint32_t r = 0; r < o.nranks; ++r) {
+    new (map.as<uint8_t>() + kPage + r * sizeof(Slot)) Slot{};
+  }
+  const bootstrap::LocalExchange x{
+      .name = o.name, .rank = o.rank, .nranks = o.nranks, .deadline = deadline};
+  if (Status s = bootstrap::GiveDescriptor(x, mem.get(), len); !s.ok()) {
+    return HandOffError(s);
+  }
+  return map;
+}
+
+Expected<UniqueMapping> ControlArea::Receive(const Options &o, Clock::time_point deadline) {
+  const bootstrap::LocalExchange x{
+      .name = o.name, .rank = o.rank, .nranks = o.nranks, .deadline = deadline};
+  auto handed = bootstrap::TakeDescriptor(x);
+  if (!handed.ok()) {
+    return HandOffError(handed.status());
+  }
+  const size_t len = handed->word;
+  auto map = UniqueMapping::Map(len, PROT_READ | PROT_WRITE, MAP_SHARED, handed->fd.get());
+  if (!map.valid()) {
+    return Error(HCCL_E_MEMORY, "control area: mmap of {} bytes: {}", len, ErrnoString(errno));
+  }
+  const auto *h = map.as<const Header>();
+  if (h->magic != kMagic || h->nranks != o.nranks || h->bytes != len) {
+    return Error(HCCL_E_INTERNAL, "control area: rank 0's area does not match ({} ranks)",
+                 h->nranks);
+  }
+  return map;
 }
 
 Expected<std::unique_ptr<ControlArea>> ControlArea::Open(const Options &o) {
   const Clock::time_point deadline = Clock::now() + o.connect_timeout;
-  const size_t slots = (o.nranks * sizeof(Slot) + kPage - 1) / kPage * kPage;
-  Mapping map;
-  socklen_t addr_len = 0;
-  const sockaddr_un addr = SocketAddress(o.name, &addr_len);
-
-  if (o.rank == 0) {
-    const size_t staging = (o.staging_bytes + kPage - 1) / kPage * kPage;
-    map.len = kPage + slots + staging;
-    UniqueFd mem(memfd_create("hzc-coll", MFD_CLOEXEC));
-    if (!mem.valid()) {
-      return Error(HCCL_E_SYSCALL, "control area: memfd_create: {}", ErrnoString(errno));
-    }
-    if (ftruncate(mem.get(), static_cast<off_t>(map.len)) != 0) {
-      return Error(HCCL_E_MEMORY, "control area: ftruncate to {} bytes: {}", map.len,
-                   ErrnoString(errno));
-    }
-    map.p = mmap(nullptr, map.len, PROT_READ | PROT_WRITE, MAP_SHARED, mem.get(), 0);
-    if (map.p == MAP_FAILED) {
-      return Error(HCCL_E_MEMORY, "control area: mmap of {} bytes: {}", map.len,
-                   ErrnoString(errno));
-    }
-    auto *h = new (map.p) Header{};
-    h->magic = kMagic;
-    h->nranks = o.nranks;
-    h->bytes = map.len;
-    h->staging_offset = kPage + slots;
-    h->staging_bytes = staging;
-    for (uint32_t r = 0; r < o.nranks; ++r) {
-      new (static_cast<uint8_t *>(map.p) + kPage + r * sizeof(Slot)) Slot{};
-    }
-    if (o.nranks > 1) {
-      UniqueFd listener(socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0));
-      if (!listener.valid()) {
-        return Error(HCCL_E_SYSCALL, "control area: socket: {}", ErrnoString(errno));
-      }
-      if (bind(listener.get(), reinterpret_cast<const sockaddr *>(&addr), addr_len) != 0 ||
-          listen(listener.get(), static_cast<int>(o.nranks)) != 0) {
-        return Error(HCCL_E_SYSCALL, "control area: bind/listen on @{}: {}", o.name,
-                     ErrnoString(errno));
-      }
-      std::vector<bool> served(o.nranks, false);
-      served[0] = true;
-      for (uint32_t n = 1; n < o.nranks;) {
-        pollfd p{.fd = listener.get(), .events = POLLIN, .revents = 0};
-        const int ready = poll(&p, 1, RemainingMs(deadline));
-        if (ready == 0) {
-          std::string missing;
-          for (uint32_t r = 0; r < o.nranks; ++r) {
-            if (!served[r]) {
-              missing += (missing.empty() ? "" : ",") + std::to_string(r);
-            }
-          }
-          return Error(HCCL_E_TIMEOUT,
-                       "control area: rank(s) {} of {} did not make their first collective call "
-                       "within HCCL_CONNECT_TIMEOUT",
-                       missing, o.nranks);
-        }
-        if (ready < 0) {
-          if (errno == EINTR) {
-            continue;
-          }
-          return Error(HCCL_E_SYSCALL, "control area: poll: {}", ErrnoString(errno));
-        }
-        UniqueFd conn(accept4(listener.get(), nullptr, nullptr, SOCK_CLOEXEC));
-        if (!conn.valid()) {
-          continue;
-        }
-        uint32_t peer = UINT32_MAX;
-        if (!CheckPeerUid(conn.get(), "a connecting rank").ok() ||
-            recv(conn.get(), &peer, sizeof(peer), 0) != sizeof(peer) || peer >= o.nranks ||
-            served[peer]) {
-          LogWarn("control area: refused a connection on @{} (rank {})", o.name, peer);
-          continue;
-        }
-        const uint64_t len = map.len;
-        char control[CMSG_SPACE(sizeof(int))] = {};
-        iovec iov{.iov_base = const_cast<uint64_t *>(&len), .iov_len = sizeof(len)};
-        msghdr msg{};
-        msg.msg_iov = &iov;
-        msg.msg_iovlen = 1;
-        msg.msg_control = control;
-        msg.msg_controllen = sizeof(control);
-        cmsghdr *cm = CMSG_FIRSTHDR(&msg);
-        cm->cmsg_level = SOL_SOCKET;
-        cm->cmsg_type = SCM_RIGHTS;
-        cm->cmsg_len = CMSG_LEN(sizeof(int));
-        const int fd = mem.get();
-        std::memcpy(CMSG_DATA(cm), &fd, sizeof(fd));
-        if (sendmsg(conn.get(), &msg, MSG_NOSIGNAL) != sizeof(len)) {
-          return Error(HCCL_E_SYSCALL, "control area: sending the area to rank {}: {}", peer,
-                       ErrnoString(errno));
-        }
-        served[peer] = true;
-        ++n;
-      }
-    }
-  } else {
-    UniqueFd conn;
-    for (;;) {
-      conn.reset(socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0));
-      if (!conn.valid()) {
-        return Error(HCCL_E_SYSCALL, "control area: socket: {}", ErrnoString(errno));
-      }
-      if (connect(conn.get(), reinterpret_cast<const sockaddr *>(&addr), addr_len) == 0) {
-        break;
-      }
-      if (errno != ECONNREFUSED && errno != ENOENT && errno != EAGAIN && errno != EINTR) {
-        return Error(HCCL_E_SYSCALL, "control area: connect to rank 0 at @{}: {}", o.name,
-                     ErrnoString(errno));
-      }
-      if (Clock::now() >= deadline) {
-        return Error(HCCL_E_TIMEOUT,
-                     "control area: rank 0 did not make its first collective call within "
-                     "HCCL_CONNECT_TIMEOUT");
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(2));
-    }
-    HZC_RETURN_IF_ERROR(CheckPeerUid(conn.get(), "rank 0"));
-    if (send(conn.get(), &o.rank, sizeof(o.rank), MSG_NOSIGNAL) != sizeof(o.rank)) {
-      return Error(HCCL_E_SYSCALL, "control area: sending to rank 0: {}", ErrnoString(errno));
-    }
-    pollfd p{.fd = conn.get(), .events = POLLIN, .revents = 0};
-    if (poll(&p, 1, RemainingMs(deadline)) <= 0) {
-      return Error(HCCL_E_TIMEOUT, "control area: no answer from rank 0 in time");
-    }
-    uint64_t len = 0;
-    char control[CMSG_SPACE(sizeof(int))] = {};
-    iovec iov{.iov_base = &len, .iov_len = sizeof(len)};
-    msghdr msg{};
-    msg.msg_iov = &iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = control;
-    msg.msg_controllen = sizeof(control);
-    const ssize_t got = recvmsg(conn.get(), &msg, MSG_CMSG_CLOEXEC);
-    cmsghdr *cm = CMSG_FIRSTHDR(&msg);
-    if (got != sizeof(len) || cm == nullptr || cm->cmsg_type != SCM_RIGHTS) {
-      return Error(HCCL_E_REMOTE, "control area: rank 0 closed the connection without the area");
-    }
-    int raw = -1;
-    std::memcpy(&raw, CMSG_DATA(cm), sizeof(raw));
-    UniqueFd mem(raw);
-    map.len = len;
-    map.p = mmap(nullptr, map.len, PROT_READ | PROT_WRITE, MAP_SHARED, mem.get(), 0);
-    if (map.p == MAP_FAILED) {
-      return Error(HCCL_E_MEMORY, "control area: mmap of {} bytes: {}", map.len,
-                   ErrnoString(errno));
-    }
-    const auto *h = static_cast<const Header *>(map.p);
-    if (h->magic != kMagic || h->nranks != o.nranks || h->bytes != len) {
-      return Error(HCCL_E_INTERNAL, "control area: rank 0's area does not match ({} ranks)",
-                   h->nranks);
-    }
+  auto map = o.rank == 0 ? Create(o, deadline) : Receive(o, deadline);
+  if (!map.ok()) {
+    return map.status();
   }
-  const size_t len = map.len;
-  std::unique_ptr<ControlArea> area(new ControlArea(map.release(), len, o.rank, o.nranks));
+  std::unique_ptr<ControlArea> area(new ControlArea(std::move(*map), o.rank, o.nranks));
   HZC_RETURN_IF_ERROR(area->Meet(deadline));
   return area;
 }
@@ -305,15 +172,14 @@ Status ControlArea::Meet(Clock::time_point deadline) {
     if (r == rank_ || pid == static_cast<uint32_t>(getpid())) {
       continue;  // ranks of this process cannot die without us
     }
-    pidfds_[r].reset(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)));
-    if (!pidfds_[r].valid()) {
-      if (errno == ESRCH) {
-        return Error(HCCL_E_REMOTE, "rank {} (pid {}) died", r, pid);
-      }
-      LogWarn(
-          "control area: pidfd_open of rank {} (pid {}): {}; its death is noticed only by "
-          "the timeout",
-          r, pid, ErrnoString(errno));
+    auto peer = bootstrap::PeerProcess::Open(static_cast<pid_t>(pid));
+    if (peer.ok()) {
+      peers_[r] = std::move(*peer);
+    } else if (peer.status().code() == HCCL_E_REMOTE) {
+      return Error(HCCL_E_REMOTE, "rank {} (pid {}) died", r, pid);
+    } else {
+      LogWarn("control area: rank {}: {}; its death is noticed only by the timeout", r,
+              peer.status().message());
     }
   }
   return Status::Ok();
@@ -357,21 +223,8 @@ void ControlArea::Abort(HcclResult code) {
 }
 
 Status ControlArea::CheckPeers() const {
-  std::vector<pollfd> fds;
-  std::vector<uint32_t> ranks;
-  for (uint32_t r = 0; r < nranks_; ++r) {
-    if (pidfds_[r].valid()) {
-      fds.push_back({.fd = pidfds_[r].get(), .events = POLLIN, .revents = 0});
-      ranks.push_back(r);
-    }
-  }
-  if (fds.empty() || poll(fds.data(), fds.size(), 0) <= 0) {
-    return Status::Ok();
-  }
-  for (size_t i = 0; i < fds.size(); ++i) {
-    if (fds[i].revents != 0) {
-      return Error(HCCL_E_REMOTE, "rank {} (pid {}) died", ranks[i], slot(ranks[i]).pid);
-    }
+  if (auto r = bootstrap::PeerProcess::FirstExited(peers_)) {
+    return Error(HCCL_E_REMOTE, "rank {} (pid {}) died", *r, slot(static_cast<uint32_t>(*r)).pid);
   }
   return Status::Ok();
 }

@@ -2,17 +2,18 @@
 // The control area of a communicator's collectives: one shared mapping that every rank maps.
 //
 // Rank 0 creates a memfd at the first collective call and hands it to the other ranks over an
-// abstract Unix socket named after the communicator (SCM_RIGHTS; both ends check that the peer
-// has the same uid). Nobody keeps the descriptor: the kernel frees the memory when the last
-// rank unmaps it, dead ranks included. The mapping holds a header, one slot per rank and the
-// staging area (HCCL_BUFFSIZE MB) of the staging path.
+// abstract Unix socket named after the communicator (bootstrap/local_exchange.h). Nobody keeps
+// the descriptor: the kernel frees the memory when the last rank unmaps it, dead ranks
+// included. The mapping holds a header, one slot per rank and the staging area (HCCL_BUFFSIZE
+// MB) of the staging path.
 //
 // Synchronisation is by steps: each rank has a 32-bit step counter in its slot that it only
 // increments; a barrier is "advance mine, wait until every rank's counter reached it". A wait
 // spins briefly, then sleeps on the counter with FUTEX_WAIT on the shared mapping (not
 // _PRIVATE) in short slices; a rank that advances its counter calls FUTEX_WAKE only when a
 // waiter announced itself, so a call where nobody sleeps makes no syscall. Each sleep slice
-// checks the abort word, the peers' pidfds and the deadline (HCCL_EXEC_TIMEOUT).
+// checks the abort word, the peers' processes (bootstrap/peer_process.h) and the deadline
+// (HCCL_EXEC_TIMEOUT).
 #pragma once
 
 #include <atomic>
@@ -24,7 +25,8 @@
 #include <vector>
 
 #include "base/status.h"
-#include "base/unique_fd.h"
+#include "base/unique_mapping.h"
+#include "bootstrap/peer_process.h"
 
 namespace hzc::coll {
 
@@ -82,7 +84,13 @@ class ControlArea {
  private:
   struct Header;
   struct Slot;
-  ControlArea(void *base, size_t bytes, uint32_t rank, uint32_t nranks);
+  ControlArea(UniqueMapping map, uint32_t rank, uint32_t nranks);
+  // Rank 0: create the area and hand it to the other ranks.
+  static Expected<UniqueMapping> Create(const Options &o,
+                                        std::chrono::steady_clock::time_point deadline);
+  // The other ranks: receive rank 0's area and map it.
+  static Expected<UniqueMapping> Receive(const Options &o,
+                                         std::chrono::steady_clock::time_point deadline);
   Slot &slot(uint32_t r) const;
   Status Meet(std::chrono::steady_clock::time_point deadline);
   Status WaitStep(uint32_t r, uint32_t target, std::chrono::steady_clock::time_point deadline,
@@ -90,15 +98,14 @@ class ControlArea {
   // HCCL_E_REMOTE when a peer's process is gone.
   Status CheckPeers() const;
 
-  void *base_ = nullptr;
-  size_t bytes_ = 0;
+  UniqueMapping map_;
   uint32_t rank_ = 0;
   uint32_t nranks_ = 0;
   Header *header_ = nullptr;
   uint8_t *staging_ = nullptr;
   size_t staging_bytes_ = 0;
-  uint32_t step_ = 0;             // this rank's step counter (mirrors its slot)
-  std::vector<UniqueFd> pidfds_;  // by rank; invalid for this rank
+  uint32_t step_ = 0;                          // this rank's step counter (mirrors its slot)
+  std::vector<bootstrap::PeerProcess> peers_;  // by rank; none for ranks of this process
 };
 
 }  // namespace hzc::coll
