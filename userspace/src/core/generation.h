@@ -2,8 +2,8 @@
 // The process's memory generation: a counter in a small sealed memfd that this process bumps
 // after every HcclCommActivateCommMemory, HcclCommDeactivateCommMemory and
 // HcclCommUnsetMemoryRange, and that peers map read-only (pidfd_getfd on the descriptor
-// published at link establishment). A peer whose cached view of our ranges was taken at the
-// current generation needs no kernel call to trust it.
+// published at link establishment, bootstrap/peer_process.h). A peer whose cached view of our
+// ranges was taken at the current generation needs no kernel call to trust it.
 #pragma once
 
 #include <sys/types.h>
@@ -13,6 +13,8 @@
 
 #include "base/status.h"
 #include "base/unique_fd.h"
+#include "base/unique_mapping.h"
+#include "bootstrap/peer_process.h"
 
 namespace hzc {
 
@@ -23,7 +25,6 @@ class Generation {
   // Bump the process's page if it exists (nobody can have cached anything otherwise).
   static void BumpProcess();
 
-  ~Generation();
   Generation(const Generation &) = delete;
   Generation &operator=(const Generation &) = delete;
 
@@ -35,19 +36,19 @@ class Generation {
   static constexpr const char *kName = "hzc-generation";
 
  private:
-  Generation(UniqueFd fd, uint64_t *word) : fd_(std::move(fd)), word_(word) {}
+  Generation(UniqueFd fd, UniqueMapping page) : fd_(std::move(fd)), page_(std::move(page)) {}
   UniqueFd fd_;
-  uint64_t *word_;
+  UniqueMapping page_;
 };
 
-// A peer's generation page mapped read-only, and a pidfd telling whether the peer lives.
+// A peer's generation page mapped read-only, and the peer's process (whether it lives).
 class PeerGeneration {
  public:
   // Fetch descriptor @remote_fd of process @pid. HCCL_E_SYSCALL when that is not possible
-  // (pidfd unsupported, ptrace restrictions) or the descriptor is not a generation page.
+  // (pidfd unsupported, ptrace restrictions) or the descriptor is not a generation page,
+  // HCCL_E_REMOTE when the process has exited.
   static Expected<std::unique_ptr<PeerGeneration>> Attach(pid_t pid, int remote_fd);
 
-  ~PeerGeneration();
   PeerGeneration(const PeerGeneration &) = delete;
   PeerGeneration &operator=(const PeerGeneration &) = delete;
 
@@ -56,9 +57,10 @@ class PeerGeneration {
   bool Alive() const;
 
  private:
-  PeerGeneration(UniqueFd pidfd, const uint64_t *word) : pidfd_(std::move(pidfd)), word_(word) {}
-  UniqueFd pidfd_;
-  const uint64_t *word_;
+  PeerGeneration(bootstrap::PeerProcess process, UniqueMapping page)
+      : process_(std::move(process)), page_(std::move(page)) {}
+  bootstrap::PeerProcess process_;
+  UniqueMapping page_;  // read-only
 };
 
 }  // namespace hzc
