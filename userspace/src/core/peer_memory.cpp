@@ -1,7 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "core/peer_memory.h"
 
-#include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -18,23 +17,14 @@ PeerMemory::PeerMemory(std::shared_ptr<Device> device, Device::DomainId domain, 
       cards_(std::move(cards)),
       peers_(cards_.size()) {}
 
-PeerMemory::~PeerMemory() {
-  for (Peer &p : peers_) {
-    Drop(p);
-  }
-}
+PeerMemory::~PeerMemory() = default;
 
 bool PeerMemory::SameProcess(uint32_t peer) const {
   return peer == rank_ || cards_[peer].pid == static_cast<uint32_t>(::getpid());
 }
 
 void PeerMemory::Drop(Peer &p) {
-  for (auto &[base, r] : p.ranges) {
-    if (r.local != nullptr) {
-      ::munmap(r.local, r.desc.length);
-    }
-  }
-  p.ranges.clear();
+  p.ranges.clear();  // unmaps their windows
   p.listed = false;
 }
 
@@ -46,23 +36,15 @@ Status PeerMemory::Refresh(uint32_t peer, Peer &p) {
   }
   std::map<uintptr_t, CachedRange> next;
   for (const hzc_range_desc &d : *listed) {
-    CachedRange r{.desc = d, .activations = {}, .local = nullptr};
+    CachedRange r{.desc = d, .activations = {}, .window = {}};
     auto old = p.ranges.find(d.base);
     if (old != p.ranges.end() && old->second.desc.id == d.id) {
-      r.local = std::exchange(old->second.local, nullptr);  // the same range: keep its window
+      r.window = std::move(old->second.window);  // the same range: keep its window
     }
     if (d.nr_activations > 0) {
       auto acts = device_->ListActivations(domain_, rank_, peer, d.id);
       if (!acts.ok() && acts.status().code() != HCCL_E_NOT_FOUND) {
-        if (r.local != nullptr) {
-          ::munmap(r.local, d.length);
-        }
-        for (auto &[b, n] : next) {
-          if (n.local != nullptr) {
-            ::munmap(n.local, n.desc.length);
-          }
-        }
-        Drop(p);
+        Drop(p);  // the windows of r and next go with them
         return acts.status();
       }
       if (acts.ok()) {
@@ -108,16 +90,16 @@ Expected<void *> PeerMemory::Lookup(uint32_t peer, Peer &p, uintptr_t va, size_t
   if (SameProcess(peer)) {
     return reinterpret_cast<void *>(va);
   }
-  if (r.local == nullptr) {
+  if (!r.window.valid()) {
     auto mapped = device_->MapPeerWindow(r.desc.mmap_offset, r.desc.length);
     if (!mapped.ok()) {
       return mapped.status();
     }
-    r.local = *mapped;
+    r.window = UniqueMapping(*mapped, r.desc.length);
     LogDebug("peer memory: mapped range {:#x} (+{:#x}) of rank {} at {}", base, r.desc.length, peer,
-             r.local);
+             r.window.get());
   }
-  return static_cast<void *>(static_cast<char *>(r.local) + (va - base));
+  return static_cast<void *>(r.window.as<char>() + (va - base));
 }
 
 Status PeerMemory::CheckArgs(uint32_t peer, uintptr_t va, size_t len) const {
@@ -176,26 +158,28 @@ Status PeerMemory::Relist(uint32_t peer, Peer &p) {
   return Status::Ok();
 }
 
-Expected<void *> PeerMemory::Translate(uint32_t peer, uintptr_t peer_va, size_t len) {
-  HZC_RETURN_IF_ERROR(CheckArgs(peer, peer_va, len));
-  std::lock_guard lock(mutex_);
+template <typename T, typename Find>
+Expected<T *> PeerMemory::Search(uint32_t peer, Find find) {
   Peer &p = peers_[peer];
   auto current = Current(peer, p);
   if (!current.ok()) {
     return current.status();
   }
   if (*current) {
-    auto hit = Lookup(peer, p, peer_va, len);
+    Expected<T *> hit = find(p);
     if (!hit.ok() || *hit != nullptr) {
       return hit;
     }
   }
   HZC_RETURN_IF_ERROR(Relist(peer, p));
-  auto hit = Lookup(peer, p, peer_va, len);
-  if (!hit.ok()) {
-    return hit;
-  }
-  if (*hit == nullptr) {
+  return find(p);
+}
+
+Expected<void *> PeerMemory::Translate(uint32_t peer, uintptr_t peer_va, size_t len) {
+  HZC_RETURN_IF_ERROR(CheckArgs(peer, peer_va, len));
+  std::lock_guard lock(mutex_);
+  auto hit = Search<void>(peer, [&](Peer &p) { return Lookup(peer, p, peer_va, len); });
+  if (hit.ok() && *hit == nullptr) {
     return Error(HCCL_E_PARA, "[{:#x}, +{:#x}) is not activated memory of rank {}", peer_va, len,
                  peer);
   }
@@ -226,21 +210,18 @@ const hzc_activation_desc *PeerMemory::FindActivation(const Peer &p, uintptr_t v
 Expected<PeerBlock> PeerMemory::Activation(uint32_t peer, uintptr_t peer_va, size_t len) {
   HZC_RETURN_IF_ERROR(CheckArgs(peer, peer_va, len));
   std::lock_guard lock(mutex_);
-  Peer &p = peers_[peer];
-  auto current = Current(peer, p);
-  if (!current.ok()) {
-    return current.status();
+  auto a = Search<const hzc_activation_desc>(
+      peer, [&](const Peer &p) -> Expected<const hzc_activation_desc *> {
+        return FindActivation(p, peer_va, len);
+      });
+  if (!a.ok()) {
+    return a.status();
   }
-  const hzc_activation_desc *a = *current ? FindActivation(p, peer_va, len) : nullptr;
-  if (a == nullptr) {
-    HZC_RETURN_IF_ERROR(Relist(peer, p));
-    a = FindActivation(p, peer_va, len);
-  }
-  if (a == nullptr) {
+  if (*a == nullptr) {
     return Error(HCCL_E_PARA, "[{:#x}, +{:#x}) is not inside one activated block of rank {}",
                  peer_va, len, peer);
   }
-  return PeerBlock{.va = a->va, .size = a->length, .cookie = a->cookie};
+  return PeerBlock{.va = (*a)->va, .size = (*a)->length, .cookie = (*a)->cookie};
 }
 
 Expected<std::vector<PeerBlock>> PeerMemory::Blocks(uint32_t peer) {
@@ -266,7 +247,7 @@ size_t PeerMemory::MappedWindows() const {
   size_t n = 0;
   for (const Peer &p : peers_) {
     for (const auto &[base, r] : p.ranges) {
-      n += r.local != nullptr ? 1 : 0;
+      n += r.window.valid() ? 1 : 0;
     }
   }
   return n;

@@ -30,8 +30,9 @@
 #include <optional>
 #include <vector>
 
-#include "core/generation.h"
 #include "base/status.h"
+#include "base/unique_mapping.h"
+#include "core/generation.h"
 #include "device/device.h"
 
 namespace hzc {
@@ -83,7 +84,7 @@ class PeerMemory {
   struct CachedRange {
     hzc_range_desc desc{};
     std::vector<hzc_activation_desc> activations;
-    void *local = nullptr;  // the window, mapped on first use
+    UniqueMapping window;  // mapped on first use
   };
   struct Peer {
     bool attached = false;  // generation page looked for
@@ -106,6 +107,10 @@ class PeerMemory {
   Status Refresh(uint32_t peer, Peer &p);
   // nullptr when [va, va + len) is not in activated memory of the cached ranges.
   Expected<void *> Lookup(uint32_t peer, Peer &p, uintptr_t va, size_t len);
+  // Under mutex_: @find(peer's Peer) on the cached listing when it is current and @find finds
+  // something (a non-null T *), else on a fresh listing. Errors of Current, Relist and @find.
+  template <typename T, typename Find>
+  Expected<T *> Search(uint32_t peer, Find find);
   // The cached activation containing [va, va + len), or nullptr.
   static const hzc_activation_desc *FindActivation(const Peer &p, uintptr_t va, size_t len);
   void Drop(Peer &p);
