@@ -26,6 +26,14 @@ Status Bad(const std::string &field, const std::string &why) {
   return Status(HCCL_E_PARA, "rank table: " + field + ": " + why);
 }
 
+// @v at @path ("a.b[1].") must be an object.
+Status Object(const json &v, const std::string &path) {
+  if (!v.is_object()) {
+    return Bad(path.substr(0, path.size() - 1), "must be an object");
+  }
+  return Status::Ok();
+}
+
 // A required string member.
 Expected<std::string> Str(const json &obj, const std::string &path, const char *key) {
   auto it = obj.find(key);
@@ -51,15 +59,21 @@ Expected<uint32_t> Num(const json &obj, const std::string &path, const char *key
   return static_cast<uint32_t>(*v);
 }
 
-bool IsIp(const std::string &s) {
+// A required string member holding an IPv4 or IPv6 address.
+Expected<std::string> Ip(const json &obj, const std::string &path, const char *key) {
+  auto s = Str(obj, path, key);
+  if (!s.ok()) {
+    return s.status();
+  }
   in6_addr buf{};
-  return inet_pton(AF_INET, s.c_str(), &buf) == 1 || inet_pton(AF_INET6, s.c_str(), &buf) == 1;
+  if (inet_pton(AF_INET, s->c_str(), &buf) != 1 && inet_pton(AF_INET6, s->c_str(), &buf) != 1) {
+    return Bad(path + key, fmt::format("\"{}\" is not an IP address", *s));
+  }
+  return s;
 }
 
 Expected<RankTable::Device> ParseDevice(const json &d, const std::string &path) {
-  if (!d.is_object()) {
-    return Bad(path.substr(0, path.size() - 1), "must be an object");
-  }
+  HZC_RETURN_IF_ERROR(Object(d, path));
   RankTable::Device dev;
   auto id = Num(d, path, "device_id");
   if (!id.ok()) {
@@ -71,32 +85,28 @@ Expected<RankTable::Device> ParseDevice(const json &d, const std::string &path) 
     return rank.status();
   }
   dev.rank = *rank;
-  if (d.contains("device_ip")) {
-    auto ip = Str(d, path, "device_ip");
-    if (!ip.ok()) {
-      return ip.status();
-    }
-    if (!IsIp(*ip)) {
-      return Bad(path + "device_ip", fmt::format("\"{}\" is not an IP address", *ip));
-    }
-    dev.device_ip = *ip;
-  } else {
-    return Bad(path + "device_ip", "missing");
+  auto ip = Ip(d, path, "device_ip");
+  if (!ip.ok()) {
+    return ip.status();
   }
+  dev.device_ip = *ip;
   return dev;
 }
 
-}  // namespace
+// A required member that is a non-empty array.
+Expected<const json *> NonEmptyArray(const json &obj, const std::string &path, const char *key) {
+  auto it = obj.find(key);
+  if (it == obj.end()) {
+    return Bad(path + key, "missing");
+  }
+  if (!it->is_array() || it->empty()) {
+    return Bad(path + key, "must be a non-empty array");
+  }
+  return &*it;
+}
 
-Expected<RankTable> ParseRankTable(const std::string &text) {
-  json root = json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (root.is_discarded()) {
-    return Bad("file", "not valid JSON");
-  }
-  if (!root.is_object()) {
-    return Bad("file", "top level must be an object");
-  }
-  RankTable t;
+// "version" and "status" of the top level.
+Status ParseVersion(const json &root, RankTable &t) {
   auto version = Str(root, "", "version");
   if (!version.ok()) {
     return version.status();
@@ -112,80 +122,91 @@ Expected<RankTable> ParseRankTable(const std::string &text) {
   if (*status != "completed") {
     return Bad("status", fmt::format("\"{}\" is not \"completed\"", *status));
   }
+  return Status::Ok();
+}
+
+// What the servers of a table must not repeat.
+struct Seen {
+  std::set<std::string> server_ids;
+  std::set<uint32_t> ranks;
+};
+
+// The "device" array of server @server at @path.
+Status ParseDevices(const json &s, const std::string &path, RankTable::Server &server, Seen &seen) {
+  auto devs = NonEmptyArray(s, path, "device");
+  if (!devs.ok()) {
+    return devs.status();
+  }
+  std::set<uint32_t> device_ids;
+  for (size_t j = 0; j < (*devs)->size(); ++j) {
+    const std::string dpath = fmt::format("{}device[{}].", path, j);
+    auto dev = ParseDevice((**devs)[j], dpath);
+    if (!dev.ok()) {
+      return dev.status();
+    }
+    if (!device_ids.insert(dev->device_id).second) {
+      return Bad(dpath + "device_id", fmt::format("{} appears twice on server \"{}\"",
+                                                  dev->device_id, server.server_id));
+    }
+    if (!seen.ranks.insert(dev->rank).second) {
+      return Bad(dpath + "rank_id", fmt::format("{} appears twice", dev->rank));
+    }
+    server.devices.push_back(*dev);
+  }
+  return Status::Ok();
+}
+
+Expected<RankTable::Server> ParseServer(const json &s, const std::string &path,
+                                        const std::string &version, Seen &seen) {
+  HZC_RETURN_IF_ERROR(Object(s, path));
+  RankTable::Server server;
+  auto sid = Str(s, path, "server_id");
+  if (!sid.ok()) {
+    return sid.status();
+  }
+  if (sid->empty()) {
+    return Bad(path + "server_id", "is empty");
+  }
+  if (!seen.server_ids.insert(*sid).second) {
+    return Bad(path + "server_id", fmt::format("\"{}\" appears twice", *sid));
+  }
+  server.server_id = *sid;
+  if (version == "1.2") {
+    auto host_ip = Ip(s, path, "host_ip");
+    if (!host_ip.ok()) {
+      return host_ip.status();
+    }
+    server.host_ip = *host_ip;
+  }
+  HZC_RETURN_IF_ERROR(ParseDevices(s, path, server, seen));
+  return server;
+}
+
+// "server_count" and "server_list"; then the ranks must be 0..nranks-1.
+Status ParseServers(const json &root, RankTable &t, Seen &seen) {
   auto count = Num(root, "", "server_count");
   if (!count.ok()) {
     return count.status();
   }
-  auto list = root.find("server_list");
-  if (list == root.end()) {
-    return Bad("server_list", "missing");
+  auto list = NonEmptyArray(root, "", "server_list");
+  if (!list.ok()) {
+    return list.status();
   }
-  if (!list->is_array() || list->empty()) {
-    return Bad("server_list", "must be a non-empty array");
-  }
-  if (list->size() != *count) {
+  if ((*list)->size() != *count) {
     return Bad("server_count",
-               fmt::format("says {} but server_list has {} entries", *count, list->size()));
+               fmt::format("says {} but server_list has {} entries", *count, (*list)->size()));
   }
-  std::set<std::string> server_ids;
-  std::set<uint32_t> ranks;
-  for (size_t i = 0; i < list->size(); ++i) {
-    const json &s = (*list)[i];
-    const std::string path = fmt::format("server_list[{}].", i);
-    if (!s.is_object()) {
-      return Bad(path.substr(0, path.size() - 1), "must be an object");
+  for (size_t i = 0; i < (*list)->size(); ++i) {
+    auto server = ParseServer((**list)[i], fmt::format("server_list[{}].", i), t.version, seen);
+    if (!server.ok()) {
+      return server.status();
     }
-    RankTable::Server server;
-    auto sid = Str(s, path, "server_id");
-    if (!sid.ok()) {
-      return sid.status();
-    }
-    if (sid->empty()) {
-      return Bad(path + "server_id", "is empty");
-    }
-    if (!server_ids.insert(*sid).second) {
-      return Bad(path + "server_id", fmt::format("\"{}\" appears twice", *sid));
-    }
-    server.server_id = *sid;
-    if (t.version == "1.2") {
-      auto host_ip = Str(s, path, "host_ip");
-      if (!host_ip.ok()) {
-        return host_ip.status();
-      }
-      if (!IsIp(*host_ip)) {
-        return Bad(path + "host_ip", fmt::format("\"{}\" is not an IP address", *host_ip));
-      }
-      server.host_ip = *host_ip;
-    }
-    auto devs = s.find("device");
-    if (devs == s.end()) {
-      return Bad(path + "device", "missing");
-    }
-    if (!devs->is_array() || devs->empty()) {
-      return Bad(path + "device", "must be a non-empty array");
-    }
-    std::set<uint32_t> device_ids;
-    for (size_t j = 0; j < devs->size(); ++j) {
-      const std::string dpath = fmt::format("{}device[{}].", path, j);
-      auto dev = ParseDevice((*devs)[j], dpath);
-      if (!dev.ok()) {
-        return dev.status();
-      }
-      if (!device_ids.insert(dev->device_id).second) {
-        return Bad(dpath + "device_id", fmt::format("{} appears twice on server \"{}\"",
-                                                    dev->device_id, server.server_id));
-      }
-      if (!ranks.insert(dev->rank).second) {
-        return Bad(dpath + "rank_id", fmt::format("{} appears twice", dev->rank));
-      }
-      server.devices.push_back(*dev);
-    }
-    t.servers.push_back(std::move(server));
+    t.servers.push_back(std::move(*server));
   }
-  t.nranks = static_cast<uint32_t>(ranks.size());
-  if (*ranks.rbegin() != t.nranks - 1) {
+  t.nranks = static_cast<uint32_t>(seen.ranks.size());
+  if (*seen.ranks.rbegin() != t.nranks - 1) {
     return Bad("rank_id", fmt::format("ranks must be 0..{} without gaps, but {} is used",
-                                      t.nranks - 1, *ranks.rbegin()));
+                                      t.nranks - 1, *seen.ranks.rbegin()));
   }
   t.server_of_rank.assign(t.nranks, 0);
   for (uint32_t si = 0; si < t.servers.size(); ++si) {
@@ -193,39 +214,64 @@ Expected<RankTable> ParseRankTable(const std::string &text) {
       t.server_of_rank[d.rank] = si;
     }
   }
-  if (t.version == "1.2" && root.contains("super_pod_list")) {
-    const json &pods = root["super_pod_list"];
-    if (!pods.is_array()) {
-      return Bad("super_pod_list", "must be an array");
+  return Status::Ok();
+}
+
+// Super pod @pod at @path: every server it names must be in server_list.
+Status CheckSuperPod(const json &pod, const std::string &path, const Seen &seen) {
+  HZC_RETURN_IF_ERROR(Object(pod, path));
+  auto pod_id = Str(pod, path, "super_pod_id");
+  if (!pod_id.ok()) {
+    return pod_id.status();
+  }
+  auto members = pod.find("server_list");
+  if (members == pod.end() || !members->is_array()) {
+    return Bad(path + "server_list", "must be an array");
+  }
+  for (size_t j = 0; j < members->size(); ++j) {
+    const std::string mpath = fmt::format("{}server_list[{}].", path, j);
+    HZC_RETURN_IF_ERROR(Object((*members)[j], mpath));
+    auto sid = Str((*members)[j], mpath, "server_id");
+    if (!sid.ok()) {
+      return sid.status();
     }
-    for (size_t i = 0; i < pods.size(); ++i) {
-      const std::string path = fmt::format("super_pod_list[{}].", i);
-      if (!pods[i].is_object()) {
-        return Bad(path.substr(0, path.size() - 1), "must be an object");
-      }
-      auto pod_id = Str(pods[i], path, "super_pod_id");
-      if (!pod_id.ok()) {
-        return pod_id.status();
-      }
-      auto members = pods[i].find("server_list");
-      if (members == pods[i].end() || !members->is_array()) {
-        return Bad(path + "server_list", "must be an array");
-      }
-      for (size_t j = 0; j < members->size(); ++j) {
-        const std::string mpath = fmt::format("{}server_list[{}].", path, j);
-        if (!(*members)[j].is_object()) {
-          return Bad(mpath.substr(0, mpath.size() - 1), "must be an object");
-        }
-        auto sid = Str((*members)[j], mpath, "server_id");
-        if (!sid.ok()) {
-          return sid.status();
-        }
-        if (!server_ids.contains(*sid)) {
-          return Bad(mpath + "server_id", fmt::format("\"{}\" is not in server_list", *sid));
-        }
-      }
+    if (!seen.server_ids.contains(*sid)) {
+      return Bad(mpath + "server_id", fmt::format("\"{}\" is not in server_list", *sid));
     }
   }
+  return Status::Ok();
+}
+
+// "super_pod_list" (1.2, optional).
+Status CheckSuperPods(const json &root, const RankTable &t, const Seen &seen) {
+  if (t.version != "1.2" || !root.contains("super_pod_list")) {
+    return Status::Ok();
+  }
+  const json &pods = root["super_pod_list"];
+  if (!pods.is_array()) {
+    return Bad("super_pod_list", "must be an array");
+  }
+  for (size_t i = 0; i < pods.size(); ++i) {
+    HZC_RETURN_IF_ERROR(CheckSuperPod(pods[i], fmt::format("super_pod_list[{}].", i), seen));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Expected<RankTable> ParseRankTable(const std::string &text) {
+  json root = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (root.is_discarded()) {
+    return Bad("file", "not valid JSON");
+  }
+  if (!root.is_object()) {
+    return Bad("file", "top level must be an object");
+  }
+  RankTable t;
+  Seen seen;
+  HZC_RETURN_IF_ERROR(ParseVersion(root, t));
+  HZC_RETURN_IF_ERROR(ParseServers(root, t, seen));
+  HZC_RETURN_IF_ERROR(CheckSuperPods(root, t, seen));
   return t;
 }
 
