@@ -14,8 +14,8 @@
 #include <string>
 #include <vector>
 
-#include "bootstrap/root_info.h"
 #include "base/status.h"
+#include "bootstrap/root_info.h"
 
 namespace hzc::bootstrap {
 

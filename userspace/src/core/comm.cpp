@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "core/comm.h"
 
-#include "core/activation_cookie.h"
 #include "base/log.h"
+#include "core/activation_cookie.h"
 
 #include <unistd.h>
 

@@ -4,9 +4,9 @@
 #include <string>
 
 #include "base/config.h"
+#include "base/rollback.h"
 #include "core/generation.h"
 #include "core/range_registry.h"
-#include "base/rollback.h"
 #include "device/device.h"
 #include "runtime/vmm.h"
 

@@ -30,8 +30,8 @@
 #include <optional>
 #include <vector>
 
-#include "core/generation.h"
 #include "base/status.h"
+#include "core/generation.h"
 #include "device/device.h"
 
 namespace hzc {
