@@ -36,7 +36,7 @@
 #include <string>
 #include <vector>
 
-#include "../tests/unit/coll/reference.h"
+#include "../tests/common/reference.h"
 #include "tool_cli.h"
 
 namespace {

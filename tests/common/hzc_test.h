@@ -63,8 +63,12 @@ class Test : public ::testing::Test {
   void TearDown() override {
     CheckLog();
     // The library keeps one descriptor of the device and one of its generation page (see
-    // userspace/src/core/generation.h) per process by design.
-    const std::string device = hzc_device_path();
+    // userspace/src/core/generation.h) per process by design. The device path is the one
+    // hzc_device_path() reports, spelled out here so that tests of the layers below the API
+    // (which do not link it) share this fixture.
+    const char *env_device = std::getenv("HZC_DEVICE");
+    const std::string device =
+        env_device != nullptr && *env_device != '\0' ? env_device : "/dev/hzc";
     for (const auto &[fd, target] : OpenFds()) {
       auto it = fds_before_.find(fd);
       if ((it == fds_before_.end() || it->second != target) && target != device &&

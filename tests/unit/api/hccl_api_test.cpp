@@ -16,6 +16,7 @@
 #include "core/range_registry.h"
 #include "hzc/hzc.h"
 #include "hzc_test.h"
+#include "rank_launch.h"
 
 namespace {
 
@@ -245,53 +246,17 @@ TEST_F(HcclApiTest, PeerAccessArguments) {
 // Ranks as forked processes; two simulated servers (HZC_HOST_ID) -> HCCL_E_NOT_SUPPORT.
 class HcclMultiProcessTest : public hzc::test::Test {};
 
-std::string Hex(const HcclRootInfo &root) {
-  std::string out;
-  for (char c : root.internal) {
-    out += fmt::format("{:02x}", static_cast<unsigned char>(c));
-  }
-  return out;
-}
-
-// Each rank is a fresh process (tests/unit/api/rank_main.cpp), so it reads its own
-// environment (HZC_HOST_ID).
-void RunProcesses(uint32_t nranks, bool two_servers, int expect) {
-  HcclRootInfo root;
-  ASSERT_EQ(HcclGetRootInfo(&root), HCCL_SUCCESS);
-  const std::string hex = Hex(root);
-  std::vector<pid_t> pids;
-  for (uint32_t r = 0; r < nranks; ++r) {
-    const std::string n = std::to_string(nranks), me = std::to_string(r);
-    const char *host = two_servers && r % 2 ? "server-b" : "server-a";
-    const pid_t pid = fork();
-    ASSERT_GE(pid, 0);
-    if (pid == 0) {
-      setenv("HZC_HOST_ID", host, 1);
-      execl(HZC_RANK_MAIN, HZC_RANK_MAIN, hex.c_str(), n.c_str(), me.c_str(), nullptr);
-      _exit(127);
-    }
-    pids.push_back(pid);
-  }
-  for (pid_t pid : pids) {
-    int status = 0;
-    ASSERT_EQ(waitpid(pid, &status, 0), pid);
-    ASSERT_TRUE(WIFEXITED(status));
-    EXPECT_EQ(WEXITSTATUS(status), expect);
-  }
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));
-}
-
 TEST_F(HcclMultiProcessTest, FourRanksOneServerWithoutModule) {
   ExpectErrorLog("HcclCommSetMemoryRange: ");
   if (access(hzc_device_path(), F_OK) == 0) {
     GTEST_SKIP() << hzc_device_path() << " exists: the guest tests cover this path";
   }
-  RunProcesses(4, false, HCCL_E_DRV);
+  hzc::test::RunRankMain(HZC_RANK_MAIN, 4, false, HCCL_E_DRV);
 }
 
 TEST_F(HcclMultiProcessTest, TwoServersAreNotSupported) {
   ExpectErrorLog("HcclCommSetMemoryRange: ");
-  RunProcesses(4, true, HCCL_E_NOT_SUPPORT);
+  hzc::test::RunRankMain(HZC_RANK_MAIN, 4, true, HCCL_E_NOT_SUPPORT);
 }
 
 }  // namespace

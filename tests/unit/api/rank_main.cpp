@@ -11,13 +11,15 @@
 #include <cstring>
 #include <string>
 
+#include "root_info_hex.h"
+
 int main(int argc, char **argv) {
   if (argc < 4 || argc > 6 || std::strlen(argv[1]) != 2 * sizeof(HcclRootInfo)) {
     return 2;
   }
   HcclRootInfo root;
-  for (size_t i = 0; i < sizeof(root); ++i) {
-    root.internal[i] = static_cast<char>(std::stoi(std::string(argv[1] + 2 * i, 2), nullptr, 16));
+  if (!hzc::test::RootInfoFromHex(argv[1], &root)) {
+    return 2;
   }
   const auto nranks = static_cast<uint32_t>(std::atoi(argv[2]));
   const auto rank = static_cast<uint32_t>(std::atoi(argv[3]));

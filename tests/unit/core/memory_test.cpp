@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "base/config.h"
 #include "core/range_registry.h"
 #include "hzc_test.h"
 
@@ -41,7 +42,7 @@ class MemoryTest : public test::Test {
     EXPECT_EQ(RangeRegistry::Process().ActivationCount(), 0U);
     test::Test::TearDown();
   }
-  static bool HaveModule() { return access(hzc_device_path(), F_OK) == 0; }
+  static bool HaveModule() { return access(GetConfig().device_path.c_str(), F_OK) == 0; }
   uintptr_t va() const { return reinterpret_cast<uintptr_t>(va_); }
 
   void *va_ = nullptr;
@@ -69,10 +70,10 @@ TEST_F(MemoryTest, ActivateNeedsMemoryMappedWithTheHandle) {
 
 TEST_F(MemoryTest, WithoutModuleEveryCallIsADriverErrorAndChangesNothing) {
   if (HaveModule()) {
-    GTEST_SKIP() << hzc_device_path() << " exists: the guest tests cover this path";
+    GTEST_SKIP() << GetConfig().device_path << " exists: the guest tests cover this path";
   }
   auto comm = MakeComm({"server-a"});
-  const std::string cannot_open = std::string("cannot open ") + hzc_device_path();
+  const std::string cannot_open = std::string("cannot open ") + GetConfig().device_path;
   for (Status st : {SetRange(handle_, *comm, va(), kPage), UnsetRange(va()), Deactivate(va())}) {
     EXPECT_EQ(st.code(), HCCL_E_DRV);
     EXPECT_THAT(st.message(), HasSubstr(cannot_open));

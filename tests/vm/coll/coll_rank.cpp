@@ -31,38 +31,14 @@
 #include <thread>
 #include <vector>
 
-#include "../../unit/coll/reference.h"
+#include "reference.h"
+#include "root_info_hex.h"
 
 namespace {
 
 uint32_t g_rank = 0, g_n = 0;
 HcclComm g_comm = nullptr;
 bool g_zero_copy = false;
-
-size_t TypeSize(HcclDataType t) {
-  switch (t) {
-    case HCCL_DATA_TYPE_INT8:
-    case HCCL_DATA_TYPE_UINT8:
-    case HCCL_DATA_TYPE_HIF8:
-    case HCCL_DATA_TYPE_FP8E4M3:
-    case HCCL_DATA_TYPE_FP8E5M2:
-    case HCCL_DATA_TYPE_FP8E8M0:
-      return 1;
-    case HCCL_DATA_TYPE_INT16:
-    case HCCL_DATA_TYPE_UINT16:
-    case HCCL_DATA_TYPE_FP16:
-    case HCCL_DATA_TYPE_BFP16:
-      return 2;
-    case HCCL_DATA_TYPE_INT32:
-    case HCCL_DATA_TYPE_UINT32:
-    case HCCL_DATA_TYPE_FP32:
-      return 4;
-    case HCCL_DATA_TYPE_INT128:
-      return 16;
-    default:
-      return 8;
-  }
-}
 
 // One arena for all buffers: activated memory (zerocopy) or plain memory (staging).
 struct Arena {
@@ -117,7 +93,7 @@ constexpr uint8_t kGuardByte = 0xa5;
 // Run one collective on @arena and check it; 0 or an exit status.
 int RunOne(Arena &arena, Kind kind, HcclDataType type, HcclReduceOp op, uint64_t count,
            bool in_place, uint32_t root, uint64_t seed) {
-  const size_t es = TypeSize(type), b = count * es, n = g_n, me = g_rank;
+  const size_t es = hzc::test::RefTypeSize(type), b = count * es, n = g_n, me = g_rank;
   const size_t send_bytes = kind == kReduceScatter ? n * b : b;
   const size_t recv_bytes = kind == kAllGather ? n * b : b;
   // Layout: guard | recv | guard | send | guard
@@ -276,7 +252,7 @@ int Matrix() {
         continue;
       }
       const Big &big = bigs[i];
-      const size_t es = TypeSize(big.type);
+      const size_t es = hzc::test::RefTypeSize(big.type);
       const uint64_t count = big.bytes / es / (big.kind == kAllGather ? g_n : 1) + 3;
       if (int rc = RunOne(arena, big.kind, big.type, big.op, count, in_place, g_n - 1, ++seed)) {
         return rc;
@@ -305,7 +281,7 @@ int Large() {
                         {kAllReduce, HCCL_DATA_TYPE_FP32, HCCL_REDUCE_SUM}};
   uint64_t seed = 7000;
   for (const Call &c : calls) {
-    const size_t es = TypeSize(c.type);
+    const size_t es = hzc::test::RefTypeSize(c.type);
     const bool per_rank = c.kind == kAllGather || c.kind == kReduceScatter;
     const uint64_t count = kBytes / es / (per_rank ? g_n : 1) - 3;
     if (int rc = RunOne(arena, c.kind, c.type, c.op, count, false, 0, ++seed)) {
@@ -438,8 +414,8 @@ int main(int argc, char **argv) {
     return 50;
   }
   HcclRootInfo root;
-  for (size_t i = 0; i < sizeof(root); ++i) {
-    root.internal[i] = static_cast<char>(std::stoi(std::string(argv[1] + 2 * i, 2), nullptr, 16));
+  if (!hzc::test::RootInfoFromHex(argv[1], &root)) {
+    return 50;
   }
   g_n = static_cast<uint32_t>(std::atoi(argv[2]));
   g_rank = static_cast<uint32_t>(std::atoi(argv[3]));

@@ -13,25 +13,16 @@
 #include <vector>
 
 #include "hzc_test.h"
+#include "root_info_hex.h"
 
 namespace {
-
-std::string Hex(const HcclRootInfo &root) {
-  static const char kDigits[] = "0123456789abcdef";
-  std::string out;
-  for (char c : root.internal) {
-    out += kDigits[static_cast<unsigned char>(c) >> 4];
-    out += kDigits[static_cast<unsigned char>(c) & 15];
-  }
-  return out;
-}
 
 // Exit status of each rank (-signal when killed).
 std::vector<int> RunRanks(uint32_t n, const char *scenario, const char *mode,
                           const std::map<std::string, std::string> &env = {}) {
   HcclRootInfo root;
   EXPECT_EQ(HcclGetRootInfo(&root), HCCL_SUCCESS);
-  const std::string hex = Hex(root), nranks = std::to_string(n);
+  const std::string hex = hzc::test::RootInfoToHex(root), nranks = std::to_string(n);
   std::vector<pid_t> pids;
   for (uint32_t r = 0; r < n; ++r) {
     const std::string me = std::to_string(r);

@@ -19,6 +19,7 @@
 
 #include "hzc_test.h"
 #include "kernel_counters.h"
+#include "rank_launch.h"
 #include "rdma_resources.h"
 
 namespace {
@@ -437,59 +438,23 @@ class HcclMultiProcessTest : public hzc::test::Test {
   std::map<std::string, long> baseline_;
 };
 
-std::string Hex(const HcclRootInfo &root) {
-  std::string out;
-  for (char c : root.internal) {
-    out += fmt::format("{:02x}", static_cast<unsigned char>(c));
-  }
-  return out;
-}
-
-// Each rank is a fresh process (tests/unit/api/rank_main.cpp), so it reads its own
-// environment (HZC_HOST_ID).
-void RunProcesses(uint32_t nranks, bool two_servers, int expect) {
-  HcclRootInfo root;
-  ASSERT_EQ(HcclGetRootInfo(&root), HCCL_SUCCESS);
-  const std::string hex = Hex(root);
-  std::vector<pid_t> pids;
-  for (uint32_t r = 0; r < nranks; ++r) {
-    const std::string n = std::to_string(nranks), me = std::to_string(r);
-    const char *host = two_servers && r % 2 ? "server-b" : "server-a";
-    const pid_t pid = fork();
-    ASSERT_GE(pid, 0);
-    if (pid == 0) {
-      setenv("HZC_HOST_ID", host, 1);
-      execl(HZC_RANK_MAIN, HZC_RANK_MAIN, hex.c_str(), n.c_str(), me.c_str(), nullptr);
-      _exit(127);
-    }
-    pids.push_back(pid);
-  }
-  for (pid_t pid : pids) {
-    int status = 0;
-    ASSERT_EQ(waitpid(pid, &status, 0), pid);
-    ASSERT_TRUE(WIFEXITED(status));
-    EXPECT_EQ(WEXITSTATUS(status), expect);
-  }
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));
-}
-
 TEST_F(HcclMultiProcessTest, TwoRanksOneServer) {
-  RunProcesses(2, false, HCCL_SUCCESS);
+  hzc::test::RunRankMain(HZC_RANK_MAIN, 2, false, HCCL_SUCCESS);
 }
 
 TEST_F(HcclMultiProcessTest, FourRanksOneServer) {
-  RunProcesses(4, false, HCCL_SUCCESS);
+  hzc::test::RunRankMain(HZC_RANK_MAIN, 4, false, HCCL_SUCCESS);
 }
 
 TEST_F(HcclMultiProcessTest, EightRanksOneServer) {
-  RunProcesses(8, false, HCCL_SUCCESS);
+  hzc::test::RunRankMain(HZC_RANK_MAIN, 8, false, HCCL_SUCCESS);
 }
 
 // Two ranks; rank 1 calls HcclCommSetMemoryRange @delay_ms late. Exit statuses of both.
 std::vector<int> LateRank(int delay_ms, int timeout_s, int retries0, int retries1) {
   HcclRootInfo root;
   EXPECT_EQ(HcclGetRootInfo(&root), HCCL_SUCCESS);
-  const std::string hex = Hex(root), t = std::to_string(timeout_s);
+  const std::string hex = hzc::test::RootInfoToHex(root), t = std::to_string(timeout_s);
   std::vector<pid_t> pids;
   for (int r = 0; r < 2; ++r) {
     const std::string me = std::to_string(r), delay = std::to_string(r == 1 ? delay_ms : 0),
@@ -531,7 +496,7 @@ TEST_F(HcclMultiProcessTest, AbsentRankTimesOutThenRetryWorks) {
 TEST_F(HcclMultiProcessTest, TwoServersAreNotSupported) {
   ExpectErrorLog("HcclCommSetMemoryRange: comm=");
   ExpectErrorLog("span 2 servers");
-  RunProcesses(4, true, HCCL_E_NOT_SUPPORT);
+  hzc::test::RunRankMain(HZC_RANK_MAIN, 4, true, HCCL_E_NOT_SUPPORT);
 }
 
 }  // namespace

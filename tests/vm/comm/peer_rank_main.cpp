@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "rdma_resources.h"
+#include "root_info_hex.h"
 #include "shared_sync.h"
 
 namespace {
@@ -355,8 +356,8 @@ int main(int argc, char **argv) {
   }
   const std::string mode = argv[1];
   HcclRootInfo root;
-  for (size_t i = 0; i < sizeof(root); ++i) {
-    root.internal[i] = static_cast<char>(std::stoi(std::string(argv[2] + 2 * i, 2), nullptr, 16));
+  if (!hzc::test::RootInfoFromHex(argv[2], &root)) {
+    return 2;
   }
   Rank r;
   r.nranks = static_cast<uint32_t>(std::atoi(argv[3]));

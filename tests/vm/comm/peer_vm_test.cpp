@@ -18,19 +18,12 @@
 #include "hzc_test.h"
 #include "kernel_counters.h"
 #include "rdma_resources.h"
+#include "root_info_hex.h"
 #include "shared_sync.h"
 
 namespace {
 
 using hzc::test::SharedSync;
-
-std::string Hex(const HcclRootInfo &root) {
-  std::string out;
-  for (char c : root.internal) {
-    out += fmt::format("{:02x}", static_cast<unsigned char>(c));
-  }
-  return out;
-}
 
 class PeerAccessTest : public hzc::test::Test {
  protected:
@@ -56,8 +49,8 @@ class PeerAccessTest : public hzc::test::Test {
   std::vector<pid_t> Start(const char *mode, uint32_t nranks, int victim = -1) {
     HcclRootInfo root;
     EXPECT_EQ(HcclGetRootInfo(&root), HCCL_SUCCESS);
-    const std::string hex = Hex(root), n = std::to_string(nranks), fd = std::to_string(sync_fd_),
-                      v = std::to_string(victim);
+    const std::string hex = hzc::test::RootInfoToHex(root), n = std::to_string(nranks),
+                      fd = std::to_string(sync_fd_), v = std::to_string(victim);
     std::vector<pid_t> pids;
     for (uint32_t r = 0; r < nranks; ++r) {
       const std::string me = std::to_string(r);

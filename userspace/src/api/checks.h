@@ -17,8 +17,8 @@
 #include <memory>
 
 #include "api/boundary.h"
-#include "core/comm.h"
 #include "base/status.h"
+#include "core/comm.h"
 
 namespace hzc::api {
 

@@ -10,8 +10,8 @@
 
 #include "api/boundary.h"
 #include "api/checks.h"
-#include "core/comm.h"
 #include "base/config.h"
+#include "core/comm.h"
 #include "core/peer_access.h"
 #include "device/device.h"
 #include "verbs/links.h"

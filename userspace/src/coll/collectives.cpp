@@ -10,12 +10,12 @@
 #include <string>
 #include <vector>
 
+#include "base/config.h"
+#include "base/log.h"
 #include "bootstrap/root_info.h"
 #include "coll/control.h"
 #include "coll/reduce.h"
 #include "coll/zero_copy.h"
-#include "base/config.h"
-#include "base/log.h"
 
 namespace hzc::coll {
 

@@ -20,8 +20,8 @@
 #include <chrono>
 #include <cstdint>
 
-#include "core/comm.h"
 #include "base/status.h"
+#include "core/comm.h"
 
 namespace hzc::coll {
 

@@ -1,9 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "core/comm.h"
 
-#include "core/activation_cookie.h"
-#include "base/log.h"
-
+#include <fmt/ranges.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -11,6 +9,9 @@
 #include <cstring>
 #include <mutex>
 #include <set>
+
+#include "base/log.h"
+#include "core/activation_cookie.h"
 
 namespace hzc {
 
@@ -137,10 +138,7 @@ Status Communicator::WaitForCards(const Device &device, const Device::DomainId &
     }
   }
   if (!st.ok()) {
-    std::string list;
-    for (uint32_t r : missing) {
-      list += (list.empty() ? "" : ",") + std::to_string(r);
-    }
+    const std::string list = fmt::format("{}", fmt::join(missing, ","));
     if (st.code() == HCCL_E_TIMEOUT) {
       return Error(HCCL_E_TIMEOUT,
                    "link establishment: rank(s) {} of {} did not call HcclCommSetMemoryRange "

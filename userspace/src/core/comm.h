@@ -12,10 +12,10 @@
 #include <string>
 #include <vector>
 
+#include "base/status.h"
 #include "bootstrap/rendezvous.h"
 #include "bootstrap/root_info.h"
 #include "core/peer_memory.h"
-#include "base/status.h"
 #include "device/device.h"
 #include "verbs/links.h"
 

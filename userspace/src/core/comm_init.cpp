@@ -7,13 +7,13 @@
 #include <utility>
 #include <vector>
 
+#include "base/config.h"
+#include "base/log.h"
 #include "bootstrap/host_id.h"
 #include "bootstrap/rank_table.h"
 #include "bootstrap/rendezvous.h"
 #include "bootstrap/root_info.h"
 #include "core/comm.h"
-#include "base/config.h"
-#include "base/log.h"
 
 namespace hzc {
 

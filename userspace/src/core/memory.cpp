@@ -1,12 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "core/memory.h"
 
+#include <functional>
 #include <string>
 
 #include "base/config.h"
+#include "base/rollback.h"
 #include "core/generation.h"
 #include "core/range_registry.h"
-#include "base/rollback.h"
 #include "device/device.h"
 #include "runtime/vmm.h"
 
@@ -24,6 +25,26 @@ Status ExplainPinFailure(Status st, uint64_t cookie) {
                  st.message());
   }
   return st;
+}
+
+// What UnsetRange and Deactivate share: take an entry out of the process's registry (@take),
+// tell the kernel (@release), and put the entry back (@put_back) if the kernel refuses. On
+// success the peers' cached views are stale, so the process's generation moves.
+Status Withdraw(const std::function<Status(RangeRegistry &)> &take,
+                const std::function<void(RangeRegistry &)> &put_back,
+                const std::function<Status(Device &)> &release) {
+  auto device = Device::Process();
+  if (!device.ok()) {
+    return device.status();
+  }
+  auto &ranges = RangeRegistry::Process();
+  Rollback rollback;
+  HZC_RETURN_IF_ERROR(take(ranges));
+  rollback.Push([&] { put_back(ranges); });
+  HZC_RETURN_IF_ERROR(release(**device));
+  rollback.Commit();
+  Generation::BumpProcess();
+  return Status::Ok();
 }
 
 }  // namespace
@@ -53,19 +74,11 @@ Status SetRange(HcclComm handle, Communicator &comm, uintptr_t base, size_t size
 }
 
 Status UnsetRange(uintptr_t base) {
-  auto device = Device::Process();
-  if (!device.ok()) {
-    return device.status();
-  }
-  auto &ranges = RangeRegistry::Process();
-  Rollback rollback;
   RangeRegistry::Range removed;
-  HZC_RETURN_IF_ERROR(ranges.Remove(base, &removed));
-  rollback.Push([&] { (void)ranges.Add(base, removed.size, removed.comm_id); });
-  HZC_RETURN_IF_ERROR((*device)->UnregisterRange(base));
-  rollback.Commit();
-  Generation::BumpProcess();  // peers' cached views are stale
-  return Status::Ok();
+  return Withdraw(
+      [&](RangeRegistry &ranges) { return ranges.Remove(base, &removed); },
+      [&](RangeRegistry &ranges) { (void)ranges.Add(base, removed.size, removed.comm_id); },
+      [&](Device &device) { return device.UnregisterRange(base); });
 }
 
 Status Activate(const std::shared_ptr<Communicator> &comm, uintptr_t va, size_t size,
@@ -97,18 +110,13 @@ Status Activate(const std::shared_ptr<Communicator> &comm, uintptr_t va, size_t 
 }
 
 Status Deactivate(uintptr_t va) {
-  auto device = Device::Process();
-  if (!device.ok()) {
-    return device.status();
-  }
-  auto &ranges = RangeRegistry::Process();
-  Rollback rollback;
   RangeRegistry::Activation removed;
-  HZC_RETURN_IF_ERROR(ranges.Deactivate(va, &removed));
-  rollback.Push([&] { (void)ranges.Activate(va, removed.size, removed.handle, removed.comm); });
-  HZC_RETURN_IF_ERROR((*device)->Deactivate(va));
-  rollback.Commit();
-  Generation::BumpProcess();
+  HZC_RETURN_IF_ERROR(
+      Withdraw([&](RangeRegistry &ranges) { return ranges.Deactivate(va, &removed); },
+               [&](RangeRegistry &ranges) {
+                 (void)ranges.Activate(va, removed.size, removed.handle, removed.comm);
+               },
+               [&](Device &device) { return device.Deactivate(va); }));
   // A communicator destroyed meanwhile dropped its registrations already.
   if (const std::shared_ptr<Communicator> comm = removed.comm.lock()) {
     comm->DropMemory(va);

@@ -15,8 +15,8 @@
 #include <cstdint>
 #include <memory>
 
-#include "core/comm.h"
 #include "base/status.h"
+#include "core/comm.h"
 
 namespace hzc::memory {
 

@@ -12,9 +12,9 @@
 #include <cstdint>
 #include <vector>
 
+#include "base/status.h"
 #include "core/comm.h"
 #include "core/peer_memory.h"
-#include "base/status.h"
 
 namespace hzc {
 

@@ -59,6 +59,17 @@ uintptr_t Addr(const void *p) {
   return reinterpret_cast<uintptr_t>(p);
 }
 
+// The live allocation behind @handle (s.mutex held), or why there is none.
+Expected<std::map<uintptr_t, std::shared_ptr<Physical>>::iterator, aclError> FindHandle(
+    State &s, aclrtDrvMemHandle handle) {
+  auto it = s.handles.find(Addr(handle));
+  if (it == s.handles.end()) {
+    return Error(ACL_ERROR_RT_INVALID_HANDLE,
+                 "handle={}: not a live allocation of aclrtMallocPhysical", handle);
+  }
+  return it;
+}
+
 // Handles are opaque values, not addresses: a stale handle never names a newer allocation.
 constexpr uintptr_t kHandleBase = uintptr_t{0x48} << 40;
 constexpr uintptr_t kHandleStride = 0x40;
@@ -286,24 +297,22 @@ AclStatus MallocPhysical(aclrtDrvMemHandle *out, size_t size, const aclrtPhysica
 AclStatus FreePhysical(aclrtDrvMemHandle handle) {
   State &s = GetState();
   std::lock_guard lock(s.mutex);
-  auto it = s.handles.find(Addr(handle));
-  if (it == s.handles.end()) {
-    return Error(ACL_ERROR_RT_INVALID_HANDLE,
-                 "handle={}: not a live allocation of aclrtMallocPhysical", handle);
+  auto it = FindHandle(s, handle);
+  if (!it.ok()) {
+    return it.status();
   }
-  s.handles.erase(it);  // mappings still hold the memory
+  s.handles.erase(*it);  // mappings still hold the memory
   return AclStatus::Ok();
 }
 
 AclStatus Map(void *va, size_t size, aclrtDrvMemHandle handle) {
   State &s = GetState();
   std::lock_guard lock(s.mutex);
-  auto hit = s.handles.find(Addr(handle));
-  if (hit == s.handles.end()) {
-    return Error(ACL_ERROR_RT_INVALID_HANDLE,
-                 "handle={}: not a live allocation of aclrtMallocPhysical", handle);
+  auto hit = FindHandle(s, handle);
+  if (!hit.ok()) {
+    return hit.status();
   }
-  const std::shared_ptr<Physical> &phys = hit->second;
+  const std::shared_ptr<Physical> &phys = (*hit)->second;
   if (size != phys->size) {
     return Error(ACL_ERROR_RT_PARAM_INVALID, "size={:#x}: the allocation has {:#x} bytes", size,
                  phys->size);
@@ -369,14 +378,14 @@ AclStatus Unmap(void *va) {
 std::string CheckMapped(void *va, size_t size, aclrtDrvMemHandle handle) {
   State &s = GetState();
   std::lock_guard lock(s.mutex);
-  auto hit = s.handles.find(Addr(handle));
-  if (hit == s.handles.end()) {
-    return fmt::format("handle={}: not a live allocation of aclrtMallocPhysical", handle);
+  auto hit = FindHandle(s, handle);
+  if (!hit.ok()) {
+    return hit.status().message();
   }
   auto rit = FindReservation(s, Addr(va), 1);
   if (rit != s.reservations.end()) {
     auto mit = rit->second.mappings.find(Addr(va));
-    if (mit != rit->second.mappings.end() && mit->second.physical == hit->second) {
+    if (mit != rit->second.mappings.end() && mit->second.physical == (*hit)->second) {
       if (mit->second.size != size) {
         return fmt::format("size={:#x}: the allocation mapped at {} has {:#x} bytes", size, va,
                            mit->second.size);

@@ -9,12 +9,44 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
 #include <vector>
 
 namespace hzc::test {
+
+// Bytes per element of @type, from the HCCL documentation (independent of the library's own
+// table); 0 for a value that is not a data type.
+inline size_t RefTypeSize(HcclDataType type) {
+  switch (type) {
+    case HCCL_DATA_TYPE_INT8:
+    case HCCL_DATA_TYPE_UINT8:
+    case HCCL_DATA_TYPE_HIF8:
+    case HCCL_DATA_TYPE_FP8E4M3:
+    case HCCL_DATA_TYPE_FP8E5M2:
+    case HCCL_DATA_TYPE_FP8E8M0:
+      return 1;
+    case HCCL_DATA_TYPE_INT16:
+    case HCCL_DATA_TYPE_UINT16:
+    case HCCL_DATA_TYPE_FP16:
+    case HCCL_DATA_TYPE_BFP16:
+      return 2;
+    case HCCL_DATA_TYPE_INT32:
+    case HCCL_DATA_TYPE_UINT32:
+    case HCCL_DATA_TYPE_FP32:
+      return 4;
+    case HCCL_DATA_TYPE_INT64:
+    case HCCL_DATA_TYPE_UINT64:
+    case HCCL_DATA_TYPE_FP64:
+      return 8;
+    case HCCL_DATA_TYPE_INT128:
+      return 16;
+    default:
+      return 0;
+  }
+}
 
 inline float BfToFloat(uint16_t b) {
   return std::bit_cast<float>(static_cast<uint32_t>(b) << 16);

@@ -1,0 +1,92 @@
+// SPDX-License-Identifier: Apache-2.0
+// Starting ranks as fresh processes: a test forks and execs one rank binary per rank (the root
+// info on the command line as hex, root_info_hex.h) and collects the exit statuses.
+#pragma once
+
+#include <gtest/gtest.h>
+#include <hccl/hccl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "root_info_hex.h"
+
+namespace hzc::test {
+
+// Fork one process per rank; in the child, @prepare(rank) (may setenv) and then exec @argv(rank).
+// Returns the pids in rank order (a failed fork fails the test and returns what was started).
+inline std::vector<pid_t> StartRanks(uint32_t nranks,
+                                     const std::function<std::vector<std::string>(uint32_t)> &argv,
+                                     const std::function<void(uint32_t)> &prepare = nullptr) {
+  std::vector<pid_t> pids;
+  for (uint32_t r = 0; r < nranks; ++r) {
+    const std::vector<std::string> args = argv(r);
+    std::vector<char *> cargs;
+    for (const std::string &a : args) {
+      cargs.push_back(const_cast<char *>(a.c_str()));
+    }
+    cargs.push_back(nullptr);
+    const pid_t pid = fork();
+    if (pid < 0) {
+      ADD_FAILURE() << "fork: " << std::strerror(errno);
+      break;
+    }
+    if (pid == 0) {
+      if (prepare) {
+        prepare(r);
+      }
+      execv(cargs[0], cargs.data());
+      _exit(127);
+    }
+    pids.push_back(pid);
+  }
+  return pids;
+}
+
+// Wait for every pid; the exit status of each (-signal when killed, -1000 if waitpid failed).
+inline std::vector<int> WaitRanks(const std::vector<pid_t> &pids) {
+  std::vector<int> statuses;
+  for (pid_t pid : pids) {
+    int status = 0;
+    if (waitpid(pid, &status, 0) != pid) {
+      statuses.push_back(-1000);
+    } else if (WIFEXITED(status)) {
+      statuses.push_back(WEXITSTATUS(status));
+    } else {
+      statuses.push_back(WIFSIGNALED(status) ? -WTERMSIG(status) : -1000);
+    }
+  }
+  return statuses;
+}
+
+// tests/unit/api/rank_main.cpp's ranks (ROOT_HEX NRANKS RANK): @nranks of them in one
+// communicator, on two simulated servers (HZC_HOST_ID, odd ranks on the second) when
+// @two_servers; every rank must exit with @expect.
+inline void RunRankMain(const char *binary, uint32_t nranks, bool two_servers, int expect) {
+  HcclRootInfo root;
+  ASSERT_EQ(HcclGetRootInfo(&root), HCCL_SUCCESS);
+  const std::string hex = RootInfoToHex(root);
+  const auto pids = StartRanks(
+      nranks,
+      [&](uint32_t r) {
+        return std::vector<std::string>{binary, hex, std::to_string(nranks), std::to_string(r)};
+      },
+      [&](uint32_t r) { setenv("HZC_HOST_ID", two_servers && r % 2 ? "server-b" : "server-a", 1); });
+  for (int status : WaitRanks(pids)) {
+    EXPECT_EQ(status, expect);
+  }
+  EXPECT_EQ(pids.size(), nranks);
+  // HcclGetRootInfo's root thread closes its socket just after serving the last rank: let it
+  // finish before the test fixture looks for leaked descriptors.
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+}
+
+}  // namespace hzc::test
