@@ -79,7 +79,9 @@ inline void RunRankMain(const char *binary, uint32_t nranks, bool two_servers, i
       [&](uint32_t r) {
         return std::vector<std::string>{binary, hex, std::to_string(nranks), std::to_string(r)};
       },
-      [&](uint32_t r) { setenv("HZC_HOST_ID", two_servers && r % 2 ? "server-b" : "server-a", 1); });
+      [&](uint32_t r) {
+        setenv("HZC_HOST_ID", two_servers && r % 2 ? "server-b" : "server-a", 1);
+      });
   for (int status : WaitRanks(pids)) {
     EXPECT_EQ(status, expect);
   }
