@@ -16,6 +16,7 @@
 
 #include "base/errno_string.h"
 #include "base/log.h"
+#include "base/rank_list.h"
 #include "bootstrap/wait_fd.h"
 
 namespace hzc::bootstrap {
@@ -114,13 +115,7 @@ Expected<UniqueFd> Listen(const LocalExchange &x) {
 }
 
 std::string Missing(const std::vector<bool> &served) {
-  std::string missing;
-  for (size_t r = 0; r < served.size(); ++r) {
-    if (!served[r]) {
-      missing += (missing.empty() ? "" : ",") + std::to_string(r);
-    }
-  }
-  return missing;
+  return RanksWhere(static_cast<uint32_t>(served.size()), [&](uint32_t r) { return !served[r]; });
 }
 
 // Accept one connection and read the rank it says it is: nothing when it is refused (another

@@ -17,6 +17,7 @@
 
 #include "base/errno_string.h"
 #include "base/log.h"
+#include "base/rank_list.h"
 #include "base/unique_fd.h"
 #include "bootstrap/wait_fd.h"
 
@@ -193,12 +194,7 @@ void ServeRootOnce(UniqueFd listener, RootInfo info, std::chrono::seconds timeou
     LogDebug("bootstrap: root {}: {} ranks joined", where, nranks);
     return;
   }
-  std::string missing;
-  for (uint32_t r = 0; r < nranks; ++r) {
-    if (!joined.contains(r)) {
-      missing += (missing.empty() ? "" : ",") + std::to_string(r);
-    }
-  }
+  const std::string missing = RanksWhere(nranks, [&](uint32_t r) { return !joined.contains(r); });
   const std::string why = nranks == 0 ? std::string("no rank arrived")
                                       : fmt::format("rank(s) {} of {} did not arrive within {}s",
                                                     missing, nranks, timeout.count());

@@ -13,6 +13,7 @@
 
 #include "base/errno_string.h"
 #include "base/log.h"
+#include "base/rank_list.h"
 #include "bootstrap/local_exchange.h"
 
 namespace hzc::coll {
@@ -255,12 +256,9 @@ Status ControlArea::WaitStep(uint32_t r, uint32_t target, Clock::time_point dead
     HZC_RETURN_IF_ERROR(CheckAbort());
     HZC_RETURN_IF_ERROR(CheckPeers());
     if (Clock::now() >= deadline) {
-      std::string missing;
-      for (uint32_t q = 0; q < nranks_; ++q) {
-        if (!Reached(slot(q).step.load(std::memory_order_acquire), target)) {
-          missing += (missing.empty() ? "" : ",") + std::to_string(q);
-        }
-      }
+      const std::string missing = RanksWhere(nranks_, [&](uint32_t q) {
+        return !Reached(slot(q).step.load(std::memory_order_acquire), target);
+      });
       return Error(HCCL_E_TIMEOUT, "rank(s) {} of {} did not reach {} in time", missing, nranks_,
                    what);
     }

@@ -1,7 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "core/comm.h"
 
-#include <fmt/ranges.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -11,6 +10,7 @@
 #include <set>
 
 #include "base/log.h"
+#include "base/rank_list.h"
 #include "core/activation_cookie.h"
 
 namespace hzc {
@@ -138,7 +138,7 @@ Status Communicator::WaitForCards(const Device &device, const Device::DomainId &
     }
   }
   if (!st.ok()) {
-    const std::string list = fmt::format("{}", fmt::join(missing, ","));
+    const std::string list = RankList(missing);
     if (st.code() == HCCL_E_TIMEOUT) {
       return Error(HCCL_E_TIMEOUT,
                    "link establishment: rank(s) {} of {} did not call HcclCommSetMemoryRange "
