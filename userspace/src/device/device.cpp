@@ -7,7 +7,6 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstddef>
 #include <mutex>
 
 #include "base/config.h"
@@ -117,15 +116,8 @@ Status Device::UnregisterRange(uintptr_t base) const {
 }
 
 Status Device::Activate(uintptr_t va, size_t length, uint64_t cookie) const {
-  if (cookie != 0 && !activation_cookies()) {
-    return Error(HCCL_E_NOT_SUPPORT,
-                 "{}: the loaded hzc.ko stores no activation cookies (feature {:#x} missing)",
-                 path_, HZC_FEATURE_ACTIVATION_COOKIE);
-  }
   hzc_activate arg{};
-  // A module without cookies knows the struct only up to the cookie (a longer one is fine
-  // while the cookie is 0, but say what we mean).
-  arg.size = activation_cookies() ? sizeof(arg) : offsetof(hzc_activate, cookie);
+  arg.size = sizeof(arg);
   arg.va = va;
   arg.length = length;
   arg.cookie = cookie;
@@ -251,11 +243,7 @@ Expected<std::vector<hzc_activation_desc>> Device::ListActivations(const DomainI
                                                                    uint32_t rank,
                                                                    uint32_t peer_rank,
                                                                    uint64_t range_id) const {
-  // A module without cookies lists first-version elements (va, length), 16 bytes apart.
-  const bool cookies = activation_cookies();
-  static_assert(sizeof(std::array<uint64_t, 2>) == HZC_ACTIVATION_DESC_SIZE_V0);
   std::vector<hzc_activation_desc> out(8);
-  std::vector<std::array<uint64_t, 2>> v0;
   for (;;) {
     hzc_list_activations arg{};
     arg.size = sizeof(arg);
@@ -265,13 +253,8 @@ Expected<std::vector<hzc_activation_desc>> Device::ListActivations(const DomainI
     arg.peer_rank = peer_rank;
     arg.range_id = range_id;
     arg.num_activations = static_cast<uint32_t>(out.size());
-    if (cookies) {
-      arg.desc_size = sizeof(hzc_activation_desc);
-      arg.activations = reinterpret_cast<uintptr_t>(out.data());
-    } else {
-      v0.assign(out.size(), {});
-      arg.activations = reinterpret_cast<uintptr_t>(v0.data());
-    }
+    arg.desc_size = sizeof(hzc_activation_desc);
+    arg.activations = reinterpret_cast<uintptr_t>(out.data());
     const int err = Ioctl(HZC_IOC_LIST_ACTIVATIONS, &arg);
     if (err == EMSGSIZE && arg.num_activations > out.size()) {
       out.resize(arg.num_activations);
@@ -283,11 +266,6 @@ Expected<std::vector<hzc_activation_desc>> Device::ListActivations(const DomainI
                    ErrnoString(err), err == ECONNRESET ? " (a rank left or died)" : "");
     }
     out.resize(arg.num_activations);
-    if (!cookies) {
-      for (size_t i = 0; i < out.size(); ++i) {
-        out[i] = hzc_activation_desc{.va = v0[i][0], .length = v0[i][1], .cookie = 0};
-      }
-    }
     return out;
   }
 }

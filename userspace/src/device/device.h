@@ -43,7 +43,7 @@ class Device {
   // HZC_IOC_RANGE_REGISTER / UNREGISTER.
   Expected<RangeIds> RegisterRange(uintptr_t base, size_t length) const;
   Status UnregisterRange(uintptr_t base) const;
-  // HZC_IOC_ACTIVATE / DEACTIVATE. A non-zero @cookie needs activation_cookies().
+  // HZC_IOC_ACTIVATE / DEACTIVATE.
   Status Activate(uintptr_t va, size_t length, uint64_t cookie = 0) const;
   Status Deactivate(uintptr_t va) const;
   // HZC_IOC_DOMAIN_JOIN / LEAVE.
@@ -62,8 +62,7 @@ class Device {
   Expected<std::vector<hzc_range_desc>> ListRanges(const DomainId &id, uint32_t rank,
                                                    uint32_t peer_rank) const;
   // HZC_IOC_LIST_ACTIVATIONS: the activations of range @range_id of @peer_rank, sorted by va.
-  // HCCL_E_NOT_FOUND when the range is gone, HCCL_E_REMOTE when the domain broke. Cookies
-  // read 0 from a module without activation_cookies().
+  // HCCL_E_NOT_FOUND when the range is gone, HCCL_E_REMOTE when the domain broke.
   Expected<std::vector<hzc_activation_desc>> ListActivations(const DomainId &id, uint32_t rank,
                                                              uint32_t peer_rank,
                                                              uint64_t range_id) const;
@@ -72,10 +71,6 @@ class Device {
 
   // What INFO said when the device was opened.
   const hzc_info &info() const { return info_; }
-  // Whether the module stores activation cookies (HZC_FEATURE_ACTIVATION_COOKIE).
-  bool activation_cookies() const {
-    return (info_.out_features & HZC_FEATURE_ACTIVATION_COOKIE) != 0;
-  }
   const std::string &path() const { return path_; }
   int fd() const { return fd_.get(); }
 
