@@ -53,22 +53,17 @@ std::string Describe(const Status &st) {
   return fmt::format("code {}: {}", static_cast<int>(st.code()), st.message());
 }
 
-template <typename T>
-std::span<const std::byte> Bytes(const T &value) {
-  return std::as_bytes(std::span<const T, 1>(&value, 1));
-}
-
 // Publish own buffer under kBufferKey and read every rank's back.
-Expected<std::vector<BufferBlob>> ExchangeBuffers(const BoardRef &board, const MemoryRegion &mr) {
+Expected<std::vector<BufferBlob>> ExchangeBuffers(const Board &board, const MemoryRegion &mr) {
   BufferBlob mine{.remote = mr.remote(), .pid = static_cast<uint32_t>(getpid())};
-  HZC_RETURN_IF_ERROR(BoardPut(board, kBufferKey, Bytes(mine)));
-  auto blobs = BoardWait(board, kBufferKey, sizeof(BufferBlob),
-                         std::chrono::steady_clock::now() + seconds(60), "buffers");
+  HZC_RETURN_IF_ERROR(board.Put(kBufferKey, Bytes(mine)));
+  auto blobs = board.Wait(kBufferKey, sizeof(BufferBlob),
+                          std::chrono::steady_clock::now() + seconds(60), "buffers");
   if (!blobs.ok()) {
     return blobs.status();
   }
-  std::vector<BufferBlob> all(board.nranks);
-  for (uint32_t r = 0; r < board.nranks; ++r) {
+  std::vector<BufferBlob> all(board.nranks());
+  for (uint32_t r = 0; r < board.nranks(); ++r) {
     if (blobs->blob(r).size() != sizeof(BufferBlob)) {
       return Error(HCCL_E_INTERNAL, "rank {} published a {}-byte buffer blob", r,
                    blobs->blob(r).size());
@@ -78,11 +73,10 @@ Expected<std::vector<BufferBlob>> ExchangeBuffers(const BoardRef &board, const M
   return all;
 }
 
-Status Barrier(const BoardRef &board, uint32_t key) {
+Status Barrier(const Board &board, uint32_t key) {
   const uint32_t one = 1;
-  HZC_RETURN_IF_ERROR(BoardPut(board, key, Bytes(one)));
-  auto st =
-      BoardWait(board, key, sizeof(one), std::chrono::steady_clock::now() + seconds(60), "barrier");
+  HZC_RETURN_IF_ERROR(board.Put(key, Bytes(one)));
+  auto st = board.Wait(key, sizeof(one), std::chrono::steady_clock::now() + seconds(60), "barrier");
   return st.ok() ? Status::Ok() : st.status();
 }
 
@@ -106,7 +100,7 @@ std::string DataRank(std::array<uint64_t, 2> id, uint32_t rank, uint32_t nranks,
   if (!member.error().empty()) {
     return member.error();
   }
-  auto links = Links::Establish(member.board(), TestOptions(seconds(60)));
+  auto links = member.Establish(TestOptions(seconds(60)));
   if (!links.ok()) {
     return "establish: " + Describe(links.status());
   }
@@ -214,7 +208,7 @@ TEST_F(VerbsVmTest, ResourceCountSeesOwnObjects) {
           return member.error();
         }
         {
-          auto links = Links::Establish(member.board(), TestOptions(seconds(10)));
+          auto links = member.Establish(TestOptions(seconds(10)));
           if (!links.ok() || !*links) {
             return "establish: " + Describe(links.status());
           }
@@ -248,7 +242,7 @@ TEST_F(VerbsVmTest, MissingRankTimesOutWithoutLeaks) {
           return member.error();
         }
         const auto start = std::chrono::steady_clock::now();
-        auto links = Links::Establish(member.board(), TestOptions(seconds(3)));
+        auto links = member.Establish(TestOptions(seconds(3)));
         const auto took = std::chrono::steady_clock::now() - start;
         if (links.ok()) {
           return "establish succeeded without rank 2";
@@ -291,7 +285,7 @@ TEST_F(VerbsVmTest, WrongDeviceIsNotFound) {
           options.timeout = seconds(60);
         }
         const auto start = std::chrono::steady_clock::now();
-        auto links = Links::Establish(member.board(), options);
+        auto links = member.Establish(options);
         const auto took = std::chrono::steady_clock::now() - start;
         if (links.ok()) {
           return "establish succeeded";
@@ -360,7 +354,7 @@ TEST_F(VerbsVmTest, KilledPeerFailsTransfers) {
         if (!member.error().empty()) {
           return member.error();
         }
-        auto links = Links::Establish(member.board(), TestOptions(seconds(60)));
+        auto links = member.Establish(TestOptions(seconds(60)));
         if (!links.ok() || !*links) {
           return "establish: " +
                  (links.ok() ? std::string("kernel-only") : Describe(links.status()));
@@ -447,7 +441,7 @@ TEST_F(VerbsVmTest, MemlockLimitIsMemoryError) {
         if (!member.error().empty()) {
           return member.error();
         }
-        auto links = Links::Establish(member.board(), TestOptions(seconds(10)));
+        auto links = member.Establish(TestOptions(seconds(10)));
         if (!links.ok() || !*links) {
           return "establish failed";
         }
@@ -490,7 +484,7 @@ TEST_F(VerbsVmTest, BadRequestsAreRejected) {
         if (!member.error().empty()) {
           return member.error();
         }
-        auto links = Links::Establish(member.board(), TestOptions(seconds(60)));
+        auto links = member.Establish(TestOptions(seconds(60)));
         if (!links.ok() || !*links) {
           return "establish failed";
         }

@@ -3,7 +3,6 @@
 
 #include <linux/hzc.h>
 #include <sched.h>
-#include <sys/ioctl.h>
 #include <sys/random.h>
 #include <sys/resource.h>
 
@@ -30,12 +29,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// The ready-barrier blob.
-struct ReadyBlob {
-  uint32_t magic = EndpointHeader::kMagic;
-  uint32_t state = EndpointHeader::kReady;
-};
-
 std::string RankList(const std::vector<uint32_t> &ranks) {
   std::string list;
   for (uint32_t r : ranks) {
@@ -52,9 +45,79 @@ uint32_t RandomPsn() {
   return value & 0xffffff;
 }
 
-template <typename T>
-std::span<const std::byte> Bytes(const T &value) {
-  return std::as_bytes(std::span<const T, 1>(&value, 1));
+// HCCL_E_PARA or HCCL_E_NOT_SUPPORT when links cannot be set up for rank @rank of @nranks
+// with @options on @device's board.
+Status CheckSetup(const Device &device, uint32_t rank, uint32_t nranks,
+                  const LinkOptions &options) {
+  if (nranks == 0 || rank >= nranks) {
+    return Error(HCCL_E_PARA, "link setup: rank {} of {} of {} is not a domain member", rank,
+                 nranks, device.path());
+  }
+  if (options.endpoint_key >= HZC_BOARD_KEYS || options.ready_key >= HZC_BOARD_KEYS ||
+      options.endpoint_key == options.ready_key) {
+    return Error(HCCL_E_PARA, "link setup: board keys {} and {} must differ and be below {}",
+                 options.endpoint_key, options.ready_key, HZC_BOARD_KEYS);
+  }
+  const uint32_t max_blob = device.info().out_max_blob_size;
+  if (nranks > MaxRanksForBlob(max_blob)) {
+    return Error(HCCL_E_NOT_SUPPORT,
+                 "link setup: {} ranks do not fit the domain board ({} bytes per blob: at most {} "
+                 "ranks with rdma links)",
+                 nranks, max_blob, MaxRanksForBlob(max_blob));
+  }
+  return Status::Ok();
+}
+
+// Tell peers this rank's link @state under @key (the endpoint or the ready key), so that they
+// fail (or fall back to kernel-only links) at once instead of waiting for the timeout.
+void PublishState(const Board &board, const LinkOptions &options, uint32_t key,
+                  EndpointHeader::State state) {
+  Status st;
+  if (key == options.endpoint_key) {
+    EndpointHeader h;
+    h.state = state;
+    h.rank = board.rank();
+    h.nranks = board.nranks();
+    st = board.Put(key, Bytes(h));
+  } else {
+    ReadyBlob ready;
+    ready.state = state;
+    st = board.Put(key, Bytes(ready));
+  }
+  if (!st.ok()) {
+    LogDebug("verbs: cannot tell peers this rank's link state: {}", st.message());
+  }
+}
+
+// Every rank's endpoint; HCCL_E_ROCE_CONNECT when a rank failed.
+Expected<PeerEndpoints> WaitForEndpoints(const Board &board, const LinkOptions &options,
+                                         Clock::time_point deadline) {
+  const uint32_t stride =
+      static_cast<uint32_t>(sizeof(EndpointHeader) + board.nranks() * sizeof(QpEndpoint));
+  auto blobs = board.Wait(options.endpoint_key, stride, deadline, "link setup: endpoints");
+  if (!blobs.ok()) {
+    return blobs.status();
+  }
+  auto peers = DecodeEndpoints(*blobs);
+  if (peers.ok() && !peers->failed.empty()) {
+    return Error(HCCL_E_ROCE_CONNECT, "link setup: rank(s) {} failed to set up their links",
+                 RankList(peers->failed));
+  }
+  return peers;
+}
+
+// The final barrier: every rank connected its queue pairs.
+Status WaitUntilReady(const Board &board, const LinkOptions &options, Clock::time_point deadline) {
+  auto ready =
+      board.Wait(options.ready_key, sizeof(ReadyBlob), deadline, "link setup: final barrier");
+  if (!ready.ok()) {
+    return ready.status();
+  }
+  if (const auto failed = RanksNotReady(*ready); !failed.empty()) {
+    return Error(HCCL_E_ROCE_CONNECT, "link setup: rank(s) {} could not connect their queue pairs",
+                 RankList(failed));
+  }
+  return Status::Ok();
 }
 
 }  // namespace
@@ -117,6 +180,42 @@ Expected<Endpoint> DecodeEndpoint(std::span<const std::byte> blob, uint32_t rank
   return ep;
 }
 
+Expected<PeerEndpoints> DecodeEndpoints(const BoardBlobs &blobs) {
+  const uint32_t nranks = blobs.nranks();
+  PeerEndpoints out;
+  out.endpoints.resize(nranks);
+  for (uint32_t r = 0; r < nranks; ++r) {
+    auto ep = DecodeEndpoint(blobs.blob(r), r, nranks);
+    if (!ep.ok()) {
+      return ep.status();
+    }
+    if (ep->header.state == EndpointHeader::kFailed) {
+      out.failed.push_back(r);
+    } else if (ep->header.state == EndpointHeader::kNoDevice) {
+      out.no_device.push_back(r);
+    }
+    out.endpoints[r] = std::move(*ep);
+  }
+  return out;
+}
+
+std::vector<uint32_t> RanksNotReady(const BoardBlobs &blobs) {
+  std::vector<uint32_t> ranks;
+  for (uint32_t r = 0; r < blobs.nranks(); ++r) {
+    ReadyBlob blob;
+    const auto bytes = blobs.blob(r);
+    if (bytes.size() == sizeof(blob)) {
+      std::memcpy(&blob, bytes.data(), sizeof(blob));
+    } else {
+      blob.magic = 0;
+    }
+    if (blob.magic != EndpointHeader::kMagic || blob.state != EndpointHeader::kReady) {
+      ranks.push_back(r);
+    }
+  }
+  return ranks;
+}
+
 MemoryRegion::MemoryRegion(std::shared_ptr<const ProtectionDomain> pd, MrPtr mr)
     : pd_(std::move(pd)), mr_(std::move(mr)) {}
 
@@ -128,15 +227,15 @@ bool MemoryRegion::Contains(const void *p, size_t len) const {
   return start >= begin && start - begin <= mr_->length && len <= mr_->length - (start - begin);
 }
 
-Links::Links(const BoardRef &board, const LinkOptions &options, std::unique_ptr<Port> port)
-    : rank_(board.rank),
-      nranks_(board.nranks),
+Links::Links(uint32_t rank, uint32_t nranks, const LinkOptions &options, std::unique_ptr<Port> port)
+    : rank_(rank),
+      nranks_(nranks),
       options_(options),
       port_(std::move(port)),
-      qps_(board.nranks),
-      send_psn_(board.nranks),
-      post_bytes_(board.nranks),
-      broken_(board.nranks) {}
+      qps_(nranks),
+      send_psn_(nranks),
+      post_bytes_(nranks),
+      broken_(nranks) {}
 
 Links::~Links() {
   LogDebug("verbs: rank {}: closing {} links on {}", rank_, nranks_ - 1, port_->device);
@@ -266,57 +365,7 @@ Endpoint Links::LocalEndpoint() const {
   return ep;
 }
 
-Expected<std::unique_ptr<Links>> Links::Establish(const BoardRef &board,
-                                                  const LinkOptions &options) {
-  if (board.fd < 0 || board.nranks == 0 || board.rank >= board.nranks) {
-    return Error(HCCL_E_PARA, "link setup: rank {} of {} on descriptor {} is not a domain member",
-                 board.rank, board.nranks, board.fd);
-  }
-  if (options.endpoint_key >= HZC_BOARD_KEYS || options.ready_key >= HZC_BOARD_KEYS ||
-      options.endpoint_key == options.ready_key) {
-    return Error(HCCL_E_PARA, "link setup: board keys {} and {} must differ and be below {}",
-                 options.endpoint_key, options.ready_key, HZC_BOARD_KEYS);
-  }
-  hzc_info info{};
-  info.size = sizeof(info);
-  if (::ioctl(board.fd, HZC_IOC_INFO, &info) != 0) {
-    return Error(HCCL_E_DRV, "link setup: info ioctl failed: {}", ErrnoString(errno));
-  }
-  if (board.nranks > MaxRanksForBlob(info.out_max_blob_size)) {
-    return Error(HCCL_E_NOT_SUPPORT,
-                 "link setup: {} ranks do not fit the domain board ({} bytes per blob: at most {} "
-                 "ranks with rdma links)",
-                 board.nranks, info.out_max_blob_size, MaxRanksForBlob(info.out_max_blob_size));
-  }
-  const auto deadline = Clock::now() + options.timeout;
-  const uint32_t stride =
-      static_cast<uint32_t>(sizeof(EndpointHeader) + board.nranks * sizeof(QpEndpoint));
-
-  // A rank that cannot take part still publishes its state, so peers fail (or fall back to
-  // kernel-only links) at once instead of waiting for the timeout.
-  auto publish_state = [&](uint32_t key, EndpointHeader::State state) {
-    Status st;
-    if (key == options.endpoint_key) {
-      EndpointHeader h;
-      h.state = state;
-      h.rank = board.rank;
-      h.nranks = board.nranks;
-      st = BoardPut(board, key, Bytes(h));
-    } else {
-      ReadyBlob ready;
-      ready.state = state;
-      st = BoardPut(board, key, Bytes(ready));
-    }
-    if (!st.ok()) {
-      LogDebug("verbs: cannot tell peers this rank's link state: {}", st.message());
-    }
-  };
-
-  // Until this rank has published its last blob, a failure publishes "failed" under the key
-  // it would have published next.
-  uint32_t pending_key = options.endpoint_key;
-  ScopeGuard tell_peers([&] { publish_state(pending_key, EndpointHeader::kFailed); });
-
+Expected<std::unique_ptr<Links>> Links::Open(const Board &board, const LinkOptions &options) {
   auto spec = ParseDeviceSpec(options.device);
   if (!spec.ok()) {
     return spec.status();
@@ -325,89 +374,75 @@ Expected<std::unique_ptr<Links>> Links::Establish(const BoardRef &board,
   if (!port.ok()) {
     return port.status();
   }
-  std::unique_ptr<Links> links;
-  if (*port) {
-    links.reset(new Links(board, options, std::move(*port)));
-    HZC_RETURN_IF_ERROR(links->CreateQueues());
-    HZC_RETURN_IF_ERROR(
-        BoardPut(board, options.endpoint_key, EncodeEndpoint(links->LocalEndpoint())));
-    pending_key = options.ready_key;
-  } else {
+  if (!*port) {
     static std::once_flag once;
     std::call_once(
         once, [] { LogInfo("verbs: no RDMA device with an active port: links are kernel-only"); });
-    tell_peers.Cancel();
-    publish_state(options.endpoint_key, EndpointHeader::kNoDevice);
+    return std::unique_ptr<Links>();
   }
+  std::unique_ptr<Links> links(new Links(board.rank(), board.nranks(), options, std::move(*port)));
+  HZC_RETURN_IF_ERROR(links->CreateQueues());
+  return links;
+}
 
-  auto blobs = BoardWait(board, options.endpoint_key, stride, deadline, "link setup: endpoints");
-  if (!blobs.ok()) {
-    return blobs.status();
-  }
-  std::vector<Endpoint> endpoints(board.nranks);
-  std::vector<uint32_t> failed, no_device;
-  for (uint32_t r = 0; r < board.nranks; ++r) {
-    auto ep = DecodeEndpoint(blobs->blob(r), r, board.nranks);
-    if (!ep.ok()) {
-      return ep.status();
+Status Links::Connect(const std::vector<Endpoint> &endpoints) {
+  for (uint32_t peer = 0; peer < nranks_; ++peer) {
+    if (peer == rank_) {
+      continue;
     }
-    if (ep->header.state == EndpointHeader::kFailed) {
-      failed.push_back(r);
-    } else if (ep->header.state == EndpointHeader::kNoDevice) {
-      no_device.push_back(r);
+    const Endpoint &ep = endpoints[peer];
+    if (ep.header.link_layer != port_->port_attr.link_layer) {
+      return Error(HCCL_E_ROCE_CONNECT, "link setup: rank {} uses link layer {}, this rank {}",
+                   peer, ep.header.link_layer, port_->port_attr.link_layer);
     }
-    endpoints[r] = std::move(*ep);
+    HZC_RETURN_IF_ERROR(ModifyToReadyToReceive(peer, ep));
+    HZC_RETURN_IF_ERROR(ModifyToReadyToSend(peer));
   }
-  if (!failed.empty()) {
-    return Error(HCCL_E_ROCE_CONNECT, "link setup: rank(s) {} failed to set up their links",
-                 RankList(failed));
+  return Status::Ok();
+}
+
+Expected<std::unique_ptr<Links>> Links::Establish(const Device &device,
+                                                  const Device::DomainId &domain, uint32_t rank,
+                                                  uint32_t nranks, const LinkOptions &options) {
+  HZC_RETURN_IF_ERROR(CheckSetup(device, rank, nranks, options));
+  const Board board(device, domain, rank, nranks);
+  const auto deadline = Clock::now() + options.timeout;
+
+  // Until this rank has published its last blob, a failure publishes "failed" under the key
+  // it would have published next.
+  uint32_t pending_key = options.endpoint_key;
+  ScopeGuard tell_peers(
+      [&] { PublishState(board, options, pending_key, EndpointHeader::kFailed); });
+  auto links = Open(board, options);
+  if (!links.ok()) {
+    return links.status();
   }
-  if (!no_device.empty()) {
-    if (links) {
-      LogWarn("verbs: rank(s) {} have no RDMA device: links are kernel-only", RankList(no_device));
+  if (*links) {
+    HZC_RETURN_IF_ERROR(board.Put(options.endpoint_key, EncodeEndpoint((*links)->LocalEndpoint())));
+    pending_key = options.ready_key;
+  } else {
+    tell_peers.Cancel();
+    PublishState(board, options, options.endpoint_key, EndpointHeader::kNoDevice);
+  }
+  auto peers = WaitForEndpoints(board, options, deadline);
+  if (!peers.ok()) {
+    return peers.status();
+  }
+  if (!peers->no_device.empty()) {
+    if (*links) {
+      LogWarn("verbs: rank(s) {} have no RDMA device: links are kernel-only",
+              RankList(peers->no_device));
     }
     tell_peers.Cancel();
     return std::unique_ptr<Links>();
   }
-  for (uint32_t peer = 0; peer < board.nranks; ++peer) {
-    if (peer == board.rank) {
-      continue;
-    }
-    const Endpoint &ep = endpoints[peer];
-    Status st =
-        ep.header.link_layer != links->port_->port_attr.link_layer
-            ? Error(HCCL_E_ROCE_CONNECT, "link setup: rank {} uses link layer {}, this rank {}",
-                    peer, ep.header.link_layer, links->port_->port_attr.link_layer)
-            : links->ModifyToReadyToReceive(peer, ep);
-    if (st.ok()) {
-      st = links->ModifyToReadyToSend(peer);
-    }
-    HZC_RETURN_IF_ERROR(st);
-  }
-  HZC_RETURN_IF_ERROR(BoardPut(board, options.ready_key, Bytes(ReadyBlob{})));
+  HZC_RETURN_IF_ERROR((*links)->Connect(peers->endpoints));
+  HZC_RETURN_IF_ERROR(board.Put(options.ready_key, Bytes(ReadyBlob{})));
   tell_peers.Cancel();
-  auto ready =
-      BoardWait(board, options.ready_key, sizeof(ReadyBlob), deadline, "link setup: final barrier");
-  if (!ready.ok()) {
-    return ready.status();
-  }
-  for (uint32_t r = 0; r < board.nranks; ++r) {
-    ReadyBlob blob;
-    const auto bytes = ready->blob(r);
-    if (bytes.size() == sizeof(blob)) {
-      std::memcpy(&blob, bytes.data(), sizeof(blob));
-    }
-    if (blob.magic != EndpointHeader::kMagic || blob.state != EndpointHeader::kReady) {
-      failed.push_back(r);
-    }
-  }
-  if (!failed.empty()) {
-    return Error(HCCL_E_ROCE_CONNECT, "link setup: rank(s) {} could not connect their queue pairs",
-                 RankList(failed));
-  }
-  LogDebug("verbs: rank {} of {}: {} links up on {} port {}", board.rank, board.nranks,
-           board.nranks - 1, links->port_->device, links->port_->port_num);
-  return links;
+  HZC_RETURN_IF_ERROR(WaitUntilReady(board, options, deadline));
+  LogDebug("verbs: rank {} of {}: {} links up on {} port {}", rank, nranks, nranks - 1,
+           (*links)->port_->device, (*links)->port_->port_num);
+  return std::move(*links);
 }
 
 Expected<std::unique_ptr<MemoryRegion>> Links::Register(void *va, size_t length) const {
