@@ -497,8 +497,25 @@ void Links::Break(uint32_t peer, const std::string &why) {
   }
 }
 
-Status Links::Execute(std::span<const WorkRequest> requests) {
-  std::lock_guard lock(mutex_);
+// The state of one Execute call.
+struct Links::Batch {
+  Batch(std::span<const WorkRequest> r, uint64_t g, uint64_t m, uint32_t nranks)
+      : requests(r), gen(g), max_msg(m), outstanding(nranks), chains(nranks), sges(nranks) {}
+
+  std::span<const WorkRequest> requests;
+  const uint64_t gen;                            // in the upper half of every wr_id of this call
+  const uint64_t max_msg;                        // longest work request
+  std::vector<uint32_t> outstanding;             // [peer] work requests posted and not completed
+  uint64_t total = 0;                            // sum of outstanding
+  size_t next = 0;                               // request being posted
+  uint64_t offset = 0;                           // bytes of it already posted
+  std::string error;                             // first failure
+  std::vector<std::vector<ibv_send_wr>> chains;  // [peer] to post next
+  std::vector<std::vector<ibv_sge>> sges;        // [peer] what chains point into
+  std::unordered_map<uint32_t, uint32_t> peer_of_qp;
+};
+
+Status Links::CheckRequests(std::span<const WorkRequest> requests) const {
   for (size_t i = 0; i < requests.size(); ++i) {
     const WorkRequest &r = requests[i];
     if (r.peer >= nranks_ || r.peer == rank_) {
@@ -517,156 +534,185 @@ Status Links::Execute(std::span<const WorkRequest> requests) {
                    broken_[r.peer]);
     }
   }
-  const uint64_t gen = ++generation_ & 0xffffffff;
-  const uint64_t max_msg = std::max<uint32_t>(port_->port_attr.max_msg_sz, 4096);
-  const uint32_t depth = options_.queue_depth;
+  return Status::Ok();
+}
 
-  std::vector<uint32_t> outstanding(nranks_);
-  uint64_t total = 0;
-  size_t next = 0;      // request being posted
-  uint64_t offset = 0;  // bytes of it already posted
-  std::string error;    // first failure
-  std::vector<std::vector<ibv_send_wr>> chains(nranks_);
-  std::vector<std::vector<ibv_sge>> sges(nranks_);
-  std::unordered_map<uint32_t, uint32_t> peer_of_qp;
-  for (uint32_t p = 0; p < nranks_; ++p) {
-    if (qps_[p]) {
-      peer_of_qp[qps_[p]->qp_num] = p;
+void Links::Fail(Batch &batch, uint32_t peer, const std::string &why) {
+  if (batch.error.empty()) {
+    batch.error = why;
+  }
+  Break(peer, why);
+}
+
+// Turn the next requests into work requests, as many as the queue depth lets through, as
+// one chain per peer.
+void Links::ChainRequests(Batch &batch) {
+  const uint32_t depth = options_.queue_depth;
+  while (batch.next < batch.requests.size() && batch.error.empty()) {
+    const WorkRequest &r = batch.requests[batch.next];
+    auto &chain = batch.chains[r.peer];
+    auto &sges = batch.sges[r.peer];
+    if (batch.outstanding[r.peer] + chain.size() >= depth) {
+      break;
+    }
+    if (sges.capacity() < depth) {
+      sges.reserve(depth);  // chains point into it: no reallocation while filling
+    }
+    const uint64_t len = std::min({r.length - batch.offset, batch.max_msg, post_bytes_[r.peer]});
+    sges.push_back({.addr = reinterpret_cast<uintptr_t>(r.local) + batch.offset,
+                    .length = static_cast<uint32_t>(len),
+                    .lkey = r.mr->lkey()});
+    ibv_send_wr wr{};
+    wr.wr_id = (batch.gen << 32) | batch.next;
+    wr.sg_list = &sges.back();
+    wr.num_sge = 1;
+    wr.opcode = r.op == WorkRequest::kWrite ? IBV_WR_RDMA_WRITE : IBV_WR_RDMA_READ;
+    wr.send_flags = IBV_SEND_SIGNALED;
+    wr.wr.rdma.remote_addr = r.remote_addr + batch.offset;
+    wr.wr.rdma.rkey = r.rkey;
+    chain.push_back(wr);
+    batch.offset += len;
+    if (batch.offset >= r.length) {
+      ++batch.next;
+      batch.offset = 0;
     }
   }
-  auto fail = [&](uint32_t peer, std::string why) {
-    if (error.empty()) {
-      error = why;
-    }
-    Break(peer, why);
-  };
+}
 
-  // Post whatever fits, as one chain per peer.
-  auto post = [&] {
-    for (auto &c : chains) {
-      c.clear();
-    }
-    for (auto &s : sges) {
-      s.clear();
-    }
-    while (next < requests.size() && error.empty()) {
-      const WorkRequest &r = requests[next];
-      if (outstanding[r.peer] + chains[r.peer].size() >= depth) {
+// Post @peer's chain in calls of at most post_bytes_[peer] bytes each (and at least one
+// work request).
+void Links::PostChain(Batch &batch, uint32_t peer) {
+  auto &c = batch.chains[peer];
+  for (size_t first = 0, last = 0; first < c.size(); first = last) {
+    uint64_t bytes = c[first].sg_list->length;
+    for (last = first + 1; last < c.size(); ++last) {
+      bytes += c[last].sg_list->length;
+      if (bytes > post_bytes_[peer]) {
         break;
       }
-      if (sges[r.peer].capacity() < depth) {
-        sges[r.peer].reserve(depth);  // chains point into it: no reallocation while filling
-      }
-      const uint64_t len = std::min({r.length - offset, max_msg, post_bytes_[r.peer]});
-      sges[r.peer].push_back({.addr = reinterpret_cast<uintptr_t>(r.local) + offset,
-                              .length = static_cast<uint32_t>(len),
-                              .lkey = r.mr->lkey()});
-      ibv_send_wr wr{};
-      wr.wr_id = (gen << 32) | next;
-      wr.sg_list = &sges[r.peer].back();
-      wr.num_sge = 1;
-      wr.opcode = r.op == WorkRequest::kWrite ? IBV_WR_RDMA_WRITE : IBV_WR_RDMA_READ;
-      wr.send_flags = IBV_SEND_SIGNALED;
-      wr.wr.rdma.remote_addr = r.remote_addr + offset;
-      wr.wr.rdma.rkey = r.rkey;
-      chains[r.peer].push_back(wr);
-      offset += len;
-      if (offset >= r.length) {
-        ++next;
-        offset = 0;
-      }
+      c[last - 1].next = &c[last];
     }
-    for (uint32_t p = 0; p < nranks_; ++p) {
-      auto &c = chains[p];
-      if (c.empty()) {
-        continue;
-      }
-      // Calls of at most post_bytes_[p] bytes each (and at least one request).
-      for (size_t first = 0, last = 0; first < c.size(); first = last) {
-        uint64_t bytes = c[first].sg_list->length;
-        for (last = first + 1; last < c.size(); ++last) {
-          bytes += c[last].sg_list->length;
-          if (bytes > post_bytes_[p]) {
-            break;
-          }
-          c[last - 1].next = &c[last];
-        }
-        ibv_send_wr *bad = nullptr;
-        const int ret = ibv_post_send(qps_[p].get(), &c[first], &bad);
-        const size_t posted = ret == 0 ? last - first : static_cast<size_t>(bad - &c[first]);
-        outstanding[p] += static_cast<uint32_t>(posted);
-        total += posted;
-        if (ret != 0) {
-          fail(p, fmt::format("ibv_post_send to rank {} failed: {}", p, ErrnoString(ret)));
-          break;
-        }
-      }
+    ibv_send_wr *bad = nullptr;
+    const int ret = ibv_post_send(qps_[peer].get(), &c[first], &bad);
+    const size_t posted = ret == 0 ? last - first : static_cast<size_t>(bad - &c[first]);
+    batch.outstanding[peer] += static_cast<uint32_t>(posted);
+    batch.total += posted;
+    if (ret != 0) {
+      Fail(batch, peer, fmt::format("ibv_post_send to rank {} failed: {}", peer, ErrnoString(ret)));
+      return;
     }
-  };
+  }
+}
 
+// Post whatever fits.
+void Links::Post(Batch &batch) {
+  for (auto &c : batch.chains) {
+    c.clear();
+  }
+  for (auto &s : batch.sges) {
+    s.clear();
+  }
+  ChainRequests(batch);
+  for (uint32_t p = 0; p < nranks_; ++p) {
+    if (!batch.chains[p].empty()) {
+      PostChain(batch, p);
+    }
+  }
+}
+
+// Poll the completion queue once and account for what completed (*@reaped entries). False
+// when polling failed: every peer with work outstanding is then broken.
+bool Links::Reap(Batch &batch, int *reaped) {
+  ibv_wc wcs[32];
+  const int n = ibv_poll_cq(cq_.get(), 32, wcs);
+  *reaped = std::max(n, 0);
+  if (n < 0) {
+    batch.error = fmt::format("ibv_poll_cq failed: {}", ErrnoString(errno));
+    for (uint32_t p = 0; p < nranks_; ++p) {
+      if (batch.outstanding[p] != 0) {
+        Break(p, batch.error);
+      }
+    }
+    return false;
+  }
+  for (int i = 0; i < n; ++i) {
+    const ibv_wc &wc = wcs[i];
+    auto it = batch.peer_of_qp.find(wc.qp_num);
+    if ((wc.wr_id >> 32) != batch.gen || it == batch.peer_of_qp.end()) {
+      continue;  // left over from an earlier, abandoned call
+    }
+    const uint32_t peer = it->second;
+    --batch.outstanding[peer];
+    --batch.total;
+    if (wc.status != IBV_WC_SUCCESS && wc.status != IBV_WC_WR_FLUSH_ERR) {
+      const WorkRequest &r = batch.requests[wc.wr_id & 0xffffffff];
+      Fail(batch, peer,
+           fmt::format("rdma {} of {:#x} bytes to rank {} (remote {:#x}, rkey {:#x}) "
+                       "failed: {} (vendor error {:#x})",
+                       r.op == WorkRequest::kWrite ? "write" : "read", r.length, peer,
+                       r.remote_addr, r.rkey, ibv_wc_status_str(wc.status), wc.vendor_err));
+    } else if (wc.status == IBV_WC_WR_FLUSH_ERR) {
+      Fail(batch, peer,
+           fmt::format("rdma to rank {} flushed: the queue pair is in the error state", peer));
+    }
+  }
+  return true;
+}
+
+// No completion within progress_timeout: break every peer with work outstanding.
+void Links::TimeOut(Batch &batch) {
+  const auto ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(options_.progress_timeout).count();
+  for (uint32_t p = 0; p < nranks_; ++p) {
+    if (batch.outstanding[p] != 0) {
+      Fail(batch, p, fmt::format("rdma to rank {}: no completion within {} ms", p, ms));
+    }
+  }
+}
+
+Status Links::Execute(std::span<const WorkRequest> requests) {
+  std::lock_guard lock(mutex_);
+  HZC_RETURN_IF_ERROR(CheckRequests(requests));
+  Batch batch(requests, ++generation_ & 0xffffffff,
+              std::max<uint32_t>(port_->port_attr.max_msg_sz, 4096), nranks_);
+  for (uint32_t p = 0; p < nranks_; ++p) {
+    if (qps_[p]) {
+      batch.peer_of_qp[qps_[p]->qp_num] = p;
+    }
+  }
   auto last_progress = Clock::now();
   bool timed_out = false;
   unsigned idle = 0;
-  ibv_wc wcs[32];
-  post();
-  while (total > 0) {
-    const int n = ibv_poll_cq(cq_.get(), 32, wcs);
-    if (n < 0) {
-      error = fmt::format("ibv_poll_cq failed: {}", ErrnoString(errno));
-      for (uint32_t p = 0; p < nranks_; ++p) {
-        if (outstanding[p] != 0) {
-          Break(p, error);
-        }
-      }
+  Post(batch);
+  while (batch.total > 0) {
+    int n = 0;
+    if (!Reap(batch, &n)) {
       break;
-    }
-    for (int i = 0; i < n; ++i) {
-      const ibv_wc &wc = wcs[i];
-      auto it = peer_of_qp.find(wc.qp_num);
-      if ((wc.wr_id >> 32) != gen || it == peer_of_qp.end()) {
-        continue;  // left over from an earlier, abandoned call
-      }
-      const uint32_t peer = it->second;
-      --outstanding[peer];
-      --total;
-      if (wc.status != IBV_WC_SUCCESS && wc.status != IBV_WC_WR_FLUSH_ERR) {
-        const WorkRequest &r = requests[wc.wr_id & 0xffffffff];
-        fail(peer, fmt::format("rdma {} of {:#x} bytes to rank {} (remote {:#x}, rkey {:#x}) "
-                               "failed: {} (vendor error {:#x})",
-                               r.op == WorkRequest::kWrite ? "write" : "read", r.length, peer,
-                               r.remote_addr, r.rkey, ibv_wc_status_str(wc.status), wc.vendor_err));
-      } else if (wc.status == IBV_WC_WR_FLUSH_ERR) {
-        fail(peer,
-             fmt::format("rdma to rank {} flushed: the queue pair is in the error state", peer));
-      }
     }
     const auto now = n > 0 || (++idle & 63) == 0 ? Clock::now() : last_progress;
     if (n > 0) {
       last_progress = now;
       idle = 0;
-      post();
+      Post(batch);
       continue;
     }
     if ((idle & 127) == 0) {
       sched_yield();
     }
-    if (!timed_out && now - last_progress > options_.progress_timeout) {
-      timed_out = true;
-      const auto ms =
-          std::chrono::duration_cast<std::chrono::milliseconds>(options_.progress_timeout).count();
-      for (uint32_t p = 0; p < nranks_; ++p) {
-        if (outstanding[p] != 0) {
-          fail(p, fmt::format("rdma to rank {}: no completion within {} ms", p, ms));
-        }
-      }
-      last_progress = now;  // the flush of the broken queue pairs gets one more period
-    } else if (timed_out && now - last_progress > options_.progress_timeout) {
-      LogWarn("verbs: {} work requests never completed; their queue pairs stay broken", total);
+    if (now - last_progress <= options_.progress_timeout) {
+      continue;
+    }
+    if (timed_out) {
+      LogWarn("verbs: {} work requests never completed; their queue pairs stay broken",
+              batch.total);
       break;
     }
+    timed_out = true;
+    TimeOut(batch);
+    last_progress = now;  // the flush of the broken queue pairs gets one more period
   }
-  if (!error.empty()) {
-    return Error(HCCL_E_ROCE_TRANSFER, "{}", error);
+  if (!batch.error.empty()) {
+    return Error(HCCL_E_ROCE_TRANSFER, "{}", batch.error);
   }
   return Status::Ok();
 }

@@ -216,6 +216,8 @@ class Links {
   std::string broken(uint32_t peer) const;
 
  private:
+  struct Batch;
+
   Links(uint32_t rank, uint32_t nranks, const LinkOptions &options, std::unique_ptr<Port> port);
 
   // Link setup steps (Establish), each returning the first failure.
@@ -226,6 +228,15 @@ class Links {
   Status ModifyToReadyToReceive(uint32_t peer, const Endpoint &remote);
   Status ModifyToReadyToSend(uint32_t peer);
   Endpoint LocalEndpoint() const;
+
+  // Data path steps (Execute).
+  Status CheckRequests(std::span<const WorkRequest> requests) const;
+  void Fail(Batch &batch, uint32_t peer, const std::string &why);
+  void Post(Batch &batch);
+  void ChainRequests(Batch &batch);
+  void PostChain(Batch &batch, uint32_t peer);
+  bool Reap(Batch &batch, int *reaped);
+  void TimeOut(Batch &batch);
 
   // The link to @peer failed: move its queue pair to the error state so everything posted
   // on it completes (flushed), and refuse further requests to it.
