@@ -25,6 +25,7 @@ using std::chrono::seconds;
 using test::ActivatedBuffer;
 using test::AllRanks;
 using test::Member;
+using test::RunMembers;
 using test::RunRanks;
 
 // Board keys of the tests (link setup uses 1 and 2).
@@ -95,11 +96,9 @@ class VerbsVmTest : public hzc::test::Test {
 
 // Every rank writes a pattern into its slot of every peer's activated buffer, checks what
 // the peers wrote into its own buffer, and reads its slots back from every peer.
-std::string DataRank(std::array<uint64_t, 2> id, uint32_t rank, uint32_t nranks, size_t slot) {
-  Member member(id, rank, nranks);
-  if (!member.error().empty()) {
-    return member.error();
-  }
+std::string DataRank(const Member &member, size_t slot) {
+  const uint32_t rank = member.rank();
+  const uint32_t nranks = member.nranks();
   auto links = member.Establish(TestOptions(seconds(60)));
   if (!links.ok()) {
     return "establish: " + Describe(links.status());
@@ -175,9 +174,8 @@ std::string DataRank(std::array<uint64_t, 2> id, uint32_t rank, uint32_t nranks,
 }
 
 void RunDataTest(uint32_t nranks) {
-  const auto id = test::RandomDomainId();
-  const auto results = RunRanks(
-      AllRanks(nranks), [&](uint32_t rank) { return DataRank(id, rank, nranks, 64 * 1024); },
+  const auto results = RunMembers(
+      AllRanks(nranks), nranks, [](const Member &member) { return DataRank(member, 64 * 1024); },
       seconds(240));
   for (uint32_t r = 0; r < nranks; ++r) {
     EXPECT_EQ(results[r], "") << "rank " << r;
@@ -199,14 +197,9 @@ TEST_F(VerbsVmTest, EightRanksWriteAndReadBack) {
 // The rdma tool sees this process's objects while links exist and none once they are gone;
 // the other tests rely on this to show that nothing leaks.
 TEST_F(VerbsVmTest, ResourceCountSeesOwnObjects) {
-  const auto id = test::RandomDomainId();
-  const auto results = RunRanks(
-      {0},
-      [&](uint32_t) -> std::string {
-        Member member(id, 0, 1);
-        if (!member.error().empty()) {
-          return member.error();
-        }
+  const auto results = RunMembers(
+      {0}, 1,
+      [&](const Member &member) -> std::string {
         {
           auto links = member.Establish(TestOptions(seconds(10)));
           if (!links.ok() || !*links) {
@@ -223,8 +216,7 @@ TEST_F(VerbsVmTest, ResourceCountSeesOwnObjects) {
             }
           }
         }
-        const std::string left = test::Leftovers(getpid());
-        return left.empty() ? "" : "left after teardown: " + left;
+        return test::NoLeftovers("after teardown");
       },
       seconds(60));
   EXPECT_EQ(results[0], "");
@@ -233,14 +225,9 @@ TEST_F(VerbsVmTest, ResourceCountSeesOwnObjects) {
 // Rank 2 of 3 never shows up: the others fail with HCCL_E_TIMEOUT naming it, and hold no
 // QP, CQ, PD or MR afterwards.
 TEST_F(VerbsVmTest, MissingRankTimesOutWithoutLeaks) {
-  const auto id = test::RandomDomainId();
-  const auto results = RunRanks(
-      {0, 1},
-      [&](uint32_t rank) -> std::string {
-        Member member(id, rank, 3);
-        if (!member.error().empty()) {
-          return member.error();
-        }
+  const auto results = RunMembers(
+      {0, 1}, 3,
+      [&](const Member &member) -> std::string {
         const auto start = std::chrono::steady_clock::now();
         auto links = member.Establish(TestOptions(seconds(3)));
         const auto took = std::chrono::steady_clock::now() - start;
@@ -257,8 +244,7 @@ TEST_F(VerbsVmTest, MissingRankTimesOutWithoutLeaks) {
           return fmt::format("took {} s for a 3 s timeout",
                              std::chrono::duration_cast<seconds>(took).count());
         }
-        const std::string left = test::Leftovers(getpid());
-        return left.empty() ? "" : "left after the failed setup: " + left;
+        return test::NoLeftovers("after the failed setup");
       },
       seconds(90));
   EXPECT_EQ(results[0], "");
@@ -268,14 +254,10 @@ TEST_F(VerbsVmTest, MissingRankTimesOutWithoutLeaks) {
 // A named device that does not exist is HCCL_E_NOT_FOUND (through the configuration, as
 // HZC_RDMA_DEVICE reaches it); the peer learns at once that the rank failed.
 TEST_F(VerbsVmTest, WrongDeviceIsNotFound) {
-  const auto id = test::RandomDomainId();
-  const auto results = RunRanks(
-      {0, 1},
-      [&](uint32_t rank) -> std::string {
-        Member member(id, rank, 2);
-        if (!member.error().empty()) {
-          return member.error();
-        }
+  const auto results = RunMembers(
+      {0, 1}, 2,
+      [&](const Member &member) -> std::string {
+        const uint32_t rank = member.rank();
         LinkOptions options = TestOptions(seconds(60));
         if (rank == 0) {
           const Config config = Config::FromLookup([](const char *name) -> const char * {
@@ -302,8 +284,7 @@ TEST_F(VerbsVmTest, WrongDeviceIsNotFound) {
         if (took > seconds(30)) {
           return "the failure waited for the timeout";
         }
-        const std::string left = test::Leftovers(getpid());
-        return left.empty() ? "" : "left after the failed setup: " + left;
+        return test::NoLeftovers("after the failed setup");
       },
       seconds(120));
   EXPECT_EQ(results[0], "");
@@ -344,16 +325,12 @@ TEST_F(VerbsVmTest, WrongPortAndGidAreNotFound) {
 // HCCL_E_ROCE_TRANSFER (not a hang), later ones fail at once, rank 2 is still reachable,
 // and tearing down does not wait for the dead peer.
 TEST_F(VerbsVmTest, KilledPeerFailsTransfers) {
-  const auto id = test::RandomDomainId();
   int done[2];
   ASSERT_EQ(pipe2(done, O_CLOEXEC), 0);
-  const auto results = RunRanks(
-      AllRanks(3),
-      [&](uint32_t rank) -> std::string {
-        Member member(id, rank, 3);
-        if (!member.error().empty()) {
-          return member.error();
-        }
+  const auto results = RunMembers(
+      AllRanks(3), 3,
+      [&](const Member &member) -> std::string {
+        const uint32_t rank = member.rank();
         auto links = member.Establish(TestOptions(seconds(60)));
         if (!links.ok() || !*links) {
           return "establish: " +
@@ -433,14 +410,9 @@ TEST_F(VerbsVmTest, KilledPeerFailsTransfers) {
 
 // Registration under a small RLIMIT_MEMLOCK without CAP_IPC_LOCK: HCCL_E_MEMORY with a hint.
 TEST_F(VerbsVmTest, MemlockLimitIsMemoryError) {
-  const auto id = test::RandomDomainId();
-  const auto results = RunRanks(
-      {0},
-      [&](uint32_t) -> std::string {
-        Member member(id, 0, 1);
-        if (!member.error().empty()) {
-          return member.error();
-        }
+  const auto results = RunMembers(
+      {0}, 1,
+      [&](const Member &member) -> std::string {
         auto links = member.Establish(TestOptions(seconds(10)));
         if (!links.ok() || !*links) {
           return "establish failed";
@@ -476,14 +448,10 @@ TEST_F(VerbsVmTest, MemlockLimitIsMemoryError) {
 
 // Requests that are wrong on this side are HCCL_E_PARA and post nothing.
 TEST_F(VerbsVmTest, BadRequestsAreRejected) {
-  const auto id = test::RandomDomainId();
-  const auto results = RunRanks(
-      AllRanks(2),
-      [&](uint32_t rank) -> std::string {
-        Member member(id, rank, 2);
-        if (!member.error().empty()) {
-          return member.error();
-        }
+  const auto results = RunMembers(
+      AllRanks(2), 2,
+      [&](const Member &member) -> std::string {
+        const uint32_t rank = member.rank();
         auto links = member.Establish(TestOptions(seconds(60)));
         if (!links.ok() || !*links) {
           return "establish failed";

@@ -243,6 +243,24 @@ inline std::vector<std::string> RunRanks(const std::vector<uint32_t> &ranks,
   return results;
 }
 
+// RunRanks for ranks @ranks of a fresh domain of @nranks ranks: each child joins the domain
+// and runs @fn(member).
+inline std::vector<std::string> RunMembers(const std::vector<uint32_t> &ranks, uint32_t nranks,
+                                           const std::function<std::string(const Member &)> &fn,
+                                           std::chrono::seconds limit) {
+  const auto id = RandomDomainId();
+  return RunRanks(
+      ranks,
+      [&](uint32_t rank) -> std::string {
+        Member member(id, rank, nranks);
+        if (!member.error().empty()) {
+          return member.error();
+        }
+        return fn(member);
+      },
+      limit);
+}
+
 inline std::vector<uint32_t> AllRanks(uint32_t n) {
   std::vector<uint32_t> r(n);
   for (uint32_t i = 0; i < n; ++i) {
@@ -268,6 +286,12 @@ inline std::string Leftovers(pid_t pid) {
     }
   }
   return out;
+}
+
+// "" when this process holds no QP, CQ, PD or MR; else "left @when: " and what it holds.
+inline std::string NoLeftovers(const std::string &when) {
+  const std::string left = Leftovers(getpid());
+  return left.empty() ? "" : "left " + when + ": " + left;
 }
 
 }  // namespace hzc::verbs::test
