@@ -6,8 +6,6 @@
 
 namespace hzc::verbs {
 
-namespace {
-
 std::string RankList(std::span<const uint32_t> ranks) {
   std::string list;
   for (uint32_t r : ranks) {
@@ -15,8 +13,6 @@ std::string RankList(std::span<const uint32_t> ranks) {
   }
   return list;
 }
-
-}  // namespace
 
 Status BoardPutError(const Status &failed, uint32_t key, uint32_t rank) {
   switch (failed.code()) {

@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -35,6 +36,9 @@ class BoardBlobs {
   std::vector<std::byte> data_;
   std::vector<uint32_t> lens_;
 };
+
+// "0,2,5": @ranks for a message.
+std::string RankList(std::span<const uint32_t> ranks);
 
 // The status of a failed publish of rank @rank under @key as link setup reports it:
 // HCCL_E_REMOTE when the domain broke, HCCL_E_INTERNAL when the rank already published @key,

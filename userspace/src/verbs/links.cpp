@@ -29,14 +29,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-std::string RankList(const std::vector<uint32_t> &ranks) {
-  std::string list;
-  for (uint32_t r : ranks) {
-    list += (list.empty() ? "" : ",") + std::to_string(r);
-  }
-  return list;
-}
-
 uint32_t RandomPsn() {
   uint32_t value = 0;
   if (getrandom(&value, sizeof(value), 0) != sizeof(value)) {
