@@ -10,9 +10,6 @@
 // number; the table shows half the median round trip.
 // For experiments: --repeat/--each (several bandwidth measurements per process),
 // --no-bandwidth/--no-latency, --post-bytes (LinkOptions::post_bytes).
-#include <fcntl.h>
-#include <linux/hzc.h>
-#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/wait.h>
@@ -29,7 +26,7 @@
 #include <vector>
 
 #include "base/errno_string.h"
-#include "base/unique_fd.h"
+#include "device/device.h"
 #include "verbs/board.h"
 #include "verbs/links.h"
 
@@ -74,11 +71,6 @@ double Seconds(Clock::duration d) {
   return std::chrono::duration<double>(d).count();
 }
 
-template <typename T>
-std::span<const std::byte> Bytes(const T &value) {
-  return std::as_bytes(std::span<const T, 1>(&value, 1));
-}
-
 // Spin until the 8 bytes at @p hold @want; false after 30 s.
 bool AwaitSequence(const uint8_t *p, uint64_t want) {
   auto *word = reinterpret_cast<const uint64_t *>(p);
@@ -94,33 +86,26 @@ bool AwaitSequence(const uint8_t *p, uint64_t want) {
 }
 
 // Both ranks publish @key and wait for each other; "" or the failure.
-std::string Barrier(const BoardRef &board, uint32_t key) {
+std::string Barrier(const Board &board, uint32_t key) {
   const uint32_t one = 1;
-  if (Status st = BoardPut(board, key, Bytes(one)); !st.ok()) {
+  if (Status st = board.Put(key, Bytes(one)); !st.ok()) {
     return st.message();
   }
-  auto done =
-      BoardWait(board, key, sizeof(one), Clock::now() + std::chrono::seconds(600), "barrier");
+  auto done = board.Wait(key, sizeof(one), Clock::now() + std::chrono::seconds(600), "barrier");
   return done.ok() ? "" : done.status().message();
 }
 
 // One rank; rank 0 fills @rows. Returns "" or the failure.
 std::string RunRank(const Params &params, std::array<uint64_t, 2> id, uint32_t rank,
                     std::vector<Row> *rows) {
-  UniqueFd fd(open("/dev/hzc", O_RDWR | O_CLOEXEC));
-  if (!fd.valid()) {
-    return "open /dev/hzc: " + ErrnoString(errno);
+  auto device = Device::Open("/dev/hzc");
+  if (!device.ok()) {
+    return device.status().message();
   }
-  hzc_domain_join join{};
-  join.size = sizeof(join);
-  join.domain_id[0] = id[0];
-  join.domain_id[1] = id[1];
-  join.rank = rank;
-  join.nranks = 2;
-  if (ioctl(fd.get(), HZC_IOC_DOMAIN_JOIN, &join) != 0) {
-    return "domain join: " + ErrnoString(errno);
+  if (Status st = (*device)->JoinDomain(id, rank, 2); !st.ok()) {
+    return st.message();
   }
-  const BoardRef board{.fd = fd.get(), .domain = id, .rank = rank, .nranks = 2};
+  const Board board(**device, id, rank, 2);
   LinkOptions options;
   options.device = params.device;
   options.timeout = std::chrono::seconds(60);
@@ -128,7 +113,7 @@ std::string RunRank(const Params &params, std::array<uint64_t, 2> id, uint32_t r
   options.ack_timeout = static_cast<uint8_t>(params.ack_timeout);
   options.retry_count = static_cast<uint8_t>(params.retry_count);
   options.post_bytes = params.post_bytes;
-  auto links = Links::Establish(board, options);
+  auto links = Links::Establish(**device, id, rank, 2, options);
   if (!links.ok()) {
     return "link setup: " + links.status().message();
   }
@@ -152,11 +137,11 @@ std::string RunRank(const Params &params, std::array<uint64_t, 2> id, uint32_t r
     return "register: " + mr.status().message();
   }
   const RemoteBuffer mine = (*mr)->remote();
-  if (Status st = BoardPut(board, kBufferKey, Bytes(mine)); !st.ok()) {
+  if (Status st = board.Put(kBufferKey, Bytes(mine)); !st.ok()) {
     return st.message();
   }
-  auto blobs = BoardWait(board, kBufferKey, sizeof(RemoteBuffer),
-                         Clock::now() + std::chrono::seconds(60), "buffers");
+  auto blobs = board.Wait(kBufferKey, sizeof(RemoteBuffer), Clock::now() + std::chrono::seconds(60),
+                          "buffers");
   if (!blobs.ok()) {
     return blobs.status().message();
   }

@@ -694,25 +694,23 @@ void Kill(Rank &r, uint32_t victim) {
   Check(SharedSync::WaitFor([&] { return r.sync->flags[0].load() != 0; }, kTimeout),
         "the launcher did not report the victim's death");
   Mark("victim dead");
+  // @what (e.g. "write 1 to") of the killed rank fails in time, and says how.
+  auto expect_failed = [&](const std::string &what, auto transfer) {
+    const auto t0 = Clock::now();
+    const HcclResult st = transfer();
+    Check(st == HCCL_E_REMOTE || st == HCCL_E_ROCE_TRANSFER,
+          fmt::format("{} the killed rank: got {}, want HCCL_E_REMOTE or HCCL_E_ROCE_TRANSFER",
+                      what, Code(st)));
+    Check(Since(t0) < 30, fmt::format("{} the killed rank took {:.1f} s", what, Since(t0)));
+    return fmt::format("failed after {:.2f} s: {}", Since(t0), Code(st));
+  };
   for (int attempt = 0; attempt < 2; ++attempt) {
-    auto t0 = Clock::now();
-    HcclResult st = r.Write(victim, r.At(0), victim_va + kChunk / 2 + r.rank * 64, 64);
-    Check(st == HCCL_E_REMOTE || st == HCCL_E_ROCE_TRANSFER,
-          fmt::format("write {} to the killed rank: got {}, want HCCL_E_REMOTE or "
-                      "HCCL_E_ROCE_TRANSFER",
-                      attempt + 1, Code(st)));
-    Check(Since(t0) < 30,
-          fmt::format("write {} to the killed rank took {:.1f} s", attempt + 1, Since(t0)));
-    fmt::print(stderr, "rank {}: write {} to the killed rank failed after {:.2f} s: {}\n", r.rank,
-               attempt + 1, Since(t0), Code(st));
-    t0 = Clock::now();
-    st = r.Read(victim, r.At(kChunk / 4), victim_va, 64);
-    Check(st == HCCL_E_REMOTE || st == HCCL_E_ROCE_TRANSFER,
-          fmt::format("read {} from the killed rank: got {}, want HCCL_E_REMOTE or "
-                      "HCCL_E_ROCE_TRANSFER",
-                      attempt + 1, Code(st)));
-    Check(Since(t0) < 30,
-          fmt::format("read {} from the killed rank took {:.1f} s", attempt + 1, Since(t0)));
+    const std::string how = expect_failed(fmt::format("write {} to", attempt + 1), [&] {
+      return r.Write(victim, r.At(0), victim_va + kChunk / 2 + r.rank * 64, 64);
+    });
+    fmt::print(stderr, "rank {}: write {} to the killed rank {}\n", r.rank, attempt + 1, how);
+    expect_failed(fmt::format("read {} from", attempt + 1),
+                  [&] { return r.Read(victim, r.At(kChunk / 4), victim_va, 64); });
   }
   {
     // The domain broke with the death (DESIGN.md: a member that leaves breaks it): a transfer

@@ -25,6 +25,7 @@ using std::chrono::seconds;
 using test::ActivatedBuffer;
 using test::AllRanks;
 using test::Member;
+using test::RunMembers;
 using test::RunRanks;
 
 // Board keys of the tests (link setup uses 1 and 2).
@@ -53,22 +54,17 @@ std::string Describe(const Status &st) {
   return fmt::format("code {}: {}", static_cast<int>(st.code()), st.message());
 }
 
-template <typename T>
-std::span<const std::byte> Bytes(const T &value) {
-  return std::as_bytes(std::span<const T, 1>(&value, 1));
-}
-
 // Publish own buffer under kBufferKey and read every rank's back.
-Expected<std::vector<BufferBlob>> ExchangeBuffers(const BoardRef &board, const MemoryRegion &mr) {
+Expected<std::vector<BufferBlob>> ExchangeBuffers(const Board &board, const MemoryRegion &mr) {
   BufferBlob mine{.remote = mr.remote(), .pid = static_cast<uint32_t>(getpid())};
-  HZC_RETURN_IF_ERROR(BoardPut(board, kBufferKey, Bytes(mine)));
-  auto blobs = BoardWait(board, kBufferKey, sizeof(BufferBlob),
-                         std::chrono::steady_clock::now() + seconds(60), "buffers");
+  HZC_RETURN_IF_ERROR(board.Put(kBufferKey, Bytes(mine)));
+  auto blobs = board.Wait(kBufferKey, sizeof(BufferBlob),
+                          std::chrono::steady_clock::now() + seconds(60), "buffers");
   if (!blobs.ok()) {
     return blobs.status();
   }
-  std::vector<BufferBlob> all(board.nranks);
-  for (uint32_t r = 0; r < board.nranks; ++r) {
+  std::vector<BufferBlob> all(board.nranks());
+  for (uint32_t r = 0; r < board.nranks(); ++r) {
     if (blobs->blob(r).size() != sizeof(BufferBlob)) {
       return Error(HCCL_E_INTERNAL, "rank {} published a {}-byte buffer blob", r,
                    blobs->blob(r).size());
@@ -78,11 +74,10 @@ Expected<std::vector<BufferBlob>> ExchangeBuffers(const BoardRef &board, const M
   return all;
 }
 
-Status Barrier(const BoardRef &board, uint32_t key) {
+Status Barrier(const Board &board, uint32_t key) {
   const uint32_t one = 1;
-  HZC_RETURN_IF_ERROR(BoardPut(board, key, Bytes(one)));
-  auto st =
-      BoardWait(board, key, sizeof(one), std::chrono::steady_clock::now() + seconds(60), "barrier");
+  HZC_RETURN_IF_ERROR(board.Put(key, Bytes(one)));
+  auto st = board.Wait(key, sizeof(one), std::chrono::steady_clock::now() + seconds(60), "barrier");
   return st.ok() ? Status::Ok() : st.status();
 }
 
@@ -101,12 +96,10 @@ class VerbsVmTest : public hzc::test::Test {
 
 // Every rank writes a pattern into its slot of every peer's activated buffer, checks what
 // the peers wrote into its own buffer, and reads its slots back from every peer.
-std::string DataRank(std::array<uint64_t, 2> id, uint32_t rank, uint32_t nranks, size_t slot) {
-  Member member(id, rank, nranks);
-  if (!member.error().empty()) {
-    return member.error();
-  }
-  auto links = Links::Establish(member.board(), TestOptions(seconds(60)));
+std::string DataRank(const Member &member, size_t slot) {
+  const uint32_t rank = member.rank();
+  const uint32_t nranks = member.nranks();
+  auto links = member.Establish(TestOptions(seconds(60)));
   if (!links.ok()) {
     return "establish: " + Describe(links.status());
   }
@@ -181,9 +174,8 @@ std::string DataRank(std::array<uint64_t, 2> id, uint32_t rank, uint32_t nranks,
 }
 
 void RunDataTest(uint32_t nranks) {
-  const auto id = test::RandomDomainId();
-  const auto results = RunRanks(
-      AllRanks(nranks), [&](uint32_t rank) { return DataRank(id, rank, nranks, 64 * 1024); },
+  const auto results = RunMembers(
+      AllRanks(nranks), nranks, [](const Member &member) { return DataRank(member, 64 * 1024); },
       seconds(240));
   for (uint32_t r = 0; r < nranks; ++r) {
     EXPECT_EQ(results[r], "") << "rank " << r;
@@ -205,16 +197,11 @@ TEST_F(VerbsVmTest, EightRanksWriteAndReadBack) {
 // The rdma tool sees this process's objects while links exist and none once they are gone;
 // the other tests rely on this to show that nothing leaks.
 TEST_F(VerbsVmTest, ResourceCountSeesOwnObjects) {
-  const auto id = test::RandomDomainId();
-  const auto results = RunRanks(
-      {0},
-      [&](uint32_t) -> std::string {
-        Member member(id, 0, 1);
-        if (!member.error().empty()) {
-          return member.error();
-        }
+  const auto results = RunMembers(
+      {0}, 1,
+      [&](const Member &member) -> std::string {
         {
-          auto links = Links::Establish(member.board(), TestOptions(seconds(10)));
+          auto links = member.Establish(TestOptions(seconds(10)));
           if (!links.ok() || !*links) {
             return "establish: " + Describe(links.status());
           }
@@ -229,8 +216,7 @@ TEST_F(VerbsVmTest, ResourceCountSeesOwnObjects) {
             }
           }
         }
-        const std::string left = test::Leftovers(getpid());
-        return left.empty() ? "" : "left after teardown: " + left;
+        return test::NoLeftovers("after teardown");
       },
       seconds(60));
   EXPECT_EQ(results[0], "");
@@ -239,16 +225,11 @@ TEST_F(VerbsVmTest, ResourceCountSeesOwnObjects) {
 // Rank 2 of 3 never shows up: the others fail with HCCL_E_TIMEOUT naming it, and hold no
 // QP, CQ, PD or MR afterwards.
 TEST_F(VerbsVmTest, MissingRankTimesOutWithoutLeaks) {
-  const auto id = test::RandomDomainId();
-  const auto results = RunRanks(
-      {0, 1},
-      [&](uint32_t rank) -> std::string {
-        Member member(id, rank, 3);
-        if (!member.error().empty()) {
-          return member.error();
-        }
+  const auto results = RunMembers(
+      {0, 1}, 3,
+      [&](const Member &member) -> std::string {
         const auto start = std::chrono::steady_clock::now();
-        auto links = Links::Establish(member.board(), TestOptions(seconds(3)));
+        auto links = member.Establish(TestOptions(seconds(3)));
         const auto took = std::chrono::steady_clock::now() - start;
         if (links.ok()) {
           return "establish succeeded without rank 2";
@@ -263,8 +244,7 @@ TEST_F(VerbsVmTest, MissingRankTimesOutWithoutLeaks) {
           return fmt::format("took {} s for a 3 s timeout",
                              std::chrono::duration_cast<seconds>(took).count());
         }
-        const std::string left = test::Leftovers(getpid());
-        return left.empty() ? "" : "left after the failed setup: " + left;
+        return test::NoLeftovers("after the failed setup");
       },
       seconds(90));
   EXPECT_EQ(results[0], "");
@@ -274,14 +254,10 @@ TEST_F(VerbsVmTest, MissingRankTimesOutWithoutLeaks) {
 // A named device that does not exist is HCCL_E_NOT_FOUND (through the configuration, as
 // HZC_RDMA_DEVICE reaches it); the peer learns at once that the rank failed.
 TEST_F(VerbsVmTest, WrongDeviceIsNotFound) {
-  const auto id = test::RandomDomainId();
-  const auto results = RunRanks(
-      {0, 1},
-      [&](uint32_t rank) -> std::string {
-        Member member(id, rank, 2);
-        if (!member.error().empty()) {
-          return member.error();
-        }
+  const auto results = RunMembers(
+      {0, 1}, 2,
+      [&](const Member &member) -> std::string {
+        const uint32_t rank = member.rank();
         LinkOptions options = TestOptions(seconds(60));
         if (rank == 0) {
           const Config config = Config::FromLookup([](const char *name) -> const char * {
@@ -291,7 +267,7 @@ TEST_F(VerbsVmTest, WrongDeviceIsNotFound) {
           options.timeout = seconds(60);
         }
         const auto start = std::chrono::steady_clock::now();
-        auto links = Links::Establish(member.board(), options);
+        auto links = member.Establish(options);
         const auto took = std::chrono::steady_clock::now() - start;
         if (links.ok()) {
           return "establish succeeded";
@@ -308,8 +284,7 @@ TEST_F(VerbsVmTest, WrongDeviceIsNotFound) {
         if (took > seconds(30)) {
           return "the failure waited for the timeout";
         }
-        const std::string left = test::Leftovers(getpid());
-        return left.empty() ? "" : "left after the failed setup: " + left;
+        return test::NoLeftovers("after the failed setup");
       },
       seconds(120));
   EXPECT_EQ(results[0], "");
@@ -350,17 +325,13 @@ TEST_F(VerbsVmTest, WrongPortAndGidAreNotFound) {
 // HCCL_E_ROCE_TRANSFER (not a hang), later ones fail at once, rank 2 is still reachable,
 // and tearing down does not wait for the dead peer.
 TEST_F(VerbsVmTest, KilledPeerFailsTransfers) {
-  const auto id = test::RandomDomainId();
   int done[2];
   ASSERT_EQ(pipe2(done, O_CLOEXEC), 0);
-  const auto results = RunRanks(
-      AllRanks(3),
-      [&](uint32_t rank) -> std::string {
-        Member member(id, rank, 3);
-        if (!member.error().empty()) {
-          return member.error();
-        }
-        auto links = Links::Establish(member.board(), TestOptions(seconds(60)));
+  const auto results = RunMembers(
+      AllRanks(3), 3,
+      [&](const Member &member) -> std::string {
+        const uint32_t rank = member.rank();
+        auto links = member.Establish(TestOptions(seconds(60)));
         if (!links.ok() || !*links) {
           return "establish: " +
                  (links.ok() ? std::string("kernel-only") : Describe(links.status()));
@@ -439,15 +410,10 @@ TEST_F(VerbsVmTest, KilledPeerFailsTransfers) {
 
 // Registration under a small RLIMIT_MEMLOCK without CAP_IPC_LOCK: HCCL_E_MEMORY with a hint.
 TEST_F(VerbsVmTest, MemlockLimitIsMemoryError) {
-  const auto id = test::RandomDomainId();
-  const auto results = RunRanks(
-      {0},
-      [&](uint32_t) -> std::string {
-        Member member(id, 0, 1);
-        if (!member.error().empty()) {
-          return member.error();
-        }
-        auto links = Links::Establish(member.board(), TestOptions(seconds(10)));
+  const auto results = RunMembers(
+      {0}, 1,
+      [&](const Member &member) -> std::string {
+        auto links = member.Establish(TestOptions(seconds(10)));
         if (!links.ok() || !*links) {
           return "establish failed";
         }
@@ -482,15 +448,11 @@ TEST_F(VerbsVmTest, MemlockLimitIsMemoryError) {
 
 // Requests that are wrong on this side are HCCL_E_PARA and post nothing.
 TEST_F(VerbsVmTest, BadRequestsAreRejected) {
-  const auto id = test::RandomDomainId();
-  const auto results = RunRanks(
-      AllRanks(2),
-      [&](uint32_t rank) -> std::string {
-        Member member(id, rank, 2);
-        if (!member.error().empty()) {
-          return member.error();
-        }
-        auto links = Links::Establish(member.board(), TestOptions(seconds(60)));
+  const auto results = RunMembers(
+      AllRanks(2), 2,
+      [&](const Member &member) -> std::string {
+        const uint32_t rank = member.rank();
+        auto links = member.Establish(TestOptions(seconds(60)));
         if (!links.ok() || !*links) {
           return "establish failed";
         }
@@ -528,98 +490,6 @@ TEST_F(VerbsVmTest, BadRequestsAreRejected) {
       seconds(120));
   EXPECT_EQ(results[0], "");
   EXPECT_EQ(results[1], "");
-}
-
-// Pure logic, no device needed.
-TEST(VerbsLogicTest, ParseDeviceSpec) {
-  auto empty = ParseDeviceSpec("");
-  ASSERT_TRUE(empty.ok());
-  EXPECT_EQ(empty->name, "");
-  EXPECT_EQ(empty->port, 0);
-  auto name = ParseDeviceSpec("rxe0");
-  ASSERT_TRUE(name.ok());
-  EXPECT_EQ(name->name, "rxe0");
-  EXPECT_EQ(name->port, 0);
-  auto port = ParseDeviceSpec("mlx5_1:2");
-  ASSERT_TRUE(port.ok());
-  EXPECT_EQ(port->name, "mlx5_1");
-  EXPECT_EQ(port->port, 2);
-  for (const char *bad : {":1", "rxe0:", "rxe0:0", "rxe0:256", "rxe0:x", "rxe0:1:2", "rxe0:-1"}) {
-    auto st = ParseDeviceSpec(bad);
-    EXPECT_FALSE(st.ok()) << bad;
-    if (!st.ok()) {
-      EXPECT_EQ(st.status().code(), HCCL_E_PARA) << bad;
-      EXPECT_NE(st.status().message().find("HZC_RDMA_DEVICE"), std::string::npos) << bad;
-    }
-  }
-}
-
-GidEntry Gid(uint32_t index, uint32_t type, bool v4) {
-  GidEntry e{.index = index, .type = type};
-  if (v4) {
-    e.gid.raw[10] = 0xff;
-    e.gid.raw[11] = 0xff;
-    e.gid.raw[12] = 127;
-    e.gid.raw[15] = 1;
-  } else {
-    e.gid.raw[0] = 0xfe;
-    e.gid.raw[1] = 0x80;
-    e.gid.raw[15] = static_cast<uint8_t>(index + 1);
-  }
-  return e;
-}
-
-TEST(VerbsLogicTest, ChooseGidIndex) {
-  EXPECT_EQ(ChooseGidIndex({}), std::nullopt);
-  // Typical RoCE table: v1/v2 link-local, then v1/v2 IPv4-mapped.
-  const std::vector<GidEntry> roce = {
-      Gid(0, IBV_GID_TYPE_ROCE_V1, false), Gid(1, IBV_GID_TYPE_ROCE_V2, false),
-      Gid(2, IBV_GID_TYPE_ROCE_V1, true), Gid(3, IBV_GID_TYPE_ROCE_V2, true)};
-  EXPECT_EQ(ChooseGidIndex(roce), 3U);
-  EXPECT_EQ(ChooseGidIndex(std::span(roce).first(3)), 1U);
-  EXPECT_EQ(ChooseGidIndex(std::vector<GidEntry>{roce[0], roce[2]}), 0U);
-  EXPECT_EQ(ChooseGidIndex(std::vector<GidEntry>{Gid(5, IBV_GID_TYPE_IB, false),
-                                                 Gid(2, IBV_GID_TYPE_IB, false)}),
-            2U);
-  EXPECT_TRUE(IsIpv4Mapped(roce[3].gid));
-  EXPECT_FALSE(IsIpv4Mapped(roce[1].gid));
-  EXPECT_EQ(GidString(roce[3].gid), "::ffff:127.0.0.1");
-}
-
-TEST(VerbsLogicTest, EndpointRoundTripAndChecks) {
-  Endpoint ep;
-  ep.header.rank = 1;
-  ep.header.nranks = 3;
-  ep.header.mtu = IBV_MTU_4096;
-  ep.qps = {{.qpn = 0x11, .psn = 0x123}, {}, {.qpn = 0x13, .psn = 0xabcdef}};
-  const auto blob = EncodeEndpoint(ep);
-  ASSERT_EQ(blob.size(), sizeof(EndpointHeader) + 3 * sizeof(QpEndpoint));
-  auto back = DecodeEndpoint(blob, 1, 3);
-  ASSERT_TRUE(back.ok()) << back.status().message();
-  EXPECT_EQ(back->qps[2].qpn, 0x13U);
-  EXPECT_EQ(back->qps[2].psn, 0xabcdefU);
-  EXPECT_EQ(back->header.mtu, static_cast<uint32_t>(IBV_MTU_4096));
-
-  EXPECT_EQ(DecodeEndpoint(blob, 2, 3).status().code(), HCCL_E_ROCE_CONNECT);  // wrong rank
-  EXPECT_EQ(DecodeEndpoint(blob, 1, 4).status().code(), HCCL_E_ROCE_CONNECT);  // wrong size
-  EXPECT_FALSE(DecodeEndpoint(std::span(blob).first(10), 1, 3).ok());
-  EXPECT_FALSE(DecodeEndpoint(std::span(blob).first(blob.size() - 1), 1, 3).ok());
-  Endpoint bad_mtu = ep;
-  bad_mtu.header.mtu = 9;
-  EXPECT_EQ(DecodeEndpoint(EncodeEndpoint(bad_mtu), 1, 3).status().code(), HCCL_E_ROCE_CONNECT);
-  auto bad = blob;
-  bad[0] = std::byte{0};
-  EXPECT_FALSE(DecodeEndpoint(bad, 1, 3).ok());
-
-  // A rank without a device or with a failure publishes only the header.
-  Endpoint none;
-  none.header.state = EndpointHeader::kNoDevice;
-  none.header.rank = 0;
-  none.header.nranks = 3;
-  auto decoded = DecodeEndpoint(EncodeEndpoint(none), 0, 3);
-  ASSERT_TRUE(decoded.ok());
-  EXPECT_EQ(decoded->header.state, EndpointHeader::kNoDevice);
-  EXPECT_EQ(MaxRanksForBlob(4096), 506U);
 }
 
 }  // namespace

@@ -27,9 +27,10 @@
 #include <vector>
 
 #include "base/errno_string.h"
-#include "base/unique_fd.h"
+#include "device/device.h"
 #include "rdma_tool.h"
 #include "verbs/board.h"
+#include "verbs/links.h"
 
 namespace hzc::verbs::test {
 
@@ -62,30 +63,36 @@ inline bool HaveRdmaDevice() {
 class Member {
  public:
   // Empty error() on success.
-  Member(std::array<uint64_t, 2> id, uint32_t rank, uint32_t nranks)
-      : fd_(open("/dev/hzc", O_RDWR | O_CLOEXEC)) {
-    board_ = {.fd = fd_.get(), .domain = id, .rank = rank, .nranks = nranks};
-    if (!fd_.valid()) {
-      error_ = "open /dev/hzc: " + ErrnoString(errno);
+  Member(Device::DomainId id, uint32_t rank, uint32_t nranks)
+      : id_(id), rank_(rank), nranks_(nranks) {
+    auto device = Device::Open("/dev/hzc");
+    if (!device.ok()) {
+      error_ = device.status().message();
       return;
     }
-    hzc_domain_join join{};
-    join.size = sizeof(join);
-    join.domain_id[0] = id[0];
-    join.domain_id[1] = id[1];
-    join.rank = rank;
-    join.nranks = nranks;
-    if (ioctl(fd_.get(), HZC_IOC_DOMAIN_JOIN, &join) != 0) {
-      error_ = "domain join: " + ErrnoString(errno);
+    device_ = std::move(*device);
+    if (Status st = device_->JoinDomain(id, rank, nranks); !st.ok()) {
+      error_ = st.message();
     }
   }
-  const BoardRef &board() const { return board_; }
+  const Device &device() const { return *device_; }
+  const Device::DomainId &domain() const { return id_; }
+  uint32_t rank() const { return rank_; }
+  uint32_t nranks() const { return nranks_; }
+  // The board of the membership, for the tests' own exchanges.
+  Board board() const { return Board(*device_, id_, rank_, nranks_); }
+  // Links::Establish for this member.
+  Expected<std::unique_ptr<Links>> Establish(const LinkOptions &options) const {
+    return Links::Establish(*device_, id_, rank_, nranks_, options);
+  }
   const std::string &error() const { return error_; }
-  int fd() const { return fd_.get(); }
+  int fd() const { return device_->fd(); }
 
  private:
-  UniqueFd fd_;
-  BoardRef board_;
+  std::unique_ptr<Device> device_;
+  Device::DomainId id_;
+  uint32_t rank_;
+  uint32_t nranks_;
   std::string error_;
 };
 
@@ -236,6 +243,24 @@ inline std::vector<std::string> RunRanks(const std::vector<uint32_t> &ranks,
   return results;
 }
 
+// RunRanks for ranks @ranks of a fresh domain of @nranks ranks: each child joins the domain
+// and runs @fn(member).
+inline std::vector<std::string> RunMembers(const std::vector<uint32_t> &ranks, uint32_t nranks,
+                                           const std::function<std::string(const Member &)> &fn,
+                                           std::chrono::seconds limit) {
+  const auto id = RandomDomainId();
+  return RunRanks(
+      ranks,
+      [&](uint32_t rank) -> std::string {
+        Member member(id, rank, nranks);
+        if (!member.error().empty()) {
+          return member.error();
+        }
+        return fn(member);
+      },
+      limit);
+}
+
 inline std::vector<uint32_t> AllRanks(uint32_t n) {
   std::vector<uint32_t> r(n);
   for (uint32_t i = 0; i < n; ++i) {
@@ -261,6 +286,12 @@ inline std::string Leftovers(pid_t pid) {
     }
   }
   return out;
+}
+
+// "" when this process holds no QP, CQ, PD or MR; else "left @when: " and what it holds.
+inline std::string NoLeftovers(const std::string &when) {
+  const std::string left = Leftovers(getpid());
+  return left.empty() ? "" : "left " + when + ": " + left;
 }
 
 }  // namespace hzc::verbs::test

@@ -202,9 +202,7 @@ Status Communicator::EstablishLinks(const std::shared_ptr<Device> &device,
   // arriving just in time does not leave the ranks that waited for it without time for it.
   verbs::LinkOptions options = verbs::LinkOptions::FromEnvironment();
   options.timeout = std::chrono::duration_cast<milliseconds>(timeout);
-  const verbs::BoardRef board{
-      .fd = device->fd(), .domain = domain, .rank = rank_, .nranks = size()};
-  auto links = verbs::Links::Establish(board, options);
+  auto links = verbs::Links::Establish(*device, domain, rank_, size(), options);
   if (!links.ok()) {
     leave();  // Establish released what it made
     const Status &failed = links.status();

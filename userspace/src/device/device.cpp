@@ -6,8 +6,9 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
-#include <cstddef>
+#include <chrono>
 #include <mutex>
 
 #include "base/config.h"
@@ -15,6 +16,33 @@
 #include "base/log.h"
 
 namespace hzc {
+
+namespace {
+
+// An ioctl argument of type @T with its size set.
+template <typename T>
+T Arg() {
+  T arg{};
+  arg.size = sizeof(arg);
+  return arg;
+}
+
+// An ioctl argument of type @T addressed to rank @rank of domain @id.
+template <typename T>
+T MemberArg(const Device::DomainId &id, uint32_t rank) {
+  T arg = Arg<T>();
+  arg.domain_id[0] = id[0];
+  arg.domain_id[1] = id[1];
+  arg.rank = rank;
+  return arg;
+}
+
+// " (a rank left or died)" after the errno of a broken domain.
+const char *BrokenHint(int err) {
+  return err == ECONNRESET ? " (a rank left or died)" : "";
+}
+
+}  // namespace
 
 Expected<std::unique_ptr<Device>> Device::Open(const std::string &path) {
   UniqueFd fd(::open(path.c_str(), O_RDWR | O_CLOEXEC));
@@ -39,8 +67,7 @@ Expected<std::unique_ptr<Device>> Device::Open(const std::string &path) {
 }
 
 Status Device::Info(hzc_info *out) const {
-  hzc_info info{};
-  info.size = sizeof(info);
+  auto info = Arg<hzc_info>();
   if (::ioctl(fd_.get(), HZC_IOC_INFO, &info) != 0) {
     const int err = errno;
     if (err == ENOTTY) {
@@ -64,11 +91,14 @@ int Device::Ioctl(unsigned long request, void *arg) const {
   }
 }
 
-namespace {
-
-// The HcclResult for an errno of the module: caller mistakes are E_PARA, limits E_UNAVAIL or
-// E_MEMORY, a broken domain E_REMOTE, anything unexpected E_DRV.
-HcclResult CodeOf(int err) {
+HcclResult ResultOfErrno(unsigned long request, int err) {
+  if ((request == HZC_IOC_BOARD_PUT && err == EEXIST) ||
+      (request == HZC_IOC_BOARD_WAIT && err == EMSGSIZE)) {
+    return HCCL_E_INTERNAL;
+  }
+  if (request == HZC_IOC_LIST_ACTIVATIONS && err == ENOENT) {
+    return HCCL_E_NOT_FOUND;
+  }
   switch (err) {
     case EINVAL:
     case EOVERFLOW:
@@ -92,131 +122,128 @@ HcclResult CodeOf(int err) {
   }
 }
 
-}  // namespace
+std::vector<uint32_t> RanksOfBits(std::span<const uint64_t> bits, uint32_t nranks) {
+  std::vector<uint32_t> ranks;
+  for (uint32_t r = 0; r < nranks && r / 64 < bits.size(); ++r) {
+    if (bits[r / 64] & (1ULL << (r % 64))) {
+      ranks.push_back(r);
+    }
+  }
+  return ranks;
+}
 
 Expected<Device::RangeIds> Device::RegisterRange(uintptr_t base, size_t length) const {
-  hzc_range_register arg{};
-  arg.size = sizeof(arg);
+  auto arg = Arg<hzc_range_register>();
   arg.base = base;
   arg.length = length;
   if (int err = Ioctl(HZC_IOC_RANGE_REGISTER, &arg); err != 0) {
-    return Error(CodeOf(err), "kernel refused range [{:#x}, +{:#x}): {}{}", base, length,
-                 ErrnoString(err), err == EFAULT ? " (not mapped; reserve it first)" : "");
+    return Error(ResultOfErrno(HZC_IOC_RANGE_REGISTER, err),
+                 "kernel refused range [{:#x}, +{:#x}): {}{}", base, length, ErrnoString(err),
+                 err == EFAULT ? " (not mapped; reserve it first)" : "");
   }
   return RangeIds{.id = arg.out_id, .mmap_offset = arg.out_mmap_offset};
 }
 
 Status Device::UnregisterRange(uintptr_t base) const {
-  hzc_range_unregister arg{};
-  arg.size = sizeof(arg);
+  auto arg = Arg<hzc_range_unregister>();
   arg.base = base;
   if (int err = Ioctl(HZC_IOC_RANGE_UNREGISTER, &arg); err != 0) {
-    return Error(CodeOf(err), "kernel refused to unregister {:#x}: {}", base, ErrnoString(err));
+    return Error(ResultOfErrno(HZC_IOC_RANGE_UNREGISTER, err),
+                 "kernel refused to unregister {:#x}: {}", base, ErrnoString(err));
   }
   return Status::Ok();
 }
 
 Status Device::Activate(uintptr_t va, size_t length, uint64_t cookie) const {
-  if (cookie != 0 && !activation_cookies()) {
-    return Error(HCCL_E_NOT_SUPPORT,
-                 "{}: the loaded hzc.ko stores no activation cookies (feature {:#x} missing)",
-                 path_, HZC_FEATURE_ACTIVATION_COOKIE);
-  }
-  hzc_activate arg{};
-  // A module without cookies knows the struct only up to the cookie (a longer one is fine
-  // while the cookie is 0, but say what we mean).
-  arg.size = activation_cookies() ? sizeof(arg) : offsetof(hzc_activate, cookie);
+  auto arg = Arg<hzc_activate>();
   arg.va = va;
   arg.length = length;
   arg.cookie = cookie;
   if (int err = Ioctl(HZC_IOC_ACTIVATE, &arg); err != 0) {
-    return Error(CodeOf(err), "kernel cannot pin [{:#x}, +{:#x}): {}{}", va, length,
-                 ErrnoString(err), err == ENOMEM ? " (RLIMIT_MEMLOCK or max_pinned_bytes?)" : "");
+    return Error(ResultOfErrno(HZC_IOC_ACTIVATE, err), "kernel cannot pin [{:#x}, +{:#x}): {}{}",
+                 va, length, ErrnoString(err),
+                 err == ENOMEM ? " (RLIMIT_MEMLOCK or max_pinned_bytes?)" : "");
   }
   return Status::Ok();
 }
 
 Status Device::Deactivate(uintptr_t va) const {
-  hzc_deactivate arg{};
-  arg.size = sizeof(arg);
+  auto arg = Arg<hzc_deactivate>();
   arg.va = va;
   if (int err = Ioctl(HZC_IOC_DEACTIVATE, &arg); err != 0) {
-    return Error(CodeOf(err), "kernel refused to deactivate {:#x}: {}", va, ErrnoString(err));
+    return Error(ResultOfErrno(HZC_IOC_DEACTIVATE, err), "kernel refused to deactivate {:#x}: {}",
+                 va, ErrnoString(err));
   }
   return Status::Ok();
 }
 
 Status Device::JoinDomain(const DomainId &id, uint32_t rank, uint32_t nranks) const {
-  hzc_domain_join arg{};
-  arg.size = sizeof(arg);
-  arg.domain_id[0] = id[0];
-  arg.domain_id[1] = id[1];
-  arg.rank = rank;
+  auto arg = MemberArg<hzc_domain_join>(id, rank);
   arg.nranks = nranks;
   if (int err = Ioctl(HZC_IOC_DOMAIN_JOIN, &arg); err != 0) {
-    return Error(CodeOf(err), "cannot join the kernel domain as rank {} of {}: {}", rank, nranks,
+    return Error(ResultOfErrno(HZC_IOC_DOMAIN_JOIN, err),
+                 "cannot join the kernel domain as rank {} of {}: {}", rank, nranks,
                  ErrnoString(err));
   }
   return Status::Ok();
 }
 
 Status Device::LeaveDomain(const DomainId &id, uint32_t rank) const {
-  hzc_domain_leave arg{};
-  arg.size = sizeof(arg);
-  arg.domain_id[0] = id[0];
-  arg.domain_id[1] = id[1];
-  arg.rank = rank;
+  auto arg = MemberArg<hzc_domain_leave>(id, rank);
   if (int err = Ioctl(HZC_IOC_DOMAIN_LEAVE, &arg); err != 0) {
-    return Error(CodeOf(err), "cannot leave the kernel domain (rank {}): {}", rank,
-                 ErrnoString(err));
+    return Error(ResultOfErrno(HZC_IOC_DOMAIN_LEAVE, err),
+                 "cannot leave the kernel domain (rank {}): {}", rank, ErrnoString(err));
   }
   return Status::Ok();
 }
 
 Status Device::BoardPut(const DomainId &id, uint32_t rank, uint32_t key, const void *blob,
                         uint32_t len) const {
-  hzc_board_put arg{};
-  arg.size = sizeof(arg);
-  arg.domain_id[0] = id[0];
-  arg.domain_id[1] = id[1];
-  arg.rank = rank;
+  auto arg = MemberArg<hzc_board_put>(id, rank);
   arg.key = key;
   arg.blob = reinterpret_cast<uintptr_t>(blob);
   arg.blob_len = len;
   if (int err = Ioctl(HZC_IOC_BOARD_PUT, &arg); err != 0) {
-    return Error(CodeOf(err), "cannot publish on the domain board (key {}): {}", key,
-                 ErrnoString(err));
+    return Error(ResultOfErrno(HZC_IOC_BOARD_PUT, err),
+                 "cannot publish on the domain board (key {}): {}", key, ErrnoString(err));
   }
   return Status::Ok();
 }
 
 Status Device::BoardWait(const DomainId &id, uint32_t rank, uint32_t nranks, uint32_t key,
                          uint32_t timeout_ms, std::vector<uint32_t> *missing, void *blobs,
-                         uint32_t stride) const {
+                         uint32_t stride, uint32_t *lens) const {
+  using std::chrono::duration_cast;
+  using std::chrono::milliseconds;
+  using std::chrono::steady_clock;
+  const auto deadline = steady_clock::now() + milliseconds(timeout_ms);
   std::vector<uint64_t> bits((nranks + 63) / 64);
-  hzc_board_wait arg{};
-  arg.size = sizeof(arg);
-  arg.domain_id[0] = id[0];
-  arg.domain_id[1] = id[1];
-  arg.rank = rank;
+  auto arg = MemberArg<hzc_board_wait>(id, rank);
   arg.key = key;
   arg.timeout_ms = timeout_ms;
   arg.missing = reinterpret_cast<uintptr_t>(bits.data());
+  arg.blob_lens = reinterpret_cast<uintptr_t>(lens);
   if (blobs != nullptr) {
     arg.blobs = reinterpret_cast<uintptr_t>(blobs);
     arg.blob_stride = stride;
   }
-  const int err = Ioctl(HZC_IOC_BOARD_WAIT, &arg);
-  if (err == ETIMEDOUT && missing != nullptr) {
-    missing->clear();
-    for (uint32_t r = 0; r < nranks; ++r) {
-      if (bits[r / 64] & (1ULL << (r % 64))) {
-        missing->push_back(r);
-      }
+  int err = 0;
+  // Not Ioctl(): after a signal the wait resumes with what is left of the timeout.
+  while (::ioctl(fd_.get(), HZC_IOC_BOARD_WAIT, &arg) != 0) {
+    err = errno;
+    if (err != EINTR) {
+      break;
     }
+    err = 0;
+    const auto left = duration_cast<milliseconds>(deadline - steady_clock::now()).count();
+    arg.timeout_ms = static_cast<uint32_t>(std::clamp<int64_t>(left, 0, timeout_ms));
+  }
+  if (err == ETIMEDOUT && missing != nullptr) {
+    *missing = RanksOfBits(bits, nranks);
   }
   if (err != 0) {
-    return Error(CodeOf(err), "waiting on the domain board (key {}): {}", key, ErrnoString(err));
+    return Error(ResultOfErrno(HZC_IOC_BOARD_WAIT, err), "waiting on the domain board (key {}): {}",
+                 key, ErrnoString(err));
   }
   return Status::Ok();
 }
@@ -225,11 +252,7 @@ Expected<std::vector<hzc_range_desc>> Device::ListRanges(const DomainId &id, uin
                                                          uint32_t peer_rank) const {
   std::vector<hzc_range_desc> out(8);
   for (;;) {
-    hzc_list_ranges arg{};
-    arg.size = sizeof(arg);
-    arg.domain_id[0] = id[0];
-    arg.domain_id[1] = id[1];
-    arg.rank = rank;
+    auto arg = MemberArg<hzc_list_ranges>(id, rank);
     arg.peer_rank = peer_rank;
     arg.num_ranges = static_cast<uint32_t>(out.size());
     arg.ranges = reinterpret_cast<uintptr_t>(out.data());
@@ -239,8 +262,9 @@ Expected<std::vector<hzc_range_desc>> Device::ListRanges(const DomainId &id, uin
       continue;  // the peer set more ranges meanwhile
     }
     if (err != 0) {
-      return Error(CodeOf(err), "cannot list the ranges of rank {}: {}{}", peer_rank,
-                   ErrnoString(err), err == ECONNRESET ? " (a rank left or died)" : "");
+      return Error(ResultOfErrno(HZC_IOC_LIST_RANGES, err),
+                   "cannot list the ranges of rank {}: {}{}", peer_rank, ErrnoString(err),
+                   BrokenHint(err));
     }
     out.resize(arg.num_ranges);
     return out;
@@ -251,43 +275,25 @@ Expected<std::vector<hzc_activation_desc>> Device::ListActivations(const DomainI
                                                                    uint32_t rank,
                                                                    uint32_t peer_rank,
                                                                    uint64_t range_id) const {
-  // A module without cookies lists first-version elements (va, length), 16 bytes apart.
-  const bool cookies = activation_cookies();
-  static_assert(sizeof(std::array<uint64_t, 2>) == HZC_ACTIVATION_DESC_SIZE_V0);
   std::vector<hzc_activation_desc> out(8);
-  std::vector<std::array<uint64_t, 2>> v0;
   for (;;) {
-    hzc_list_activations arg{};
-    arg.size = sizeof(arg);
-    arg.domain_id[0] = id[0];
-    arg.domain_id[1] = id[1];
-    arg.rank = rank;
+    auto arg = MemberArg<hzc_list_activations>(id, rank);
     arg.peer_rank = peer_rank;
     arg.range_id = range_id;
     arg.num_activations = static_cast<uint32_t>(out.size());
-    if (cookies) {
-      arg.desc_size = sizeof(hzc_activation_desc);
-      arg.activations = reinterpret_cast<uintptr_t>(out.data());
-    } else {
-      v0.assign(out.size(), {});
-      arg.activations = reinterpret_cast<uintptr_t>(v0.data());
-    }
+    arg.desc_size = sizeof(hzc_activation_desc);
+    arg.activations = reinterpret_cast<uintptr_t>(out.data());
     const int err = Ioctl(HZC_IOC_LIST_ACTIVATIONS, &arg);
     if (err == EMSGSIZE && arg.num_activations > out.size()) {
       out.resize(arg.num_activations);
       continue;
     }
     if (err != 0) {
-      return Error(err == ENOENT ? HCCL_E_NOT_FOUND : CodeOf(err),
+      return Error(ResultOfErrno(HZC_IOC_LIST_ACTIVATIONS, err),
                    "cannot list the activations of range {} of rank {}: {}{}", range_id, peer_rank,
-                   ErrnoString(err), err == ECONNRESET ? " (a rank left or died)" : "");
+                   ErrnoString(err), BrokenHint(err));
     }
     out.resize(arg.num_activations);
-    if (!cookies) {
-      for (size_t i = 0; i < out.size(); ++i) {
-        out[i] = hzc_activation_desc{.va = v0[i][0], .length = v0[i][1], .cookie = 0};
-      }
-    }
     return out;
   }
 }

@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -16,6 +17,16 @@
 #include "base/unique_fd.h"
 
 namespace hzc {
+
+// The HcclResult for errno @err of the module's ioctl @request (HZC_IOC_*): caller mistakes
+// are E_PARA, limits E_UNAVAIL or E_MEMORY, a broken domain E_REMOTE, anything unexpected
+// E_DRV. The board's keys and blob sizes are the library's own, so a second publish under a
+// key (BOARD_PUT EEXIST) and a blob larger than the stride (BOARD_WAIT EMSGSIZE) are
+// E_INTERNAL; a range that is gone (LIST_ACTIVATIONS ENOENT) is E_NOT_FOUND.
+HcclResult ResultOfErrno(unsigned long request, int err);
+
+// The ranks whose bit is set in @bits (bit r of word r / 64), below @nranks.
+std::vector<uint32_t> RanksOfBits(std::span<const uint64_t> bits, uint32_t nranks);
 
 class Device {
  public:
@@ -43,27 +54,28 @@ class Device {
   // HZC_IOC_RANGE_REGISTER / UNREGISTER.
   Expected<RangeIds> RegisterRange(uintptr_t base, size_t length) const;
   Status UnregisterRange(uintptr_t base) const;
-  // HZC_IOC_ACTIVATE / DEACTIVATE. A non-zero @cookie needs activation_cookies().
+  // HZC_IOC_ACTIVATE / DEACTIVATE.
   Status Activate(uintptr_t va, size_t length, uint64_t cookie = 0) const;
   Status Deactivate(uintptr_t va) const;
   // HZC_IOC_DOMAIN_JOIN / LEAVE.
   Status JoinDomain(const DomainId &id, uint32_t rank, uint32_t nranks) const;
   Status LeaveDomain(const DomainId &id, uint32_t rank) const;
-  // HZC_IOC_BOARD_PUT / WAIT. On HCCL_E_TIMEOUT, @missing lists the ranks that did not publish.
-  // @blobs (optional, nranks * @stride bytes) receives rank r's blob at r * @stride.
+  // HZC_IOC_BOARD_PUT / WAIT (codes as ResultOfErrno). On HCCL_E_TIMEOUT, @missing lists the
+  // ranks that did not publish. @blobs (optional, nranks * @stride bytes) receives rank r's
+  // blob at r * @stride and @lens (optional, nranks entries) each blob's length. A wait
+  // interrupted by a signal resumes with what is left of @timeout_ms.
   Status BoardPut(const DomainId &id, uint32_t rank, uint32_t key, const void *blob,
                   uint32_t len) const;
   Status BoardWait(const DomainId &id, uint32_t rank, uint32_t nranks, uint32_t key,
                    uint32_t timeout_ms, std::vector<uint32_t> *missing, void *blobs = nullptr,
-                   uint32_t stride = 0) const;
+                   uint32_t stride = 0, uint32_t *lens = nullptr) const;
 
   // HZC_IOC_LIST_RANGES: every range of @peer_rank, sorted by base. HCCL_E_REMOTE when the
   // domain broke (a member left or died).
   Expected<std::vector<hzc_range_desc>> ListRanges(const DomainId &id, uint32_t rank,
                                                    uint32_t peer_rank) const;
   // HZC_IOC_LIST_ACTIVATIONS: the activations of range @range_id of @peer_rank, sorted by va.
-  // HCCL_E_NOT_FOUND when the range is gone, HCCL_E_REMOTE when the domain broke. Cookies
-  // read 0 from a module without activation_cookies().
+  // HCCL_E_NOT_FOUND when the range is gone, HCCL_E_REMOTE when the domain broke.
   Expected<std::vector<hzc_activation_desc>> ListActivations(const DomainId &id, uint32_t rank,
                                                              uint32_t peer_rank,
                                                              uint64_t range_id) const;
@@ -72,10 +84,6 @@ class Device {
 
   // What INFO said when the device was opened.
   const hzc_info &info() const { return info_; }
-  // Whether the module stores activation cookies (HZC_FEATURE_ACTIVATION_COOKIE).
-  bool activation_cookies() const {
-    return (info_.out_features & HZC_FEATURE_ACTIVATION_COOKIE) != 0;
-  }
   const std::string &path() const { return path_; }
   int fd() const { return fd_.get(); }
 

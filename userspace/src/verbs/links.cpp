@@ -3,7 +3,6 @@
 
 #include <linux/hzc.h>
 #include <sched.h>
-#include <sys/ioctl.h>
 #include <sys/random.h>
 #include <sys/resource.h>
 
@@ -30,20 +29,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// The ready-barrier blob.
-struct ReadyBlob {
-  uint32_t magic = EndpointHeader::kMagic;
-  uint32_t state = EndpointHeader::kReady;
-};
-
-std::string RankList(const std::vector<uint32_t> &ranks) {
-  std::string list;
-  for (uint32_t r : ranks) {
-    list += (list.empty() ? "" : ",") + std::to_string(r);
-  }
-  return list;
-}
-
 uint32_t RandomPsn() {
   uint32_t value = 0;
   if (getrandom(&value, sizeof(value), 0) != sizeof(value)) {
@@ -52,9 +37,79 @@ uint32_t RandomPsn() {
   return value & 0xffffff;
 }
 
-template <typename T>
-std::span<const std::byte> Bytes(const T &value) {
-  return std::as_bytes(std::span<const T, 1>(&value, 1));
+// HCCL_E_PARA or HCCL_E_NOT_SUPPORT when links cannot be set up for rank @rank of @nranks
+// with @options on @device's board.
+Status CheckSetup(const Device &device, uint32_t rank, uint32_t nranks,
+                  const LinkOptions &options) {
+  if (nranks == 0 || rank >= nranks) {
+    return Error(HCCL_E_PARA, "link setup: rank {} of {} of {} is not a domain member", rank,
+                 nranks, device.path());
+  }
+  if (options.endpoint_key >= HZC_BOARD_KEYS || options.ready_key >= HZC_BOARD_KEYS ||
+      options.endpoint_key == options.ready_key) {
+    return Error(HCCL_E_PARA, "link setup: board keys {} and {} must differ and be below {}",
+                 options.endpoint_key, options.ready_key, HZC_BOARD_KEYS);
+  }
+  const uint32_t max_blob = device.info().out_max_blob_size;
+  if (nranks > MaxRanksForBlob(max_blob)) {
+    return Error(HCCL_E_NOT_SUPPORT,
+                 "link setup: {} ranks do not fit the domain board ({} bytes per blob: at most {} "
+                 "ranks with rdma links)",
+                 nranks, max_blob, MaxRanksForBlob(max_blob));
+  }
+  return Status::Ok();
+}
+
+// Tell peers this rank's link @state under @key (the endpoint or the ready key), so that they
+// fail (or fall back to kernel-only links) at once instead of waiting for the timeout.
+void PublishState(const Board &board, const LinkOptions &options, uint32_t key,
+                  EndpointHeader::State state) {
+  Status st;
+  if (key == options.endpoint_key) {
+    EndpointHeader h;
+    h.state = state;
+    h.rank = board.rank();
+    h.nranks = board.nranks();
+    st = board.Put(key, Bytes(h));
+  } else {
+    ReadyBlob ready;
+    ready.state = state;
+    st = board.Put(key, Bytes(ready));
+  }
+  if (!st.ok()) {
+    LogDebug("verbs: cannot tell peers this rank's link state: {}", st.message());
+  }
+}
+
+// Every rank's endpoint; HCCL_E_ROCE_CONNECT when a rank failed.
+Expected<PeerEndpoints> WaitForEndpoints(const Board &board, const LinkOptions &options,
+                                         Clock::time_point deadline) {
+  const uint32_t stride =
+      static_cast<uint32_t>(sizeof(EndpointHeader) + board.nranks() * sizeof(QpEndpoint));
+  auto blobs = board.Wait(options.endpoint_key, stride, deadline, "link setup: endpoints");
+  if (!blobs.ok()) {
+    return blobs.status();
+  }
+  auto peers = DecodeEndpoints(*blobs);
+  if (peers.ok() && !peers->failed.empty()) {
+    return Error(HCCL_E_ROCE_CONNECT, "link setup: rank(s) {} failed to set up their links",
+                 RankList(peers->failed));
+  }
+  return peers;
+}
+
+// The final barrier: every rank connected its queue pairs.
+Status WaitUntilReady(const Board &board, const LinkOptions &options, Clock::time_point deadline) {
+  auto ready =
+      board.Wait(options.ready_key, sizeof(ReadyBlob), deadline, "link setup: final barrier");
+  if (!ready.ok()) {
+    return ready.status();
+  }
+  if (const auto failed = RanksNotReady(*ready); !failed.empty()) {
+    return Error(HCCL_E_ROCE_CONNECT, "link setup: rank(s) {} could not connect their queue pairs",
+                 RankList(failed));
+  }
+  return Status::Ok();
 }
 
 }  // namespace
@@ -117,6 +172,42 @@ Expected<Endpoint> DecodeEndpoint(std::span<const std::byte> blob, uint32_t rank
   return ep;
 }
 
+Expected<PeerEndpoints> DecodeEndpoints(const BoardBlobs &blobs) {
+  const uint32_t nranks = blobs.nranks();
+  PeerEndpoints out;
+  out.endpoints.resize(nranks);
+  for (uint32_t r = 0; r < nranks; ++r) {
+    auto ep = DecodeEndpoint(blobs.blob(r), r, nranks);
+    if (!ep.ok()) {
+      return ep.status();
+    }
+    if (ep->header.state == EndpointHeader::kFailed) {
+      out.failed.push_back(r);
+    } else if (ep->header.state == EndpointHeader::kNoDevice) {
+      out.no_device.push_back(r);
+    }
+    out.endpoints[r] = std::move(*ep);
+  }
+  return out;
+}
+
+std::vector<uint32_t> RanksNotReady(const BoardBlobs &blobs) {
+  std::vector<uint32_t> ranks;
+  for (uint32_t r = 0; r < blobs.nranks(); ++r) {
+    ReadyBlob blob;
+    const auto bytes = blobs.blob(r);
+    if (bytes.size() == sizeof(blob)) {
+      std::memcpy(&blob, bytes.data(), sizeof(blob));
+    } else {
+      blob.magic = 0;
+    }
+    if (blob.magic != EndpointHeader::kMagic || blob.state != EndpointHeader::kReady) {
+      ranks.push_back(r);
+    }
+  }
+  return ranks;
+}
+
 MemoryRegion::MemoryRegion(std::shared_ptr<const ProtectionDomain> pd, MrPtr mr)
     : pd_(std::move(pd)), mr_(std::move(mr)) {}
 
@@ -128,15 +219,15 @@ bool MemoryRegion::Contains(const void *p, size_t len) const {
   return start >= begin && start - begin <= mr_->length && len <= mr_->length - (start - begin);
 }
 
-Links::Links(const BoardRef &board, const LinkOptions &options, std::unique_ptr<Port> port)
-    : rank_(board.rank),
-      nranks_(board.nranks),
+Links::Links(uint32_t rank, uint32_t nranks, const LinkOptions &options, std::unique_ptr<Port> port)
+    : rank_(rank),
+      nranks_(nranks),
       options_(options),
       port_(std::move(port)),
-      qps_(board.nranks),
-      send_psn_(board.nranks),
-      post_bytes_(board.nranks),
-      broken_(board.nranks) {}
+      qps_(nranks),
+      send_psn_(nranks),
+      post_bytes_(nranks),
+      broken_(nranks) {}
 
 Links::~Links() {
   LogDebug("verbs: rank {}: closing {} links on {}", rank_, nranks_ - 1, port_->device);
@@ -266,57 +357,7 @@ Endpoint Links::LocalEndpoint() const {
   return ep;
 }
 
-Expected<std::unique_ptr<Links>> Links::Establish(const BoardRef &board,
-                                                  const LinkOptions &options) {
-  if (board.fd < 0 || board.nranks == 0 || board.rank >= board.nranks) {
-    return Error(HCCL_E_PARA, "link setup: rank {} of {} on descriptor {} is not a domain member",
-                 board.rank, board.nranks, board.fd);
-  }
-  if (options.endpoint_key >= HZC_BOARD_KEYS || options.ready_key >= HZC_BOARD_KEYS ||
-      options.endpoint_key == options.ready_key) {
-    return Error(HCCL_E_PARA, "link setup: board keys {} and {} must differ and be below {}",
-                 options.endpoint_key, options.ready_key, HZC_BOARD_KEYS);
-  }
-  hzc_info info{};
-  info.size = sizeof(info);
-  if (::ioctl(board.fd, HZC_IOC_INFO, &info) != 0) {
-    return Error(HCCL_E_DRV, "link setup: info ioctl failed: {}", ErrnoString(errno));
-  }
-  if (board.nranks > MaxRanksForBlob(info.out_max_blob_size)) {
-    return Error(HCCL_E_NOT_SUPPORT,
-                 "link setup: {} ranks do not fit the domain board ({} bytes per blob: at most {} "
-                 "ranks with rdma links)",
-                 board.nranks, info.out_max_blob_size, MaxRanksForBlob(info.out_max_blob_size));
-  }
-  const auto deadline = Clock::now() + options.timeout;
-  const uint32_t stride =
-      static_cast<uint32_t>(sizeof(EndpointHeader) + board.nranks * sizeof(QpEndpoint));
-
-  // A rank that cannot take part still publishes its state, so peers fail (or fall back to
-  // kernel-only links) at once instead of waiting for the timeout.
-  auto publish_state = [&](uint32_t key, EndpointHeader::State state) {
-    Status st;
-    if (key == options.endpoint_key) {
-      EndpointHeader h;
-      h.state = state;
-      h.rank = board.rank;
-      h.nranks = board.nranks;
-      st = BoardPut(board, key, Bytes(h));
-    } else {
-      ReadyBlob ready;
-      ready.state = state;
-      st = BoardPut(board, key, Bytes(ready));
-    }
-    if (!st.ok()) {
-      LogDebug("verbs: cannot tell peers this rank's link state: {}", st.message());
-    }
-  };
-
-  // Until this rank has published its last blob, a failure publishes "failed" under the key
-  // it would have published next.
-  uint32_t pending_key = options.endpoint_key;
-  ScopeGuard tell_peers([&] { publish_state(pending_key, EndpointHeader::kFailed); });
-
+Expected<std::unique_ptr<Links>> Links::Open(const Board &board, const LinkOptions &options) {
   auto spec = ParseDeviceSpec(options.device);
   if (!spec.ok()) {
     return spec.status();
@@ -325,89 +366,75 @@ Expected<std::unique_ptr<Links>> Links::Establish(const BoardRef &board,
   if (!port.ok()) {
     return port.status();
   }
-  std::unique_ptr<Links> links;
-  if (*port) {
-    links.reset(new Links(board, options, std::move(*port)));
-    HZC_RETURN_IF_ERROR(links->CreateQueues());
-    HZC_RETURN_IF_ERROR(
-        BoardPut(board, options.endpoint_key, EncodeEndpoint(links->LocalEndpoint())));
-    pending_key = options.ready_key;
-  } else {
+  if (!*port) {
     static std::once_flag once;
     std::call_once(
         once, [] { LogInfo("verbs: no RDMA device with an active port: links are kernel-only"); });
-    tell_peers.Cancel();
-    publish_state(options.endpoint_key, EndpointHeader::kNoDevice);
+    return std::unique_ptr<Links>();
   }
+  std::unique_ptr<Links> links(new Links(board.rank(), board.nranks(), options, std::move(*port)));
+  HZC_RETURN_IF_ERROR(links->CreateQueues());
+  return links;
+}
 
-  auto blobs = BoardWait(board, options.endpoint_key, stride, deadline, "link setup: endpoints");
-  if (!blobs.ok()) {
-    return blobs.status();
-  }
-  std::vector<Endpoint> endpoints(board.nranks);
-  std::vector<uint32_t> failed, no_device;
-  for (uint32_t r = 0; r < board.nranks; ++r) {
-    auto ep = DecodeEndpoint(blobs->blob(r), r, board.nranks);
-    if (!ep.ok()) {
-      return ep.status();
+Status Links::Connect(const std::vector<Endpoint> &endpoints) {
+  for (uint32_t peer = 0; peer < nranks_; ++peer) {
+    if (peer == rank_) {
+      continue;
     }
-    if (ep->header.state == EndpointHeader::kFailed) {
-      failed.push_back(r);
-    } else if (ep->header.state == EndpointHeader::kNoDevice) {
-      no_device.push_back(r);
+    const Endpoint &ep = endpoints[peer];
+    if (ep.header.link_layer != port_->port_attr.link_layer) {
+      return Error(HCCL_E_ROCE_CONNECT, "link setup: rank {} uses link layer {}, this rank {}",
+                   peer, ep.header.link_layer, port_->port_attr.link_layer);
     }
-    endpoints[r] = std::move(*ep);
+    HZC_RETURN_IF_ERROR(ModifyToReadyToReceive(peer, ep));
+    HZC_RETURN_IF_ERROR(ModifyToReadyToSend(peer));
   }
-  if (!failed.empty()) {
-    return Error(HCCL_E_ROCE_CONNECT, "link setup: rank(s) {} failed to set up their links",
-                 RankList(failed));
+  return Status::Ok();
+}
+
+Expected<std::unique_ptr<Links>> Links::Establish(const Device &device,
+                                                  const Device::DomainId &domain, uint32_t rank,
+                                                  uint32_t nranks, const LinkOptions &options) {
+  HZC_RETURN_IF_ERROR(CheckSetup(device, rank, nranks, options));
+  const Board board(device, domain, rank, nranks);
+  const auto deadline = Clock::now() + options.timeout;
+
+  // Until this rank has published its last blob, a failure publishes "failed" under the key
+  // it would have published next.
+  uint32_t pending_key = options.endpoint_key;
+  ScopeGuard tell_peers(
+      [&] { PublishState(board, options, pending_key, EndpointHeader::kFailed); });
+  auto links = Open(board, options);
+  if (!links.ok()) {
+    return links.status();
   }
-  if (!no_device.empty()) {
-    if (links) {
-      LogWarn("verbs: rank(s) {} have no RDMA device: links are kernel-only", RankList(no_device));
+  if (*links) {
+    HZC_RETURN_IF_ERROR(board.Put(options.endpoint_key, EncodeEndpoint((*links)->LocalEndpoint())));
+    pending_key = options.ready_key;
+  } else {
+    tell_peers.Cancel();
+    PublishState(board, options, options.endpoint_key, EndpointHeader::kNoDevice);
+  }
+  auto peers = WaitForEndpoints(board, options, deadline);
+  if (!peers.ok()) {
+    return peers.status();
+  }
+  if (!peers->no_device.empty()) {
+    if (*links) {
+      LogWarn("verbs: rank(s) {} have no RDMA device: links are kernel-only",
+              RankList(peers->no_device));
     }
     tell_peers.Cancel();
     return std::unique_ptr<Links>();
   }
-  for (uint32_t peer = 0; peer < board.nranks; ++peer) {
-    if (peer == board.rank) {
-      continue;
-    }
-    const Endpoint &ep = endpoints[peer];
-    Status st =
-        ep.header.link_layer != links->port_->port_attr.link_layer
-            ? Error(HCCL_E_ROCE_CONNECT, "link setup: rank {} uses link layer {}, this rank {}",
-                    peer, ep.header.link_layer, links->port_->port_attr.link_layer)
-            : links->ModifyToReadyToReceive(peer, ep);
-    if (st.ok()) {
-      st = links->ModifyToReadyToSend(peer);
-    }
-    HZC_RETURN_IF_ERROR(st);
-  }
-  HZC_RETURN_IF_ERROR(BoardPut(board, options.ready_key, Bytes(ReadyBlob{})));
+  HZC_RETURN_IF_ERROR((*links)->Connect(peers->endpoints));
+  HZC_RETURN_IF_ERROR(board.Put(options.ready_key, Bytes(ReadyBlob{})));
   tell_peers.Cancel();
-  auto ready =
-      BoardWait(board, options.ready_key, sizeof(ReadyBlob), deadline, "link setup: final barrier");
-  if (!ready.ok()) {
-    return ready.status();
-  }
-  for (uint32_t r = 0; r < board.nranks; ++r) {
-    ReadyBlob blob;
-    const auto bytes = ready->blob(r);
-    if (bytes.size() == sizeof(blob)) {
-      std::memcpy(&blob, bytes.data(), sizeof(blob));
-    }
-    if (blob.magic != EndpointHeader::kMagic || blob.state != EndpointHeader::kReady) {
-      failed.push_back(r);
-    }
-  }
-  if (!failed.empty()) {
-    return Error(HCCL_E_ROCE_CONNECT, "link setup: rank(s) {} could not connect their queue pairs",
-                 RankList(failed));
-  }
-  LogDebug("verbs: rank {} of {}: {} links up on {} port {}", board.rank, board.nranks,
-           board.nranks - 1, links->port_->device, links->port_->port_num);
-  return links;
+  HZC_RETURN_IF_ERROR(WaitUntilReady(board, options, deadline));
+  LogDebug("verbs: rank {} of {}: {} links up on {} port {}", rank, nranks, nranks - 1,
+           (*links)->port_->device, (*links)->port_->port_num);
+  return std::move(*links);
 }
 
 Expected<std::unique_ptr<MemoryRegion>> Links::Register(void *va, size_t length) const {
@@ -462,8 +489,25 @@ void Links::Break(uint32_t peer, const std::string &why) {
   }
 }
 
-Status Links::Execute(std::span<const WorkRequest> requests) {
-  std::lock_guard lock(mutex_);
+// The state of one Execute call.
+struct Links::Batch {
+  Batch(std::span<const WorkRequest> r, uint64_t g, uint64_t m, uint32_t nranks)
+      : requests(r), gen(g), max_msg(m), outstanding(nranks), chains(nranks), sges(nranks) {}
+
+  std::span<const WorkRequest> requests;
+  const uint64_t gen;                            // in the upper half of every wr_id of this call
+  const uint64_t max_msg;                        // longest work request
+  std::vector<uint32_t> outstanding;             // [peer] work requests posted and not completed
+  uint64_t total = 0;                            // sum of outstanding
+  size_t next = 0;                               // request being posted
+  uint64_t offset = 0;                           // bytes of it already posted
+  std::string error;                             // first failure
+  std::vector<std::vector<ibv_send_wr>> chains;  // [peer] to post next
+  std::vector<std::vector<ibv_sge>> sges;        // [peer] what chains point into
+  std::unordered_map<uint32_t, uint32_t> peer_of_qp;
+};
+
+Status Links::CheckRequests(std::span<const WorkRequest> requests) const {
   for (size_t i = 0; i < requests.size(); ++i) {
     const WorkRequest &r = requests[i];
     if (r.peer >= nranks_ || r.peer == rank_) {
@@ -482,156 +526,185 @@ Status Links::Execute(std::span<const WorkRequest> requests) {
                    broken_[r.peer]);
     }
   }
-  const uint64_t gen = ++generation_ & 0xffffffff;
-  const uint64_t max_msg = std::max<uint32_t>(port_->port_attr.max_msg_sz, 4096);
-  const uint32_t depth = options_.queue_depth;
+  return Status::Ok();
+}
 
-  std::vector<uint32_t> outstanding(nranks_);
-  uint64_t total = 0;
-  size_t next = 0;      // request being posted
-  uint64_t offset = 0;  // bytes of it already posted
-  std::string error;    // first failure
-  std::vector<std::vector<ibv_send_wr>> chains(nranks_);
-  std::vector<std::vector<ibv_sge>> sges(nranks_);
-  std::unordered_map<uint32_t, uint32_t> peer_of_qp;
-  for (uint32_t p = 0; p < nranks_; ++p) {
-    if (qps_[p]) {
-      peer_of_qp[qps_[p]->qp_num] = p;
+void Links::Fail(Batch &batch, uint32_t peer, const std::string &why) {
+  if (batch.error.empty()) {
+    batch.error = why;
+  }
+  Break(peer, why);
+}
+
+// Turn the next requests into work requests, as many as the queue depth lets through, as
+// one chain per peer.
+void Links::ChainRequests(Batch &batch) {
+  const uint32_t depth = options_.queue_depth;
+  while (batch.next < batch.requests.size() && batch.error.empty()) {
+    const WorkRequest &r = batch.requests[batch.next];
+    auto &chain = batch.chains[r.peer];
+    auto &sges = batch.sges[r.peer];
+    if (batch.outstanding[r.peer] + chain.size() >= depth) {
+      break;
+    }
+    if (sges.capacity() < depth) {
+      sges.reserve(depth);  // chains point into it: no reallocation while filling
+    }
+    const uint64_t len = std::min({r.length - batch.offset, batch.max_msg, post_bytes_[r.peer]});
+    sges.push_back({.addr = reinterpret_cast<uintptr_t>(r.local) + batch.offset,
+                    .length = static_cast<uint32_t>(len),
+                    .lkey = r.mr->lkey()});
+    ibv_send_wr wr{};
+    wr.wr_id = (batch.gen << 32) | batch.next;
+    wr.sg_list = &sges.back();
+    wr.num_sge = 1;
+    wr.opcode = r.op == WorkRequest::kWrite ? IBV_WR_RDMA_WRITE : IBV_WR_RDMA_READ;
+    wr.send_flags = IBV_SEND_SIGNALED;
+    wr.wr.rdma.remote_addr = r.remote_addr + batch.offset;
+    wr.wr.rdma.rkey = r.rkey;
+    chain.push_back(wr);
+    batch.offset += len;
+    if (batch.offset >= r.length) {
+      ++batch.next;
+      batch.offset = 0;
     }
   }
-  auto fail = [&](uint32_t peer, std::string why) {
-    if (error.empty()) {
-      error = why;
-    }
-    Break(peer, why);
-  };
+}
 
-  // Post whatever fits, as one chain per peer.
-  auto post = [&] {
-    for (auto &c : chains) {
-      c.clear();
-    }
-    for (auto &s : sges) {
-      s.clear();
-    }
-    while (next < requests.size() && error.empty()) {
-      const WorkRequest &r = requests[next];
-      if (outstanding[r.peer] + chains[r.peer].size() >= depth) {
+// Post @peer's chain in calls of at most post_bytes_[peer] bytes each (and at least one
+// work request).
+void Links::PostChain(Batch &batch, uint32_t peer) {
+  auto &c = batch.chains[peer];
+  for (size_t first = 0, last = 0; first < c.size(); first = last) {
+    uint64_t bytes = c[first].sg_list->length;
+    for (last = first + 1; last < c.size(); ++last) {
+      bytes += c[last].sg_list->length;
+      if (bytes > post_bytes_[peer]) {
         break;
       }
-      if (sges[r.peer].capacity() < depth) {
-        sges[r.peer].reserve(depth);  // chains point into it: no reallocation while filling
-      }
-      const uint64_t len = std::min({r.length - offset, max_msg, post_bytes_[r.peer]});
-      sges[r.peer].push_back({.addr = reinterpret_cast<uintptr_t>(r.local) + offset,
-                              .length = static_cast<uint32_t>(len),
-                              .lkey = r.mr->lkey()});
-      ibv_send_wr wr{};
-      wr.wr_id = (gen << 32) | next;
-      wr.sg_list = &sges[r.peer].back();
-      wr.num_sge = 1;
-      wr.opcode = r.op == WorkRequest::kWrite ? IBV_WR_RDMA_WRITE : IBV_WR_RDMA_READ;
-      wr.send_flags = IBV_SEND_SIGNALED;
-      wr.wr.rdma.remote_addr = r.remote_addr + offset;
-      wr.wr.rdma.rkey = r.rkey;
-      chains[r.peer].push_back(wr);
-      offset += len;
-      if (offset >= r.length) {
-        ++next;
-        offset = 0;
-      }
+      c[last - 1].next = &c[last];
     }
-    for (uint32_t p = 0; p < nranks_; ++p) {
-      auto &c = chains[p];
-      if (c.empty()) {
-        continue;
-      }
-      // Calls of at most post_bytes_[p] bytes each (and at least one request).
-      for (size_t first = 0, last = 0; first < c.size(); first = last) {
-        uint64_t bytes = c[first].sg_list->length;
-        for (last = first + 1; last < c.size(); ++last) {
-          bytes += c[last].sg_list->length;
-          if (bytes > post_bytes_[p]) {
-            break;
-          }
-          c[last - 1].next = &c[last];
-        }
-        ibv_send_wr *bad = nullptr;
-        const int ret = ibv_post_send(qps_[p].get(), &c[first], &bad);
-        const size_t posted = ret == 0 ? last - first : static_cast<size_t>(bad - &c[first]);
-        outstanding[p] += static_cast<uint32_t>(posted);
-        total += posted;
-        if (ret != 0) {
-          fail(p, fmt::format("ibv_post_send to rank {} failed: {}", p, ErrnoString(ret)));
-          break;
-        }
-      }
+    ibv_send_wr *bad = nullptr;
+    const int ret = ibv_post_send(qps_[peer].get(), &c[first], &bad);
+    const size_t posted = ret == 0 ? last - first : static_cast<size_t>(bad - &c[first]);
+    batch.outstanding[peer] += static_cast<uint32_t>(posted);
+    batch.total += posted;
+    if (ret != 0) {
+      Fail(batch, peer, fmt::format("ibv_post_send to rank {} failed: {}", peer, ErrnoString(ret)));
+      return;
     }
-  };
+  }
+}
 
+// Post whatever fits.
+void Links::Post(Batch &batch) {
+  for (auto &c : batch.chains) {
+    c.clear();
+  }
+  for (auto &s : batch.sges) {
+    s.clear();
+  }
+  ChainRequests(batch);
+  for (uint32_t p = 0; p < nranks_; ++p) {
+    if (!batch.chains[p].empty()) {
+      PostChain(batch, p);
+    }
+  }
+}
+
+// Poll the completion queue once and account for what completed (*@reaped entries). False
+// when polling failed: every peer with work outstanding is then broken.
+bool Links::Reap(Batch &batch, int *reaped) {
+  ibv_wc wcs[32];
+  const int n = ibv_poll_cq(cq_.get(), 32, wcs);
+  *reaped = std::max(n, 0);
+  if (n < 0) {
+    batch.error = fmt::format("ibv_poll_cq failed: {}", ErrnoString(errno));
+    for (uint32_t p = 0; p < nranks_; ++p) {
+      if (batch.outstanding[p] != 0) {
+        Break(p, batch.error);
+      }
+    }
+    return false;
+  }
+  for (int i = 0; i < n; ++i) {
+    const ibv_wc &wc = wcs[i];
+    auto it = batch.peer_of_qp.find(wc.qp_num);
+    if ((wc.wr_id >> 32) != batch.gen || it == batch.peer_of_qp.end()) {
+      continue;  // left over from an earlier, abandoned call
+    }
+    const uint32_t peer = it->second;
+    --batch.outstanding[peer];
+    --batch.total;
+    if (wc.status != IBV_WC_SUCCESS && wc.status != IBV_WC_WR_FLUSH_ERR) {
+      const WorkRequest &r = batch.requests[wc.wr_id & 0xffffffff];
+      Fail(batch, peer,
+           fmt::format("rdma {} of {:#x} bytes to rank {} (remote {:#x}, rkey {:#x}) "
+                       "failed: {} (vendor error {:#x})",
+                       r.op == WorkRequest::kWrite ? "write" : "read", r.length, peer,
+                       r.remote_addr, r.rkey, ibv_wc_status_str(wc.status), wc.vendor_err));
+    } else if (wc.status == IBV_WC_WR_FLUSH_ERR) {
+      Fail(batch, peer,
+           fmt::format("rdma to rank {} flushed: the queue pair is in the error state", peer));
+    }
+  }
+  return true;
+}
+
+// No completion within progress_timeout: break every peer with work outstanding.
+void Links::TimeOut(Batch &batch) {
+  const auto ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(options_.progress_timeout).count();
+  for (uint32_t p = 0; p < nranks_; ++p) {
+    if (batch.outstanding[p] != 0) {
+      Fail(batch, p, fmt::format("rdma to rank {}: no completion within {} ms", p, ms));
+    }
+  }
+}
+
+Status Links::Execute(std::span<const WorkRequest> requests) {
+  std::lock_guard lock(mutex_);
+  HZC_RETURN_IF_ERROR(CheckRequests(requests));
+  Batch batch(requests, ++generation_ & 0xffffffff,
+              std::max<uint32_t>(port_->port_attr.max_msg_sz, 4096), nranks_);
+  for (uint32_t p = 0; p < nranks_; ++p) {
+    if (qps_[p]) {
+      batch.peer_of_qp[qps_[p]->qp_num] = p;
+    }
+  }
   auto last_progress = Clock::now();
   bool timed_out = false;
   unsigned idle = 0;
-  ibv_wc wcs[32];
-  post();
-  while (total > 0) {
-    const int n = ibv_poll_cq(cq_.get(), 32, wcs);
-    if (n < 0) {
-      error = fmt::format("ibv_poll_cq failed: {}", ErrnoString(errno));
-      for (uint32_t p = 0; p < nranks_; ++p) {
-        if (outstanding[p] != 0) {
-          Break(p, error);
-        }
-      }
+  Post(batch);
+  while (batch.total > 0) {
+    int n = 0;
+    if (!Reap(batch, &n)) {
       break;
-    }
-    for (int i = 0; i < n; ++i) {
-      const ibv_wc &wc = wcs[i];
-      auto it = peer_of_qp.find(wc.qp_num);
-      if ((wc.wr_id >> 32) != gen || it == peer_of_qp.end()) {
-        continue;  // left over from an earlier, abandoned call
-      }
-      const uint32_t peer = it->second;
-      --outstanding[peer];
-      --total;
-      if (wc.status != IBV_WC_SUCCESS && wc.status != IBV_WC_WR_FLUSH_ERR) {
-        const WorkRequest &r = requests[wc.wr_id & 0xffffffff];
-        fail(peer, fmt::format("rdma {} of {:#x} bytes to rank {} (remote {:#x}, rkey {:#x}) "
-                               "failed: {} (vendor error {:#x})",
-                               r.op == WorkRequest::kWrite ? "write" : "read", r.length, peer,
-                               r.remote_addr, r.rkey, ibv_wc_status_str(wc.status), wc.vendor_err));
-      } else if (wc.status == IBV_WC_WR_FLUSH_ERR) {
-        fail(peer,
-             fmt::format("rdma to rank {} flushed: the queue pair is in the error state", peer));
-      }
     }
     const auto now = n > 0 || (++idle & 63) == 0 ? Clock::now() : last_progress;
     if (n > 0) {
       last_progress = now;
       idle = 0;
-      post();
+      Post(batch);
       continue;
     }
     if ((idle & 127) == 0) {
       sched_yield();
     }
-    if (!timed_out && now - last_progress > options_.progress_timeout) {
-      timed_out = true;
-      const auto ms =
-          std::chrono::duration_cast<std::chrono::milliseconds>(options_.progress_timeout).count();
-      for (uint32_t p = 0; p < nranks_; ++p) {
-        if (outstanding[p] != 0) {
-          fail(p, fmt::format("rdma to rank {}: no completion within {} ms", p, ms));
-        }
-      }
-      last_progress = now;  // the flush of the broken queue pairs gets one more period
-    } else if (timed_out && now - last_progress > options_.progress_timeout) {
-      LogWarn("verbs: {} work requests never completed; their queue pairs stay broken", total);
+    if (now - last_progress <= options_.progress_timeout) {
+      continue;
+    }
+    if (timed_out) {
+      LogWarn("verbs: {} work requests never completed; their queue pairs stay broken",
+              batch.total);
       break;
     }
+    timed_out = true;
+    TimeOut(batch);
+    last_progress = now;  // the flush of the broken queue pairs gets one more period
   }
-  if (!error.empty()) {
-    return Error(HCCL_E_ROCE_TRANSFER, "{}", error);
+  if (!batch.error.empty()) {
+    return Error(HCCL_E_ROCE_TRANSFER, "{}", batch.error);
   }
   return Status::Ok();
 }

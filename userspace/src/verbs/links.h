@@ -4,7 +4,7 @@
 // into peers' registered memory with completion by CQ polling.
 //
 // Use (every rank of the domain, at about the same time):
-//   auto links = Links::Establish(board, LinkOptions::FromEnvironment());
+//   auto links = Links::Establish(device, domain, rank, nranks, LinkOptions::FromEnvironment());
 //   if (!links.ok()) -> links.status() (HCCL_E_TIMEOUT, HCCL_E_ROCE_CONNECT, ...)
 //   if (!*links)     -> no RDMA device on some rank: kernel-only links
 //   auto mr = (*links)->Register(va, len);      publish mr->remote() to peers
@@ -27,6 +27,7 @@
 
 #include "base/config.h"
 #include "base/status.h"
+#include "device/device.h"
 #include "verbs/board.h"
 #include "verbs/ibv.h"
 #include "verbs/port.h"
@@ -103,6 +104,24 @@ struct Endpoint {
 std::vector<std::byte> EncodeEndpoint(const Endpoint &ep);
 // HCCL_E_ROCE_CONNECT naming what is wrong with rank @rank's blob.
 Expected<Endpoint> DecodeEndpoint(std::span<const std::byte> blob, uint32_t rank, uint32_t nranks);
+// Every rank's endpoint from the endpoint round's @blobs, with the ranks that reported a
+// failure or no RDMA device. HCCL_E_ROCE_CONNECT for a malformed blob.
+struct PeerEndpoints {
+  std::vector<Endpoint> endpoints;  // [rank]
+  std::vector<uint32_t> failed;
+  std::vector<uint32_t> no_device;
+};
+Expected<PeerEndpoints> DecodeEndpoints(const BoardBlobs &blobs);
+
+// The final barrier's blob: every rank says whether its queue pairs are connected.
+struct ReadyBlob {
+  uint32_t magic = EndpointHeader::kMagic;
+  uint32_t state = EndpointHeader::kReady;
+};
+static_assert(sizeof(ReadyBlob) == 8);
+// The ranks of @blobs whose ready blob is missing, malformed or not kReady.
+std::vector<uint32_t> RanksNotReady(const BoardBlobs &blobs);
+
 // Largest nranks whose endpoint fits a board blob of @max_blob bytes.
 constexpr uint32_t MaxRanksForBlob(uint32_t max_blob) {
   return (max_blob - sizeof(EndpointHeader)) / sizeof(QpEndpoint);
@@ -156,15 +175,17 @@ struct WorkRequest {
 
 class Links {
  public:
-  // Set up links with every other rank of @board's domain; see the file comment. A null
+  // Set up links with every other rank of kernel domain @domain, which the caller joined as
+  // rank @rank of @nranks through @device; see the file comment. A null
   // Links when this rank or any peer has no RDMA device (kernel-only links, logged once).
   // Errors: HCCL_E_NOT_FOUND (HZC_RDMA_DEVICE names a missing device/port or GID),
   // HCCL_E_PARA (malformed HZC_RDMA_DEVICE or board), HCCL_E_TIMEOUT (ranks missing; the
   // message names them), HCCL_E_REMOTE (the domain broke), HCCL_E_ROCE_CONNECT (a verbs call
   // failed here or a peer reported a failure), HCCL_E_NOT_SUPPORT (too many ranks for the
   // board). On failure nothing is left behind.
-  static Expected<std::unique_ptr<Links>> Establish(const BoardRef &board,
-                                                    const LinkOptions &options);
+  static Expected<std::unique_ptr<Links>> Establish(const Device &device,
+                                                    const Device::DomainId &domain, uint32_t rank,
+                                                    uint32_t nranks, const LinkOptions &options);
 
   ~Links();
   Links(const Links &) = delete;
@@ -195,14 +216,27 @@ class Links {
   std::string broken(uint32_t peer) const;
 
  private:
-  Links(const BoardRef &board, const LinkOptions &options, std::unique_ptr<Port> port);
+  struct Batch;
+
+  Links(uint32_t rank, uint32_t nranks, const LinkOptions &options, std::unique_ptr<Port> port);
 
   // Link setup steps (Establish), each returning the first failure.
+  static Expected<std::unique_ptr<Links>> Open(const Board &board, const LinkOptions &options);
   Status CreateQueues();
   Status ModifyToInit(uint32_t peer);
+  Status Connect(const std::vector<Endpoint> &endpoints);
   Status ModifyToReadyToReceive(uint32_t peer, const Endpoint &remote);
   Status ModifyToReadyToSend(uint32_t peer);
   Endpoint LocalEndpoint() const;
+
+  // Data path steps (Execute).
+  Status CheckRequests(std::span<const WorkRequest> requests) const;
+  void Fail(Batch &batch, uint32_t peer, const std::string &why);
+  void Post(Batch &batch);
+  void ChainRequests(Batch &batch);
+  void PostChain(Batch &batch, uint32_t peer);
+  bool Reap(Batch &batch, int *reaped);
+  void TimeOut(Batch &batch);
 
   // The link to @peer failed: move its queue pair to the error state so everything posted
   // on it completes (flushed), and refuse further requests to it.

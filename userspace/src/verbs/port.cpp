@@ -110,6 +110,120 @@ const char *PortStateName(ibv_port_state state) {
   return ibv_port_state_str(state);
 }
 
+// The entry of @table with index @index, or null.
+const GidEntry *FindGid(const std::vector<GidEntry> &table, uint32_t index) {
+  for (const GidEntry &e : table) {
+    if (e.index == index) {
+      return &e;
+    }
+  }
+  return nullptr;
+}
+
+// Fill @port's number and attributes with the first active port of device @name that @spec
+// allows. Port 0 when there is none; @states then says which states the ports are in.
+Status FindActivePort(ibv_context *ctx, const std::string &name, const DeviceSpec &spec, Port *port,
+                      std::string *states) {
+  const int nports = port->device_attr.phys_port_cnt;
+  if (spec.port > nports) {
+    return Error(HCCL_E_NOT_FOUND, "HZC_RDMA_DEVICE={}:{}: {} has no port {} (ports 1-{})", name,
+                 spec.port, name, spec.port, nports);
+  }
+  for (int p = 1; p <= nports; ++p) {
+    if (spec.port != 0 && p != spec.port) {
+      continue;
+    }
+    ibv_port_attr attr{};
+    if (int ret = ibv_query_port(ctx, static_cast<uint8_t>(p), &attr); ret != 0) {
+      return ConnectError("ibv_query_port", ret, fmt::format("{} port {}", name, p));
+    }
+    if (attr.state != IBV_PORT_ACTIVE) {
+      *states +=
+          fmt::format("{}port {} {}", states->empty() ? "" : ", ", p, PortStateName(attr.state));
+      continue;
+    }
+    port->port_num = static_cast<uint8_t>(p);
+    port->port_attr = attr;
+    break;
+  }
+  return Status::Ok();
+}
+
+// Set @port's GID: index @gid_index of its table, or the one ChooseGidIndex picks.
+Status ChooseGid(ibv_context *ctx, std::optional<uint32_t> gid_index, Port *port) {
+  const std::string &name = port->device;
+  auto table = ReadGidTable(ctx, name, port->port_num, port->port_attr.gid_tbl_len);
+  if (!table.ok()) {
+    return table.status();
+  }
+  const GidEntry *chosen = nullptr;
+  if (gid_index) {
+    chosen = FindGid(*table, *gid_index);
+    if (chosen == nullptr) {
+      std::string valid;
+      for (const GidEntry &e : *table) {
+        valid += fmt::format("{}{}", valid.empty() ? "" : ",", e.index);
+      }
+      return Error(HCCL_E_NOT_FOUND,
+                   "HZC_RDMA_GID_INDEX={}: {} port {} has no GID at that index (valid: {})",
+                   *gid_index, name, port->port_num, valid.empty() ? "none" : valid);
+    }
+  } else if (auto index = ChooseGidIndex(*table)) {
+    chosen = FindGid(*table, *index);
+  } else {
+    return Error(HCCL_E_NOT_FOUND, "verbs: {} port {} has an empty GID table", name,
+                 port->port_num);
+  }
+  if (chosen->index > UINT8_MAX) {
+    return Error(HCCL_E_NOT_SUPPORT,
+                 "verbs: {} port {} gid index {} is above 255, which address handles cannot "
+                 "name; choose another with HZC_RDMA_GID_INDEX",
+                 name, port->port_num, chosen->index);
+  }
+  port->gid_index = chosen->index;
+  port->gid = chosen->gid;
+  port->gid_type = chosen->type;
+  return Status::Ok();
+}
+
+// Open device @dev as @spec asks. A null Port when @spec names no device and this one is to
+// be skipped (it cannot be opened or has no active port).
+Expected<std::unique_ptr<Port>> OpenDevicePort(ibv_device *dev, const DeviceSpec &spec,
+                                               std::optional<uint32_t> gid_index) {
+  const bool named = !spec.name.empty();
+  const std::string name = ibv_get_device_name(dev);
+  ContextPtr ctx(ibv_open_device(dev));
+  if (!ctx) {
+    const int err = errno;
+    if (named) {
+      return ConnectError("ibv_open_device", err, name);
+    }
+    LogDebug("verbs: skipping {}: ibv_open_device: {}", name, ErrnoString(err));
+    return std::unique_ptr<Port>();
+  }
+  auto port = std::make_unique<Port>();
+  if (int ret = ibv_query_device(ctx.get(), &port->device_attr); ret != 0) {
+    return ConnectError("ibv_query_device", ret, name);
+  }
+  std::string states;
+  HZC_RETURN_IF_ERROR(FindActivePort(ctx.get(), name, spec, port.get(), &states));
+  if (port->port_num == 0) {
+    if (named) {
+      return Error(HCCL_E_NOT_FOUND, "HZC_RDMA_DEVICE={}: {} has no active port ({})",
+                   spec.port ? fmt::format("{}:{}", name, spec.port) : name, name, states);
+    }
+    LogDebug("verbs: skipping {}: no active port ({})", name, states);
+    return std::unique_ptr<Port>();
+  }
+  port->device = name;
+  HZC_RETURN_IF_ERROR(ChooseGid(ctx.get(), gid_index, port.get()));
+  port->context = std::shared_ptr<ibv_context>(std::move(ctx));
+  LogInfo("verbs: using {} port {} gid index {} ({} {}), active mtu {}", name, port->port_num,
+          port->gid_index, GidTypeName(port->gid_type), GidString(port->gid),
+          128 << port->port_attr.active_mtu);
+  return port;
+}
+
 }  // namespace
 
 Expected<std::unique_ptr<Port>> OpenPort(const DeviceSpec &spec,
@@ -135,95 +249,10 @@ Expected<std::unique_ptr<Port>> OpenPort(const DeviceSpec &spec,
     if (named && name != spec.name) {
       continue;
     }
-    ContextPtr ctx(ibv_open_device(dev));
-    if (!ctx) {
-      const int err = errno;
-      if (named) {
-        return ConnectError("ibv_open_device", err, name);
-      }
-      LogDebug("verbs: skipping {}: ibv_open_device: {}", name, ErrnoString(err));
-      continue;
+    auto port = OpenDevicePort(dev, spec, gid_index);
+    if (!port.ok() || *port) {
+      return port;
     }
-    auto port = std::make_unique<Port>();
-    if (int ret = ibv_query_device(ctx.get(), &port->device_attr); ret != 0) {
-      return ConnectError("ibv_query_device", ret, name);
-    }
-    const int nports = port->device_attr.phys_port_cnt;
-    if (spec.port > nports) {
-      return Error(HCCL_E_NOT_FOUND, "HZC_RDMA_DEVICE={}:{}: {} has no port {} (ports 1-{})", name,
-                   spec.port, name, spec.port, nports);
-    }
-    std::string states;
-    for (int p = 1; p <= nports; ++p) {
-      if (spec.port != 0 && p != spec.port) {
-        continue;
-      }
-      ibv_port_attr attr{};
-      if (int ret = ibv_query_port(ctx.get(), static_cast<uint8_t>(p), &attr); ret != 0) {
-        return ConnectError("ibv_query_port", ret, fmt::format("{} port {}", name, p));
-      }
-      if (attr.state != IBV_PORT_ACTIVE) {
-        states +=
-            fmt::format("{}port {} {}", states.empty() ? "" : ", ", p, PortStateName(attr.state));
-        continue;
-      }
-      port->port_num = static_cast<uint8_t>(p);
-      port->port_attr = attr;
-      break;
-    }
-    if (port->port_num == 0) {
-      if (named) {
-        return Error(HCCL_E_NOT_FOUND, "HZC_RDMA_DEVICE={}: {} has no active port ({})",
-                     spec.port ? fmt::format("{}:{}", name, spec.port) : name, name, states);
-      }
-      LogDebug("verbs: skipping {}: no active port ({})", name, states);
-      continue;
-    }
-    port->device = name;
-    auto table = ReadGidTable(ctx.get(), name, port->port_num, port->port_attr.gid_tbl_len);
-    if (!table.ok()) {
-      return table.status();
-    }
-    const GidEntry *chosen = nullptr;
-    if (gid_index) {
-      for (const GidEntry &e : *table) {
-        if (e.index == *gid_index) {
-          chosen = &e;
-        }
-      }
-      if (chosen == nullptr) {
-        std::string valid;
-        for (const GidEntry &e : *table) {
-          valid += fmt::format("{}{}", valid.empty() ? "" : ",", e.index);
-        }
-        return Error(HCCL_E_NOT_FOUND,
-                     "HZC_RDMA_GID_INDEX={}: {} port {} has no GID at that index (valid: {})",
-                     *gid_index, name, port->port_num, valid.empty() ? "none" : valid);
-      }
-    } else if (auto index = ChooseGidIndex(*table)) {
-      for (const GidEntry &e : *table) {
-        if (e.index == *index) {
-          chosen = &e;
-        }
-      }
-    } else {
-      return Error(HCCL_E_NOT_FOUND, "verbs: {} port {} has an empty GID table", name,
-                   port->port_num);
-    }
-    if (chosen->index > UINT8_MAX) {
-      return Error(HCCL_E_NOT_SUPPORT,
-                   "verbs: {} port {} gid index {} is above 255, which address handles cannot "
-                   "name; choose another with HZC_RDMA_GID_INDEX",
-                   name, port->port_num, chosen->index);
-    }
-    port->gid_index = chosen->index;
-    port->gid = chosen->gid;
-    port->gid_type = chosen->type;
-    port->context = std::shared_ptr<ibv_context>(std::move(ctx));
-    LogInfo("verbs: using {} port {} gid index {} ({} {}), active mtu {}", name, port->port_num,
-            port->gid_index, GidTypeName(port->gid_type), GidString(port->gid),
-            128 << port->port_attr.active_mtu);
-    return port;
   }
   if (named) {
     return Error(HCCL_E_NOT_FOUND, "HZC_RDMA_DEVICE={}: no such RDMA device (devices: {})",
