@@ -191,12 +191,6 @@ TEST(VerbsLogicTest, RanksNotReady) {
   EXPECT_TRUE(RanksNotReady(Blobs({bytes(ReadyBlob{})}, sizeof(ReadyBlob))).empty());
 }
 
-TEST(VerbsLogicTest, RankList) {
-  EXPECT_EQ(RankList({}), "");
-  EXPECT_EQ(RankList(std::vector<uint32_t>{7}), "7");
-  EXPECT_EQ(RankList(std::vector<uint32_t>{0, 2, 5}), "0,2,5");
-}
-
 TEST(VerbsLogicTest, BoardPutErrors) {
   const Status broke = BoardPutError(Error(HCCL_E_REMOTE, "x"), 2, 1);
   EXPECT_EQ(broke.code(), HCCL_E_REMOTE);

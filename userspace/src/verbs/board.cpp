@@ -6,14 +6,6 @@
 
 namespace hzc::verbs {
 
-std::string RankList(std::span<const uint32_t> ranks) {
-  std::string list;
-  for (uint32_t r : ranks) {
-    list += (list.empty() ? "" : ",") + std::to_string(r);
-  }
-  return list;
-}
-
 Status BoardPutError(const Status &failed, uint32_t key, uint32_t rank) {
   switch (failed.code()) {
     case HCCL_E_REMOTE:

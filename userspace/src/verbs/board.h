@@ -12,6 +12,7 @@
 #include <string_view>
 #include <vector>
 
+#include "base/rank_list.h"
 #include "base/status.h"
 #include "device/device.h"
 
@@ -36,9 +37,6 @@ class BoardBlobs {
   std::vector<std::byte> data_;
   std::vector<uint32_t> lens_;
 };
-
-// "0,2,5": @ranks for a message.
-std::string RankList(std::span<const uint32_t> ranks);
 
 // The status of a failed publish of rank @rank under @key as link setup reports it:
 // HCCL_E_REMOTE when the domain broke, HCCL_E_INTERNAL when the rank already published @key,
