@@ -160,11 +160,11 @@ int RunRank(uint32_t rank, uint32_t nranks, const HcclRootInfo &root, Shared *sh
 
   // 6: read every peer's pattern through the library's mapping; leave a note in its memory.
   for (uint32_t q = 0; q < nranks; ++q) {
-    hzc_peer_block blocks[4];
+    hzc_peer_activation activations[4];
     uint32_t count = 4;
-    STEP(hzc_comm_peer_blocks(comm, q, blocks, &count));
+    STEP(hzc_comm_peer_activations(comm, q, activations, &count));
     void *p = nullptr;
-    STEP(hzc_comm_peer_ptr(comm, q, reinterpret_cast<void *>(blocks[0].va), 2 * kChunk, &p));
+    STEP(hzc_comm_peer_ptr(comm, q, reinterpret_cast<void *>(activations[0].va), 2 * kChunk, &p));
     const auto *theirs = static_cast<const uint64_t *>(p);
     size_t bad = 0;
     for (size_t i = 0; i < words; ++i) {
@@ -173,8 +173,8 @@ int RunRank(uint32_t rank, uint32_t nranks, const HcclRootInfo &root, Shared *sh
     const std::string note = fmt::format("hello from rank {}", rank);
     std::memcpy(static_cast<char *>(p) + 2 * kChunk - (nranks - rank) * kNote, note.c_str(),
                 note.size() + 1);
-    report += fmt::format("  rank {}: {} block(s) from {:#x}, pattern {} ({} words{})\n", q, count,
-                          blocks[0].va, bad == 0 ? "ok" : "WRONG", words,
+    report += fmt::format("  rank {}: {} activation(s) from {:#x}, pattern {} ({} words{})\n", q,
+                          count, activations[0].va, bad == 0 ? "ok" : "WRONG", words,
                           q == rank ? ", own memory" : ", through the peer mapping");
     if (bad != 0) {
       shared->failed.store(1);

@@ -223,11 +223,11 @@ TEST_F(HcclApiTest, DestroyWhileBusyIsAgain) {
 
 TEST_F(HcclApiTest, PeerAccessArguments) {
   ExpectErrorLog("hzc_comm_peer_ptr: ");
-  ExpectErrorLog("hzc_comm_peer_blocks: ");
+  ExpectErrorLog("hzc_comm_peer_activations: ");
   ExpectErrorLog("no links yet");
   int x = 0;
   void *local = nullptr;
-  hzc_peer_block blocks[1];
+  hzc_peer_activation activations[1];
   uint32_t count = 1;
   EXPECT_EQ(hzc_comm_peer_ptr(nullptr, 0, &x, 8, &local), HCCL_E_PTR);
   EXPECT_EQ(hzc_comm_peer_ptr(comm_, 0, nullptr, 8, &local), HCCL_E_PTR);
@@ -236,11 +236,11 @@ TEST_F(HcclApiTest, PeerAccessArguments) {
   EXPECT_EQ(hzc_comm_peer_ptr(&x, 0, &x, 8, &local), HCCL_E_PARA);
   EXPECT_EQ(hzc_comm_peer_ptr(comm_, 0, &x, 8, &local), HCCL_E_UNAVAIL);  // not linked
   EXPECT_EQ(local, nullptr);
-  EXPECT_EQ(hzc_comm_peer_blocks(nullptr, 0, blocks, &count), HCCL_E_PTR);
-  EXPECT_EQ(hzc_comm_peer_blocks(comm_, 0, blocks, nullptr), HCCL_E_PTR);
-  EXPECT_EQ(hzc_comm_peer_blocks(comm_, 0, nullptr, &count), HCCL_E_PTR);
-  EXPECT_EQ(hzc_comm_peer_blocks(&x, 0, blocks, &count), HCCL_E_PARA);
-  EXPECT_EQ(hzc_comm_peer_blocks(comm_, 0, blocks, &count), HCCL_E_UNAVAIL);
+  EXPECT_EQ(hzc_comm_peer_activations(nullptr, 0, activations, &count), HCCL_E_PTR);
+  EXPECT_EQ(hzc_comm_peer_activations(comm_, 0, activations, nullptr), HCCL_E_PTR);
+  EXPECT_EQ(hzc_comm_peer_activations(comm_, 0, nullptr, &count), HCCL_E_PTR);
+  EXPECT_EQ(hzc_comm_peer_activations(&x, 0, activations, &count), HCCL_E_PARA);
+  EXPECT_EQ(hzc_comm_peer_activations(comm_, 0, activations, &count), HCCL_E_UNAVAIL);
 }
 
 // Ranks as forked processes; two simulated servers (HZC_HOST_ID) -> HCCL_E_NOT_SUPPORT.

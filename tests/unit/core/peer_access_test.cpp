@@ -35,8 +35,8 @@ TEST_F(PeerAccessTest, NothingBeforeTheLinks) {
   auto p = PeerPointer(handle_, comm_, 1, 0x1000, 8);
   EXPECT_EQ(p.status().code(), HCCL_E_UNAVAIL);
   EXPECT_EQ(p.status().message(), no_links);
-  auto blocks = PeerBlocks(handle_, comm_, 1);
-  EXPECT_EQ(blocks.status().code(), HCCL_E_UNAVAIL);
+  auto activations = PeerActivations(handle_, comm_, 1);
+  EXPECT_EQ(activations.status().code(), HCCL_E_UNAVAIL);
 }
 
 }  // namespace

@@ -27,7 +27,7 @@ TEST_F(PeerMemoryTest, BadRank) {
   EXPECT_EQ(p.status().code(), HCCL_E_PARA);
   EXPECT_EQ(p.status().message(), "rank=2: the communicator has 2 ranks");
   EXPECT_EQ(memory_.Activation(5, 0x1000, 8).status().code(), HCCL_E_PARA);
-  EXPECT_EQ(memory_.Blocks(2).status().code(), HCCL_E_PARA);
+  EXPECT_EQ(memory_.Activations(2).status().code(), HCCL_E_PARA);
 }
 
 TEST_F(PeerMemoryTest, ZeroLength) {

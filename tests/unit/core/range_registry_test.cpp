@@ -81,7 +81,7 @@ TEST_F(RangeRegistryTest, ActivationRules) {
   // Unset refused while activated memory remains.
   Status st = reg.Remove(kBase);
   EXPECT_EQ(st.code(), HCCL_E_PARA);
-  EXPECT_THAT(st.message(), HasSubstr("2 activated block(s) remain"));
+  EXPECT_THAT(st.message(), HasSubstr("2 activation(s) remain"));
 
   // Deactivate by exact start only.
   EXPECT_EQ(reg.Deactivate(kBase + 0x1000).code(), HCCL_E_PARA);

@@ -374,7 +374,7 @@ TEST_F(HcclApiTest, RdmaBetweenTwoRanksOfOneProcess) {
   }
   ExpectErrorLog("hzc_comm_rdma_write: ");
   ExpectErrorLog("was not activated by rank 1 on comm=");
-  ExpectErrorLog("not inside one block this process activated on comm=");
+  ExpectErrorLog("not inside one activation this process made on comm=");
   const auto baseline = UserRdmaObjects();
   Pair pair;
   ASSERT_TRUE(pair.Make(4 * kPage));
@@ -404,7 +404,7 @@ TEST_F(HcclApiTest, RdmaBetweenTwoRanksOfOneProcess) {
   ASSERT_EQ(hzc_comm_rdma_read(c[1], 0, b, a + 100, 50), HCCL_SUCCESS);  // the other way
   EXPECT_EQ(b[0], 'B');
 
-  // Rank 0's block appears in rank 1's listing (same process) but carries rank 0's key.
+  // Rank 0's activation appears in rank 1's listing (same process) but carries rank 0's key.
   EXPECT_EQ(hzc_comm_rdma_write(c[0], 1, a, a + kPage, 64), HCCL_E_PARA);
   // Local memory must be registered through the communicator used.
   EXPECT_EQ(hzc_comm_rdma_write(c[1], 0, a, a + kPage, 64), HCCL_E_PARA);

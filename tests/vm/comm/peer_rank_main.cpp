@@ -134,18 +134,18 @@ struct Rank {
     Expect(HcclCommDestroy(comm), HCCL_SUCCESS, "destroy");
   }
   // The base of rank @q's activated memory, learnt through the library.
-  uintptr_t PeerBase(uint32_t q, uint32_t want_blocks) {
-    hzc_peer_block blocks[4];
+  uintptr_t PeerBase(uint32_t q, uint32_t want_activations) {
+    hzc_peer_activation activations[4];
     uint32_t count = 4;
-    Expect(hzc_comm_peer_blocks(comm, q, blocks, &count), HCCL_SUCCESS,
-           fmt::format("blocks of rank {}", q));
-    Check(count == want_blocks,
-          fmt::format("rank {} has {} blocks, want {}", q, count, want_blocks));
-    if (want_blocks == 2) {
-      Check(blocks[0].size == kChunk && blocks[1].va == blocks[0].va + kChunk,
-            fmt::format("rank {}: blocks are not two adjacent chunks", q));
+    Expect(hzc_comm_peer_activations(comm, q, activations, &count), HCCL_SUCCESS,
+           fmt::format("activations of rank {}", q));
+    Check(count == want_activations,
+          fmt::format("rank {} has {} activations, want {}", q, count, want_activations));
+    if (want_activations == 2) {
+      Check(activations[0].size == kChunk && activations[1].va == activations[0].va + kChunk,
+            fmt::format("rank {}: activations are not two adjacent chunks", q));
     }
-    return want_blocks > 0 ? blocks[0].va : 0;
+    return want_activations > 0 ? activations[0].va : 0;
   }
   void *Ptr(uint32_t q, uintptr_t peer_va, size_t len) {
     void *p = nullptr;
@@ -292,8 +292,8 @@ int Kill(Rank &r, hzc::test::SharedSync *sync, uint32_t victim) {
   Expect(hzc_comm_peer_ptr(r.comm, victim, reinterpret_cast<void *>(vbase), kPage, &out),
          HCCL_E_REMOTE, "peer ptr of the dead rank");
   uint32_t count = 0;
-  Expect(hzc_comm_peer_blocks(r.comm, victim, nullptr, &count), HCCL_E_REMOTE,
-         "blocks of the dead rank");
+  Expect(hzc_comm_peer_activations(r.comm, victim, nullptr, &count), HCCL_E_REMOTE,
+         "activations of the dead rank");
   // Local tear-down works whatever the peers did.
   r.DeactivateAndFree(0);
   r.DeactivateAndFree(1);
@@ -334,7 +334,7 @@ int Memlock(Rank &r) {
   Expect(HcclCommActivateCommMemory(r.comm, r.va, big, 0, r.h[0], 0), HCCL_E_MEMORY,
          "activate 4 MiB under a 64 KiB RLIMIT_MEMLOCK");
   if (info.rdma != 0) {
-    // Room for one pin of the block, not two: the registration works, the kernel's pin not.
+    // Room for one pin of the activation, not two: the registration works, the kernel's pin not.
     limit(6 << 20);
     Expect(HcclCommActivateCommMemory(r.comm, r.va, big, 0, r.h[0], 0), HCCL_E_MEMORY,
            "activate 4 MiB under a 6 MiB RLIMIT_MEMLOCK with RDMA links");

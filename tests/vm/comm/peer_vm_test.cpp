@@ -88,7 +88,7 @@ class PeerAccessTest : public hzc::test::Test {
     ExpectErrorLog("is not activated memory of rank");
     if (hzc::test::RdmaLinksExpected()) {  // and that a read across two activations is refused
       ExpectErrorLog("hzc_comm_rdma_read: ");
-      ExpectErrorLog("is not inside one activated block of rank");
+      ExpectErrorLog("is not inside one activation of rank");
     }
     for (pid_t pid : Start("flow", nranks)) {
       EXPECT_EQ(Wait(pid), 0) << "a rank failed (its stderr names the step)";
@@ -98,7 +98,8 @@ class PeerAccessTest : public hzc::test::Test {
 
   void KillOne(uint32_t nranks, uint32_t victim) {
     ExpectErrorLog(fmt::format("hzc_comm_peer_ptr: rank {} (pid", victim));
-    ExpectErrorLog(fmt::format("hzc_comm_peer_blocks: cannot list the ranges of rank {}", victim));
+    ExpectErrorLog(
+        fmt::format("hzc_comm_peer_activations: cannot list the ranges of rank {}", victim));
     const std::vector<pid_t> pids = Start("kill", nranks, static_cast<int>(victim));
     // Every rank has activated its memory; the survivors have read the victim's.
     ASSERT_TRUE(SharedSync::WaitFor([&] { return sync_->arrived[1].load() >= nranks - 1; },
@@ -140,7 +141,7 @@ TEST_F(PeerAccessTest, KilledRootRankGivesRemoteError) {
 }
 
 // Activation beyond RLIMIT_MEMLOCK (without CAP_IPC_LOCK) is HCCL_E_MEMORY with a hint and
-// changes nothing; with RDMA links the registration pins the block too, which the hint says.
+// changes nothing; with RDMA links the registration pins the activation too, which the hint says.
 TEST_F(PeerAccessTest, MemlockLimitIsMemoryErrorWithHint) {
   ExpectErrorLog("HcclCommActivateCommMemory: ");
   ExpectErrorLog("RLIMIT_MEMLOCK");

@@ -213,15 +213,15 @@ struct Rank {
     Expect(HcclCommDestroy(comm), HCCL_SUCCESS, "destroy");
     Mark("destroyed");
   }
-  // The activated blocks of rank @q, @want of them.
-  std::vector<hzc_peer_block> Blocks(uint32_t q, uint32_t want) {
-    std::vector<hzc_peer_block> blocks(8);
-    uint32_t count = static_cast<uint32_t>(blocks.size());
-    Expect(hzc_comm_peer_blocks(comm, q, blocks.data(), &count), HCCL_SUCCESS,
-           fmt::format("blocks of rank {}", q));
-    Check(count == want, fmt::format("rank {} has {} activated blocks, want {}", q, count, want));
-    blocks.resize(count);
-    return blocks;
+  // The activations of rank @q, @want of them.
+  std::vector<hzc_peer_activation> Activations(uint32_t q, uint32_t want) {
+    std::vector<hzc_peer_activation> activations(8);
+    uint32_t count = static_cast<uint32_t>(activations.size());
+    Expect(hzc_comm_peer_activations(comm, q, activations.data(), &count), HCCL_SUCCESS,
+           fmt::format("activations of rank {}", q));
+    Check(count == want, fmt::format("rank {} has {} activations, want {}", q, count, want));
+    activations.resize(count);
+    return activations;
   }
   HcclResult Write(uint32_t q, const void *local, uintptr_t peer_va, size_t size) {
     return hzc_comm_rdma_write(comm, q, local, reinterpret_cast<void *>(peer_va), size);
@@ -318,10 +318,11 @@ void Data(Rank &r, size_t slot, bool threaded) {
   r.Barrier();
   std::vector<uintptr_t> peer(n);
   for (uint32_t p = 0; p < n; ++p) {
-    const auto blocks = r.Blocks(p, 1);
-    Check(blocks[0].size == region,
-          fmt::format("rank {}: block of {:#x} bytes, want {:#x}", p, blocks[0].size, region));
-    peer[p] = blocks[0].va;
+    const auto activations = r.Activations(p, 1);
+    Check(activations[0].size == region,
+          fmt::format("rank {}: activation of {:#x} bytes, want {:#x}", p, activations[0].size,
+                      region));
+    peer[p] = activations[0].va;
   }
   // Run @op(p) for every peer, from one thread per peer when threaded.
   auto each_peer = [&](const char *what, auto op) {
@@ -407,11 +408,11 @@ void Mr(Rank &r) {
   Fill(r.At(kChunk), kChunk, r.rank, 2);
   char *scratch = r.At(2 * kChunk);
   r.Barrier();
-  const auto blocks = r.Blocks(peer, 3);
-  const uintptr_t pb = blocks[0].va;
+  const auto activations = r.Activations(peer, 3);
+  const uintptr_t pb = activations[0].va;
   for (size_t c = 0; c < 3; ++c) {
-    Check(blocks[c].va == pb + c * kChunk && blocks[c].size == kChunk,
-          fmt::format("block {} of rank {} is not chunk {}", c, peer, c));
+    Check(activations[c].va == pb + c * kChunk && activations[c].size == kChunk,
+          fmt::format("activation {} of rank {} is not chunk {}", c, peer, c));
   }
   for (uint32_t c = 0; c < 2; ++c) {
     Expect(r.Read(peer, scratch, pb + c * kChunk, kChunk), HCCL_SUCCESS,
@@ -484,7 +485,7 @@ bool ParseRoot(const char *hex, HcclRootInfo *root) {
 }
 
 // A second communicator (@root2) over the same ranks: each communicator's RDMA reaches only
-// memory activated on it, on either side; @pb is the peer's block activated on r.comm.
+// memory activated on it, on either side; @pb is the peer's activation made on r.comm.
 void CrossComm(Rank &r, const HcclRootInfo &root2, uintptr_t pb) {
   const uint32_t peer = 1 - r.rank;
   HcclComm second = nullptr;
@@ -552,7 +553,7 @@ void Args(Rank &r, const HcclRootInfo &root2) {
   r.Activate(0, kChunk);
   Fill(r.At(0), kChunk / 2, r.rank, 1);
   r.Barrier();
-  const uintptr_t pb = r.Blocks(peer, 1)[0].va;
+  const uintptr_t pb = r.Activations(peer, 1)[0].va;
   char *mine = r.At(0);
   std::vector<char> heap(kPage);
   struct Case {
@@ -620,7 +621,7 @@ void Exchange(Rank &r, uint32_t tag, const std::vector<uint32_t> &peers, uint32_
   std::vector<uintptr_t> pb(r.nranks);
   Fill(r.At(0), 64, r.rank, tag);
   for (uint32_t p : peers) {
-    pb[p] = r.Blocks(p, 1)[0].va;
+    pb[p] = r.Activations(p, 1)[0].va;
     Expect(r.Write(p, r.At(0), pb[p] + kChunk / 2 + r.rank * 64, 64), HCCL_SUCCESS,
            fmt::format("write to rank {}", p));
   }
@@ -681,9 +682,9 @@ void Kill(Rank &r, uint32_t victim) {
   r.Activate(0, kChunk);
   r.Barrier();
   Exchange(r, 1, Others(r, r.rank), r.nranks);  // every link works, the victim's too
-  // The victim's memory, learnt while it lives (afterwards its blocks are HCCL_E_REMOTE).
-  const uintptr_t victim_va = r.rank == victim ? 0 : r.Blocks(victim, 1)[0].va;
-  const uintptr_t other_va = r.rank == victim ? 0 : r.Blocks(Others(r, victim)[0], 1)[0].va;
+  // The victim's memory, learnt while it lives (afterwards its activations are HCCL_E_REMOTE).
+  const uintptr_t victim_va = r.rank == victim ? 0 : r.Activations(victim, 1)[0].va;
+  const uintptr_t other_va = r.rank == victim ? 0 : r.Activations(Others(r, victim)[0], 1)[0].va;
   r.Barrier();
   if (r.rank == victim) {
     r.sync->flags[1].store(1);  // links are up everywhere: kill me now
@@ -768,7 +769,7 @@ void KernelOnly(Rank &r, const HcclRootInfo &root2) {
   r.Activate(0, kChunk);
   Fill(r.At(0), kChunk / 2, r.rank, 1);
   r.Barrier();
-  const uintptr_t pb = r.Blocks(peer, 1)[0].va;
+  const uintptr_t pb = r.Activations(peer, 1)[0].va;
   Expect(r.Write(peer, r.At(0), pb + kChunk / 2, 64), HCCL_E_UNAVAIL,
          "rdma write on kernel-only links");
   Expect(r.Read(peer, r.At(kChunk / 2), pb, 64), HCCL_E_UNAVAIL, "rdma read on kernel-only links");

@@ -42,8 +42,8 @@ const char *hzc_device_path(void);
 /** The library version, "MAJOR.MINOR.PATCH". */
 const char *hzc_version(void);
 
-/** One activated block of a rank: [va, va + size) in that rank's address space. */
-struct hzc_peer_block {
+/** One activation of a rank: [va, va + size) in that rank's address space. */
+struct hzc_peer_activation {
   uint64_t va;
   uint64_t size;
 };
@@ -58,8 +58,9 @@ struct hzc_peer_block {
  * destroyed; an access after that raises SIGBUS or SIGSEGV. Peer pointers cannot be used as
  * buffers of process_vm_readv, ibv_reg_mr or O_DIRECT I/O.
  *
- * hzc_comm_peer_blocks: the activated blocks of rank @rank, sorted by address. *count is the
- * capacity of @blocks on input (blocks may be NULL when it is 0) and the number of blocks on
+ * hzc_comm_peer_activations: the activations of rank @rank, sorted by address. *count is the
+ * capacity of @activations on input (activations may be NULL when it is 0) and the number of
+ * activations on
  * output; at most the capacity are written.
  *
  * Errors: HCCL_E_PTR for a NULL comm, peer_va, local or count; HCCL_E_PARA for a destroyed
@@ -70,8 +71,8 @@ struct hzc_peer_block {
  */
 HcclResult hzc_comm_peer_ptr(HcclComm comm, uint32_t rank, const void *peer_va, size_t size,
                              void **local);
-HcclResult hzc_comm_peer_blocks(HcclComm comm, uint32_t rank, struct hzc_peer_block *blocks,
-                                uint32_t *count);
+HcclResult hzc_comm_peer_activations(HcclComm comm, uint32_t rank,
+                                     struct hzc_peer_activation *activations, uint32_t *count);
 
 /** What a communicator's links are made of (after its first HcclCommSetMemoryRange). */
 struct hzc_link_info {
@@ -97,11 +98,11 @@ HcclResult hzc_comm_link_info(HcclComm comm, struct hzc_link_info *info);
  * hzc_comm_rdma_write: copy [local, local + size) into [peer_va, peer_va + size) of @rank.
  * hzc_comm_rdma_read: copy [peer_va, peer_va + size) of @rank into [local, local + size).
  *
- * With RDMA links, HcclCommActivateCommMemory registers each activated block with the RDMA
+ * With RDMA links, HcclCommActivateCommMemory registers each activation with the RDMA
  * device (a memory region: local write, remote read, remote write) and publishes its key with
- * the activation; HcclCommDeactivateCommMemory deregisters it. @local must lie in one block
+ * the activation; HcclCommDeactivateCommMemory deregisters it. @local must lie in one activation
  * this process activated with HcclCommActivateCommMemory on @comm; [peer_va, peer_va + size)
- * must lie in one block @rank activated on @comm (each activation is registered on its own,
+ * must lie in one activation @rank made on @comm (each activation is registered on its own,
  * so a transfer cannot span two; memory activated through another communicator is not
  * reachable over @comm's links). @rank must be another rank of @comm. Registration pins the
  * memory a second time: activated memory counts twice against RLIMIT_MEMLOCK.

@@ -104,21 +104,21 @@ HcclResult hzc_comm_peer_ptr(HcclComm comm, uint32_t rank, const void *peer_va, 
   });
 }
 
-HcclResult hzc_comm_peer_blocks(HcclComm comm, uint32_t rank, struct hzc_peer_block *blocks,
-                                uint32_t *count) {
-  return api::HcclGuard("hzc_comm_peer_blocks", [&]() -> Status {
+HcclResult hzc_comm_peer_activations(HcclComm comm, uint32_t rank,
+                                     struct hzc_peer_activation *activations, uint32_t *count) {
+  return api::HcclGuard("hzc_comm_peer_activations", [&]() -> Status {
     HZC_RETURN_IF_ERROR(api::NotNull(comm, "comm"));
     HZC_RETURN_IF_ERROR(api::NotNull(count, "count"));
-    if (blocks == nullptr && *count != 0) {
-      return hzc::Error(HCCL_E_PTR, "blocks is null with count={}", *count);
+    if (activations == nullptr && *count != 0) {
+      return hzc::Error(HCCL_E_PTR, "activations is null with count={}", *count);
     }
     return api::WithComm(comm, [&](const auto &c) -> Status {
-      auto list = hzc::PeerBlocks(comm, *c, rank);
+      auto list = hzc::PeerActivations(comm, *c, rank);
       if (!list.ok()) {
         return list.status();
       }
       for (size_t i = 0; i < list->size() && i < *count; ++i) {
-        blocks[i] = hzc_peer_block{.va = (*list)[i].va, .size = (*list)[i].size};
+        activations[i] = hzc_peer_activation{.va = (*list)[i].va, .size = (*list)[i].size};
       }
       *count = static_cast<uint32_t>(list->size());
       return Status::Ok();

@@ -15,12 +15,12 @@ namespace hzc::memory {
 
 namespace {
 
-// Why a call that pinned nothing failed with HCCL_E_MEMORY while the block also has an RDMA
+// Why a call that pinned nothing failed with HCCL_E_MEMORY while the activation also has an RDMA
 // registration (@cookie != 0).
 Status ExplainPinFailure(Status st, uint64_t cookie) {
   if (st.code() == HCCL_E_MEMORY && cookie != 0) {
     return Error(st.code(),
-                 "{}; the RDMA registration of the block pins it as well, so activated memory "
+                 "{}; the RDMA registration of the activation pins it as well, so activated memory "
                  "counts twice against RLIMIT_MEMLOCK",
                  st.message());
   }
@@ -95,7 +95,8 @@ Status Activate(const std::shared_ptr<Communicator> &comm, uintptr_t va, size_t 
   Rollback rollback;
   HZC_RETURN_IF_ERROR(ranges.Activate(va, size, handle, comm));
   rollback.Push([&] { (void)ranges.Deactivate(va); });
-  // With RDMA links the block becomes a memory region whose rkey travels with the activation.
+  // With RDMA links the activated memory becomes a memory region whose rkey travels with the
+  // activation.
   auto cookie = comm->RegisterMemory(va, size);
   if (!cookie.ok()) {
     return cookie.status();

@@ -28,11 +28,11 @@ Status SetRange(HcclComm handle, Communicator &comm, uintptr_t base, size_t size
 Status UnsetRange(uintptr_t base);
 
 // HcclCommActivateCommMemory: [va, va + size) is mapped with @handle (aclrtMapMem) inside one
-// set range. With RDMA links the block is registered with @comm's links and the key travels
+// set range. With RDMA links the activation is registered with @comm's links and the key travels
 // with the activation (core/activation_cookie.h).
 Status Activate(const std::shared_ptr<Communicator> &comm, uintptr_t va, size_t size, void *handle);
 
-// HcclCommDeactivateCommMemory: @va starts an activated block. Its RDMA registration is
+// HcclCommDeactivateCommMemory: @va starts an activation. Its RDMA registration is
 // dropped from the communicator it was activated through, whichever communicator the call
 // names.
 Status Deactivate(uintptr_t va);

@@ -18,28 +18,28 @@ Expected<PeerMemory *> Linked(HcclComm handle, const Communicator &comm) {
   return peers;
 }
 
-// The rkey of the block of @rank containing [peer_va, peer_va + size), registered by that rank
+// The rkey of the activation of @rank containing [peer_va, peer_va + size), registered by that rank
 // on @comm.
 Expected<uint32_t> PeerKey(HcclComm handle, const Communicator &comm, PeerMemory &peers,
                            uint32_t rank, uintptr_t peer_va, size_t size) {
-  auto block = peers.Activation(rank, peer_va, size);
-  if (!block.ok()) {
-    return block.status();
+  auto activation = peers.Activation(rank, peer_va, size);
+  if (!activation.ok()) {
+    return activation.status();
   }
   const auto *va = reinterpret_cast<const void *>(peer_va);
   uint32_t rkey = 0;
-  switch (ActivationCookie::Decode(block->cookie, comm.CookieTag(rank), &rkey)) {
+  switch (ActivationCookie::Decode(activation->cookie, comm.CookieTag(rank), &rkey)) {
     case ActivationCookie::Match::kNone:
       return Error(HCCL_E_PARA,
-                   "peer_va={}: the block [{:#x}, +{:#x}) of rank {} has no RDMA registration "
+                   "peer_va={}: the activation [{:#x}, +{:#x}) of rank {} has no RDMA registration "
                    "(it was activated through a communicator without RDMA links)",
-                   va, block->va, block->size, rank);
+                   va, activation->va, activation->size, rank);
     case ActivationCookie::Match::kOther:
       return Error(HCCL_E_PARA,
-                   "peer_va={}: the block [{:#x}, +{:#x}) was not activated by rank {} on "
+                   "peer_va={}: the activation [{:#x}, +{:#x}) was not made by rank {} on "
                    "comm={} (but through another communicator, or by another rank of that "
                    "process); RDMA reaches only memory activated on the same communicator",
-                   va, block->va, block->size, rank, handle);
+                   va, activation->va, activation->size, rank, handle);
     case ActivationCookie::Match::kOk:
       break;
   }
@@ -57,13 +57,13 @@ Expected<void *> PeerPointer(HcclComm handle, const Communicator &comm, uint32_t
   return (*peers)->Translate(rank, peer_va, size);
 }
 
-Expected<std::vector<PeerBlock>> PeerBlocks(HcclComm handle, const Communicator &comm,
-                                            uint32_t rank) {
+Expected<std::vector<PeerActivation>> PeerActivations(HcclComm handle, const Communicator &comm,
+                                                      uint32_t rank) {
   auto peers = Linked(handle, comm);
   if (!peers.ok()) {
     return peers.status();
   }
-  return (*peers)->Blocks(rank);
+  return (*peers)->Activations(rank);
 }
 
 Status Transfer(HcclComm handle, Communicator &comm, uint32_t rank, void *local, uintptr_t peer_va,
@@ -86,7 +86,7 @@ Status Transfer(HcclComm handle, Communicator &comm, uint32_t rank, void *local,
   const auto mr = comm.FindMemory(local, size);
   if (mr == nullptr) {
     return Error(HCCL_E_PARA,
-                 "local={} size={:#x}: not inside one block this process activated on comm={}",
+                 "local={} size={:#x}: not inside one activation this process made on comm={}",
                  local, size, handle);
   }
   auto rkey = PeerKey(handle, comm, **peers, rank, peer_va, size);

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // The hzc_comm_* peer access calls after their argument checks (api/hzc_api.cpp): pointers
-// into peers' activated memory, their lists of blocks, and RDMA transfers to and from them.
+// into peers' activated memory, their lists of activations, and RDMA transfers to and from them.
 //
 // @handle is the communicator's handle, named in messages; @comm is the live communicator
 // behind it.
@@ -23,12 +23,12 @@ namespace hzc {
 Expected<void *> PeerPointer(HcclComm handle, const Communicator &comm, uint32_t rank,
                              uintptr_t peer_va, size_t size);
 
-// hzc_comm_peer_blocks: the activated blocks of @rank. HCCL_E_UNAVAIL as PeerPointer.
-Expected<std::vector<PeerBlock>> PeerBlocks(HcclComm handle, const Communicator &comm,
-                                            uint32_t rank);
+// hzc_comm_peer_activations: the activations of @rank. HCCL_E_UNAVAIL as PeerPointer.
+Expected<std::vector<PeerActivation>> PeerActivations(HcclComm handle, const Communicator &comm,
+                                                      uint32_t rank);
 
 // hzc_comm_rdma_write (@write) or hzc_comm_rdma_read between [local, local + size), inside one
-// block this process activated on @comm, and [peer_va, peer_va + size) of @rank, activated on
+// activation this process made on @comm, and [peer_va, peer_va + size) of @rank, activated on
 // the same communicator (neither range wraps around); see hzc/hzc.h.
 Status Transfer(HcclComm handle, Communicator &comm, uint32_t rank, void *local, uintptr_t peer_va,
                 size_t size, bool write);

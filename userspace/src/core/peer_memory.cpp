@@ -207,7 +207,7 @@ const hzc_activation_desc *PeerMemory::FindActivation(const Peer &p, uintptr_t v
   return &*a;
 }
 
-Expected<PeerBlock> PeerMemory::Activation(uint32_t peer, uintptr_t peer_va, size_t len) {
+Expected<PeerActivation> PeerMemory::Activation(uint32_t peer, uintptr_t peer_va, size_t len) {
   HZC_RETURN_IF_ERROR(CheckArgs(peer, peer_va, len));
   std::lock_guard lock(mutex_);
   auto a = Search<const hzc_activation_desc>(
@@ -218,13 +218,13 @@ Expected<PeerBlock> PeerMemory::Activation(uint32_t peer, uintptr_t peer_va, siz
     return a.status();
   }
   if (*a == nullptr) {
-    return Error(HCCL_E_PARA, "[{:#x}, +{:#x}) is not inside one activated block of rank {}",
-                 peer_va, len, peer);
+    return Error(HCCL_E_PARA, "[{:#x}, +{:#x}) is not inside one activation of rank {}", peer_va,
+                 len, peer);
   }
-  return PeerBlock{.va = (*a)->va, .size = (*a)->length, .cookie = (*a)->cookie};
+  return PeerActivation{.va = (*a)->va, .size = (*a)->length, .cookie = (*a)->cookie};
 }
 
-Expected<std::vector<PeerBlock>> PeerMemory::Blocks(uint32_t peer) {
+Expected<std::vector<PeerActivation>> PeerMemory::Activations(uint32_t peer) {
   if (peer >= cards_.size()) {
     return Error(HCCL_E_PARA, "rank={}: the communicator has {} ranks", peer, cards_.size());
   }
@@ -233,10 +233,10 @@ Expected<std::vector<PeerBlock>> PeerMemory::Blocks(uint32_t peer) {
   // A listing taken now is not tied to a generation: the next Translate lists again.
   HZC_RETURN_IF_ERROR(Refresh(peer, p));
   p.listed = false;
-  std::vector<PeerBlock> out;
+  std::vector<PeerActivation> out;
   for (const auto &[base, r] : p.ranges) {
     for (const hzc_activation_desc &a : r.activations) {
-      out.push_back(PeerBlock{.va = a.va, .size = a.length, .cookie = a.cookie});
+      out.push_back(PeerActivation{.va = a.va, .size = a.length, .cookie = a.cookie});
     }
   }
   return out;

@@ -5,7 +5,7 @@
 // For the collectives: once HcclCommSetMemoryRange has linked a communicator,
 //   PeerMemory *pm = comm->peer_memory();
 //   auto p = pm->Translate(peer, peer_va, len);     // local pointer to the peer's bytes
-//   auto blocks = pm->Blocks(peer);                 // what the peer has activated
+//   auto activations = pm->Activations(peer);       // what the peer has activated
 // A pointer from Translate stays usable until the peer deactivates or unsets that memory or
 // the communicator is destroyed; a later access then raises SIGBUS (revoked by the kernel)
 // or SIGSEGV (window unmapped). Peer mappings are VM_PFNMAP: they cannot be used as buffers
@@ -47,9 +47,9 @@ struct RankCard {
 };
 static_assert(sizeof(RankCard) == 16);
 
-// A peer's activated block: [va, va + size) in the peer's address space, with the cookie it
+// A peer's activation: [va, va + size) in the peer's address space, with the cookie it
 // was activated with (core/activation_cookie.h).
-struct PeerBlock {
+struct PeerActivation {
   uintptr_t va = 0;
   size_t size = 0;
   uint64_t cookie = 0;
@@ -72,10 +72,10 @@ class PeerMemory {
   // The one activation of rank @peer that contains [peer_va, peer_va + len) (adjacent
   // activations are not merged), from the cache when it is current, else listed afresh.
   // Errors as Translate.
-  Expected<PeerBlock> Activation(uint32_t peer, uintptr_t peer_va, size_t len);
+  Expected<PeerActivation> Activation(uint32_t peer, uintptr_t peer_va, size_t len);
 
-  // Every activated block of rank @peer, sorted by address (always listed afresh).
-  Expected<std::vector<PeerBlock>> Blocks(uint32_t peer);
+  // Every activation of rank @peer, sorted by address (always listed afresh).
+  Expected<std::vector<PeerActivation>> Activations(uint32_t peer);
 
   // Number of peer windows mapped now (for tests).
   size_t MappedWindows() const;

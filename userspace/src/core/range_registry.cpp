@@ -58,9 +58,8 @@ Status RangeRegistry::Remove(uintptr_t base, Range *removed) {
     return Error(HCCL_E_PARA, "baseVirPtr={:#x}: not the base of a set range", base);
   }
   if (!it->second.activations.empty()) {
-    return Error(HCCL_E_PARA,
-                 "baseVirPtr={:#x}: {} activated block(s) remain; deactivate them first", base,
-                 it->second.activations.size());
+    return Error(HCCL_E_PARA, "baseVirPtr={:#x}: {} activation(s) remain; deactivate them first",
+                 base, it->second.activations.size());
   }
   if (removed != nullptr) {
     *removed = it->second;
@@ -106,7 +105,7 @@ Status RangeRegistry::Deactivate(uintptr_t va, Activation *removed) {
       return Status::Ok();
     }
   }
-  return Error(HCCL_E_PARA, "virPtr={:#x}: not the start of an activated block", va);
+  return Error(HCCL_E_PARA, "virPtr={:#x}: not the start of an activation", va);
 }
 
 size_t RangeRegistry::RangeCount() const {

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// The process-wide registry of memory ranges (HcclCommSetMemoryRange) and of the activated
-// blocks inside them. Ranges are visible to every communicator of the process: a range that
+// The process-wide registry of memory ranges (HcclCommSetMemoryRange) and of the
+// activations inside them. Ranges are visible to every communicator of the process: a range that
 // equals, contains, is contained in or partly overlaps a registered one is refused (adjacent
 // ranges are fine). A failed call changes nothing.
 #pragma once
