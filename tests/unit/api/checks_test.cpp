@@ -68,8 +68,8 @@ TEST_F(ChecksTest, WithCommNeedsALiveHandle) {
 // call's status is the result.
 TEST_F(ChecksTest, WithCommHoldsTheCommunicatorDuringTheCall) {
   auto &registry = CommRegistry::Process();
-  HcclComm handle = registry.Add(
-      std::make_shared<Communicator>(bootstrap::UniqueId{}, 1, std::vector<bootstrap::Peer>(2)));
+  HcclComm handle = registry.Add(std::make_shared<Communicator>(
+      bootstrap::UniqueId{}, 1, std::vector<bootstrap::RankIdentity>(2)));
   Status st = WithComm(handle, [&](const std::shared_ptr<Communicator> &c) {
     EXPECT_EQ(c->rank(), 1U);
     EXPECT_EQ(registry.Remove(handle).code(), HCCL_E_AGAIN);

@@ -55,7 +55,7 @@ TEST_F(RankTableTest, Version10) {
   EXPECT_EQ(r->version, "1.0");
   EXPECT_EQ(r->nranks, 3U);
   ASSERT_EQ(r->servers.size(), 2U);
-  EXPECT_EQ(r->servers[1].devices[0].device_ip, "192.168.1.20");
+  EXPECT_EQ(r->servers[1].ranks[0].device_ip, "192.168.1.20");
   EXPECT_EQ(r->server_of_rank, (std::vector<uint32_t>{0, 0, 1}));
 }
 

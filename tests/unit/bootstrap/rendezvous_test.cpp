@@ -22,15 +22,17 @@ class RendezvousTest : public test::Test {
     test::Test::TearDown();
   }
 
-  std::vector<Expected<std::vector<Peer>>> RunRanks(const RootInfo &root, uint32_t nranks,
-                                                    std::vector<uint32_t> ranks, seconds timeout) {
-    std::vector<std::future<Expected<std::vector<Peer>>>> futures;
+  std::vector<Expected<std::vector<RankIdentity>>> RunRanks(const RootInfo &root, uint32_t nranks,
+                                                            std::vector<uint32_t> ranks,
+                                                            seconds timeout) {
+    std::vector<std::future<Expected<std::vector<RankIdentity>>>> futures;
     for (uint32_t r : ranks) {
       futures.push_back(std::async(std::launch::async, [=] {
-        return Join(root, nranks, r, Peer{"host-" + std::to_string(r % 2), 1000 + r}, timeout);
+        return Join(root, nranks, r, RankIdentity{"host-" + std::to_string(r % 2), 1000 + r},
+                    timeout);
       }));
     }
-    std::vector<Expected<std::vector<Peer>>> out;
+    std::vector<Expected<std::vector<RankIdentity>>> out;
     for (auto &f : futures) {
       out.push_back(f.get());
     }
@@ -77,10 +79,10 @@ TEST_F(RendezvousTest, MismatchedRankCountIsParaError) {
   auto root = StartRoot("127.0.0.1", seconds(1));
   ASSERT_TRUE(root.ok());
   auto first = std::async(std::launch::async, [&] {
-    return Join(*root, 2, 0, Peer{"h", 1}, seconds(1));
+    return Join(*root, 2, 0, RankIdentity{"h", 1}, seconds(1));
   });
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
-  auto late = Join(*root, 3, 1, Peer{"h", 2}, seconds(1));
+  auto late = Join(*root, 3, 1, RankIdentity{"h", 2}, seconds(1));
   ASSERT_FALSE(late.ok());
   EXPECT_EQ(late.status().code(), HCCL_E_PARA);
   EXPECT_THAT(late.status().message(), HasSubstr("nRanks=3 differs from nRanks=2"));
@@ -95,14 +97,14 @@ TEST_F(RendezvousTest, DuplicateRankIsParaError) {
   auto root = StartRoot("127.0.0.1", seconds(5));
   ASSERT_TRUE(root.ok());
   auto first = std::async(std::launch::async, [&] {
-    return Join(*root, 2, 0, Peer{"h", 1}, seconds(5));
+    return Join(*root, 2, 0, RankIdentity{"h", 1}, seconds(5));
   });
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
-  auto dup = Join(*root, 2, 0, Peer{"h", 2}, seconds(5));
+  auto dup = Join(*root, 2, 0, RankIdentity{"h", 2}, seconds(5));
   ASSERT_FALSE(dup.ok());
   EXPECT_EQ(dup.status().code(), HCCL_E_PARA);
   EXPECT_THAT(dup.status().message(), HasSubstr("rank=0 is out of range or already joined"));
-  auto second = Join(*root, 2, 1, Peer{"h", 3}, seconds(5));
+  auto second = Join(*root, 2, 1, RankIdentity{"h", 3}, seconds(5));
   EXPECT_TRUE(second.ok()) << second.status().message();
   EXPECT_TRUE(first.get().ok());
 }
@@ -112,12 +114,12 @@ TEST_F(RendezvousTest, UnreachableRootIsTcpConnectError) {
   ASSERT_TRUE(root.ok());
   RootInfo wrong = *root;
   reinterpret_cast<sockaddr_in *>(&wrong.addr)->sin_port = htons(1);  // nobody listens
-  auto r = Join(wrong, 1, 0, Peer{"h", 1}, seconds(0));
+  auto r = Join(wrong, 1, 0, RankIdentity{"h", 1}, seconds(0));
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), HCCL_E_TCP_CONNECT);
   EXPECT_THAT(r.status().message(), HasSubstr("127.0.0.1:1"));
   // Let the real root serve its rank so its thread ends.
-  EXPECT_TRUE(Join(*root, 1, 0, Peer{"h", 1}, seconds(2)).ok());
+  EXPECT_TRUE(Join(*root, 1, 0, RankIdentity{"h", 1}, seconds(2)).ok());
 }
 
 TEST_F(RendezvousTest, BadAddress) {

@@ -12,7 +12,7 @@ namespace {
 
 class PeerAccessTest : public test::Test {
  protected:
-  Communicator comm_{bootstrap::UniqueId{}, 0, std::vector<bootstrap::Peer>(2)};
+  Communicator comm_{bootstrap::UniqueId{}, 0, std::vector<bootstrap::RankIdentity>(2)};
   HcclComm handle_ = reinterpret_cast<HcclComm>(uintptr_t{0x40});
   char buf_[64] = {};
 };

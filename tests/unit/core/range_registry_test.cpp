@@ -95,8 +95,8 @@ TEST_F(RangeRegistryTest, ActivationRules) {
 // An activation remembers the communicator it was made through (which holds its RDMA
 // registration) without keeping it alive.
 TEST_F(RangeRegistryTest, ActivationKeepsItsCommunicatorWeakly) {
-  auto comm =
-      std::make_shared<Communicator>(bootstrap::UniqueId{}, 0, std::vector<bootstrap::Peer>(1));
+  auto comm = std::make_shared<Communicator>(bootstrap::UniqueId{}, 0,
+                                             std::vector<bootstrap::RankIdentity>(1));
   ASSERT_TRUE(reg.Add(kBase, kSize, comm->serial()).ok());
   int h = 0;
   ASSERT_TRUE(reg.Activate(kBase, 0x1000, &h, comm).ok());

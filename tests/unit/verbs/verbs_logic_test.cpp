@@ -15,21 +15,21 @@
 namespace hzc::verbs {
 namespace {
 
-TEST(VerbsLogicTest, ParseDeviceSpec) {
-  auto empty = ParseDeviceSpec("");
+TEST(VerbsLogicTest, ParseRdmaDeviceSpec) {
+  auto empty = ParseRdmaDeviceSpec("");
   ASSERT_TRUE(empty.ok());
   EXPECT_EQ(empty->name, "");
   EXPECT_EQ(empty->port, 0);
-  auto name = ParseDeviceSpec("rxe0");
+  auto name = ParseRdmaDeviceSpec("rxe0");
   ASSERT_TRUE(name.ok());
   EXPECT_EQ(name->name, "rxe0");
   EXPECT_EQ(name->port, 0);
-  auto port = ParseDeviceSpec("mlx5_1:2");
+  auto port = ParseRdmaDeviceSpec("mlx5_1:2");
   ASSERT_TRUE(port.ok());
   EXPECT_EQ(port->name, "mlx5_1");
   EXPECT_EQ(port->port, 2);
   for (const char *bad : {":1", "rxe0:", "rxe0:0", "rxe0:256", "rxe0:x", "rxe0:1:2", "rxe0:-1"}) {
-    auto st = ParseDeviceSpec(bad);
+    auto st = ParseRdmaDeviceSpec(bad);
     EXPECT_FALSE(st.ok()) << bad;
     if (!st.ok()) {
       EXPECT_EQ(st.status().code(), HCCL_E_PARA) << bad;
@@ -97,12 +97,12 @@ TEST(VerbsLogicTest, EndpointRoundTripAndChecks) {
 
   // A rank without a device or with a failure publishes only the header.
   Endpoint none;
-  none.header.state = EndpointHeader::kNoDevice;
+  none.header.state = EndpointHeader::kNoRdmaDevice;
   none.header.rank = 0;
   none.header.nranks = 3;
   auto decoded = DecodeEndpoint(EncodeEndpoint(none), 0, 3);
   ASSERT_TRUE(decoded.ok());
-  EXPECT_EQ(decoded->header.state, EndpointHeader::kNoDevice);
+  EXPECT_EQ(decoded->header.state, EndpointHeader::kNoRdmaDevice);
   EXPECT_EQ(MaxRanksForBlob(4096), 506U);
 }
 
@@ -158,7 +158,7 @@ TEST(VerbsLogicTest, DecodeEndpointsSortsRanksByState) {
   auto peers =
       DecodeEndpoints(Blobs({EncodeEndpoint(ReadyEndpoint(0, n)),
                              EncodeEndpoint(StateEndpoint(1, n, EndpointHeader::kFailed)),
-                             EncodeEndpoint(StateEndpoint(2, n, EndpointHeader::kNoDevice)),
+                             EncodeEndpoint(StateEndpoint(2, n, EndpointHeader::kNoRdmaDevice)),
                              EncodeEndpoint(ReadyEndpoint(3, n))},
                             stride));
   ASSERT_TRUE(peers.ok()) << peers.status().message();

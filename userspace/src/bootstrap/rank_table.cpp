@@ -72,9 +72,9 @@ Expected<std::string> Ip(const json &obj, const std::string &path, const char *k
   return s;
 }
 
-Expected<RankTable::Device> ParseDevice(const json &d, const std::string &path) {
+Expected<RankTable::Rank> ParseRank(const json &d, const std::string &path) {
   HZC_RETURN_IF_ERROR(Object(d, path));
-  RankTable::Device dev;
+  RankTable::Rank dev;
   auto id = Num(d, path, "device_id");
   if (!id.ok()) {
     return id.status();
@@ -132,7 +132,7 @@ struct Seen {
 };
 
 // The "device" array of server @server at @path.
-Status ParseDevices(const json &s, const std::string &path, RankTable::Server &server, Seen &seen) {
+Status ParseRanks(const json &s, const std::string &path, RankTable::Server &server, Seen &seen) {
   auto devs = NonEmptyArray(s, path, "device");
   if (!devs.ok()) {
     return devs.status();
@@ -140,7 +140,7 @@ Status ParseDevices(const json &s, const std::string &path, RankTable::Server &s
   std::set<uint32_t> device_ids;
   for (size_t j = 0; j < (*devs)->size(); ++j) {
     const std::string dpath = fmt::format("{}device[{}].", path, j);
-    auto dev = ParseDevice((**devs)[j], dpath);
+    auto dev = ParseRank((**devs)[j], dpath);
     if (!dev.ok()) {
       return dev.status();
     }
@@ -151,7 +151,7 @@ Status ParseDevices(const json &s, const std::string &path, RankTable::Server &s
     if (!seen.ranks.insert(dev->rank).second) {
       return Bad(dpath + "rank_id", fmt::format("{} appears twice", dev->rank));
     }
-    server.devices.push_back(*dev);
+    server.ranks.push_back(*dev);
   }
   return Status::Ok();
 }
@@ -178,7 +178,7 @@ Expected<RankTable::Server> ParseServer(const json &s, const std::string &path,
     }
     server.host_ip = *host_ip;
   }
-  HZC_RETURN_IF_ERROR(ParseDevices(s, path, server, seen));
+  HZC_RETURN_IF_ERROR(ParseRanks(s, path, server, seen));
   return server;
 }
 
@@ -210,7 +210,7 @@ Status ParseServers(const json &root, RankTable &t, Seen &seen) {
   }
   t.server_of_rank.assign(t.nranks, 0);
   for (uint32_t si = 0; si < t.servers.size(); ++si) {
-    for (const auto &d : t.servers[si].devices) {
+    for (const auto &d : t.servers[si].ranks) {
       t.server_of_rank[d.rank] = si;
     }
   }

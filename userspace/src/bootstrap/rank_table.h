@@ -12,7 +12,7 @@
 namespace hzc::bootstrap {
 
 struct RankTable {
-  struct Device {
+  struct Rank {  // one "device" entry of the file: the rank on one device of the server
     uint32_t device_id = 0;
     std::string device_ip;
     uint32_t rank = 0;
@@ -20,7 +20,7 @@ struct RankTable {
   struct Server {
     std::string server_id;
     std::string host_ip;  // 1.2 only
-    std::vector<Device> devices;
+    std::vector<Rank> ranks;
   };
 
   std::string version;

@@ -128,7 +128,7 @@ std::string DefaultAddress() {
 
 struct Joined {
   UniqueFd fd;
-  Peer peer;
+  RankIdentity peer;
 };
 
 void RefuseRank(int fd, HcclResult code, const std::string &why) {
@@ -180,7 +180,7 @@ void ServeRootOnce(UniqueFd listener, RootInfo info, std::chrono::seconds timeou
                  fmt::format("rank={} is out of range or already joined", r));
       continue;
     }
-    joined[r] = Joined{std::move(conn), Peer{h.value("host", ""), h.value("pid", 0U)}};
+    joined[r] = Joined{std::move(conn), RankIdentity{h.value("host", ""), h.value("pid", 0U)}};
   }
   const auto send_deadline = Clock::now() + std::chrono::seconds(5);
   if (nranks != 0 && joined.size() == nranks) {
@@ -247,8 +247,8 @@ Expected<RootInfo> StartRoot(const std::string &address, std::chrono::seconds ti
   return info;
 }
 
-Expected<std::vector<Peer>> Join(const RootInfo &root, uint32_t nranks, uint32_t rank,
-                                 const Peer &self, std::chrono::seconds timeout) {
+Expected<std::vector<RankIdentity>> Join(const RootInfo &root, uint32_t nranks, uint32_t rank,
+                                         const RankIdentity &self, std::chrono::seconds timeout) {
   const auto deadline = Clock::now() + timeout + std::chrono::seconds(2);
   const std::string where = root.AddressString();
   UniqueFd fd;
@@ -292,9 +292,9 @@ Expected<std::vector<Peer>> Join(const RootInfo &root, uint32_t nranks, uint32_t
   if (!ranks.is_array() || ranks.size() != nranks) {
     return Error(HCCL_E_TCP_TRANSFER, "root {}: malformed rank table", where);
   }
-  std::vector<Peer> peers;
+  std::vector<RankIdentity> peers;
   for (const auto &p : ranks) {
-    peers.push_back(Peer{p.value("host", ""), p.value("pid", 0U)});
+    peers.push_back(RankIdentity{p.value("host", ""), p.value("pid", 0U)});
   }
   return peers;
 }

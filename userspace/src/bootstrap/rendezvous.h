@@ -19,7 +19,7 @@
 
 namespace hzc::bootstrap {
 
-struct Peer {
+struct RankIdentity {
   std::string host;  // host identity (HostIdentity())
   uint32_t pid = 0;
 };
@@ -29,7 +29,7 @@ struct Peer {
 Expected<RootInfo> StartRoot(const std::string &address, std::chrono::seconds timeout);
 
 // Join the rendezvous described by @root as @rank of @nranks; the table of all ranks.
-Expected<std::vector<Peer>> Join(const RootInfo &root, uint32_t nranks, uint32_t rank,
-                                 const Peer &self, std::chrono::seconds timeout);
+Expected<std::vector<RankIdentity>> Join(const RootInfo &root, uint32_t nranks, uint32_t rank,
+                                         const RankIdentity &self, std::chrono::seconds timeout);
 
 }  // namespace hzc::bootstrap

@@ -25,7 +25,7 @@ constexpr uintptr_t kHandleStride = 0x40;
 }  // namespace
 
 Communicator::Communicator(bootstrap::UniqueId id, uint32_t rank,
-                           std::vector<bootstrap::Peer> ranks)
+                           std::vector<bootstrap::RankIdentity> ranks)
     : serial_(++g_serial), id_(id), rank_(rank), ranks_(std::move(ranks)) {}
 
 Communicator::~Communicator() {

@@ -23,7 +23,7 @@ namespace hzc {
 
 class Communicator {
  public:
-  Communicator(bootstrap::UniqueId id, uint32_t rank, std::vector<bootstrap::Peer> ranks);
+  Communicator(bootstrap::UniqueId id, uint32_t rank, std::vector<bootstrap::RankIdentity> ranks);
   ~Communicator();  // releases memory regions and links, leaves the kernel domain
   Communicator(const Communicator &) = delete;
   Communicator &operator=(const Communicator &) = delete;
@@ -32,7 +32,7 @@ class Communicator {
   const bootstrap::UniqueId &id() const { return id_; }
   uint32_t rank() const { return rank_; }
   uint32_t size() const { return static_cast<uint32_t>(ranks_.size()); }
-  const std::vector<bootstrap::Peer> &ranks() const { return ranks_; }
+  const std::vector<bootstrap::RankIdentity> &ranks() const { return ranks_; }
   // Number of distinct servers (host identities) among the ranks.
   uint32_t ServerCount() const;
 
@@ -75,7 +75,7 @@ class Communicator {
   const uint64_t serial_;
   const bootstrap::UniqueId id_;
   const uint32_t rank_;
-  const std::vector<bootstrap::Peer> ranks_;
+  const std::vector<bootstrap::RankIdentity> ranks_;
   Device::DomainId DomainId() const;
   // The wait of EstablishLinks for every rank's card (board key 0) until @deadline; the
   // timeout and broken-domain errors name the ranks still missing and @timeout.

@@ -33,7 +33,7 @@ Expected<HcclComm> FromRootInfo(const HcclRootInfo &root_info, uint32_t nranks, 
   if (!root.ok()) {
     return root.status();
   }
-  const bootstrap::Peer self{bootstrap::HostIdentity(), static_cast<uint32_t>(getpid())};
+  const bootstrap::RankIdentity self{bootstrap::HostIdentity(), static_cast<uint32_t>(getpid())};
   auto peers = bootstrap::Join(*root, nranks, rank, self, GetConfig().connect_timeout);
   if (!peers.ok()) {
     return Error(peers.status().code(), "rank {} of {}: {}", rank, nranks,
@@ -55,7 +55,7 @@ Expected<HcclComm> FromRankTable(const char *path, uint32_t rank) {
                  table->nranks - 1);
   }
   SetLogRank(rank);
-  std::vector<bootstrap::Peer> peers(table->nranks);
+  std::vector<bootstrap::RankIdentity> peers(table->nranks);
   for (uint32_t r = 0; r < table->nranks; ++r) {
     peers[r].host = table->servers[table->server_of_rank[r]].server_id;
   }

@@ -23,12 +23,12 @@ bool PeerMemory::SameProcess(uint32_t peer) const {
   return peer == rank_ || cards_[peer].pid == static_cast<uint32_t>(::getpid());
 }
 
-void PeerMemory::Drop(Peer &p) {
+void PeerMemory::Drop(PeerView &p) {
   p.ranges.clear();  // unmaps their windows
   p.listed = false;
 }
 
-Status PeerMemory::Refresh(uint32_t peer, Peer &p) {
+Status PeerMemory::Refresh(uint32_t peer, PeerView &p) {
   auto listed = device_->ListRanges(domain_, rank_, peer);
   if (!listed.ok()) {
     Drop(p);
@@ -59,7 +59,7 @@ Status PeerMemory::Refresh(uint32_t peer, Peer &p) {
   return Status::Ok();
 }
 
-Expected<void *> PeerMemory::Lookup(uint32_t peer, Peer &p, uintptr_t va, size_t len) {
+Expected<void *> PeerMemory::Lookup(uint32_t peer, PeerView &p, uintptr_t va, size_t len) {
   auto it = p.ranges.upper_bound(va);
   if (it == p.ranges.begin()) {
     return static_cast<void *>(nullptr);
@@ -115,7 +115,7 @@ Status PeerMemory::CheckArgs(uint32_t peer, uintptr_t va, size_t len) const {
   return Status::Ok();
 }
 
-Expected<bool> PeerMemory::Current(uint32_t peer, Peer &p) {
+Expected<bool> PeerMemory::Current(uint32_t peer, PeerView &p) {
   const bool same = SameProcess(peer);
   std::shared_ptr<Generation> own;
   if (same) {
@@ -149,7 +149,7 @@ Expected<bool> PeerMemory::Current(uint32_t peer, Peer &p) {
   return p.now && p.listed && p.listed_at == *p.now;
 }
 
-Status PeerMemory::Relist(uint32_t peer, Peer &p) {
+Status PeerMemory::Relist(uint32_t peer, PeerView &p) {
   HZC_RETURN_IF_ERROR(Refresh(peer, p));
   p.listed_at = p.now.value_or(0);
   if (!p.now) {
@@ -160,7 +160,7 @@ Status PeerMemory::Relist(uint32_t peer, Peer &p) {
 
 template <typename T, typename Find>
 Expected<T *> PeerMemory::Search(uint32_t peer, Find find) {
-  Peer &p = peers_[peer];
+  PeerView &p = peers_[peer];
   auto current = Current(peer, p);
   if (!current.ok()) {
     return current.status();
@@ -178,7 +178,7 @@ Expected<T *> PeerMemory::Search(uint32_t peer, Find find) {
 Expected<void *> PeerMemory::Translate(uint32_t peer, uintptr_t peer_va, size_t len) {
   HZC_RETURN_IF_ERROR(CheckArgs(peer, peer_va, len));
   std::lock_guard lock(mutex_);
-  auto hit = Search<void>(peer, [&](Peer &p) { return Lookup(peer, p, peer_va, len); });
+  auto hit = Search<void>(peer, [&](PeerView &p) { return Lookup(peer, p, peer_va, len); });
   if (hit.ok() && *hit == nullptr) {
     return Error(HCCL_E_PARA, "[{:#x}, +{:#x}) is not activated memory of rank {}", peer_va, len,
                  peer);
@@ -186,7 +186,7 @@ Expected<void *> PeerMemory::Translate(uint32_t peer, uintptr_t peer_va, size_t 
   return hit;
 }
 
-const hzc_activation_desc *PeerMemory::FindActivation(const Peer &p, uintptr_t va, size_t len) {
+const hzc_activation_desc *PeerMemory::FindActivation(const PeerView &p, uintptr_t va, size_t len) {
   auto it = p.ranges.upper_bound(va);
   if (it == p.ranges.begin()) {
     return nullptr;
@@ -211,7 +211,7 @@ Expected<PeerActivation> PeerMemory::Activation(uint32_t peer, uintptr_t peer_va
   HZC_RETURN_IF_ERROR(CheckArgs(peer, peer_va, len));
   std::lock_guard lock(mutex_);
   auto a = Search<const hzc_activation_desc>(
-      peer, [&](const Peer &p) -> Expected<const hzc_activation_desc *> {
+      peer, [&](const PeerView &p) -> Expected<const hzc_activation_desc *> {
         return FindActivation(p, peer_va, len);
       });
   if (!a.ok()) {
@@ -229,7 +229,7 @@ Expected<std::vector<PeerActivation>> PeerMemory::Activations(uint32_t peer) {
     return Error(HCCL_E_PARA, "rank={}: the communicator has {} ranks", peer, cards_.size());
   }
   std::lock_guard lock(mutex_);
-  Peer &p = peers_[peer];
+  PeerView &p = peers_[peer];
   // A listing taken now is not tied to a generation: the next Translate lists again.
   HZC_RETURN_IF_ERROR(Refresh(peer, p));
   p.listed = false;
@@ -245,7 +245,7 @@ Expected<std::vector<PeerActivation>> PeerMemory::Activations(uint32_t peer) {
 size_t PeerMemory::MappedWindows() const {
   std::lock_guard lock(mutex_);
   size_t n = 0;
-  for (const Peer &p : peers_) {
+  for (const PeerView &p : peers_) {
     for (const auto &[base, r] : p.ranges) {
       n += r.window.valid() ? 1 : 0;
     }

@@ -86,7 +86,8 @@ class PeerMemory {
     std::vector<hzc_activation_desc> activations;
     UniqueMapping window;  // mapped on first use
   };
-  struct Peer {
+  // What this process knows of one peer: its generation page and its cached listing.
+  struct PeerView {
     bool attached = false;  // generation page looked for
     std::unique_ptr<PeerGeneration> generation;
     bool listed = false;                      // ranges hold a listing taken at @listed_at
@@ -101,19 +102,19 @@ class PeerMemory {
   // Under mutex_: attach the peer's generation page, read its generation into p.now and say
   // whether the cached listing is current (false: list again before trusting it).
   // HCCL_E_REMOTE when the peer process has exited.
-  Expected<bool> Current(uint32_t peer, Peer &p);
+  Expected<bool> Current(uint32_t peer, PeerView &p);
   // List @peer's ranges and activations again and remember at which generation.
-  Status Relist(uint32_t peer, Peer &p);
-  Status Refresh(uint32_t peer, Peer &p);
+  Status Relist(uint32_t peer, PeerView &p);
+  Status Refresh(uint32_t peer, PeerView &p);
   // nullptr when [va, va + len) is not in activated memory of the cached ranges.
-  Expected<void *> Lookup(uint32_t peer, Peer &p, uintptr_t va, size_t len);
-  // Under mutex_: @find(peer's Peer) on the cached listing when it is current and @find finds
-  // something (a non-null T *), else on a fresh listing. Errors of Current, Relist and @find.
+  Expected<void *> Lookup(uint32_t peer, PeerView &p, uintptr_t va, size_t len);
+  // Under mutex_: @find(the peer's PeerView) on the cached listing when it is current and @find
+  // finds something (a non-null T *), else on a fresh listing. Errors of Current, Relist and @find.
   template <typename T, typename Find>
   Expected<T *> Search(uint32_t peer, Find find);
   // The cached activation containing [va, va + len), or nullptr.
-  static const hzc_activation_desc *FindActivation(const Peer &p, uintptr_t va, size_t len);
-  void Drop(Peer &p);
+  static const hzc_activation_desc *FindActivation(const PeerView &p, uintptr_t va, size_t len);
+  void Drop(PeerView &p);
 
   const std::shared_ptr<Device> device_;
   const Device::DomainId domain_;
@@ -121,7 +122,7 @@ class PeerMemory {
   const std::vector<RankCard> cards_;
 
   mutable std::mutex mutex_;
-  std::vector<Peer> peers_;
+  std::vector<PeerView> peers_;
 };
 
 }  // namespace hzc

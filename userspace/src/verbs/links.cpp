@@ -154,7 +154,7 @@ Expected<Endpoint> DecodeEndpoint(std::span<const std::byte> blob, uint32_t rank
                  h.nranks, rank, nranks);
   }
   if (h.state != EndpointHeader::kReady) {
-    if (h.state != EndpointHeader::kNoDevice && h.state != EndpointHeader::kFailed) {
+    if (h.state != EndpointHeader::kNoRdmaDevice && h.state != EndpointHeader::kFailed) {
       return Error(HCCL_E_ROCE_CONNECT, "endpoint of rank {}: unknown state {}", rank, h.state);
     }
     return ep;  // no queue pairs follow
@@ -183,7 +183,7 @@ Expected<PeerEndpoints> DecodeEndpoints(const BoardBlobs &blobs) {
     }
     if (ep->header.state == EndpointHeader::kFailed) {
       out.failed.push_back(r);
-    } else if (ep->header.state == EndpointHeader::kNoDevice) {
+    } else if (ep->header.state == EndpointHeader::kNoRdmaDevice) {
       out.no_device.push_back(r);
     }
     out.endpoints[r] = std::move(*ep);
@@ -358,7 +358,7 @@ Endpoint Links::LocalEndpoint() const {
 }
 
 Expected<std::unique_ptr<Links>> Links::Open(const Board &board, const LinkOptions &options) {
-  auto spec = ParseDeviceSpec(options.device);
+  auto spec = ParseRdmaDeviceSpec(options.device);
   if (!spec.ok()) {
     return spec.status();
   }
@@ -414,7 +414,7 @@ Expected<std::unique_ptr<Links>> Links::Establish(const Device &device,
     pending_key = options.ready_key;
   } else {
     tell_peers.Cancel();
-    PublishState(board, options, options.endpoint_key, EndpointHeader::kNoDevice);
+    PublishState(board, options, options.endpoint_key, EndpointHeader::kNoRdmaDevice);
   }
   auto peers = WaitForEndpoints(board, options, deadline);
   if (!peers.ok()) {
@@ -492,10 +492,10 @@ void Links::Break(uint32_t peer, const std::string &why) {
 // The state of one Execute call.
 struct Links::Batch {
   Batch(std::span<const WorkRequest> r, uint64_t g, uint64_t m, uint32_t nranks)
-      : requests(r), gen(g), max_msg(m), outstanding(nranks), chains(nranks), sges(nranks) {}
+      : requests(r), tag(g), max_msg(m), outstanding(nranks), chains(nranks), sges(nranks) {}
 
   std::span<const WorkRequest> requests;
-  const uint64_t gen;                            // in the upper half of every wr_id of this call
+  const uint64_t tag;                            // in the upper half of every wr_id of this call
   const uint64_t max_msg;                        // longest work request
   std::vector<uint32_t> outstanding;             // [peer] work requests posted and not completed
   uint64_t total = 0;                            // sum of outstanding
@@ -555,7 +555,7 @@ void Links::ChainRequests(Batch &batch) {
                     .length = static_cast<uint32_t>(len),
                     .lkey = r.mr->lkey()});
     ibv_send_wr wr{};
-    wr.wr_id = (batch.gen << 32) | batch.next;
+    wr.wr_id = (batch.tag << 32) | batch.next;
     wr.sg_list = &sges.back();
     wr.num_sge = 1;
     wr.opcode = r.op == WorkRequest::kWrite ? IBV_WR_RDMA_WRITE : IBV_WR_RDMA_READ;
@@ -630,7 +630,7 @@ bool Links::Reap(Batch &batch, int *reaped) {
   for (int i = 0; i < n; ++i) {
     const ibv_wc &wc = wcs[i];
     auto it = batch.peer_of_qp.find(wc.qp_num);
-    if ((wc.wr_id >> 32) != batch.gen || it == batch.peer_of_qp.end()) {
+    if ((wc.wr_id >> 32) != batch.tag || it == batch.peer_of_qp.end()) {
       continue;  // left over from an earlier, abandoned call
     }
     const uint32_t peer = it->second;
@@ -665,7 +665,7 @@ void Links::TimeOut(Batch &batch) {
 Status Links::Execute(std::span<const WorkRequest> requests) {
   std::lock_guard lock(mutex_);
   HZC_RETURN_IF_ERROR(CheckRequests(requests));
-  Batch batch(requests, ++generation_ & 0xffffffff,
+  Batch batch(requests, ++batch_tag_ & 0xffffffff,
               std::max<uint32_t>(port_->port_attr.max_msg_sz, 4096), nranks_);
   for (uint32_t p = 0; p < nranks_; ++p) {
     if (qps_[p]) {

@@ -40,7 +40,7 @@ struct LinkOptions {
   static constexpr uint32_t kEndpointKey = 1;
   static constexpr uint32_t kReadyKey = 2;
 
-  std::string device;                          // HZC_RDMA_DEVICE, see DeviceSpec
+  std::string device;                          // HZC_RDMA_DEVICE, see RdmaDeviceSpec
   std::optional<uint32_t> gid_index;           // HZC_RDMA_GID_INDEX; nullopt: ChooseGidIndex
   std::chrono::milliseconds timeout{120'000};  // whole setup (HCCL_CONNECT_TIMEOUT)
   uint32_t endpoint_key = kEndpointKey;
@@ -74,7 +74,7 @@ struct LinkOptions {
 struct EndpointHeader {
   static constexpr uint32_t kMagic = 0x687a6365;  // "hzce"
   static constexpr uint16_t kVersion = 1;
-  enum State : uint16_t { kReady = 1, kNoDevice = 2, kFailed = 3 };
+  enum State : uint16_t { kReady = 1, kNoRdmaDevice = 2, kFailed = 3 };
 
   uint32_t magic = kMagic;
   uint16_t version = kVersion;
@@ -254,8 +254,8 @@ class Links {
   std::vector<uint64_t> post_bytes_;  // [peer]: options_.post_bytes for the path MTU
   std::vector<std::string> broken_;   // [peer]
 
-  mutable std::mutex mutex_;  // data path: cq_, broken_, generation_
-  uint64_t generation_ = 0;
+  mutable std::mutex mutex_;  // data path: cq_, broken_, batch_tag_
+  uint64_t batch_tag_ = 0;  // numbers each Execute, so completions of an earlier one are told apart
 };
 
 }  // namespace hzc::verbs

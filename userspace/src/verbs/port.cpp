@@ -13,8 +13,8 @@
 
 namespace hzc::verbs {
 
-Expected<DeviceSpec> ParseDeviceSpec(std::string_view text) {
-  DeviceSpec spec;
+Expected<RdmaDeviceSpec> ParseRdmaDeviceSpec(std::string_view text) {
+  RdmaDeviceSpec spec;
   const size_t colon = text.find(':');
   spec.name = std::string(text.substr(0, colon));
   if (colon == std::string_view::npos) {
@@ -122,8 +122,8 @@ const GidEntry *FindGid(const std::vector<GidEntry> &table, uint32_t index) {
 
 // Fill @port's number and attributes with the first active port of device @name that @spec
 // allows. Port 0 when there is none; @states then says which states the ports are in.
-Status FindActivePort(ibv_context *ctx, const std::string &name, const DeviceSpec &spec, Port *port,
-                      std::string *states) {
+Status FindActivePort(ibv_context *ctx, const std::string &name, const RdmaDeviceSpec &spec,
+                      Port *port, std::string *states) {
   const int nports = port->device_attr.phys_port_cnt;
   if (spec.port > nports) {
     return Error(HCCL_E_NOT_FOUND, "HZC_RDMA_DEVICE={}:{}: {} has no port {} (ports 1-{})", name,
@@ -188,7 +188,7 @@ Status ChooseGid(ibv_context *ctx, std::optional<uint32_t> gid_index, Port *port
 
 // Open device @dev as @spec asks. A null Port when @spec names no device and this one is to
 // be skipped (it cannot be opened or has no active port).
-Expected<std::unique_ptr<Port>> OpenDevicePort(ibv_device *dev, const DeviceSpec &spec,
+Expected<std::unique_ptr<Port>> OpenDevicePort(ibv_device *dev, const RdmaDeviceSpec &spec,
                                                std::optional<uint32_t> gid_index) {
   const bool named = !spec.name.empty();
   const std::string name = ibv_get_device_name(dev);
@@ -226,7 +226,7 @@ Expected<std::unique_ptr<Port>> OpenDevicePort(ibv_device *dev, const DeviceSpec
 
 }  // namespace
 
-Expected<std::unique_ptr<Port>> OpenPort(const DeviceSpec &spec,
+Expected<std::unique_ptr<Port>> OpenPort(const RdmaDeviceSpec &spec,
                                          std::optional<uint32_t> gid_index) {
   const bool named = !spec.name.empty();
   int num = 0;

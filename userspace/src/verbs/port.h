@@ -18,13 +18,13 @@ namespace hzc::verbs {
 
 // HZC_RDMA_DEVICE: "" (first device with an active port), "name" (its first active port)
 // or "name:port".
-struct DeviceSpec {
+struct RdmaDeviceSpec {
   std::string name;  // empty: any device
   uint8_t port = 0;  // 0: first active port
 };
 
 // HCCL_E_PARA naming the variable and the problem for a malformed spec.
-Expected<DeviceSpec> ParseDeviceSpec(std::string_view text);
+Expected<RdmaDeviceSpec> ParseRdmaDeviceSpec(std::string_view text);
 
 // One entry of a port's GID table, as far as the choice is concerned.
 struct GidEntry {
@@ -57,11 +57,12 @@ struct Port {
   bool global() const { return port_attr.link_layer == IBV_LINK_LAYER_ETHERNET; }
 };
 
-// Open the port @spec names (see DeviceSpec), with GID @gid_index (nullopt: ChooseGidIndex).
+// Open the port @spec names (see RdmaDeviceSpec), with GID @gid_index (nullopt: ChooseGidIndex).
 // A null Port when @spec names nothing and the host has no device with an active port.
 // HCCL_E_NOT_FOUND when a named device or port does not exist or is not active, or the GID
 // index is not in the table; HCCL_E_NOT_SUPPORT for a GID index above 255;
 // HCCL_E_ROCE_CONNECT when a verbs query fails.
-Expected<std::unique_ptr<Port>> OpenPort(const DeviceSpec &spec, std::optional<uint32_t> gid_index);
+Expected<std::unique_ptr<Port>> OpenPort(const RdmaDeviceSpec &spec,
+                                         std::optional<uint32_t> gid_index);
 
 }  // namespace hzc::verbs
