@@ -1,16 +1,39 @@
 // SPDX-License-Identifier: Apache-2.0
-// iproute2's `rdma -j resource show KIND` for the guest tests: run it and visit the objects it
-// lists (one JSON array per line, one line per device).
+// The guest's RDMA devices for the tests: their names, and iproute2's `rdma -j resource show
+// KIND`, run and its objects visited (one JSON array per line, one line per device).
 #pragma once
 
+#include <dirent.h>
 #include <sys/types.h>
 
 #include <cstdio>
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 namespace hzc::test {
+
+// Names of the RDMA devices in /sys/class/infiniband (soft-RoCE's rxe0 on lo under
+// scripts/vm-run; none under scripts/vm-run --no-rxe).
+inline std::vector<std::string> RdmaDevices() {
+  std::vector<std::string> out;
+  DIR *dir = opendir("/sys/class/infiniband");
+  if (dir == nullptr) {
+    return out;
+  }
+  while (dirent *e = readdir(dir)) {
+    if (e->d_name[0] != '.') {
+      out.emplace_back(e->d_name);
+    }
+  }
+  closedir(dir);
+  return out;
+}
+
+inline bool HaveRdmaDevice() {
+  return !RdmaDevices().empty();
+}
 
 // Run @cmd through the shell, appending its output to @out; false when it cannot run or exits
 // non-zero.

@@ -4,7 +4,6 @@
 // lists.
 #pragma once
 
-#include <dirent.h>
 #include <sys/types.h>
 
 #include <cstdlib>
@@ -17,19 +16,7 @@ namespace hzc::test {
 // True when /sys/class/infiniband lists a device and HZC_RDMA_DEVICE is unset, i.e. when
 // the library's links include RDMA queue pairs.
 inline bool RdmaLinksExpected() {
-  if (std::getenv("HZC_RDMA_DEVICE") != nullptr) {
-    return false;
-  }
-  DIR *dir = opendir("/sys/class/infiniband");
-  if (dir == nullptr) {
-    return false;
-  }
-  bool found = false;
-  while (dirent *e = readdir(dir)) {
-    found |= e->d_name[0] != '.';
-  }
-  closedir(dir);
-  return found;
+  return std::getenv("HZC_RDMA_DEVICE") == nullptr && HaveRdmaDevice();
 }
 
 // Objects of @kind of task @pid. The kernel files each object under the thread that made it:

@@ -48,9 +48,9 @@
 
 namespace {
 
-using hzc::hccl_rdma_test::RdmaDevices;
 using hzc::hccl_rdma_test::RdmaLeftovers;
 using hzc::hccl_rdma_test::RdmaResources;
+using hzc::test::RdmaDevices;
 using hzc::test::SharedSync;
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;

@@ -19,23 +19,6 @@
 
 namespace hzc::hccl_rdma_test {
 
-// Names of the RDMA devices in /sys/class/infiniband (soft-RoCE's rxe0 on lo under
-// scripts/vm-run; none under scripts/vm-run --no-rxe).
-inline std::vector<std::string> RdmaDevices() {
-  std::vector<std::string> out;
-  DIR *dir = opendir("/sys/class/infiniband");
-  if (dir == nullptr) {
-    return out;
-  }
-  while (dirent *e = readdir(dir)) {
-    if (e->d_name[0] != '.') {
-      out.emplace_back(e->d_name);
-    }
-  }
-  closedir(dir);
-  return out;
-}
-
 // Thread ids of process @pid (the kernel files each RDMA object under the thread that made
 // it, so objects a library thread made carry that thread's id).
 inline std::set<pid_t> Tasks(pid_t pid) {

@@ -33,7 +33,7 @@
 
 namespace {
 
-using hzc::hccl_rdma_test::RdmaDevices;
+using hzc::test::RdmaDevices;
 using hzc::test::SharedSync;
 using std::chrono::milliseconds;
 using std::chrono::seconds;

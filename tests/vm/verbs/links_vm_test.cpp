@@ -88,7 +88,7 @@ class VerbsVmTest : public hzc::test::Test {
     if (access("/dev/hzc", F_OK) != 0) {
       GTEST_SKIP() << "/dev/hzc is absent: hzc.ko is not loaded";
     }
-    if (!test::HaveRdmaDevice()) {
+    if (!hzc::test::HaveRdmaDevice()) {
       GTEST_SKIP() << "no RDMA device (/sys/class/infiniband is empty): soft-RoCE is not set up";
     }
   }

@@ -3,7 +3,6 @@
 // activated buffers, and the RDMA resources a process holds per `rdma resource show`.
 #pragma once
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <linux/hzc.h>
 #include <poll.h>
@@ -42,20 +41,6 @@ inline std::array<uint64_t, 2> RandomDomainId() {
     }
   }
   return id;
-}
-
-// True when the guest has an RDMA device (soft-RoCE rxe0 on lo under scripts/vm-run).
-inline bool HaveRdmaDevice() {
-  DIR *dir = opendir("/sys/class/infiniband");
-  if (dir == nullptr) {
-    return false;
-  }
-  bool found = false;
-  while (dirent *e = readdir(dir)) {
-    found |= e->d_name[0] != '.';
-  }
-  closedir(dir);
-  return found;
 }
 
 // A rank's membership of a kernel domain through its own /dev/hzc; leaves and closes on
