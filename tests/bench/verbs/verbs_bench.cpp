@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "base/errno_string.h"
+#include "base/unique_mapping.h"
 #include "device/device.h"
 #include "verbs/board.h"
 #include "verbs/links.h"
@@ -123,13 +124,12 @@ std::string RunRank(const Params &params, std::array<uint64_t, 2> id, uint32_t r
   Links &l = **links;
   // [0, max): receive region, [max, 2 max): send region.
   const size_t len = 2 * params.max_size;
-  void *mem =
-      mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
-  if (mem == MAP_FAILED) {
+  auto mapping = UniqueMapping::Map(len, PROT_READ | PROT_WRITE,
+                                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1);
+  if (!mapping.valid()) {
     return "mmap: " + ErrnoString(errno);
   }
-  auto unmap = [&] { munmap(mem, len); };
-  ScopeGuard guard(unmap);
+  void *mem = mapping.get();
   auto *recv = static_cast<uint8_t *>(mem);
   uint8_t *send = recv + params.max_size;
   auto mr = l.Register(mem, len);

@@ -243,6 +243,22 @@ TEST_F(HcclApiTest, PeerAccessArguments) {
   EXPECT_EQ(hzc_comm_peer_activations(comm_, 0, activations, &count), HCCL_E_UNAVAIL);
 }
 
+// The 0.1 name of hzc_comm_peer_activations is still exported, behaves the same and logs
+// under its own name.
+TEST_F(HcclApiTest, PeerBlocksIsTheOldNameOfPeerActivations) {
+  ExpectErrorLog("hzc_comm_peer_blocks: ");
+  int x = 0;
+  hzc_peer_block blocks[1];
+  uint32_t count = 1;
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+  EXPECT_EQ(hzc_comm_peer_blocks(nullptr, 0, blocks, &count), HCCL_E_PTR);
+  EXPECT_EQ(hzc_comm_peer_blocks(comm_, 0, nullptr, &count), HCCL_E_PTR);
+  EXPECT_EQ(hzc_comm_peer_blocks(&x, 0, blocks, &count), HCCL_E_PARA);
+  EXPECT_EQ(hzc_comm_peer_blocks(comm_, 0, blocks, &count), HCCL_E_UNAVAIL);
+#pragma GCC diagnostic pop
+}
+
 // Ranks as forked processes; two simulated servers (HZC_HOST_ID) -> HCCL_E_NOT_SUPPORT.
 class HcclMultiProcessTest : public hzc::test::Test {};
 

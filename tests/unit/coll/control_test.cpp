@@ -104,8 +104,8 @@ TEST_F(ControlAreaTest, AbortReachesEveryRank) {
 TEST_F(ControlAreaTest, TimeoutNamesTheRankThatDidNotCome) {
   auto areas = OpenAll(3);
   ASSERT_TRUE(areas[0] && areas[1] && areas[2]);
-  areas.pop_back();  // rank 2 does not come to the barrier
-  for (const Status &st : BarrierAll(areas, milliseconds(200))) {
+  areas.pop_back();  // rank 2 does not come to the barrier; the others have 2 s to
+  for (const Status &st : BarrierAll(areas, milliseconds(2000))) {
     EXPECT_EQ(st.code(), HCCL_E_TIMEOUT);
     EXPECT_THAT(st.message(), HasSubstr("rank(s) 2 of 3 did not reach the test barrier"));
   }

@@ -72,7 +72,31 @@ TEST_F(GuardTest, FaultOutsideTheSpansIsNotTakenOver) {
   ASSERT_TRUE(declared.valid() && other.valid());
   EXPECT_EXIT(RunGuarded({SpanOf(declared, 0)}, [&] { Touch(other.as<char>()); }),
               ::testing::KilledBySignal(SIGSEGV), "");
-  EXPECT_EXIT(Touch(other.as<char>()), ::testing::KilledBySignal(SIGSEGV), "");
+  // Outside any guarded region, with the handler installed by an earlier region.
+  EXPECT_EXIT(
+      {
+        (void)RunGuarded({}, [] {});
+        Touch(other.as<char>());
+      },
+      ::testing::KilledBySignal(SIGSEGV), "");
+}
+
+// A handler the program installed before the library's first guarded region still gets the
+// faults the library does not take over.
+TEST_F(GuardTest, FaultOutsideTheSpansGoesToTheProgramsHandler) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  auto other = UniqueMapping::Map(Page(), PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1);
+  ASSERT_TRUE(other.valid());
+  EXPECT_EXIT(
+      {
+        struct sigaction sa {};
+        sa.sa_handler = [](int) { _exit(42); };
+        sigemptyset(&sa.sa_mask);
+        sigaction(SIGSEGV, &sa, nullptr);
+        (void)RunGuarded({}, [] {});
+        Touch(other.as<char>());
+      },
+      ::testing::ExitedWithCode(42), "");
 }
 
 }  // namespace

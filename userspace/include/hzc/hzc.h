@@ -60,8 +60,7 @@ struct hzc_peer_activation {
  *
  * hzc_comm_peer_activations: the activations of rank @rank, sorted by address. *count is the
  * capacity of @activations on input (activations may be NULL when it is 0) and the number of
- * activations on
- * output; at most the capacity are written.
+ * activations on output; at most the capacity are written.
  *
  * Errors: HCCL_E_PTR for a NULL comm, peer_va, local or count; HCCL_E_PARA for a destroyed
  * or foreign comm, rank >= rank size, size 0, or memory that is not activated;
@@ -73,6 +72,19 @@ HcclResult hzc_comm_peer_ptr(HcclComm comm, uint32_t rank, const void *peer_va, 
                              void **local);
 HcclResult hzc_comm_peer_activations(HcclComm comm, uint32_t rank,
                                      struct hzc_peer_activation *activations, uint32_t *count);
+
+/**
+ * The names hzc_comm_peer_activations and its struct had in 0.1 (an activation was called a
+ * block then); kept so that programs built against 0.1 still load and run. Same layout, same
+ * behaviour; errors are logged under the old name.
+ */
+struct hzc_peer_block {
+  uint64_t va;
+  uint64_t size;
+};
+HcclResult hzc_comm_peer_blocks(HcclComm comm, uint32_t rank, struct hzc_peer_block *blocks,
+                                uint32_t *count)
+    __attribute__((deprecated("use hzc_comm_peer_activations")));
 
 /** What a communicator's links are made of (after its first HcclCommSetMemoryRange). */
 struct hzc_link_info {

@@ -6,6 +6,7 @@
 
 #include <linux/hzc.h>
 
+#include <cstddef>
 #include <cstdio>
 
 #include "api/boundary.h"
@@ -104,9 +105,12 @@ HcclResult hzc_comm_peer_ptr(HcclComm comm, uint32_t rank, const void *peer_va, 
   });
 }
 
-HcclResult hzc_comm_peer_activations(HcclComm comm, uint32_t rank,
-                                     struct hzc_peer_activation *activations, uint32_t *count) {
-  return api::HcclGuard("hzc_comm_peer_activations", [&]() -> Status {
+namespace {
+
+// hzc_comm_peer_activations under the name @name (the old name logs as itself).
+HcclResult PeerActivations(const char *name, HcclComm comm, uint32_t rank,
+                           struct hzc_peer_activation *activations, uint32_t *count) {
+  return api::HcclGuard(name, [&]() -> Status {
     HZC_RETURN_IF_ERROR(api::NotNull(comm, "comm"));
     HZC_RETURN_IF_ERROR(api::NotNull(count, "count"));
     if (activations == nullptr && *count != 0) {
@@ -124,6 +128,23 @@ HcclResult hzc_comm_peer_activations(HcclComm comm, uint32_t rank,
       return Status::Ok();
     });
   });
+}
+
+}  // namespace
+
+HcclResult hzc_comm_peer_activations(HcclComm comm, uint32_t rank,
+                                     struct hzc_peer_activation *activations, uint32_t *count) {
+  return PeerActivations("hzc_comm_peer_activations", comm, rank, activations, count);
+}
+
+static_assert(sizeof(hzc_peer_block) == sizeof(hzc_peer_activation) &&
+              offsetof(hzc_peer_block, va) == offsetof(hzc_peer_activation, va) &&
+              offsetof(hzc_peer_block, size) == offsetof(hzc_peer_activation, size));
+
+HcclResult hzc_comm_peer_blocks(HcclComm comm, uint32_t rank, struct hzc_peer_block *blocks,
+                                uint32_t *count) {
+  return PeerActivations("hzc_comm_peer_blocks", comm, rank,
+                         reinterpret_cast<hzc_peer_activation *>(blocks), count);
 }
 
 HcclResult hzc_comm_link_info(HcclComm comm, struct hzc_link_info *info) {

@@ -93,7 +93,7 @@ Expected<HandedDescriptor> ReceiveDescriptor(int conn) {
   const ssize_t got = ::recvmsg(conn, &m.msg, MSG_CMSG_CLOEXEC);
   const cmsghdr *cm = CMSG_FIRSTHDR(&m.msg);
   if (got != sizeof(out.word) || cm == nullptr || cm->cmsg_type != SCM_RIGHTS) {
-    return Error(HCCL_E_REMOTE, "rank 0 closed the connection without the descriptor");
+    return Error(HCCL_E_REMOTE, "rank 0 closed the connection before handing over the descriptor");
   }
   int raw = -1;
   std::memcpy(&raw, CMSG_DATA(cm), sizeof(raw));
@@ -109,7 +109,7 @@ Expected<UniqueFd> Listen(const LocalExchange &x) {
   const Address addr(x.name);
   if (::bind(listener->get(), addr.get(), addr.len) != 0 ||
       ::listen(listener->get(), static_cast<int>(x.nranks)) != 0) {
-    return Error(HCCL_E_SYSCALL, "bind/listen on @{}: {}", x.name, ErrnoString(errno));
+    return Error(HCCL_E_SYSCALL, "bind/listen on an abstract socket: {}", ErrnoString(errno));
   }
   return listener;
 }
@@ -127,8 +127,10 @@ std::optional<std::pair<UniqueFd, uint32_t>> Accept(const LocalExchange &x, int 
     return std::nullopt;
   }
   uint32_t peer = UINT32_MAX;
-  if (!CheckPeerUid(conn.get(), "a connecting rank").ok() ||
-      ::recv(conn.get(), &peer, sizeof(peer), 0) != sizeof(peer) || peer >= x.nranks ||
+  // A connection that never says its rank must not hold rank 0 past the deadline.
+  auto said = WaitFd(conn.get(), POLLIN, x.deadline);
+  if (!CheckPeerUid(conn.get(), "a connecting rank").ok() || !said.ok() || !*said ||
+      ::recv(conn.get(), &peer, sizeof(peer), MSG_DONTWAIT) != sizeof(peer) || peer >= x.nranks ||
       served[peer]) {
     LogWarn("local exchange: refused a connection on @{} (rank {})", x.name, peer);
     return std::nullopt;
@@ -145,10 +147,10 @@ Expected<UniqueFd> Connect(const LocalExchange &x) {
       return conn;
     }
     if (errno != ECONNREFUSED && errno != ENOENT && errno != EAGAIN && errno != EINTR) {
-      return Error(HCCL_E_SYSCALL, "connect to rank 0 at @{}: {}", x.name, ErrnoString(errno));
+      return Error(HCCL_E_SYSCALL, "connect to rank 0: {}", ErrnoString(errno));
     }
     if (Clock::now() >= x.deadline) {
-      return Error(HCCL_E_TIMEOUT, "rank 0 did not listen on @{} in time", x.name);
+      return Error(HCCL_E_TIMEOUT, "rank 0 did not {}", x.arrival);
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
@@ -164,6 +166,10 @@ Status GiveDescriptor(const LocalExchange &x, int fd, uint64_t word) {
   if (!listener.ok()) {
     return listener.status();
   }
+  if (x.rank >= x.nranks) {
+    return Error(HCCL_E_PARA, "rank {} of {}: no such rank", x.rank, x.nranks);
+  }
+  LogDebug("local exchange: rank {} of {} hands a descriptor over @{}", x.rank, x.nranks, x.name);
   std::vector<bool> served(x.nranks, false);
   served[x.rank] = true;
   for (uint32_t n = 1; n < x.nranks;) {
@@ -172,8 +178,8 @@ Status GiveDescriptor(const LocalExchange &x, int fd, uint64_t word) {
       return ready.status();
     }
     if (!*ready) {
-      return Error(HCCL_E_TIMEOUT, "rank(s) {} of {} did not connect to @{} in time",
-                   Missing(served), x.nranks, x.name);
+      return Error(HCCL_E_TIMEOUT, "rank(s) {} of {} did not {}", Missing(served), x.nranks,
+                   x.arrival);
     }
     auto accepted = Accept(x, listener->get(), served);
     if (!accepted) {
@@ -197,7 +203,7 @@ Expected<HandedDescriptor> TakeDescriptor(const LocalExchange &x) {
   }
   auto ready = WaitFd(conn->get(), POLLIN, x.deadline);
   if (!ready.ok() || !*ready) {
-    return Error(HCCL_E_TIMEOUT, "no answer from rank 0 on @{} in time", x.name);
+    return Error(HCCL_E_TIMEOUT, "no answer from rank 0 in time");
   }
   return ReceiveDescriptor(conn->get());
 }

@@ -22,6 +22,10 @@ struct LocalExchange {
   uint32_t rank = 0;
   uint32_t nranks = 1;
   std::chrono::steady_clock::time_point deadline;
+  // What a late rank failed to do, for the timeout messages ("rank(s) 1,3 of 4 did not
+  // <arrival>", "rank 0 did not <arrival>"), e.g. "make the first collective call within
+  // HCCL_CONNECT_TIMEOUT". The socket name stays out of the messages (it is logged at DEBUG).
+  std::string arrival = "come in time";
 };
 
 struct HandedDescriptor {
@@ -30,7 +34,8 @@ struct HandedDescriptor {
 };
 
 // Rank 0: give @fd and @word to each other rank of @x once; returns when every rank has them.
-// HCCL_E_TIMEOUT naming the ranks that did not come by the deadline.
+// HCCL_E_TIMEOUT naming the ranks that did not come by the deadline; HCCL_E_PARA when @x.rank
+// is not below @x.nranks.
 Status GiveDescriptor(const LocalExchange &x, int fd, uint64_t word);
 
 // Any other rank: receive the descriptor and the word from rank 0. HCCL_E_TIMEOUT when rank 0

@@ -60,10 +60,17 @@ size_t PageAligned(size_t bytes) {
 
 // An error of the hand-off of the area, told as the control area's.
 Status HandOffError(const Status &s) {
-  return Error(s.code(), "control area: {}{}", s.message(),
-               s.code() == HCCL_E_TIMEOUT
-                   ? " (each rank comes at its first collective call, within HCCL_CONNECT_TIMEOUT)"
-                   : "");
+  return Error(s.code(), "control area: {}", s.message());
+}
+
+// The hand-off of the area: every rank comes at its first collective call.
+bootstrap::LocalExchange HandOff(const ControlArea::Options &o,
+                                 std::chrono::steady_clock::time_point deadline) {
+  return {.name = o.name,
+          .rank = o.rank,
+          .nranks = o.nranks,
+          .deadline = deadline,
+          .arrival = "make the first collective call within HCCL_CONNECT_TIMEOUT"};
 }
 
 }  // namespace
@@ -126,18 +133,14 @@ Expected<UniqueMapping> ControlArea::Create(const Options &o, Clock::time_point 
   for (uint32_t r = 0; r < o.nranks; ++r) {
     new (map.as<uint8_t>() + kPage + r * sizeof(Slot)) Slot{};
   }
-  const bootstrap::LocalExchange x{
-      .name = o.name, .rank = o.rank, .nranks = o.nranks, .deadline = deadline};
-  if (Status s = bootstrap::GiveDescriptor(x, mem.get(), len); !s.ok()) {
+  if (Status s = bootstrap::GiveDescriptor(HandOff(o, deadline), mem.get(), len); !s.ok()) {
     return HandOffError(s);
   }
   return map;
 }
 
 Expected<UniqueMapping> ControlArea::Receive(const Options &o, Clock::time_point deadline) {
-  const bootstrap::LocalExchange x{
-      .name = o.name, .rank = o.rank, .nranks = o.nranks, .deadline = deadline};
-  auto handed = bootstrap::TakeDescriptor(x);
+  auto handed = bootstrap::TakeDescriptor(HandOff(o, deadline));
   if (!handed.ok()) {
     return HandOffError(handed.status());
   }

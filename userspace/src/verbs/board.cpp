@@ -13,9 +13,8 @@ Status BoardPutError(const Status &failed, uint32_t key, uint32_t rank) {
     case HCCL_E_INTERNAL:
       return Error(HCCL_E_INTERNAL, "board key {}: rank {} already published it in this domain",
                    key, rank);
-    default:
-      return Error(failed.code(), "board key {}: publish as rank {} failed: {}", key, rank,
-                   failed.message());
+    default:  // an errno the board does not document for a valid publish
+      return Error(HCCL_E_DRV, "board key {}: {}", key, failed.message());
   }
 }
 
@@ -30,8 +29,8 @@ Status BoardWaitError(const Status &failed, std::string_view what, uint32_t key,
     case HCCL_E_INTERNAL:
       return Error(HCCL_E_INTERNAL, "{}: a rank published more than {} bytes under key {}", what,
                    stride, key);
-    default:
-      return Error(failed.code(), "{}: {}", what, failed.message());
+    default:  // an errno the board does not document for a valid wait
+      return Error(HCCL_E_DRV, "{}: {}", what, failed.message());
   }
 }
 

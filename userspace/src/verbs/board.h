@@ -40,12 +40,12 @@ class BoardBlobs {
 
 // The status of a failed publish of rank @rank under @key as link setup reports it:
 // HCCL_E_REMOTE when the domain broke, HCCL_E_INTERNAL when the rank already published @key,
-// else @failed's code.
+// else HCCL_E_DRV with @failed's message.
 Status BoardPutError(const Status &failed, uint32_t key, uint32_t rank);
 
 // The status of a failed board wait on @key as link setup reports it (@what says what was
 // awaited): HCCL_E_TIMEOUT naming the @missing ranks of @nranks, HCCL_E_REMOTE when the
-// domain broke, HCCL_E_INTERNAL when a blob is larger than @stride, else @failed's code.
+// domain broke, HCCL_E_INTERNAL when a blob is larger than @stride, else HCCL_E_DRV.
 Status BoardWaitError(const Status &failed, std::string_view what, uint32_t key, uint32_t stride,
                       std::span<const uint32_t> missing, uint32_t nranks);
 

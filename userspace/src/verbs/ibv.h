@@ -41,26 +41,6 @@ using CqPtr = std::unique_ptr<ibv_cq, CqDeleter>;
 using QpPtr = std::unique_ptr<ibv_qp, QpDeleter>;
 using MrPtr = std::unique_ptr<ibv_mr, MrDeleter>;
 
-// Runs a callable on scope exit unless cancelled: the undo of a partial setup.
-template <typename F>
-class [[nodiscard]] ScopeGuard {
- public:
-  explicit ScopeGuard(F undo) : undo_(std::move(undo)) {}
-  ScopeGuard(const ScopeGuard &) = delete;
-  ScopeGuard &operator=(const ScopeGuard &) = delete;
-  ~ScopeGuard() {
-    if (armed_) {
-      undo_();
-    }
-  }
-  // The setup succeeded: do not undo.
-  void Cancel() { armed_ = false; }
-
- private:
-  F undo_;
-  bool armed_ = true;
-};
-
 // HCCL_E_ROCE_CONNECT naming the verbs call and the errno (set by libibverbs, or returned by
 // the calls that return it), for link-setup failures.
 Status ConnectError(std::string_view call, int err, std::string_view what);

@@ -17,6 +17,7 @@
 #include "base/config.h"
 #include "base/errno_string.h"
 #include "base/log.h"
+#include "base/rollback.h"
 
 namespace hzc::verbs {
 
@@ -403,8 +404,8 @@ Expected<std::unique_ptr<Links>> Links::Establish(const Device &device,
   // Until this rank has published its last blob, a failure publishes "failed" under the key
   // it would have published next.
   uint32_t pending_key = options.endpoint_key;
-  ScopeGuard tell_peers(
-      [&] { PublishState(board, options, pending_key, EndpointHeader::kFailed); });
+  Rollback tell_peers;
+  tell_peers.Push([&] { PublishState(board, options, pending_key, EndpointHeader::kFailed); });
   auto links = Open(board, options);
   if (!links.ok()) {
     return links.status();
@@ -413,7 +414,7 @@ Expected<std::unique_ptr<Links>> Links::Establish(const Device &device,
     HZC_RETURN_IF_ERROR(board.Put(options.endpoint_key, EncodeEndpoint((*links)->LocalEndpoint())));
     pending_key = options.ready_key;
   } else {
-    tell_peers.Cancel();
+    tell_peers.Commit();
     PublishState(board, options, options.endpoint_key, EndpointHeader::kNoRdmaDevice);
   }
   auto peers = WaitForEndpoints(board, options, deadline);
@@ -425,12 +426,12 @@ Expected<std::unique_ptr<Links>> Links::Establish(const Device &device,
       LogWarn("verbs: rank(s) {} have no RDMA device: links are kernel-only",
               RankList(peers->no_device));
     }
-    tell_peers.Cancel();
+    tell_peers.Commit();
     return std::unique_ptr<Links>();
   }
   HZC_RETURN_IF_ERROR((*links)->Connect(peers->endpoints));
   HZC_RETURN_IF_ERROR(board.Put(options.ready_key, Bytes(ReadyBlob{})));
-  tell_peers.Cancel();
+  tell_peers.Commit();
   HZC_RETURN_IF_ERROR(WaitUntilReady(board, options, deadline));
   LogDebug("verbs: rank {} of {}: {} links up on {} port {}", rank, nranks, nranks - 1,
            (*links)->port_->device, (*links)->port_->port_num);
