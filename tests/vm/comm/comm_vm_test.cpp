@@ -373,7 +373,7 @@ TEST_F(HcclApiTest, RdmaBetweenTwoRanksOfOneProcess) {
     GTEST_SKIP() << "no RDMA device or no working `rdma resource show`";
   }
   ExpectErrorLog("hzc_comm_rdma_write: ");
-  ExpectErrorLog("was not activated by rank 1 on comm=");
+  ExpectErrorLog("was not made by rank 1 on comm=");
   ExpectErrorLog("not inside one activation this process made on comm=");
   const auto baseline = UserRdmaObjects();
   Pair pair;
