@@ -4,11 +4,13 @@
 
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <future>
 #include <string>
 #include <vector>
 
+#include "forked_child.h"
 #include "hzc_test.h"
 
 namespace hzc::bootstrap {
@@ -100,6 +102,29 @@ TEST_F(LocalExchangeTest, ARankThatComesTwiceIsRefused) {
   auto last = Take({2}, 3);
   EXPECT_TRUE(last[0].get().ok());
   EXPECT_TRUE(giver.get().ok());
+}
+
+// The Unix socket is abstract (no file permissions), so both ends check the other's uid: a
+// process of another user gets nothing, and rank 0 does not count it as the rank it claims.
+TEST_F(LocalExchangeTest, ARankOfAnotherUserIsRefused) {
+  if (geteuid() != 0) {
+    GTEST_SKIP() << "needs root to run a rank as another user (make check runs it as root)";
+  }
+  UniqueFd mem(memfd_create("local-exchange-test", MFD_CLOEXEC));
+  test::ForkedChild intruder([&](test::ForkedChild::Pipes) {
+    if (setresgid(65534, 65534, 65534) != 0 || setresuid(65534, 65534, 65534) != 0) {
+      return 3;
+    }
+    auto got = TakeDescriptor(Exchange(1, 2, milliseconds(5000)));
+    if (got.ok()) {
+      return 0;
+    }
+    return got.status().code() == HCCL_E_REMOTE ? 1 : 2;
+  });
+  Status st = GiveDescriptor(Exchange(0, 2, milliseconds(1500)), mem.get(), 1);
+  EXPECT_EQ(st.code(), HCCL_E_TIMEOUT) << st.message();
+  EXPECT_THAT(st.message(), HasSubstr("rank(s) 1 of 2"));
+  EXPECT_EQ(intruder.Wait(), 1) << "0: it got the descriptor; 2: another error; 3: no setresuid";
 }
 
 }  // namespace

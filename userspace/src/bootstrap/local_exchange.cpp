@@ -126,10 +126,15 @@ std::optional<std::pair<UniqueFd, uint32_t>> Accept(const LocalExchange &x, int 
   if (!conn.valid()) {
     return std::nullopt;
   }
+  // Another user's connection is dropped before anything is read from it, so it cannot hold
+  // rank 0; one of this user's that never says its rank holds it at most until the deadline.
+  if (Status st = CheckPeerUid(conn.get(), "a connecting process"); !st.ok()) {
+    LogWarn("local exchange: refused a connection on @{}: {}", x.name, st.message());
+    return std::nullopt;
+  }
   uint32_t peer = UINT32_MAX;
-  // A connection that never says its rank must not hold rank 0 past the deadline.
   auto said = WaitFd(conn.get(), POLLIN, x.deadline);
-  if (!CheckPeerUid(conn.get(), "a connecting rank").ok() || !said.ok() || !*said ||
+  if (!said.ok() || !*said ||
       ::recv(conn.get(), &peer, sizeof(peer), MSG_DONTWAIT) != sizeof(peer) || peer >= x.nranks ||
       served[peer]) {
     LogWarn("local exchange: refused a connection on @{} (rank {})", x.name, peer);
