@@ -15,7 +15,6 @@
 #include "core/comm.h"
 #include "core/peer_access.h"
 #include "device/device.h"
-#include "verbs/links.h"
 
 #ifndef HZC_VERSION_STRING
 #error "HZC_VERSION_STRING must be defined by the build"
@@ -152,15 +151,13 @@ HcclResult hzc_comm_link_info(HcclComm comm, struct hzc_link_info *info) {
     HZC_RETURN_IF_ERROR(api::NotNull(comm, "comm"));
     HZC_RETURN_IF_ERROR(api::NotNull(info, "info"));
     return api::WithComm(comm, [&](const auto &c) {
+      const hzc::LinkInfo links = hzc::DescribeLinks(*c);
       hzc_link_info out{};
-      out.linked = c->linked() ? 1 : 0;
-      if (const hzc::verbs::Links *links = c->links(); links != nullptr) {
-        const hzc::verbs::Port &port = links->port();
-        out.rdma = 1;
-        std::snprintf(out.device, sizeof(out.device), "%s", port.device.c_str());
-        out.port = port.port_num;
-        out.gid_index = port.gid_index;
-      }
+      out.linked = links.linked ? 1 : 0;
+      out.rdma = links.rdma ? 1 : 0;
+      std::snprintf(out.device, sizeof(out.device), "%s", links.device.c_str());
+      out.port = links.port;
+      out.gid_index = links.gid_index;
       *info = out;
       return Status::Ok();
     });

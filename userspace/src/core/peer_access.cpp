@@ -48,6 +48,19 @@ Expected<uint32_t> PeerKey(HcclComm handle, const Communicator &comm, PeerMemory
 
 }  // namespace
 
+LinkInfo DescribeLinks(const Communicator &comm) {
+  LinkInfo info;
+  info.linked = comm.linked();
+  if (const verbs::Links *links = comm.links(); links != nullptr) {
+    const verbs::Port &port = links->port();
+    info.rdma = true;
+    info.device = port.device;
+    info.port = port.port_num;
+    info.gid_index = port.gid_index;
+  }
+  return info;
+}
+
 Expected<void *> PeerPointer(HcclComm handle, const Communicator &comm, uint32_t rank,
                              uintptr_t peer_va, size_t size) {
   auto peers = Linked(handle, comm);

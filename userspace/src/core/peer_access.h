@@ -10,6 +10,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "base/status.h"
@@ -17,6 +18,16 @@
 #include "core/peer_memory.h"
 
 namespace hzc {
+
+// hzc_comm_link_info: what @comm's links are made of.
+struct LinkInfo {
+  bool linked = false;  // the first HcclCommSetMemoryRange made them
+  bool rdma = false;    // they include RDMA queue pairs (else kernel-only)
+  std::string device;   // RDMA device, port and GID index when rdma
+  uint32_t port = 0;
+  uint32_t gid_index = 0;
+};
+LinkInfo DescribeLinks(const Communicator &comm);
 
 // hzc_comm_peer_ptr: a local pointer to [peer_va, peer_va + size) of @rank. HCCL_E_UNAVAIL
 // before the links are made.
