@@ -19,6 +19,11 @@ typedef void *aclrtStream;
 #define ACL_ERROR_NONE 0
 #define ACL_ERROR_INVALID_PARAM 100000
 #define ACL_ERROR_UNINITIALIZE 100001
+#define ACL_ERROR_REPEAT_INITIALIZE 100002
+
+/* Profiling (acl/acl_prof.h). */
+#define ACL_ERROR_PROF_ALREADY_RUN 100042
+#define ACL_ERROR_PROF_NOT_RUN 100043
 
 /* Runtime codes: 107xxx parameter/feature, 207xxx resource, 507xxx internal. */
 #define ACL_ERROR_RT_PARAM_INVALID 107000
