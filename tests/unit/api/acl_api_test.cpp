@@ -194,6 +194,21 @@ TEST_F(AclVmmTest, HugeAllocation) {
   EXPECT_EQ(aclrtReleaseMemAddress(va), ACL_SUCCESS);
 }
 
+// The flow of a caller that reserves with flags 0 and maps a huge-page allocation at the base
+// (the alignment argument is reserved, so it cannot ask for 2 MiB).
+TEST_F(AclVmmTest, HugeAllocationMapsAtTheBaseOfAFlagsZeroReservation) {
+  void *va = nullptr;
+  ASSERT_EQ(aclrtReserveMemAddress(&va, k2M + kPage, 0, nullptr, 0), ACL_SUCCESS);
+  auto prop = Prop(ACL_HBM_MEM_HUGE);
+  aclrtDrvMemHandle h = nullptr;
+  ASSERT_EQ(aclrtMallocPhysical(&h, k2M, &prop, 0), ACL_SUCCESS);
+  ASSERT_EQ(aclrtMapMem(va, k2M, 0, h, 0), ACL_SUCCESS);
+  static_cast<char *>(va)[k2M - 1] = 1;
+  EXPECT_EQ(aclrtUnmapMem(va), ACL_SUCCESS);
+  EXPECT_EQ(aclrtFreePhysical(h), ACL_SUCCESS);
+  EXPECT_EQ(aclrtReleaseMemAddress(va), ACL_SUCCESS);
+}
+
 TEST_F(AclVmmTest, MallocBadArguments) {
   ExpectErrorLog("aclrtFreePhysical: ");
   ExpectErrorLog("aclrtMallocPhysical: ");

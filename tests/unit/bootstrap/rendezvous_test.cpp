@@ -2,10 +2,17 @@
 // The TCP rendezvous on loopback, with ranks as threads.
 #include "bootstrap/rendezvous.h"
 
+#include <arpa/inet.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+
+#include <cstring>
 #include <future>
 #include <thread>
 #include <vector>
 
+#include "base/unique_fd.h"
+#include "forked_child.h"
 #include "hzc_test.h"
 
 namespace hzc::bootstrap {
@@ -52,6 +59,73 @@ TEST_F(RendezvousTest, EightRanksExchangeIdentities) {
       EXPECT_EQ((*r)[i].pid, 1000 + i);
     }
   }
+}
+
+// The process serving the rendezvous is rank 0 and exits the moment its Join returns (a
+// program that only initialises): the other ranks still get the table. The root thread sends
+// the table in rank order, so rank 0 has it first; without waiting for the thread, rank 0's
+// process ends while the table is on its way to the others and they fail with
+// HCCL_E_TCP_TRANSFER. With 64 ranks the thread still has 63 tables to send when rank 0
+// returns: without the wait about nine rounds in ten failed here, so eight rounds do not pass.
+TEST_F(RendezvousTest, RootProcessExitingRightAfterJoinLeavesNoRankWithoutTheTable) {
+  constexpr uint32_t kRanks = 64;
+  constexpr int kRounds = 8;
+  void *shared =
+      mmap(nullptr, sizeof(RootInfo), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(shared, MAP_FAILED);
+  for (int round = 0; round < kRounds; ++round) {
+    test::ForkedChild root_process([&](test::ForkedChild::Pipes pipes) {
+      auto root = StartRoot("127.0.0.1", seconds(5));
+      if (!root.ok()) {
+        return 1;
+      }
+      std::memcpy(shared, &*root, sizeof(RootInfo));
+      if (!test::ForkedChild::Write(pipes.out, 1)) {
+        return 2;
+      }
+      return Join(*root, kRanks, 0, RankIdentity{"host-0", 1000}, seconds(5)).ok() ? 0 : 3;
+    });
+    uint64_t word = 0;
+    ASSERT_TRUE(root_process.Receive(&word));
+    RootInfo root;
+    std::memcpy(&root, shared, sizeof(RootInfo));
+    std::vector<uint32_t> others;
+    for (uint32_t r = 1; r < kRanks; ++r) {
+      others.push_back(r);
+    }
+    for (auto &r : RunRanks(root, kRanks, others, seconds(5))) {
+      EXPECT_TRUE(r.ok()) << "round " << round << ": " << r.status().message();
+    }
+    EXPECT_EQ(root_process.Wait(), 0) << "round " << round;
+    if (HasFailure()) {
+      break;
+    }
+  }
+  munmap(shared, sizeof(RootInfo));
+}
+
+// A rank that joined and then vanished before the table reached it: the root's own Join,
+// in the process serving the rendezvous, says so rather than succeed alone.
+TEST_F(RendezvousTest, RootRankFailsWhenTheTableDidNotReachARank) {
+  ExpectErrorLog("bootstrap: root");
+  auto root = StartRoot("127.0.0.1", seconds(5));
+  ASSERT_TRUE(root.ok()) << root.status().message();
+  UniqueFd gone(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  ASSERT_EQ(
+      connect(gone.get(), reinterpret_cast<const sockaddr *>(&root->addr), sizeof(sockaddr_in)), 0);
+  const std::string hello =
+      R"({"uid":")" + IdString(root->id) + R"(","nranks":2,"rank":1,"host":"h","pid":2})";
+  const uint32_t len = htonl(static_cast<uint32_t>(hello.size()));
+  ASSERT_EQ(send(gone.get(), &len, sizeof(len), 0), static_cast<ssize_t>(sizeof(len)));
+  ASSERT_EQ(send(gone.get(), hello.data(), hello.size(), 0), static_cast<ssize_t>(hello.size()));
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the root reads the hello
+  const linger reset{.l_onoff = 1, .l_linger = 0};              // close with a reset
+  ASSERT_EQ(setsockopt(gone.get(), SOL_SOCKET, SO_LINGER, &reset, sizeof(reset)), 0);
+  gone.reset();
+  auto r = Join(*root, 2, 0, RankIdentity{"h", 1}, seconds(5));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), HCCL_E_TCP_TRANSFER);
+  EXPECT_THAT(r.status().message(), HasSubstr("rank(s) 1 of 2 did not get the rank table"));
 }
 
 TEST_F(RendezvousTest, SingleRank) {

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <vector>
 
 #include "hzc_test.h"
 
@@ -47,6 +48,46 @@ TEST_F(VmmTest, GranularityFollowsTheMemoryAttribute) {
   EXPECT_EQ(g, kHugePageSize);
   ASSERT_TRUE(Granularity(Prop(ACL_HBM_MEM_HUGE1G), ACL_RT_MEM_ALLOC_GRANULARITY_MINIMUM, &g).ok());
   EXPECT_EQ(g, kGiantPageSize);
+}
+
+// Where the library picks the address, a reservation's base can take any allocation that fits:
+// 2 MiB-aligned (huge pages) whatever the flags, 1 GiB-aligned once a 1 GiB page fits. Eight
+// small reservations in a row: the kernel would place them next to each other, so at most one
+// would be 2 MiB-aligned by chance.
+TEST_F(VmmTest, ReservationBaseIsAlignedForTheLargestPageThatFits) {
+  std::vector<void *> small;
+  for (int i = 0; i < 8; ++i) {
+    void *va = nullptr;
+    ASSERT_TRUE(Reserve(&va, 3 * kPage, nullptr, 0).ok());
+    small.push_back(va);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(va) % kHugePageSize, 0U) << "reservation " << i;
+  }
+  void *giant = nullptr;
+  ASSERT_TRUE(Reserve(&giant, kGiantPageSize + kPage, nullptr, 0).ok());
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(giant) % kGiantPageSize, 0U);
+  void *below = nullptr;  // no 1 GiB page fits: 2 MiB is enough
+  ASSERT_TRUE(Reserve(&below, kGiantPageSize - kHugePageSize, nullptr, 1).ok());
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(below) % kHugePageSize, 0U);
+  for (void *va : small) {
+    EXPECT_TRUE(Release(va).ok());
+  }
+  EXPECT_TRUE(Release(giant).ok());
+  EXPECT_TRUE(Release(below).ok());
+}
+
+// An expectPtr is taken as given: flags 0 need the page alignment only.
+TEST_F(VmmTest, ExpectPtrNeedsOnlyTheAlignmentOfTheFlags) {
+  void *va = nullptr;
+  ASSERT_TRUE(Reserve(&va, 4 * kPage, nullptr, 0).ok());
+  ASSERT_TRUE(Release(va).ok());
+  void *at = static_cast<char *>(va) + kPage;
+  void *got = nullptr;
+  ASSERT_TRUE(Reserve(&got, kPage, at, 0).ok());
+  EXPECT_EQ(got, at);
+  EXPECT_TRUE(Release(got).ok());
+  const auto st = Reserve(&got, kHugePageSize, at, 1);
+  EXPECT_EQ(st.code(), ACL_ERROR_RT_PARAM_INVALID);
+  EXPECT_THAT(st.message(), HasSubstr("not aligned to 0x200000"));
 }
 
 // Every object is counted while it lives; a freed handle's memory lives on in its mapping.

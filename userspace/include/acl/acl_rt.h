@@ -68,9 +68,12 @@ typedef enum aclrtMemGranularityOptions {
 
 /**
  * Reserve @size bytes of virtual address space (no memory behind it).  @alignment is
- * reserved (0).  @expectPtr NULL lets the library choose; otherwise it must be aligned to
- * the granularity and free, else ACL_ERROR_RT_PARAM_INVALID / ACL_ERROR_RT_MEMORY_ALLOCATION.
- * @flags: 0 normal pages, 1 huge pages (2 MiB granularity).
+ * reserved (0).  @expectPtr NULL lets the library choose, and it chooses an address where
+ * any allocation that fits can be mapped at the base: aligned to 1 GiB when @size is at
+ * least 1 GiB (ACL_HBM_MEM_HUGE1G pages), else to 2 MiB (huge pages), whatever @flags.
+ * Otherwise @expectPtr must be aligned to the granularity of @flags and free, else
+ * ACL_ERROR_RT_PARAM_INVALID / ACL_ERROR_RT_MEMORY_ALLOCATION.
+ * @flags: 0 normal pages (size rounded up to the page), 1 huge pages (to 2 MiB).
  */
 aclError aclrtReserveMemAddress(void **virPtr, size_t size, size_t alignment, void *expectPtr,
                                 uint64_t flags);

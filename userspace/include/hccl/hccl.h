@@ -22,9 +22,17 @@ extern "C" {
 /** A static, human-readable string for @code ("unknown error code" for unknown codes). */
 const char *HcclGetErrorString(HcclResult code);
 
-/** Root rank: make the root info (address, port, unique id) to hand to every rank. */
+/**
+ * Root rank: make the root info (address, port, unique id) to hand to every rank.  The calling
+ * process serves the rendezvous from a thread until every rank has joined (or
+ * HCCL_CONNECT_TIMEOUT after the first): it must not exit before that unless it is a rank.
+ */
 HcclResult HcclGetRootInfo(HcclRootInfo *rootInfo);
-/** Create a communicator of @nRanks ranks by TCP rendezvous at the root (all ranks call). */
+/**
+ * Create a communicator of @nRanks ranks by TCP rendezvous at the root (all ranks call).  In
+ * the process that called HcclGetRootInfo it returns once every rank has the rank table, so
+ * that process may exit right after it.
+ */
 HcclResult HcclCommInitRootInfo(uint32_t nRanks, const HcclRootInfo *rootInfo, uint32_t rank,
                                 HcclComm *comm);
 /** Create a communicator from a rank-table JSON file (version 1.0 or 1.2). */

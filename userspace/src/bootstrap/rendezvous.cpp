@@ -10,10 +10,14 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <condition_variable>
 #include <cstring>
 #include <map>
+#include <memory>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <thread>
+#include <vector>
 
 #include "base/errno_string.h"
 #include "base/log.h"
@@ -29,6 +33,8 @@ using Clock = std::chrono::steady_clock;
 using json = nlohmann::json;
 
 constexpr uint32_t kMaxMessage = 1U << 20;
+// How long the root thread has to answer every rank once the rendezvous is decided.
+constexpr std::chrono::seconds kAnswerTime{5};
 
 // Send (@out) or receive @len bytes at @p, waiting for the socket until @deadline.
 Status Stream(int fd, char *p, size_t len, Clock::time_point deadline, bool out) {
@@ -131,13 +137,103 @@ struct Joined {
   RankIdentity peer;
 };
 
-void RefuseRank(int fd, HcclResult code, const std::string &why) {
-  const auto deadline = Clock::now() + std::chrono::seconds(2);
-  (void)SendJson(fd, json{{"code", code}, {"error", why}}, deadline);
+// A rendezvous this process serves. Its ranks in this process wait in Join until the root
+// thread has answered every rank: the process must not end (and the thread with it) while a
+// table is on its way to another rank.
+struct Serving {
+  pid_t owner = 0;          // the process whose thread serves it (not a forked child)
+  bool done = false;        // every rank was answered, or could not be
+  std::string undelivered;  // why some rank did not get the table; empty if all did
+};
+
+struct ServingRegistry {
+  std::mutex mutex;
+  std::condition_variable answered;
+  std::map<std::string, std::shared_ptr<Serving>> by_id;  // until the thread is done
+};
+
+ServingRegistry &Servings() {
+  static ServingRegistry *const registry = new ServingRegistry();  // outlives the threads
+  return *registry;
 }
 
-// The root thread: one rendezvous, then exit.
-void ServeRootOnce(UniqueFd listener, RootInfo info, std::chrono::seconds timeout) {
+std::shared_ptr<Serving> AddServing(const std::string &uid) {
+  auto serving = std::make_shared<Serving>();
+  serving->owner = getpid();
+  ServingRegistry &reg = Servings();
+  std::lock_guard lock(reg.mutex);
+  reg.by_id[uid] = serving;
+  return serving;
+}
+
+// The rendezvous @uid if this process serves it and is not done with it, else null.
+std::shared_ptr<Serving> FindServing(const std::string &uid) {
+  ServingRegistry &reg = Servings();
+  std::lock_guard lock(reg.mutex);
+  auto it = reg.by_id.find(uid);
+  return it == reg.by_id.end() || it->second->owner != getpid() ? nullptr : it->second;
+}
+
+void FinishServing(const std::string &uid, Serving &serving, std::string undelivered) {
+  ServingRegistry &reg = Servings();
+  {
+    std::lock_guard lock(reg.mutex);
+    serving.done = true;
+    serving.undelivered = std::move(undelivered);
+    reg.by_id.erase(uid);
+  }
+  reg.answered.notify_all();
+}
+
+// Wait until the root thread answered every rank, at most until @deadline.
+Status WaitAnswered(const Serving &serving, Clock::time_point deadline) {
+  ServingRegistry &reg = Servings();
+  std::unique_lock lock(reg.mutex);
+  if (!reg.answered.wait_until(lock, deadline, [&] { return serving.done; })) {
+    return Error(HCCL_E_TIMEOUT, "this process's root thread did not answer every rank in time");
+  }
+  if (!serving.undelivered.empty()) {
+    return Error(HCCL_E_TCP_TRANSFER, "{}", serving.undelivered);
+  }
+  return Status::Ok();
+}
+
+// Refuse a rank at its hello (it is not counted), or (@joined) tell a counted rank that the
+// rendezvous failed.
+void RefuseRank(int fd, HcclResult code, const std::string &why, bool joined = false,
+                Clock::time_point deadline = Clock::now() + std::chrono::seconds(2)) {
+  (void)SendJson(fd, json{{"code", code}, {"error", why}, {"joined", joined}}, deadline);
+}
+
+// Send the table of all ranks to every rank; why some rank did not get it, or "".
+std::string SendTable(const std::map<uint32_t, Joined> &joined, uint32_t nranks,
+                      const std::string &where) {
+  const auto deadline = Clock::now() + kAnswerTime;
+  json table = json::array();
+  for (const auto &[r, j] : joined) {
+    table.push_back({{"host", j.peer.host}, {"pid", j.peer.pid}});
+  }
+  const json reply{{"code", 0}, {"ranks", table}};
+  std::map<uint32_t, std::string> failed;
+  for (const auto &[r, j] : joined) {
+    if (Status st = SendJson(j.fd.get(), reply, deadline); !st.ok()) {
+      failed[r] = st.message();
+    }
+  }
+  if (failed.empty()) {
+    LogDebug("bootstrap: root {}: {} ranks joined", where, nranks);
+    return "";
+  }
+  const std::string why =
+      fmt::format("rank(s) {} of {} did not get the rank table (rank {}: {})",
+                  RanksWhere(nranks, [&](uint32_t r) { return failed.contains(r); }), nranks,
+                  failed.begin()->first, failed.begin()->second);
+  LogError("bootstrap: root {}: {}", where, why);
+  return why;
+}
+
+// The root thread: one rendezvous, then exit; why some rank did not get the table, or "".
+std::string ServeRootOnce(UniqueFd listener, RootInfo info, std::chrono::seconds timeout) {
   const std::string uid = IdString(info.id);
   const std::string where = info.AddressString();
   std::map<uint32_t, Joined> joined;
@@ -182,34 +278,91 @@ void ServeRootOnce(UniqueFd listener, RootInfo info, std::chrono::seconds timeou
     }
     joined[r] = Joined{std::move(conn), RankIdentity{h.value("host", ""), h.value("pid", 0U)}};
   }
-  const auto send_deadline = Clock::now() + std::chrono::seconds(5);
   if (nranks != 0 && joined.size() == nranks) {
-    json table = json::array();
-    for (const auto &[r, j] : joined) {
-      table.push_back({{"host", j.peer.host}, {"pid", j.peer.pid}});
-    }
-    for (auto &[r, j] : joined) {
-      (void)SendJson(j.fd.get(), json{{"code", 0}, {"ranks", table}}, send_deadline);
-    }
-    LogDebug("bootstrap: root {}: {} ranks joined", where, nranks);
-    return;
+    return SendTable(joined, nranks, where);
   }
   const std::string missing = RanksWhere(nranks, [&](uint32_t r) { return !joined.contains(r); });
   const std::string why = nranks == 0 ? std::string("no rank arrived")
                                       : fmt::format("rank(s) {} of {} did not arrive within {}s",
                                                     missing, nranks, timeout.count());
   LogError("bootstrap: root {}: rendezvous failed: {}", where, why);
+  const auto answer_deadline = Clock::now() + kAnswerTime;
   for (auto &[r, j] : joined) {
-    RefuseRank(j.fd.get(), HCCL_E_TIMEOUT, why);
+    RefuseRank(j.fd.get(), HCCL_E_TIMEOUT, why, true, answer_deadline);
   }
+  return "";  // every rank that came has its error
 }
 
-void ServeRoot(UniqueFd listener, RootInfo info, std::chrono::seconds timeout) {
+void ServeRoot(UniqueFd listener, RootInfo info, std::chrono::seconds timeout,
+               std::shared_ptr<Serving> serving) {
+  std::string undelivered;
   try {
-    ServeRootOnce(std::move(listener), info, timeout);
+    undelivered = ServeRootOnce(std::move(listener), info, timeout);
   } catch (const std::exception &e) {
     LogError("bootstrap: root {}: internal error: {}", info.AddressString(), e.what());
+    undelivered = fmt::format("internal error: {}", e.what());
   }
+  FinishServing(IdString(info.id), *serving, std::move(undelivered));
+}
+
+// A connection to the root, retried until @deadline (the root may not listen yet).
+Expected<UniqueFd> Connect(const RootInfo &root, Clock::time_point deadline,
+                           std::chrono::seconds timeout) {
+  int last_err = 0;
+  while (Clock::now() < deadline) {
+    UniqueFd fd(socket(root.addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    if (!fd.valid()) {
+      return Error(HCCL_E_TCP_CONNECT, "socket failed: {}", ErrnoString(errno));
+    }
+    if (connect(fd.get(), reinterpret_cast<const sockaddr *>(&root.addr), AddrLen(root.addr)) ==
+        0) {
+      return fd;
+    }
+    last_err = errno;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return Error(HCCL_E_TCP_CONNECT, "cannot reach the root at {} within {}s: {}",
+               root.AddressString(), timeout.count(), ErrnoString(last_err));
+}
+
+// Send this rank's hello and receive the table of all ranks. *@joined: the root counted this
+// rank (it sent the table, or the rendezvous failed), rather than refusing its hello.
+Expected<std::vector<RankIdentity>> Exchange(const RootInfo &root, uint32_t nranks, uint32_t rank,
+                                             const RankIdentity &self, Clock::time_point deadline,
+                                             std::chrono::seconds timeout, bool *joined) {
+  const std::string where = root.AddressString();
+  auto fd = Connect(root, deadline, timeout);
+  if (!fd.ok()) {
+    return fd.status();
+  }
+  const json hello = {{"uid", IdString(root.id)},
+                      {"nranks", nranks},
+                      {"rank", rank},
+                      {"host", self.host},
+                      {"pid", self.pid}};
+  if (Status st = SendJson(fd->get(), hello, deadline); !st.ok()) {
+    return Error(st.code(), "root {}: {}", where, st.message());
+  }
+  auto reply = RecvJson(fd->get(), deadline);
+  if (!reply.ok()) {
+    return Error(reply.status().code(), "root {}: {}", where, reply.status().message());
+  }
+  const json &r = *reply;
+  const int code = r.value("code", static_cast<int>(HCCL_E_INTERNAL));
+  *joined = code == 0 || r.value("joined", false);
+  if (code != 0) {
+    return Error(static_cast<HcclResult>(code), "root {}: {}", where,
+                 r.value("error", std::string("refused")));
+  }
+  const json ranks = r.value("ranks", json::array());
+  if (!ranks.is_array() || ranks.size() != nranks) {
+    return Error(HCCL_E_TCP_TRANSFER, "root {}: malformed rank table", where);
+  }
+  std::vector<RankIdentity> peers;
+  for (const auto &p : ranks) {
+    peers.push_back(RankIdentity{p.value("host", ""), p.value("pid", 0U)});
+  }
+  return peers;
 }
 
 }  // namespace
@@ -241,7 +394,7 @@ Expected<RootInfo> StartRoot(const std::string &address, std::chrono::seconds ti
   RootInfo info;
   info.addr = bound;
   info.id = *id;
-  std::thread(ServeRoot, std::move(fd), info, timeout).detach();
+  std::thread(ServeRoot, std::move(fd), info, timeout, AddServing(IdString(info.id))).detach();
   LogInfo("bootstrap: root listening on {} for communicator {}", info.AddressString(),
           IdString(info.id));
   return info;
@@ -250,53 +403,18 @@ Expected<RootInfo> StartRoot(const std::string &address, std::chrono::seconds ti
 Expected<std::vector<RankIdentity>> Join(const RootInfo &root, uint32_t nranks, uint32_t rank,
                                          const RankIdentity &self, std::chrono::seconds timeout) {
   const auto deadline = Clock::now() + timeout + std::chrono::seconds(2);
-  const std::string where = root.AddressString();
-  UniqueFd fd;
-  int last_err = 0;
-  while (Clock::now() < deadline) {
-    fd.reset(socket(root.addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0));
-    if (!fd.valid()) {
-      return Error(HCCL_E_TCP_CONNECT, "socket failed: {}", ErrnoString(errno));
+  // Looked up before the hello: the thread cannot be done with this rank before it came.
+  const std::shared_ptr<Serving> serving = FindServing(IdString(root.id));
+  bool joined = false;
+  auto table = Exchange(root, nranks, rank, self, deadline, timeout, &joined);
+  if (serving != nullptr && joined) {
+    // The thread answers within kAnswerTime of its own deadline, which is at most this one.
+    Status answered = WaitAnswered(*serving, deadline + kAnswerTime);
+    if (table.ok() && !answered.ok()) {
+      return Error(answered.code(), "root {}: {}", root.AddressString(), answered.message());
     }
-    if (connect(fd.get(), reinterpret_cast<const sockaddr *>(&root.addr), AddrLen(root.addr)) ==
-        0) {
-      break;
-    }
-    last_err = errno;
-    fd.reset();
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
-  if (!fd.valid()) {
-    return Error(HCCL_E_TCP_CONNECT, "cannot reach the root at {} within {}s: {}", where,
-                 timeout.count(), ErrnoString(last_err));
-  }
-  const json hello = {{"uid", IdString(root.id)},
-                      {"nranks", nranks},
-                      {"rank", rank},
-                      {"host", self.host},
-                      {"pid", self.pid}};
-  if (Status st = SendJson(fd.get(), hello, deadline); !st.ok()) {
-    return Error(st.code(), "root {}: {}", where, st.message());
-  }
-  auto reply = RecvJson(fd.get(), deadline);
-  if (!reply.ok()) {
-    return Error(reply.status().code(), "root {}: {}", where, reply.status().message());
-  }
-  const json &r = *reply;
-  const int code = r.value("code", static_cast<int>(HCCL_E_INTERNAL));
-  if (code != 0) {
-    return Error(static_cast<HcclResult>(code), "root {}: {}", where,
-                 r.value("error", std::string("refused")));
-  }
-  const json ranks = r.value("ranks", json::array());
-  if (!ranks.is_array() || ranks.size() != nranks) {
-    return Error(HCCL_E_TCP_TRANSFER, "root {}: malformed rank table", where);
-  }
-  std::vector<RankIdentity> peers;
-  for (const auto &p : ranks) {
-    peers.push_back(RankIdentity{p.value("host", ""), p.value("pid", 0U)});
-  }
-  return peers;
+  return table;
 }
 
 }  // namespace hzc::bootstrap

@@ -6,6 +6,11 @@
 // pid); once all nranks distinct ranks with the same id and nranks have arrived, the root sends
 // every rank the table of all ranks and exits. It waits at most the connect timeout after the
 // first hello; ranks that came get HCCL_E_TIMEOUT naming the missing ranks.
+// A rank in the process that serves the rendezvous (usually rank 0, which called
+// HcclGetRootInfo) returns from Join only once the root thread has answered every rank (or
+// failed to: HCCL_E_TCP_TRANSFER naming the ranks), so that process can exit right after
+// HcclCommInitRootInfo without cutting off the table on its way to the others. A process that
+// serves a rendezvous without joining it must stay alive until the ranks have joined.
 // Messages are a 4-byte big-endian length followed by JSON.
 #pragma once
 
@@ -28,7 +33,9 @@ struct RankIdentity {
 // IPv4 interface, else 127.0.0.1) and serve one rendezvous in a background thread.
 Expected<RootInfo> StartRoot(const std::string &address, std::chrono::seconds timeout);
 
-// Join the rendezvous described by @root as @rank of @nranks; the table of all ranks.
+// Join the rendezvous described by @root as @rank of @nranks; the table of all ranks. In the
+// process serving it, returns once every rank was answered (at most 5 s after the deadline of
+// the rendezvous).
 Expected<std::vector<RankIdentity>> Join(const RootInfo &root, uint32_t nranks, uint32_t rank,
                                          const RankIdentity &self, std::chrono::seconds timeout);
 

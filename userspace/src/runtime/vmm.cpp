@@ -116,6 +116,35 @@ std::map<uintptr_t, Reservation>::iterator FindReservation(State &s, uintptr_t v
   return it;
 }
 
+constexpr int kReserveFlags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE;
+
+// Where the library picks a reservation's address: the largest granularity of an allocation
+// that can be mapped inside @size bytes, since a mapping's address must be a multiple of its
+// allocation's granularity and the caller cannot ask for an alignment (it is reserved) nor
+// know, when reserving, which allocations it will map: 1 GiB (ACL_HBM_MEM_HUGE1G) when a
+// 1 GiB page fits, else 2 MiB (the huge-page attributes), whatever the flags.
+size_t BaseAlignment(size_t size) {
+  return size >= kGiantPageSize ? kGiantPageSize : kHugePageSize;
+}
+
+// A PROT_NONE reservation of @size bytes at an address aligned to @align that the kernel
+// picks: over-reserve, then trim both ends. nullptr (errno set) if there is no such hole.
+void *ReserveAligned(size_t size, size_t align) {
+  const size_t extra = align - PageSize();  // mmap's addresses are page-aligned already
+  void *raw = mmap(nullptr, size + extra, PROT_NONE, kReserveFlags, -1, 0);
+  if (raw == MAP_FAILED) {
+    return nullptr;
+  }
+  const uintptr_t start = (Addr(raw) + align - 1) / align * align;
+  if (const size_t head = start - Addr(raw); head > 0) {
+    munmap(raw, head);
+  }
+  if (const size_t tail = Addr(raw) + size + extra - (start + size); tail > 0) {
+    munmap(reinterpret_cast<void *>(start + size), tail);
+  }
+  return reinterpret_cast<void *>(start);
+}
+
 // Try a hugetlb memfd with every page allocated up front; an empty fd if the pool lacks them.
 UniqueFd TryHugetlb(size_t size, size_t page) {
   const unsigned int size_flag = page == kGiantPageSize ? MFD_HUGE_1GB : MFD_HUGE_2MB;
@@ -163,22 +192,20 @@ AclStatus Reserve(void **out, size_t size, void *expect, uint64_t flags) {
   if (size == 0) {
     return Error(ACL_ERROR_RT_PARAM_INVALID, "size=0: must not be 0");
   }
-  const size_t align = flags == 1 ? kHugePageSize : PageSize();
-  if (size > SIZE_MAX - 2 * align) {
+  const size_t granule = flags == 1 ? kHugePageSize : PageSize();
+  if (size > SIZE_MAX - 2 * kGiantPageSize) {
     return Error(ACL_ERROR_RT_PARAM_INVALID, "size={:#x}: too large", size);
   }
-  const size_t rounded = (size + align - 1) / align * align;
-  if (expect != nullptr && Addr(expect) % align != 0) {
-    return Error(ACL_ERROR_RT_PARAM_INVALID, "expectPtr={}: not aligned to {:#x}", expect, align);
+  const size_t rounded = (size + granule - 1) / granule * granule;
+  if (expect != nullptr && Addr(expect) % granule != 0) {
+    return Error(ACL_ERROR_RT_PARAM_INVALID, "expectPtr={}: not aligned to {:#x}", expect, granule);
   }
   if (expect != nullptr && Addr(expect) > UINTPTR_MAX - rounded) {
     return Error(ACL_ERROR_RT_PARAM_INVALID, "expectPtr={}: range wraps around", expect);
   }
   void *base = nullptr;
-  const int prot = PROT_NONE;
-  const int mflags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE;
   if (expect != nullptr) {
-    base = mmap(expect, rounded, prot, mflags | MAP_FIXED_NOREPLACE, -1, 0);
+    base = mmap(expect, rounded, PROT_NONE, kReserveFlags | MAP_FIXED_NOREPLACE, -1, 0);
     if (base == MAP_FAILED) {
       return Error(ACL_ERROR_RT_MEMORY_ALLOCATION, "expectPtr={} size={:#x}: address not free: {}",
                    expect, rounded, ErrnoString(errno));
@@ -189,21 +216,19 @@ AclStatus Reserve(void **out, size_t size, void *expect, uint64_t flags) {
                    expect, rounded);
     }
   } else {
-    // Over-reserve to align the base, then trim both ends.
-    void *raw = mmap(nullptr, rounded + align, prot, mflags, -1, 0);
-    if (raw == MAP_FAILED) {
+    const size_t align = BaseAlignment(rounded);
+    base = ReserveAligned(rounded, align);
+    if (base == nullptr && align > granule) {
+      LogDebug(
+          "aclrtReserveMemAddress: no {:#x}-aligned hole for {:#x} bytes ({}), aligning to "
+          "{:#x}",
+          align, rounded, ErrnoString(errno), granule);
+      base = ReserveAligned(rounded, granule);
+    }
+    if (base == nullptr) {
       return Error(ACL_ERROR_RT_MEMORY_ALLOCATION, "size={:#x}: mmap failed: {}", rounded,
                    ErrnoString(errno));
     }
-    const uintptr_t start = (Addr(raw) + align - 1) / align * align;
-    if (start > Addr(raw)) {
-      munmap(raw, start - Addr(raw));
-    }
-    const uintptr_t tail = Addr(raw) + rounded + align - (start + rounded);
-    if (tail > 0) {
-      munmap(reinterpret_cast<void *>(start + rounded), tail);
-    }
-    base = reinterpret_cast<void *>(start);
   }
   State &s = GetState();
   {

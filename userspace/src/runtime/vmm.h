@@ -1,7 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
 // Host implementation of the ACL virtual-memory calls.
 //
-//   reservation  a PROT_NONE, MAP_NORESERVE anonymous mapping
+//   reservation  a PROT_NONE, MAP_NORESERVE anonymous mapping; at an address the library
+//                picks (no expectPtr) its base is aligned to 1 GiB when it is at least 1 GiB
+//                long, else to 2 MiB, whatever the flags: a mapping's address must be a multiple
+//                of its allocation's granularity (2 MiB huge, 1 GiB ACL_HBM_MEM_HUGE1G), and
+//                the caller cannot ask for an alignment (aclrtReserveMemAddress's is reserved).
+//                An expectPtr is taken as given: aligned to the page (flags 0) or 2 MiB (1).
 //   physical     a memfd (hugetlb for huge-page attributes when the pool has pages, else a
 //                plain memfd with transparent huge pages requested), allocated eagerly
 //   mapping      the whole memfd mapped MAP_SHARED|MAP_FIXED into a reservation
