@@ -11,12 +11,18 @@
 //               the bytes around the buffers alone; a matching call afterwards works
 //     absent    the last rank never calls: the others get HCCL_E_TIMEOUT
 //     die       rank 1 is killed before a call: the others get an error, quickly
+//     refuse    after a first call, rank 1 passes an unknown dataType (refusenull: rank 2 a
+//               null sendBuf) to an AllReduce the others make: it gets HCCL_E_PARA (HCCL_E_PTR)
+//               and the others HCCL_E_PARA, quickly; then an AllReduce works on every rank
+//               (75 if it does not)
+//     refusefirst  the same as the communicator's first call: the others time out
+//               (HCCL_CONNECT_TIMEOUT) opening the control area
 //     revoke    (zerocopy) rank 1 deactivates its input during a large AllGather: the readers
 //               get HCCL_E_REMOTE and do not crash (58: the deactivation never came inside a
 //               call in 10 attempts)
 // Exit status: 0 success; an HcclResult for an unexpected result; 60 wrong data; 61 bytes
-// outside a buffer changed; 50+ setup failures. The scenarios absent/die/revoke exit with the
-// result of the decisive call.
+// outside a buffer changed; 50+ setup failures. The scenarios absent/die/revoke/refuse* exit
+// with the result of the decisive call (74: it took more than 5 s).
 #include <acl/acl.h>
 #include <hccl/hccl.h>
 #include <signal.h>
@@ -360,6 +366,39 @@ int Die() {
   return ms > 5000 ? 74 : r;
 }
 
+// The AllReduce every rank makes, rank @bad with a bad argument (@null_buffer: sendBuf NULL,
+// else an unknown dataType), after a Barrier when @after_a_call; its result (74 if it took
+// more than 5 s).
+int Refuse(uint32_t bad, bool null_buffer, bool after_a_call) {
+  if (after_a_call && HcclBarrier(g_comm, nullptr) != HCCL_SUCCESS) {  // the control area exists
+    return 53;
+  }
+  float x = 1;
+  const bool me = g_rank == bad;
+  const auto start = std::chrono::steady_clock::now();
+  const HcclResult r =
+      HcclAllReduce(me && null_buffer ? nullptr : &x, &x, 1,
+                    me && !null_buffer ? static_cast<HcclDataType>(99) : HCCL_DATA_TYPE_FP32,
+                    HCCL_REDUCE_SUM, g_comm, nullptr);
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                      std::chrono::steady_clock::now() - start)
+                      .count();
+  std::fprintf(stderr, "rank %u: result %d after %lld ms\n", g_rank, r, static_cast<long long>(ms));
+  if (!after_a_call) {
+    return r;
+  }
+  if (ms > 5000) {
+    return 74;
+  }
+  float sum = static_cast<float>(g_rank + 1);
+  if (HcclAllReduce(&sum, &sum, 1, HCCL_DATA_TYPE_FP32, HCCL_REDUCE_SUM, g_comm, nullptr) !=
+          HCCL_SUCCESS ||
+      sum != static_cast<float>(g_n * (g_n + 1) / 2)) {
+    return 75;
+  }
+  return r;
+}
+
 int Revoke() {
   const size_t count = 16 << 20;
   Arena arena(count * (g_n + 1) + 4096, true);
@@ -437,9 +476,15 @@ int main(int argc, char **argv) {
     rc = Die();
   } else if (scenario == "revoke") {
     rc = Revoke();
+  } else if (scenario == "refuse") {
+    rc = Refuse(1, false, true);
+  } else if (scenario == "refusenull") {
+    rc = Refuse(2, true, true);
+  } else if (scenario == "refusefirst") {
+    rc = Refuse(1, false, false);
   }
   if (scenario != "die" && scenario != "absent" && scenario != "revoke" &&
-      HcclCommDestroy(g_comm) != HCCL_SUCCESS && rc == 0) {
+      scenario != "refusefirst" && HcclCommDestroy(g_comm) != HCCL_SUCCESS && rc == 0) {
     rc = 56;
   }
   return rc;

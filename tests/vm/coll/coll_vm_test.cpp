@@ -112,6 +112,25 @@ TEST_F(CollTest, DeadRankIsAnErrorNotAHang) {
   EXPECT_EQ(rc, (std::vector<int>{HCCL_E_REMOTE, -SIGKILL, HCCL_E_REMOTE}));
 }
 
+// A rank whose own arguments are bad posts the call as refused: the others do not wait for
+// HCCL_EXEC_TIMEOUT (60 s here) but fail the call at once naming it, and the communicator
+// still works.
+TEST_F(CollTest, BadArgumentOnOneRankFailsTheOthersAtOnce) {
+  ExpectErrorLog("HcclAllReduce: ");
+  EXPECT_EQ(RunRanks(3, "refuse", "staging"),
+            (std::vector<int>{HCCL_E_PARA, HCCL_E_PARA, HCCL_E_PARA}));
+  EXPECT_EQ(RunRanks(3, "refusenull", "staging"),
+            (std::vector<int>{HCCL_E_PARA, HCCL_E_PARA, HCCL_E_PTR}));
+}
+
+// As the first call there is no control area to abort (it is opened by every rank together):
+// the others time out opening it.
+TEST_F(CollTest, BadArgumentInTheFirstCallTimesTheOthersOut) {
+  ExpectErrorLog("HcclAllReduce: ");
+  EXPECT_EQ(RunRanks(3, "refusefirst", "staging", {{"HCCL_CONNECT_TIMEOUT", "2"}}),
+            (std::vector<int>{HCCL_E_TIMEOUT, HCCL_E_PARA, HCCL_E_TIMEOUT}));
+}
+
 TEST_F(CollTest, PeerMemoryDeactivatedDuringACallIsAnError) {
   if (!HaveModule()) {
     GTEST_SKIP() << hzc_device_path() << " is absent: hzc.ko is not loaded";

@@ -62,7 +62,12 @@ HcclResult HcclCommDeactivateCommMemory(HcclComm comm, void *virPtr);
  * A rank that does not join within HCCL_EXEC_TIMEOUT seconds makes the others fail with
  * HCCL_E_TIMEOUT; mismatched calls fail with HCCL_E_PARA on every rank; a call that fails
  * half-way (timeout, dead rank, peer memory deactivated) leaves the communicator's collectives
- * unusable (HCCL_E_REMOTE).  Reductions combine ranks in rank order; integers wrap around;
+ * unusable (HCCL_E_REMOTE).  A rank whose own arguments are bad (null buffer, bad stream, type,
+ * op, root, count) gets HCCL_E_PTR / HCCL_E_PARA and the others fail that call at once with
+ * HCCL_E_PARA naming it, as for mismatched calls; except in a communicator's first collective
+ * call (which sets up what the ranks share), where the others fail with HCCL_E_TIMEOUT after
+ * HCCL_CONNECT_TIMEOUT.
+ * Reductions combine ranks in rank order; integers wrap around;
  * FP16/BFP16 accumulate in float and round once (nearest even); MAX/MIN propagate NaN.
  * INT128, HIF8 and FP8 types are moved by AllGather/Broadcast but not reduced
  * (HCCL_E_NOT_SUPPORT).

@@ -18,22 +18,34 @@ using hzc::coll::Kind;
 
 namespace {
 
-// The C function @name: check @call's buffers, @comm and @stream, then run @call. The calls
-// below list Call's fields in order: kind, send, recv, count, dtype, op, root.
+// @call's buffers and @stream.
+Status CheckCall(aclrtStream stream, const Call &call) {
+  if (call.kind == Kind::kBroadcast) {
+    HZC_RETURN_IF_ERROR(api::NotNull(call.send, "buf"));
+  } else if (call.kind != Kind::kBarrier) {
+    HZC_RETURN_IF_ERROR(api::NotNull(call.send, "sendBuf"));
+    HZC_RETURN_IF_ERROR(api::NotNull(call.recv, "recvBuf"));
+  }
+  if (stream != nullptr && !hzc::coll::IsStream(stream)) {
+    return hzc::Error(HCCL_E_PARA, "stream={}: not NULL nor a live stream from aclrtCreateStream",
+                      stream);
+  }
+  return Status::Ok();
+}
+
+// The C function @name: check @comm, @call's buffers and @stream, then run @call. A bad
+// buffer or stream on a live communicator is refused as coll::Run refuses its own checks
+// (coll/collectives.h: the other ranks fail the call too). The calls below list Call's fields
+// in order: kind, send, recv, count, dtype, op, root.
 HcclResult Collective(const char *name, HcclComm comm, aclrtStream stream, const Call &call) {
   return api::HcclGuard(name, [&]() -> Status {
-    if (call.kind == Kind::kBroadcast) {
-      HZC_RETURN_IF_ERROR(api::NotNull(call.send, "buf"));
-    } else if (call.kind != Kind::kBarrier) {
-      HZC_RETURN_IF_ERROR(api::NotNull(call.send, "sendBuf"));
-      HZC_RETURN_IF_ERROR(api::NotNull(call.recv, "recvBuf"));
-    }
     HZC_RETURN_IF_ERROR(api::NotNull(comm, "comm"));
-    if (stream != nullptr && !hzc::coll::IsStream(stream)) {
-      return hzc::Error(HCCL_E_PARA, "stream={}: not NULL nor a live stream from aclrtCreateStream",
-                        stream);
-    }
-    return api::WithComm(comm, [&](const auto &c) { return hzc::coll::Run(*c, call); });
+    return api::WithComm(comm, [&](const auto &c) {
+      if (Status st = CheckCall(stream, call); !st.ok()) {
+        return hzc::coll::Refuse(*c, st);
+      }
+      return hzc::coll::Run(*c, call);
+    });
   });
 }
 

@@ -24,6 +24,8 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 constexpr size_t kAlign = 64;
+// CallDesc::kind of a call its rank refused (Refuse).
+constexpr uint32_t kRefusedKind = 0xffffffff;
 
 size_t AlignDown(size_t v) {
   return v / kAlign * kAlign;
@@ -65,6 +67,12 @@ Expected<State *> GetState(Communicator &comm) {
   return static_cast<State *>(slot.get());
 }
 
+// The communicator's state if its control area is open, else null (never opens it).
+State *OpenState(Communicator &comm) {
+  std::lock_guard lock(g_create_mutex);
+  return static_cast<State *>(comm.coll_state().get());
+}
+
 // Bytes one rank contributes (AllGather, ReduceScatter: per rank block) or holds.
 size_t Bytes(const Call &c) {
   return static_cast<size_t>(c.count) * TypeSize(c.dtype);
@@ -73,6 +81,12 @@ size_t Bytes(const Call &c) {
 Status CheckSame(const ControlArea &area, const CallDesc &mine) {
   for (uint32_t r = 0; r < area.nranks(); ++r) {
     const CallDesc d = area.Posted(r, mine.seq);
+    if (d.seq == mine.seq && d.kind == kRefusedKind) {
+      return Error(HCCL_E_PARA,
+                   "rank {} refused call {}: its arguments failed its own checks (see its log); "
+                   "nothing was moved",
+                   r, mine.seq);
+    }
     const char *field = nullptr;
     uint64_t theirs = 0, ours = 0;
     if (d.seq != mine.seq) {
@@ -279,8 +293,29 @@ Status Validate(const Communicator &comm, const Call &c) {
   return Status::Ok();
 }
 
+Status Refuse(Communicator &comm, const Status &why) {
+  State *s = OpenState(comm);
+  if (s == nullptr) {
+    return why;  // the control area is opened by every rank together, never just for this
+  }
+  std::lock_guard lock(s->mutex);
+  if (!s->broken.ok() || !s->area->CheckAbort().ok()) {
+    return why;  // the others fail anyway
+  }
+  // Take part in the call as far as its first step, with a descriptor that says "refused":
+  // the others pass that step at once and fail the call as they fail a mismatched one.
+  CallDesc refused;
+  refused.seq = ++s->seq;
+  refused.kind = kRefusedKind;
+  s->area->Post(refused);
+  s->area->Arrive();
+  return Error(why.code(), "{}; the other ranks fail call {} too", why.message(), refused.seq);
+}
+
 Status Run(Communicator &comm, const Call &call) {
-  HZC_RETURN_IF_ERROR(Validate(comm, call));
+  if (Status st = Validate(comm, call); !st.ok()) {
+    return Refuse(comm, st);
+  }
   auto state = GetState(comm);
   if (!state.ok()) {
     return state.status();

@@ -13,6 +13,17 @@
 // A call is complete when it returns (streams are only validated). A failure in the middle of
 // a call (timeout, dead peer, revoked peer memory) aborts the communicator's collectives on
 // every rank: later calls fail with HCCL_E_REMOTE.
+//
+// Every rank sees the same descriptors, so a mismatch fails the call with HCCL_E_PARA on
+// every rank and the communicator stays usable. A call whose arguments fail this rank's own
+// checks (null buffer, bad stream, type, op, root, count) would never reach the other ranks,
+// which would wait for it until HCCL_EXEC_TIMEOUT; instead (Refuse) the rank returns its
+// HCCL_E_PTR / HCCL_E_PARA at once and posts a "refused" descriptor for the call, so the
+// others fail it at once with HCCL_E_PARA naming the rank, like a mismatch, and the
+// communicator stays usable. That needs the control area, which the first collective call of
+// a communicator opens with every rank: a rank whose first call is refused does not open it
+// for that, and the others' first call fails with HCCL_E_TIMEOUT after HCCL_CONNECT_TIMEOUT,
+// naming it.
 #pragma once
 
 #include <hccl/hccl_types.h>
@@ -48,8 +59,12 @@ struct Call {
 // Check the call's local arguments (types, ops, root, sizes) without touching the peers.
 Status Validate(const Communicator &comm, const Call &call);
 
-// Run @call on @comm (all ranks must make the same call).
+// Run @call on @comm (all ranks must make the same call). Validate's errors go through Refuse.
 Status Run(Communicator &comm, const Call &call);
+
+// This rank refuses a call for @why (its own argument checks failed): if the communicator's
+// control area is open, post the call as refused so that the others fail it too; @why.
+Status Refuse(Communicator &comm, const Status &why);
 
 // HCCL_EXEC_TIMEOUT (seconds, default 1836), from GetConfig().
 std::chrono::seconds ExecTimeout();

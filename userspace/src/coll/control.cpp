@@ -268,13 +268,17 @@ Status ControlArea::WaitStep(uint32_t r, uint32_t target, Clock::time_point dead
   }
 }
 
-Status ControlArea::Barrier(Clock::time_point deadline, const char *what) {
+void ControlArea::Arrive() {
   Slot &mine = slot(rank_);
   ++step_;
   mine.step.store(step_, std::memory_order_seq_cst);
   if (mine.waiters.load(std::memory_order_seq_cst) != 0) {
     FutexWake(&mine.step);
   }
+}
+
+Status ControlArea::Barrier(Clock::time_point deadline, const char *what) {
+  Arrive();
   for (uint32_t r = 0; r < nranks_; ++r) {
     if (r != rank_) {
       HZC_RETURN_IF_ERROR(WaitStep(r, step_, deadline, what));

@@ -67,6 +67,9 @@ class ControlArea {
   // Rank @r's descriptor of call @seq (valid between the arrival barrier and the next call).
   CallDesc Posted(uint32_t r, uint64_t seq) const;
 
+  // Advance this rank's step without waiting for the others (a call this rank refused: the
+  // others pass the step and read its descriptor).
+  void Arrive();
   // Advance this rank's step and wait until every rank reached it, until @deadline.
   // HCCL_E_TIMEOUT naming the missing ranks, HCCL_E_REMOTE when a rank aborted or died.
   Status Barrier(std::chrono::steady_clock::time_point deadline, const char *what);
