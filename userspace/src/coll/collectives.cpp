@@ -37,6 +37,10 @@ struct State : Communicator::CollState {
   std::unique_ptr<ControlArea> area;
   uint64_t seq = 0;
   Status broken;  // set once a call failed half-way
+  // The last call was refused (Refuse): this rank passed its step without waiting, so the
+  // others may still read the descriptors of the call before it, in the slot the next call
+  // posts to. CatchUp waits for them first.
+  bool refused = false;
 };
 
 std::mutex g_create_mutex;
@@ -293,6 +297,21 @@ Status Validate(const Communicator &comm, const Call &c) {
   return Status::Ok();
 }
 
+namespace {
+
+// After a refused call, wait (until @deadline) until every rank reached its step, so that
+// this rank's next post overwrites no descriptor a rank still reads.
+Status CatchUp(State &s, Clock::time_point deadline) {
+  if (!s.refused) {
+    return Status::Ok();
+  }
+  HZC_RETURN_IF_ERROR(s.area->Wait(deadline, "the call this rank refused"));
+  s.refused = false;
+  return Status::Ok();
+}
+
+}  // namespace
+
 Status Refuse(Communicator &comm, const Status &why) {
   State *s = OpenState(comm);
   if (s == nullptr) {
@@ -302,6 +321,12 @@ Status Refuse(Communicator &comm, const Status &why) {
   if (!s->broken.ok() || !s->area->CheckAbort().ok()) {
     return why;  // the others fail anyway
   }
+  if (Status st = CatchUp(*s, Clock::now() + ExecTimeout()); !st.ok()) {
+    s->area->Abort(st.code());
+    s->broken = st;
+    return Error(why.code(), "{}; the others did not reach the call this rank refused before: {}",
+                 why.message(), st.message());
+  }
   // Take part in the call as far as its first step, with a descriptor that says "refused":
   // the others pass that step at once and fail the call as they fail a mismatched one.
   CallDesc refused;
@@ -309,6 +334,7 @@ Status Refuse(Communicator &comm, const Status &why) {
   refused.kind = kRefusedKind;
   s->area->Post(refused);
   s->area->Arrive();
+  s->refused = true;
   return Error(why.code(), "{}; the other ranks fail call {} too", why.message(), refused.seq);
 }
 
@@ -329,6 +355,14 @@ Status Run(Communicator &comm, const Call &call) {
   ControlArea &area = *s.area;
   HZC_RETURN_IF_ERROR(area.CheckAbort());
   const Clock::time_point deadline = Clock::now() + ExecTimeout();
+  auto fail = [&](Status st) {
+    area.Abort(st.code());
+    s.broken = st;
+    return st;
+  };
+  if (Status st = CatchUp(s, deadline); !st.ok()) {
+    return fail(Error(st.code(), "{}: {}", KindName(call.kind), st.message()));
+  }
 
   CallDesc mine;
   mine.seq = ++s.seq;
@@ -343,12 +377,6 @@ Status Run(Communicator &comm, const Call &call) {
   mine.recv = reinterpret_cast<uintptr_t>(call.recv);
   mine.zero_copy = ZeroCopy::Eligible(comm, call) ? 1 : 0;
   area.Post(mine);
-
-  auto fail = [&](Status st) {
-    area.Abort(st.code());
-    s.broken = st;
-    return st;
-  };
   if (Status st = area.Barrier(deadline, KindName(call.kind)); !st.ok()) {
     return fail(Error(st.code(), "{}: {}", KindName(call.kind), st.message()));
   }

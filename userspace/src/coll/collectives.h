@@ -20,10 +20,13 @@
 // which would wait for it until HCCL_EXEC_TIMEOUT; instead (Refuse) the rank returns its
 // HCCL_E_PTR / HCCL_E_PARA at once and posts a "refused" descriptor for the call, so the
 // others fail it at once with HCCL_E_PARA naming the rank, like a mismatch, and the
-// communicator stays usable. That needs the control area, which the first collective call of
-// a communicator opens with every rank: a rank whose first call is refused does not open it
-// for that, and the others' first call fails with HCCL_E_TIMEOUT after HCCL_CONNECT_TIMEOUT,
-// naming it.
+// communicator stays usable. The refusing rank passes the call's first step without waiting,
+// so its next call (or next refusal) first waits until every rank reached that step (within
+// HCCL_EXEC_TIMEOUT) before it posts: descriptors are double-buffered, and its next post would
+// overwrite the slot of the call before, which slower ranks may still be reading. That needs
+// the control area, which the first collective call of a communicator opens with every rank:
+// a rank whose first call is refused does not open it for that, and the others' first call
+// fails with HCCL_E_TIMEOUT after HCCL_CONNECT_TIMEOUT, naming it.
 #pragma once
 
 #include <hccl/hccl_types.h>
@@ -63,7 +66,8 @@ Status Validate(const Communicator &comm, const Call &call);
 Status Run(Communicator &comm, const Call &call);
 
 // This rank refuses a call for @why (its own argument checks failed): if the communicator's
-// control area is open, post the call as refused so that the others fail it too; @why.
+// control area is open, post the call as refused so that the others fail it too (after waiting
+// for the others to reach a call this rank refused just before); @why.
 Status Refuse(Communicator &comm, const Status &why);
 
 // HCCL_EXEC_TIMEOUT (seconds, default 1836), from GetConfig().

@@ -279,6 +279,10 @@ void ControlArea::Arrive() {
 
 Status ControlArea::Barrier(Clock::time_point deadline, const char *what) {
   Arrive();
+  return Wait(deadline, what);
+}
+
+Status ControlArea::Wait(Clock::time_point deadline, const char *what) {
   for (uint32_t r = 0; r < nranks_; ++r) {
     if (r != rank_) {
       HZC_RETURN_IF_ERROR(WaitStep(r, step_, deadline, what));

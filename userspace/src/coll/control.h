@@ -70,8 +70,10 @@ class ControlArea {
   // Advance this rank's step without waiting for the others (a call this rank refused: the
   // others pass the step and read its descriptor).
   void Arrive();
-  // Advance this rank's step and wait until every rank reached it, until @deadline.
+  // Wait until every rank reached this rank's step, without advancing it, until @deadline.
   // HCCL_E_TIMEOUT naming the missing ranks, HCCL_E_REMOTE when a rank aborted or died.
+  Status Wait(std::chrono::steady_clock::time_point deadline, const char *what);
+  // Arrive, then Wait.
   Status Barrier(std::chrono::steady_clock::time_point deadline, const char *what);
 
   // Tell every rank that this rank failed a call with @code: their waits fail from now on and
