@@ -9,6 +9,7 @@
 #include <fstream>
 #include <string>
 
+#include "acl_prop.h"
 #include "hzc_test.h"
 #include "runtime/vmm.h"
 
@@ -20,15 +21,7 @@ using ::testing::HasSubstr;
 const size_t kPage = static_cast<size_t>(getpagesize());
 constexpr size_t k2M = size_t{2} << 20;
 
-aclrtPhysicalMemProp Prop(aclrtMemAttr attr = ACL_HBM_MEM_NORMAL) {
-  aclrtPhysicalMemProp p{};
-  p.handleType = ACL_MEM_HANDLE_TYPE_NONE;
-  p.allocationType = ACL_MEM_ALLOCATION_TYPE_PINNED;
-  p.memAttr = attr;
-  p.location.type = ACL_MEM_LOCATION_TYPE_DEVICE;
-  p.location.id = 0;
-  return p;
-}
+using hzc::test::Prop;
 
 // Permissions of the mapping containing @p in /proc/self/maps ("---p", "rw-s", ...).
 std::string Perms(const void *p) {

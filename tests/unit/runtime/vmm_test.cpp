@@ -9,6 +9,7 @@
 #include <cstring>
 #include <vector>
 
+#include "acl_prop.h"
 #include "hzc_test.h"
 
 namespace hzc::runtime {
@@ -18,15 +19,7 @@ using ::testing::HasSubstr;
 
 const size_t kPage = static_cast<size_t>(getpagesize());
 
-aclrtPhysicalMemProp Prop(aclrtMemAttr attr = ACL_HBM_MEM_NORMAL) {
-  aclrtPhysicalMemProp p{};
-  p.handleType = ACL_MEM_HANDLE_TYPE_NONE;
-  p.allocationType = ACL_MEM_ALLOCATION_TYPE_PINNED;
-  p.memAttr = attr;
-  p.location.type = ACL_MEM_LOCATION_TYPE_DEVICE;
-  p.location.id = 0;
-  return p;
-}
+using hzc::test::Prop;
 
 class VmmTest : public test::Test {
  protected:
