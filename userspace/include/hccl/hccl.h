@@ -11,6 +11,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include <acl/acl.h>
 #include <hccl/hccl_types.h>
@@ -41,6 +42,95 @@ HcclResult HcclCommInitClusterInfo(const char *clusterInfo, uint32_t rank, HcclC
 HcclResult HcclCommDestroy(HcclComm comm);
 HcclResult HcclGetRankSize(HcclComm comm, uint32_t *rankSize);
 HcclResult HcclGetRankId(HcclComm comm, uint32_t *rank);
+
+/**
+ * Fill @config with "nothing set" and its header (size, magic word, version); then set the
+ * fields wanted.  Inline, as in HCCL: the header records the layout this program was built
+ * with.
+ */
+static inline void HcclCommConfigInit(HcclCommConfig *config) {
+  struct {
+    size_t size;
+    uint32_t magicWord;
+    uint32_t version;
+    uint64_t reserved;
+  } info = {sizeof(HcclCommConfig), HCCL_COMM_CONFIG_MAGIC_WORD, HCCL_COMM_CONFIG_VERSION, 0};
+  if (config == NULL) {
+    return;
+  }
+  memset(config, 0, sizeof(*config));
+  memcpy(config->reserved, &info, sizeof(info));
+  config->hcclBufferSize = HCCL_COMM_BUFFSIZE_CONFIG_NOT_SET;
+  config->hcclDeterministic = HCCL_COMM_DETERMINISTIC_CONFIG_NOT_SET;
+  config->hcclOpExpansionMode = HCCL_COMM_DEFAULT_OP_EXPANSION_MODE;
+  config->hcclRdmaTrafficClass = HCCL_COMM_TRAFFIC_CLASS_CONFIG_NOT_SET;
+  config->hcclRdmaServiceLevel = HCCL_COMM_SERVICE_LEVEL_CONFIG_NOT_SET;
+  config->hcclExecTimeOut = HCCL_COMM_EXECTIMEOUT_CONFIG_NOT_SET;
+  config->hcclQos = HCCL_COMM_QOS_CONFIG_NOT_SET;
+  config->hcclSymWinMaxMemSizePerRank = HCCL_DEFAULT_SYMMETRIC_MEMORY_STRIDE;
+  config->hcclChannelSqDepth = HCCL_COMM_SQ_DEPTH_CONFIG_NOT_SET;
+}
+
+/**
+ * The first HcclCommConfigCapability item this library does not support
+ * (HCCL_COMM_CONFIG_RESERVED: it accepts every item; see HcclCommConfig for which ones act).
+ */
+uint32_t HcclGetCommConfigCapability(void);
+/**
+ * HcclCommInitRootInfo with a configuration (NULL: none).  A bad header (not filled by
+ * HcclCommConfigInit) or a value out of its documented range is HCCL_E_PARA; nothing is
+ * joined then.  hcclBufferSize and hcclExecTimeOut apply to this communicator only.
+ */
+HcclResult HcclCommInitRootInfoConfig(uint32_t nRanks, const HcclRootInfo *rootInfo, uint32_t rank,
+                                      const HcclCommConfig *config, HcclComm *comm);
+/** HcclCommInitClusterInfo with a configuration (NULL: none), as HcclCommInitRootInfoConfig. */
+HcclResult HcclCommInitClusterInfoConfig(const char *clusterInfo, uint32_t rank,
+                                         HcclCommConfig *config, HcclComm *comm);
+/**
+ * One process, @ndev ranks: comms[i] is rank i, on device devices[i] (distinct, below
+ * aclrtGetDeviceCount()).  The ranks of such a communicator are threads of one process: a
+ * collective needs every rank's call, so each rank is driven by its own thread (or its own
+ * stream).  Memory ranges are per process, so HcclCommSetMemoryRange is HCCL_E_NOT_SUPPORT on
+ * them: their collectives use the staging path.
+ */
+HcclResult HcclCommInitAll(uint32_t ndev, int32_t *devices, HcclComm *comms);
+/**
+ * A communicator of the ranks rankIds[0..rankNum) of *@comm (ascending ranks of *@comm, the
+ * caller among them at position @subCommRankId).  Every member calls it with the same
+ * rankIds and @subCommId; it returns without waiting for them (the members meet on the new
+ * communicator's first collective or memory range, where differing lists time out).
+ * @config as HcclCommInitRootInfoConfig.
+ */
+HcclResult HcclCreateSubCommConfig(HcclComm *comm, uint32_t rankNum, uint32_t *rankIds,
+                                   uint64_t subCommId, uint32_t subCommRankId,
+                                   HcclCommConfig *config, HcclComm *subComm);
+/**
+ * The communicator's name (at most COMM_NAME_MAX_LENGTH bytes with the NUL) into @commName:
+ * hcclCommName of its configuration, else one made from its unique id, the same on every rank.
+ */
+HcclResult HcclGetCommName(HcclComm comm, char *commName);
+/**
+ * HCCL_SUCCESS, or the error of a collective that failed on this communicator after its call
+ * returned (a call queued on a stream) or half-way (the communicator's collectives are then
+ * unusable); it stays until the communicator is destroyed.
+ */
+HcclResult HcclGetCommAsyncError(HcclComm comm, HcclResult *asyncError);
+
+/*
+ * Symmetric memory windows.  hzc's peers already reach every rank's activated memory, so a
+ * window is a name for [addr, addr + size) inside memory activated through
+ * HcclCommActivateCommMemory (any communicator of the process): registering checks that and
+ * returns a handle, and collectives on buffers in it run zero-copy as for any activated
+ * memory.  Memory that is not activated is HCCL_E_PARA (its peers could not map it).  @flag:
+ * 0 or HCCL_WIN_COLL_SYMMETRIC.  Local calls: nothing is exchanged with the peers.
+ */
+HcclResult HcclCommSymWinRegister(HcclComm comm, void *addr, uint64_t size,
+                                  HcclCommSymWindow *winHandle, uint32_t flag);
+/** Drop a window; the memory stays activated. */
+HcclResult HcclCommSymWinDeregister(HcclCommSymWindow winHandle);
+/** The window of @comm holding [ptr, ptr + size), and ptr's offset in it. */
+HcclResult HcclCommSymWinGet(HcclComm comm, void *ptr, size_t size, HcclCommSymWindow *winHandle,
+                             size_t *offset);
 
 /*
  * Zero-copy memory ranges.  Ranges are process-wide (visible to every communicator of the

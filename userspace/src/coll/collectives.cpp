@@ -43,23 +43,33 @@ struct State : Communicator::CollState {
   bool refused = false;
 };
 
-std::mutex g_create_mutex;
-std::map<std::string, uint64_t> g_made;  // control areas made per communicator id
+std::mutex g_made_mutex;
+std::map<std::string, uint64_t> g_made;  // control areas made per communicator id and rank
+
+// Count a control area made (+1) or not made after all (-1) under @key; the new count.
+uint64_t Made(const std::string &key, int delta) {
+  std::lock_guard lock(g_made_mutex);
+  return g_made[key] += static_cast<uint64_t>(delta);
+}
 
 Expected<State *> GetState(Communicator &comm) {
-  std::lock_guard lock(g_create_mutex);
+  // Per communicator: opening waits for the other ranks, which may be threads of this process
+  // (HcclCommInitAll) opening their own communicator's area.
+  std::lock_guard lock(comm.coll_state_mutex());
   auto &slot = comm.coll_state();
   if (!slot) {
+    // Counted per rank: the ranks of an HcclCommInitAll communicator share this process.
     const std::string id = bootstrap::IdString(comm.id());
+    const std::string key = id + "/" + std::to_string(comm.rank());
     ControlArea::Options o;
-    o.name = "hzc-coll-" + id + "-" + std::to_string(++g_made[id]);
+    o.name = "hzc-coll-" + id + "-" + std::to_string(Made(key, +1));
     o.rank = comm.rank();
     o.nranks = comm.size();
     o.staging_bytes = GetConfig().buff_size_mb << 20;
     o.connect_timeout = GetConfig().connect_timeout;
     auto area = ControlArea::Open(o);
     if (!area.ok()) {
-      --g_made[id];  // a retry uses the same name again
+      Made(key, -1);  // a retry uses the same name again
       return area.status();
     }
     auto state = std::make_unique<State>();
@@ -73,7 +83,7 @@ Expected<State *> GetState(Communicator &comm) {
 
 // The communicator's state if its control area is open, else null (never opens it).
 State *OpenState(Communicator &comm) {
-  std::lock_guard lock(g_create_mutex);
+  std::lock_guard lock(comm.coll_state_mutex());
   return static_cast<State *>(comm.coll_state().get());
 }
 
