@@ -93,7 +93,7 @@ Status OneServer(const Communicator &comm) {
 
 // The descriptor of @call as call @seq (without the zero-copy flag): the fields the ranks must
 // agree on, the others 0.
-CallDesc Describe(const Call &call, uint64_t seq) {
+CallDesc Describe(const Call &call, uint64_t seq, uint32_t nranks) {
   CallDesc d;
   d.seq = seq;
   d.kind = static_cast<uint32_t>(call.kind);
@@ -103,6 +103,7 @@ CallDesc Describe(const Call &call, uint64_t seq) {
   d.count = IsVector(call.kind) ? 0 : call.count;  // the vector ones compare their plans
   d.send = reinterpret_cast<uintptr_t>(call.send);
   d.recv = reinterpret_cast<uintptr_t>(call.recv);
+  d.args_hash = SharedArgsHash(call, nranks);
   return d;
 }
 
@@ -134,6 +135,9 @@ Status CheckSame(const ControlArea &area, const CallDesc &mine) {
       field = "op", theirs = d.op, ours = mine.op;
     } else if (d.root != mine.root) {
       field = "root", theirs = d.root, ours = mine.root;
+    } else if (d.args_hash != mine.args_hash) {
+      field = "hash of the arrays that must be the same on every rank", theirs = d.args_hash,
+      ours = mine.args_hash;
     }
     if (field != nullptr) {
       return Error(HCCL_E_PARA,
@@ -413,7 +417,7 @@ Status Run(Communicator &comm, const Call &call) {
     return fail(Error(st.code(), "{}: {}", KindName(call.kind), st.message()));
   }
 
-  CallDesc mine = Describe(call, ++s.seq);
+  CallDesc mine = Describe(call, ++s.seq, area.nranks());
   const bool exchange = IsExchange(call.kind);
   const bool eligible =
       exchange ? Exchange::Post(comm, area, call, mine.seq) : ZeroCopy::Eligible(comm, call);

@@ -47,6 +47,9 @@ struct CallDesc {
   uint64_t recv = 0;
   uint32_t zero_copy = 0;  // 1: send and recv lie in activated memory
   uint32_t reserved = 0;
+  // A hash of the array arguments CANN requires to be the same on every rank (AllGatherV's
+  // recvCounts/recvDispls, ReduceScatterV's sendCounts/sendDispls, AlltoAllVC's matrix).
+  uint64_t args_hash = 0;
 };
 
 class ControlArea {

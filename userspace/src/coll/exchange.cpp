@@ -159,6 +159,28 @@ bool IsVector(Kind kind) {
          kind == Kind::kAlltoAllVC;
 }
 
+uint64_t SharedArgsHash(const Call &c, uint32_t n) {
+  uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a over the words
+  auto mix = [&h](const uint64_t *a, size_t words) {
+    for (size_t i = 0; i < words; ++i) {
+      h = (h ^ a[i]) * 0x100000001b3ull;
+    }
+  };
+  switch (c.kind) {
+    case Kind::kAllGatherV:
+      mix(c.recv_counts, n), mix(c.recv_displs, n);
+      return h;
+    case Kind::kReduceScatterV:
+      mix(c.send_counts, n), mix(c.send_displs, n);
+      return h;
+    case Kind::kAlltoAllVC:
+      mix(c.count_matrix, size_t{n} * n);
+      return h;
+    default:
+      return 0;
+  }
+}
+
 Expected<Plan> MakePlan(const Call &c, uint32_t n, uint32_t me) {
   const size_t es = TypeSize(c.dtype);
   if (es == 0 || n == 0 || me >= n) {

@@ -49,6 +49,10 @@ bool IsExchange(Kind kind);
 // the descriptor's count is not compared.
 bool IsVector(Kind kind);
 
+// A hash of @c's array arguments that must be the same on every rank of @nranks (0 when it has
+// none); the arrays are read, so @c must have passed the null checks.
+uint64_t SharedArgsHash(const Call &c, uint32_t nranks);
+
 // This rank's plan of @c: HCCL_E_PARA naming the argument when a count or displacement
 // overflows, the buffers wrap around the address space, or what this rank sends itself is not
 // what it expects from itself.
