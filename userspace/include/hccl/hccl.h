@@ -159,8 +159,8 @@ HcclResult HcclCommDeactivateCommMemory(HcclComm comm, void *virPtr);
  * HCCL_CONNECT_TIMEOUT.
  * Reductions combine ranks in rank order; integers wrap around;
  * FP16/BFP16 accumulate in float and round once (nearest even); MAX/MIN propagate NaN.
- * INT128, HIF8 and FP8 types are moved by AllGather/Broadcast but not reduced
- * (HCCL_E_NOT_SUPPORT).
+ * INT128, HIF8 and FP8 types are moved by AllGather/Broadcast (and the moving collectives
+ * below) but not reduced (HCCL_E_NOT_SUPPORT).
  */
 HcclResult HcclAllReduce(void *sendBuf, void *recvBuf, uint64_t count, HcclDataType dataType,
                          HcclReduceOp op, HcclComm comm, aclrtStream stream);
@@ -172,6 +172,55 @@ HcclResult HcclReduceScatter(void *sendBuf, void *recvBuf, uint64_t recvCount,
 HcclResult HcclAllGather(void *sendBuf, void *recvBuf, uint64_t sendCount, HcclDataType dataType,
                          HcclComm comm, aclrtStream stream);
 HcclResult HcclBarrier(HcclComm comm, aclrtStream stream);
+
+/*
+ * The rooted and vector collectives, with the semantics above (paths, timeouts, mismatches,
+ * refusals) and CANN's arguments.  Counts and displacements are uint64_t arrays of rank-count
+ * entries, in elements.  Each rank's send and receive blocks are checked against every other
+ * rank's: what rank p sends rank q must be what q expects from p, or the call fails with
+ * HCCL_E_PARA on every rank before any byte moves.  AlltoAll(V/VC) do not convert types:
+ * recvType must be sendType.  A count or displacement whose bytes overflow is HCCL_E_PARA,
+ * a NULL array HCCL_E_PTR.  Received blocks must not overlap each other or, except a rank's
+ * own block in place, the blocks the rank sends; in-place AlltoAll (recvBuf == sendBuf) works
+ * but takes the staging path.  The moving ones take every HcclDataType, the reducing ones
+ * (Reduce, ReduceScatterV) the types and ops HcclAllReduce takes.
+ *
+ * HcclReduce: the root's recvBuf gets the reduction of every rank's @count elements; recvBuf
+ *   matters only on the root (NULL elsewhere is fine).
+ * HcclScatter: the root's sendBuf holds rank-count blocks of @recvCount elements, block i goes
+ *   to rank i's recvBuf; sendBuf matters only on the root.
+ * HcclAllGatherV: rank i's @sendCount elements go to recvBuf + recvDispls[i] of every rank;
+ *   recvCounts[i] must be rank i's sendCount (the arrays are the same on every rank).
+ * HcclReduceScatterV: rank i gets, in its recvBuf, the reduction of every rank's sendCounts[i]
+ *   elements at sendDispls[i]; its recvCount must be sendCounts[i].
+ * HcclAlltoAll: block j (@sendCount elements) of rank i's sendBuf goes to block i of rank j's
+ *   recvBuf; @recvCount must equal sendCount.
+ * HcclAlltoAllV: rank i sends sendCounts[j] elements at sdispls[j] to rank j, which puts them
+ *   at rdispls[i]; rank j's recvCounts[i] must be rank i's sendCounts[j].
+ * HcclAlltoAllVC: sendCountMatrix (rank count x rank count, the same on every rank) entry
+ *   [i][j] is what rank i sends rank j; blocks are packed in rank order in sendBuf and
+ *   recvBuf.
+ */
+HcclResult HcclReduce(void *sendBuf, void *recvBuf, uint64_t count, HcclDataType dataType,
+                      HcclReduceOp op, uint32_t root, HcclComm comm, aclrtStream stream);
+HcclResult HcclScatter(void *sendBuf, void *recvBuf, uint64_t recvCount, HcclDataType dataType,
+                       uint32_t root, HcclComm comm, aclrtStream stream);
+HcclResult HcclAllGatherV(void *sendBuf, uint64_t sendCount, void *recvBuf, const void *recvCounts,
+                          const void *recvDispls, HcclDataType dataType, HcclComm comm,
+                          aclrtStream stream);
+HcclResult HcclReduceScatterV(void *sendBuf, const void *sendCounts, const void *sendDispls,
+                              void *recvBuf, uint64_t recvCount, HcclDataType dataType,
+                              HcclReduceOp op, HcclComm comm, aclrtStream stream);
+HcclResult HcclAlltoAll(const void *sendBuf, uint64_t sendCount, HcclDataType sendType,
+                        const void *recvBuf, uint64_t recvCount, HcclDataType recvType,
+                        HcclComm comm, aclrtStream stream);
+HcclResult HcclAlltoAllV(const void *sendBuf, const void *sendCounts, const void *sdispls,
+                         HcclDataType sendType, const void *recvBuf, const void *recvCounts,
+                         const void *rdispls, HcclDataType recvType, HcclComm comm,
+                         aclrtStream stream);
+HcclResult HcclAlltoAllVC(const void *sendBuf, const void *sendCountMatrix, HcclDataType sendType,
+                          const void *recvBuf, HcclDataType recvType, HcclComm comm,
+                          aclrtStream stream);
 
 #ifdef __cplusplus
 } /* extern "C" */
