@@ -66,7 +66,7 @@ Expected<State *> GetState(Communicator &comm) {
     o.name = "hzc-coll-" + id + "-" + std::to_string(Made(key, +1));
     o.rank = comm.rank();
     o.nranks = comm.size();
-    o.staging_bytes = GetConfig().buff_size_mb << 20;
+    o.staging_bytes = comm.StagingBytes();  // hcclBufferSize, else HCCL_BUFFSIZE
     o.connect_timeout = GetConfig().connect_timeout;
     auto area = ControlArea::Open(o);
     if (!area.ok()) {
@@ -384,7 +384,7 @@ Status Refuse(Communicator &comm, const Status &why) {
   if (!s->broken.ok() || !s->area->CheckAbort().ok()) {
     return why;  // the others fail anyway
   }
-  if (Status st = CatchUp(*s, Clock::now() + ExecTimeout()); !st.ok()) {
+  if (Status st = CatchUp(*s, Clock::now() + comm.ExecTimeout()); !st.ok()) {
     s->area->Abort(st.code());
     s->broken = st;
     return Error(why.code(), "{}; the others did not reach the call this rank refused before: {}",
@@ -417,10 +417,11 @@ Status Run(Communicator &comm, const Call &call) {
   }
   ControlArea &area = *s.area;
   HZC_RETURN_IF_ERROR(area.CheckAbort());
-  const Clock::time_point deadline = Clock::now() + ExecTimeout();
+  const Clock::time_point deadline = Clock::now() + comm.ExecTimeout();
   auto fail = [&](Status st) {
     area.Abort(st.code());
     s.broken = st;
+    comm.RecordAsyncError(static_cast<HcclResult>(st.code()));
     return st;
   };
   if (Status st = CatchUp(s, deadline); !st.ok()) {
