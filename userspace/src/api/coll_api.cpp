@@ -8,8 +8,8 @@
 #include "api/boundary.h"
 #include "api/checks.h"
 #include "coll/collectives.h"
-#include "coll/stream.h"
 #include "core/comm.h"
+#include "runtime/stream.h"
 
 namespace api = hzc::api;
 using hzc::Status;
@@ -26,7 +26,7 @@ Status CheckCall(aclrtStream stream, const Call &call) {
     HZC_RETURN_IF_ERROR(api::NotNull(call.send, "sendBuf"));
     HZC_RETURN_IF_ERROR(api::NotNull(call.recv, "recvBuf"));
   }
-  if (stream != nullptr && !hzc::coll::IsStream(stream)) {
+  if (stream != nullptr && !hzc::runtime::IsStream(stream)) {
     return hzc::Error(HCCL_E_PARA, "stream={}: not NULL nor a live stream from aclrtCreateStream",
                       stream);
   }
