@@ -1,7 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "runtime/device.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
+
+#include <cerrno>
 
 #include <algorithm>
 #include <fstream>
@@ -11,6 +14,7 @@
 #include <string>
 
 #include "base/config.h"
+#include "base/errno_string.h"
 #include "runtime/event.h"
 #include "runtime/stream.h"
 
@@ -182,6 +186,13 @@ namespace {
 
 // @path is a readable JSON file.
 AclStatus CheckConfigFile(const char *path) {
+  struct stat st {};
+  if (stat(path, &st) != 0) {
+    return Error(ACL_ERROR_INVALID_FILE, "configPath=\"{}\": {}", path, ErrnoString(errno));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    return Error(ACL_ERROR_INVALID_FILE, "configPath=\"{}\": not a regular file", path);
+  }
   std::ifstream f(path);
   if (!f) {
     return Error(ACL_ERROR_INVALID_FILE, "configPath=\"{}\": cannot be read", path);

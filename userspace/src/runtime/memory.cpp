@@ -24,6 +24,8 @@ namespace {
 constexpr size_t kSmallHuge = size_t{1} << 20;  // HUGE_FIRST uses normal pages up to this
 constexpr uint32_t kPageKinds = 0xFF;
 constexpr uint32_t kBandwidth = ACL_MEM_TYPE_LOW_BAND_WIDTH | ACL_MEM_TYPE_HIGH_BAND_WIDTH;
+// Larger sizes cannot be mapped; refusing them first keeps the rounding from overflowing.
+constexpr size_t kMaxSize = SIZE_MAX >> 2;
 
 struct Block {
   size_t size = 0;  // as asked
@@ -104,6 +106,17 @@ UniqueMapping MapDevice(size_t size, uint32_t kind) {
   }
 }
 
+// @size is 1..kMaxSize.
+AclStatus CheckSize(size_t size) {
+  if (size == 0) {
+    return Error(ACL_ERROR_INVALID_PARAM, "size=0: must not be 0");
+  }
+  if (size > kMaxSize) {
+    return Error(ACL_ERROR_RT_MEMORY_ALLOCATION, "size={:#x}: too large", size);
+  }
+  return AclStatus::Ok();
+}
+
 AclStatus CheckPolicy(uint32_t policy) {
   if ((policy & ACL_MEM_ACCESS_USER_SPACE_READONLY) != 0) {
     return Error(ACL_ERROR_RT_FEATURE_NOT_SUPPORT,
@@ -118,11 +131,11 @@ AclStatus CheckPolicy(uint32_t policy) {
 }
 
 AclStatus Register(void **out, size_t size, bool device, UniqueMapping mapping) {
+  const uintptr_t start = Addr(mapping.get());
   State &s = Memory();
   const std::lock_guard lock(s.mu);
-  *out = mapping.get();
-  s.blocks[Addr(mapping.get())] =
-      Block{.size = size, .device = device, .mapping = std::move(mapping)};
+  s.blocks[start] = Block{.size = size, .device = device, .mapping = std::move(mapping)};
+  *out = reinterpret_cast<void *>(start);
   return AclStatus::Ok();
 }
 
@@ -174,9 +187,7 @@ bool InBlock(const State &s, uintptr_t p, size_t size) {
 }  // namespace
 
 AclStatus Malloc(void **out, size_t size, uint32_t policy) {
-  if (size == 0) {
-    return Error(ACL_ERROR_INVALID_PARAM, "size=0: must not be 0");
-  }
+  HZC_RETURN_IF_ERROR(CheckSize(size));
   HZC_RETURN_IF_ERROR(CheckPolicy(policy));
   UniqueMapping m = MapDevice(size, policy & kPageKinds);
   if (!m.valid()) {
@@ -191,9 +202,7 @@ AclStatus Free(void *p) {
 }
 
 AclStatus MallocHost(void **out, size_t size) {
-  if (size == 0) {
-    return Error(ACL_ERROR_INVALID_PARAM, "size=0: must not be 0");
-  }
+  HZC_RETURN_IF_ERROR(CheckSize(size));
   UniqueMapping m =
       UniqueMapping::Map(RoundUp(size, PageSize()), PROT_READ | PROT_WRITE, kAnon, -1);
   if (!m.valid()) {
