@@ -2,6 +2,7 @@
 // The ACL stream and event entry points (api/stream_api.cpp over runtime/stream and
 // runtime/event): argument checks, codes and log lines, and work queued through the C API.
 #include <acl/acl.h>
+#include <fmt/format.h>
 
 #include <chrono>
 #include <thread>
@@ -69,7 +70,9 @@ TEST_F(AclStreamTest, StreamBadArguments) {
   aclrtStream s = nullptr;
   ASSERT_EQ(aclrtCreateStream(&s), ACL_SUCCESS);
   ASSERT_EQ(aclrtDestroyStream(s), ACL_SUCCESS);
+  ExpectErrorLog(fmt::format("aclrtDestroyStream: stream={}: not a live stream", s));
   EXPECT_EQ(aclrtDestroyStream(s), ACL_ERROR_RT_INVALID_HANDLE);
+  ExpectErrorLog(fmt::format("aclrtSynchronizeStream: stream={}: not a live stream", s));
   EXPECT_EQ(aclrtSynchronizeStream(s), ACL_ERROR_RT_INVALID_HANDLE);
 }
 
