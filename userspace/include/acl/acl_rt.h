@@ -155,7 +155,10 @@ aclError aclrtSynchronizeStreamWithTimeout(aclrtStream stream, int32_t timeout);
  * (the default stream, whose work runs in the call that queues it) is accepted, no effect.
  */
 aclError aclrtSetStreamFailureMode(aclrtStream stream, uint64_t mode);
-/** @stream's later work waits until @event's last record (as of this call) has completed. */
+/**
+ * @stream's later work waits until @event's last record (as of this call) has completed; an
+ * event never recorded is no wait.  NULL stream: the call itself waits.
+ */
 aclError aclrtStreamWaitEvent(aclrtStream stream, aclrtEvent event);
 
 /*
