@@ -6,6 +6,8 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <string>
 #include <thread>
@@ -42,6 +44,19 @@ TEST_F(DeviceTest, CountIsAtLeastOnePerCoreAndEight) {
   EXPECT_GE(DeviceCount(), 8U);
   EXPECT_GE(static_cast<long>(DeviceCount()), cpus);
   EXPECT_TRUE(DeviceCount() == 8U || static_cast<long>(DeviceCount()) == cpus);
+}
+
+// HZC_DEVICE_COUNT sets the count: this test runs itself again with it set.
+TEST_F(DeviceTest, CountFromTheEnvironment) {
+  if (const char *env = std::getenv("HZC_DEVICE_COUNT"); env != nullptr) {
+    EXPECT_EQ(DeviceCount(), static_cast<uint32_t>(std::atoi(env)));
+    EXPECT_EQ(SetDevice(static_cast<int32_t>(DeviceCount())).code(), ACL_ERROR_RT_INVALID_DEVICEID);
+    return;
+  }
+  const std::string self = std::filesystem::read_symlink("/proc/self/exe");
+  const std::string command = "HZC_DEVICE_COUNT=3 " + self +
+                              " --gtest_filter=DeviceTest.CountFromTheEnvironment >/dev/null 2>&1";
+  EXPECT_EQ(std::system(command.c_str()), 0) << command;
 }
 
 TEST_F(DeviceTest, SetDeviceIsCountedPerCall) {
