@@ -8,8 +8,8 @@
 #include "api/boundary.h"
 #include "api/checks.h"
 #include "coll/collectives.h"
-#include "coll/stream.h"
 #include "core/comm.h"
+#include "runtime/stream.h"
 
 #include <initializer_list>
 
@@ -55,7 +55,7 @@ Status CheckCall(aclrtStream stream, const Call &call, uint32_t rank,
   for (const Array &a : arrays) {
     HZC_RETURN_IF_ERROR(api::NotNull(a.p, a.name));
   }
-  if (stream != nullptr && !hzc::coll::IsStream(stream)) {
+  if (stream != nullptr && !hzc::runtime::IsStream(stream)) {
     return hzc::Error(HCCL_E_PARA, "stream={}: not NULL nor a live stream from aclrtCreateStream",
                       stream);
   }
