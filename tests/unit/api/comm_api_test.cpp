@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "hzc_test.h"
+#include "rank_launch.h"
 
 namespace {
 
@@ -263,6 +264,23 @@ TEST_F(CommApiTest, OwnErrorsOnAStreamAreReturnedByTheCall) {
   EXPECT_EQ(HcclGetCommAsyncError(comm, &async), HCCL_SUCCESS);
   EXPECT_EQ(async, HCCL_SUCCESS);
   EXPECT_EQ(aclrtDestroyStream(stream), ACL_SUCCESS);
+}
+
+// Processes: every rank makes the sub-communicator of its parity without talking to the
+// others, and the members meet on it (and still on the parent).
+TEST_F(CommApiTest, SubCommunicatorsOfRankProcesses) {
+  for (uint32_t n : {3U, 4U}) {
+    HcclRootInfo root;
+    ASSERT_EQ(HcclGetRootInfo(&root), HCCL_SUCCESS);
+    const std::string hex = hzc::test::RootInfoToHex(root);
+    const auto pids = hzc::test::StartRanks(n, [&](uint32_t r) {
+      return std::vector<std::string>{HZC_SUBCOMM_RANK, hex, std::to_string(n), std::to_string(r)};
+    });
+    for (int status : hzc::test::WaitRanks(pids)) {
+      EXPECT_EQ(status, 0) << n << " ranks";
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));  // root thread exit
+  }
 }
 
 }  // namespace
