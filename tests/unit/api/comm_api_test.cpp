@@ -283,4 +283,21 @@ TEST_F(CommApiTest, SubCommunicatorsOfRankProcesses) {
   }
 }
 
+TEST_F(CommApiTest, DeterministicSettingIsKept) {
+  HcclConfigValue v{1};
+  ASSERT_EQ(HcclSetConfig(HCCL_DETERMINISTIC, v), HCCL_SUCCESS);
+  HcclConfigValue got{-1};
+  ASSERT_EQ(HcclGetConfig(HCCL_DETERMINISTIC, &got), HCCL_SUCCESS);
+  EXPECT_EQ(got.value, 1);
+  v.value = 3;
+  ExpectErrorLog("HcclSetConfig: configValue.value=3");
+  EXPECT_EQ(HcclSetConfig(HCCL_DETERMINISTIC, v), HCCL_E_PARA);
+  ExpectErrorLog("HcclGetConfig: config=1");
+  EXPECT_EQ(HcclGetConfig(HCCL_CONFIG_RESERVED, &got), HCCL_E_PARA);
+  ExpectErrorLog("HcclGetConfig: configValue");
+  EXPECT_EQ(HcclGetConfig(HCCL_DETERMINISTIC, nullptr), HCCL_E_PTR);
+  v.value = 0;
+  EXPECT_EQ(HcclSetConfig(HCCL_DETERMINISTIC, v), HCCL_SUCCESS);
+}
+
 }  // namespace

@@ -105,6 +105,12 @@ HcclResult HcclCreateSubCommConfig(HcclComm *comm, uint32_t rankNum, uint32_t *r
                                    uint64_t subCommId, uint32_t subCommRankId,
                                    HcclCommConfig *config, HcclComm *subComm);
 /**
+ * Process-wide settings: HCCL_DETERMINISTIC (0, 1 or 2) is kept and reported back; hzc's
+ * reductions are deterministic whatever it says (ranks combine in rank order).
+ */
+HcclResult HcclSetConfig(HcclConfig config, union HcclConfigValue configValue);
+HcclResult HcclGetConfig(HcclConfig config, union HcclConfigValue *configValue);
+/**
  * The communicator's name (at most COMM_NAME_MAX_LENGTH bytes with the NUL) into @commName:
  * hcclCommName of its configuration, else one made from its unique id, the same on every rank.
  */

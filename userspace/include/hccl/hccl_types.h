@@ -151,6 +151,16 @@ typedef enum {
   HCCL_COMM_CONFIG_RESERVED
 } HcclCommConfigCapability;
 
+/** Process-wide settings (HcclSetConfig). */
+typedef enum {
+  HCCL_DETERMINISTIC = 0, /**< 0 off, 1 on, 2 strict; hzc always reduces in rank order */
+  HCCL_CONFIG_RESERVED
+} HcclConfig;
+
+union HcclConfigValue {
+  int32_t value;
+};
+
 /** A registered symmetric memory window (HcclCommSymWinRegister). */
 typedef void *HcclCommSymWindow;
 typedef HcclCommSymWindow CommSymWindow;

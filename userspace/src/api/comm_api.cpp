@@ -7,6 +7,7 @@
 #pragma GCC visibility pop
 
 #include <algorithm>
+#include <atomic>
 #include <set>
 #include <string>
 #include <utility>
@@ -72,6 +73,40 @@ Status CheckMembers(const hzc::Communicator &parent, uint32_t rankNum, const uin
 }
 
 }  // namespace
+
+namespace {
+
+std::atomic<int32_t> g_deterministic{0};
+
+Status CheckConfig(HcclConfig config) {
+  if (config != HCCL_DETERMINISTIC) {
+    return Error(HCCL_E_PARA, "config={}: not HCCL_DETERMINISTIC", static_cast<int>(config));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+HcclResult HcclSetConfig(HcclConfig config, union HcclConfigValue configValue) {
+  return api::HcclGuard("HcclSetConfig", [&]() -> Status {
+    HZC_RETURN_IF_ERROR(CheckConfig(config));
+    if (configValue.value < 0 || configValue.value > 2) {
+      return Error(HCCL_E_PARA, "configValue.value={}: HCCL_DETERMINISTIC is 0, 1 or 2",
+                   configValue.value);
+    }
+    g_deterministic = configValue.value;
+    return Status::Ok();
+  });
+}
+
+HcclResult HcclGetConfig(HcclConfig config, union HcclConfigValue *configValue) {
+  return api::HcclGuard("HcclGetConfig", [&]() -> Status {
+    HZC_RETURN_IF_ERROR(CheckConfig(config));
+    HZC_RETURN_IF_ERROR(api::NotNull(configValue, "configValue"));
+    configValue->value = g_deterministic;
+    return Status::Ok();
+  });
+}
 
 uint32_t HcclGetCommConfigCapability(void) {
   return HCCL_COMM_CONFIG_RESERVED;
