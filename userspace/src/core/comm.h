@@ -67,6 +67,8 @@ class Communicator {
     virtual ~CollState() = default;
   };
   std::unique_ptr<CollState> &coll_state() { return coll_state_; }
+  // State of the point-to-point calls (coll/p2p.h), the same way.
+  std::unique_ptr<CollState> &p2p_state() { return p2p_state_; }
   // Access to the peers' activated memory; nullptr until linked. Valid while the communicator
   // lives.
   PeerMemory *peer_memory() const;
@@ -84,6 +86,7 @@ class Communicator {
                       std::vector<RankCard> *cards) const;
 
   std::unique_ptr<CollState> coll_state_;
+  std::unique_ptr<CollState> p2p_state_;
 
   mutable std::mutex mutex_;
   std::shared_ptr<Device> device_;           // set once linked: the context holding our domain rank

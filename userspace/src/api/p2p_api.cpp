@@ -1,0 +1,101 @@
+// SPDX-License-Identifier: Apache-2.0
+// HCCL point-to-point calls: argument checks, then coll/p2p.h. Every call is complete when it
+// returns; @stream may be NULL or a stream from aclrtCreateStream.
+#pragma GCC visibility push(default)
+#include <hccl/hccl.h>
+#pragma GCC visibility pop
+
+#include <string>
+#include <vector>
+
+#include "api/boundary.h"
+#include "api/checks.h"
+#include "coll/p2p.h"
+#include "coll/stream.h"
+#include "core/comm.h"
+
+namespace api = hzc::api;
+using hzc::Status;
+using hzc::coll::P2pItem;
+
+namespace {
+
+// The names of a call's arguments, for messages.
+struct Names {
+  const char *buf;
+  const char *peer;
+};
+
+P2pItem ToItem(const HcclSendRecvItem &in, const char *peer_name) {
+  P2pItem out;
+  out.dir = in.sendRecvType == HCCL_SEND   ? P2pItem::kSend
+            : in.sendRecvType == HCCL_RECV ? P2pItem::kRecv
+                                           : P2pItem::kInvalid;
+  out.buf = in.buf;
+  out.count = in.count;
+  out.dtype = in.dataType;
+  out.peer = in.remoteRank;
+  out.peer_name = peer_name;
+  return out;
+}
+
+// The buffers of @items and @stream.
+Status CheckBuffers(aclrtStream stream, const std::vector<P2pItem> &items, const char *buf_name) {
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (items[i].buf == nullptr) {
+      return items.size() == 1
+                 ? hzc::Error(HCCL_E_PTR, "{} is null", buf_name)
+                 : hzc::Error(HCCL_E_PTR, "sendRecvInfo[{}]: {} is null", i, buf_name);
+    }
+  }
+  if (stream != nullptr && !hzc::coll::IsStream(stream)) {
+    return hzc::Error(HCCL_E_PARA, "stream={}: not NULL nor a live stream from aclrtCreateStream",
+                      stream);
+  }
+  return Status::Ok();
+}
+
+// The C function @name: check @comm, the @n items at @info and @stream, then run the items
+// together. Own-argument failures on a live communicator are refused (coll/p2p.h: the peers
+// with an open channel fail their matching calls too). HcclSend and HcclRecv are batches of
+// one item.
+HcclResult PointToPoint(const char *name, HcclComm comm, aclrtStream stream,
+                        const HcclSendRecvItem *info, uint32_t n, Names names) {
+  return api::HcclGuard(name, [&]() -> Status {
+    HZC_RETURN_IF_ERROR(api::NotNull(comm, "comm"));
+    if (n != 0) {
+      HZC_RETURN_IF_ERROR(api::NotNull(info, "sendRecvInfo"));
+    }
+    return api::WithComm(comm, [&](const auto &c) {
+      std::vector<P2pItem> items;
+      items.reserve(n);
+      for (uint32_t i = 0; i < n; ++i) {
+        items.push_back(ToItem(info[i], names.peer));
+      }
+      if (Status st = CheckBuffers(stream, items, names.buf); !st.ok()) {
+        return hzc::coll::RefuseP2p(*c, items, st);
+      }
+      return hzc::coll::RunP2p(*c, items);
+    });
+  });
+}
+
+}  // namespace
+
+HcclResult HcclSend(void *sendBuf, uint64_t count, HcclDataType dataType, uint32_t destRank,
+                    HcclComm comm, aclrtStream stream) {
+  const HcclSendRecvItem item{HCCL_SEND, sendBuf, count, dataType, destRank};
+  return PointToPoint("HcclSend", comm, stream, &item, 1, {"sendBuf", "destRank"});
+}
+
+HcclResult HcclRecv(void *recvBuf, uint64_t count, HcclDataType dataType, uint32_t srcRank,
+                    HcclComm comm, aclrtStream stream) {
+  const HcclSendRecvItem item{HCCL_RECV, recvBuf, count, dataType, srcRank};
+  return PointToPoint("HcclRecv", comm, stream, &item, 1, {"recvBuf", "srcRank"});
+}
+
+HcclResult HcclBatchSendRecv(HcclSendRecvItem *sendRecvInfo, uint32_t itemNum, HcclComm comm,
+                             aclrtStream stream) {
+  return PointToPoint("HcclBatchSendRecv", comm, stream, sendRecvInfo, itemNum,
+                      {"buf", "remoteRank"});
+}
