@@ -451,12 +451,14 @@ bool Match(Communicator &comm, Op &op) {
       comm.peer_memory()->Translate(op.ch->peer(), s.addr, op.bytes).ok()) {
     Answer(op, kZeroCopy);
     op.ch->Ring();
+    LogDebug("p2p: receive {} from rank {}: {} bytes zero-copy", op.seq, op.ch->peer(), op.bytes);
     Status st = Pull(comm, op, s.addr);
     MarkDone(op, st.code());
     return Finish(op, std::move(st));
   }
   Answer(op, kStaging);
   op.ch->Ring();
+  LogDebug("p2p: receive {} from rank {}: {} bytes staged", op.seq, op.ch->peer(), op.bytes);
   op.phase = Op::kDrain;
   if (op.chunks == 0) {
     MarkDone(op, HCCL_SUCCESS);
