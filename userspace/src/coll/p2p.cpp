@@ -408,16 +408,11 @@ void MarkDone(Op &op, HcclResult code) {
   op.ch->Ring();
 }
 
-// Zero-copy: copy the sender's buffer at @addr straight into this rank's.
-Status Pull(Communicator &comm, Op &op, uint64_t addr) {
-  PeerMemory *pm = comm.peer_memory();
-  auto from = pm->Translate(op.ch->peer(), addr, op.bytes);
-  if (!from.ok()) {
-    return from.status();
-  }
-  const auto b = reinterpret_cast<uintptr_t>(*from);
+// Zero-copy: copy the sender's buffer, mapped at @from, straight into this rank's.
+Status Pull(Op &op, const void *from) {
+  const auto b = reinterpret_cast<uintptr_t>(from);
   const Fault f = RunGuarded({{.begin = b, .end = b + op.bytes, .rank = op.ch->peer()}},
-                             [&] { std::memcpy(op.item.buf, *from, op.bytes); });
+                             [&] { std::memcpy(op.item.buf, from, op.bytes); });
   if (f.faulted) {
     return Error(HCCL_E_REMOTE,
                  "rank {}'s send buffer became inaccessible during receive {} (deactivated, "
@@ -425,6 +420,13 @@ Status Pull(Communicator &comm, Op &op, uint64_t addr) {
                  op.ch->peer(), op.seq, f.address);
   }
   return Status::Ok();
+}
+
+// The sender's buffer at @addr through this rank's peer mapping, or null when it is not
+// accessible (then the message is staged).
+const void *MapSend(Communicator &comm, const Op &op, uint64_t addr) {
+  auto from = comm.peer_memory()->Translate(op.ch->peer(), addr, op.bytes);
+  return from.ok() ? *from : nullptr;
 }
 
 // The receiver's answer to the posted message of @op.
@@ -447,12 +449,11 @@ bool Match(Communicator &comm, Op &op) {
                             op.seq, op.ch->peer(), s.count, s.dtype, op.item.count,
                             static_cast<int>(op.item.dtype)));
   }
-  if (op.zero_copy && s.zero_copy != 0 &&
-      comm.peer_memory()->Translate(op.ch->peer(), s.addr, op.bytes).ok()) {
+  if (const void *from = op.zero_copy && s.zero_copy != 0 ? MapSend(comm, op, s.addr) : nullptr) {
     Answer(op, kZeroCopy);
     op.ch->Ring();
     LogDebug("p2p: receive {} from rank {}: {} bytes zero-copy", op.seq, op.ch->peer(), op.bytes);
-    Status st = Pull(comm, op, s.addr);
+    Status st = Pull(op, from);
     MarkDone(op, st.code());
     return Finish(op, std::move(st));
   }
