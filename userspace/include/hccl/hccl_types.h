@@ -84,11 +84,7 @@ typedef struct HcclRootInfoDef {
 } HcclRootInfo;
 
 /** The direction of one item of HcclBatchSendRecv. */
-typedef enum {
-  HCCL_SEND = 0,
-  HCCL_RECV = 1,
-  HCCL_SEND_RECV_RESERVED
-} HcclSendRecvType;
+typedef enum { HCCL_SEND = 0, HCCL_RECV = 1, HCCL_SEND_RECV_RESERVED } HcclSendRecvType;
 
 /** One item of HcclBatchSendRecv: @count elements of @dataType to or from @remoteRank. */
 typedef struct HcclSendRecvItemDef {

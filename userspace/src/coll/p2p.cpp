@@ -663,6 +663,10 @@ Status ValidateP2p(const Communicator &comm, const P2pItem &item) {
   if (es == 0) {
     return Error(HCCL_E_PARA, "dataType={}: not an HcclDataType", static_cast<int>(item.dtype));
   }
+  if (item.count > SIZE_MAX / es ||
+      reinterpret_cast<uintptr_t>(item.buf) > UINTPTR_MAX - item.count * es) {
+    return Error(HCCL_E_PARA, "count={}: the buffer wraps around the address space", item.count);
+  }
   if (item.peer >= comm.size()) {
     return Error(HCCL_E_PARA, "{}={}: must be below the rank count {}", item.peer_name, item.peer,
                  comm.size());
@@ -670,10 +674,6 @@ Status ValidateP2p(const Communicator &comm, const P2pItem &item) {
   if (item.peer == comm.rank()) {
     return Error(HCCL_E_PARA, "{}={}: this rank itself; a rank cannot {} itself", item.peer_name,
                  item.peer, item.dir == P2pItem::kSend ? "send to" : "receive from");
-  }
-  if (item.count > SIZE_MAX / es ||
-      reinterpret_cast<uintptr_t>(item.buf) > UINTPTR_MAX - item.count * es) {
-    return Error(HCCL_E_PARA, "count={}: the buffer wraps around the address space", item.count);
   }
   if (comm.ServerCount() > 1) {
     return Error(HCCL_E_NOT_SUPPORT,

@@ -30,7 +30,7 @@ Communicator::Communicator(bootstrap::UniqueId id, uint32_t rank,
 
 Communicator::~Communicator() {
   coll_state_.reset();   // the collectives may hold pointers into peer windows
-  p2p_state_.reset();
+  p2p_state_.reset();    // and the point-to-point channels
   peer_memory_.reset();  // unmap peer windows before leaving the domain
   memory_.clear();       // deregister before the links go (never waits for peers)
   links_.reset();
