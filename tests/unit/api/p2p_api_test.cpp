@@ -40,8 +40,8 @@ TEST_F(P2pApiTest, OwnArgumentsAreCheckedBeforeAnyPeer) {
   float x[4] = {};
   EXPECT_EQ(HcclSend(x, 1, HCCL_DATA_TYPE_FP32, 0, nullptr, nullptr), HCCL_E_PTR);
   EXPECT_EQ(HcclSend(nullptr, 1, HCCL_DATA_TYPE_FP32, 0, comm_, nullptr), HCCL_E_PTR);
-  EXPECT_EQ(HcclRecv(nullptr, 0, HCCL_DATA_TYPE_FP32, 0, comm_, nullptr), HCCL_E_PTR);
-  EXPECT_EQ(HcclSend(x, 1, HCCL_DATA_TYPE_FP32, 0, comm_, nullptr), HCCL_E_PARA);  // itself
+  EXPECT_EQ(HcclRecv(nullptr, 1, HCCL_DATA_TYPE_FP32, 0, comm_, nullptr), HCCL_E_PTR);
+  EXPECT_EQ(HcclSend(x, 1, HCCL_DATA_TYPE_FP32, 0, comm_, nullptr), HCCL_E_NOT_SUPPORT);  // itself
   EXPECT_EQ(HcclRecv(x, 1, HCCL_DATA_TYPE_FP32, 1, comm_, nullptr), HCCL_E_PARA);  // no rank 1
   EXPECT_EQ(HcclSend(x, 1, static_cast<HcclDataType>(13), 0, comm_, nullptr), HCCL_E_PARA);
   EXPECT_EQ(HcclSend(x, UINT64_MAX / 2, HCCL_DATA_TYPE_FP32, 0, comm_, nullptr), HCCL_E_PARA);
@@ -54,7 +54,15 @@ TEST_F(P2pApiTest, OwnArgumentsAreCheckedBeforeAnyPeer) {
   HcclSendRecvItem bad_type{static_cast<HcclSendRecvType>(2), x, 1, HCCL_DATA_TYPE_FP32, 0};
   EXPECT_EQ(HcclBatchSendRecv(&bad_type, 1, comm_, nullptr), HCCL_E_PARA);
   HcclSendRecvItem self{HCCL_RECV, x, 1, HCCL_DATA_TYPE_FP32, 0};
-  EXPECT_EQ(HcclBatchSendRecv(&self, 1, comm_, nullptr), HCCL_E_PARA);
+  EXPECT_EQ(HcclBatchSendRecv(&self, 1, comm_, nullptr), HCCL_E_NOT_SUPPORT);
+  // Count 0 is no transfer and nothing else of the call is looked at (as in CANN), except the
+  // communicator and the stream.
+  EXPECT_EQ(HcclSend(nullptr, 0, static_cast<HcclDataType>(99), 0, comm_, nullptr), HCCL_SUCCESS);
+  EXPECT_EQ(HcclRecv(nullptr, 0, HCCL_DATA_TYPE_FP32, 5, comm_, nullptr), HCCL_SUCCESS);
+  HcclSendRecvItem empty[2] = {{HCCL_SEND, nullptr, 0, HCCL_DATA_TYPE_FP32, 0},
+                               {HCCL_RECV, x, 0, HCCL_DATA_TYPE_INT8, 3}};
+  EXPECT_EQ(HcclBatchSendRecv(empty, 2, comm_, nullptr), HCCL_SUCCESS);
+  EXPECT_EQ(HcclSend(nullptr, 0, HCCL_DATA_TYPE_FP32, 0, nullptr, nullptr), HCCL_E_PTR);
 }
 
 class P2pTwoRanksTest : public hzc::test::Test {};

@@ -5,8 +5,8 @@
 //   MODE: staging (malloc'd buffers) or zerocopy (activated memory)
 //   SCENARIO:
 //     matrix    every pair of ranks, both ways (HcclSend/HcclRecv in both orders), every
-//               dataType, counts 0, 1, 7, 1001 and above the staging slot (the tests set
-//               HCCL_BUFFSIZE=1); zerocopy also sends into plain memory (staged); then a ring
+//               dataType, counts 0 (no transfer), 1, 7, 1001 and above the staging slot (the tests
+//               set HCCL_BUFFSIZE=1); zerocopy also sends into plain memory (staged); then a ring
 //               exchange in one HcclBatchSendRecv per rank (small and above the slot), two
 //               items to the same peer in one batch (kept in order), an empty batch, and 300
 //               small messages in a row from rank 0 to rank 1. Every byte is checked, and the
@@ -15,9 +15,9 @@
 //               (and not empty) took the zero-copy path
 //     mismatch  (2 ranks) count and dataType mismatches fail with HCCL_E_PARA on both sides
 //               and leave the receive buffer alone; a rank with a bad argument (null buffer,
-//               bad dataType) gets its own code and its peer HCCL_E_PARA at once; sends to
-//               itself or to a rank out of range, a null batch: HCCL_E_PARA / HCCL_E_PTR; then
-//               transfers work
+//               bad dataType) gets its own code and its peer HCCL_E_PARA at once; a send to
+//               itself (HCCL_E_NOT_SUPPORT), a receive from a rank out of range (HCCL_E_PARA),
+//               a null batch (HCCL_E_PTR) involve no peer; then transfers work
 //     timeout   (3 ranks, HCCL_EXEC_TIMEOUT=1) rank 0 receives from rank 1 which never sends
 //               (their channel is open) and sends to rank 2 which never receives (no channel
 //               yet): HCCL_E_TIMEOUT both times; ranks 1 and 2 only wait
@@ -384,7 +384,7 @@ int Mismatch() {
     return Fail("bad dataType", r);
   }
   // Own-argument errors that involve no peer.
-  if (HcclSend(buf, 1, m.type, g_rank, g_comm, nullptr) != HCCL_E_PARA ||
+  if (HcclSend(buf, 1, m.type, g_rank, g_comm, nullptr) != HCCL_E_NOT_SUPPORT ||
       HcclRecv(buf, 1, m.type, 7, g_comm, nullptr) != HCCL_E_PARA ||
       HcclBatchSendRecv(nullptr, 1, g_comm, nullptr) != HCCL_E_PTR) {
     return 72;

@@ -93,10 +93,12 @@ HcclResult HcclBarrier(HcclComm comm, aclrtStream stream);
  * otherwise the data passes through a buffer shared by the pair (min(HCCL_BUFFSIZE, 4) MB
  * per direction, in chunks).  Every dataType is moved.  A peer that does not make the
  * matching call within HCCL_EXEC_TIMEOUT seconds is HCCL_E_TIMEOUT naming it; a peer that
- * died is HCCL_E_REMOTE.  A rank cannot send to or receive from itself (HCCL_E_PARA).
- * HcclBatchSendRecv runs all its items together (sends, receives, in any order, to any
- * peers), so e.g. a ring exchange in one batch on every rank does not deadlock; items to or
- * from the same peer are matched in their order in the list.  itemNum 0 does nothing.
+ * died is HCCL_E_REMOTE.  Count 0 is no transfer: the call returns HCCL_SUCCESS without
+ * looking at the buffer, dataType or rank.  A rank cannot send to or receive from itself
+ * (HCCL_E_NOT_SUPPORT).  HcclBatchSendRecv runs all its items together (sends, receives, in
+ * any order, to any peers), so e.g. a ring exchange in one batch on every rank does not
+ * deadlock; items to or from the same peer are matched in their order in the list.  itemNum
+ * 0 does nothing.
  */
 HcclResult HcclSend(void *sendBuf, uint64_t count, HcclDataType dataType, uint32_t destRank,
                     HcclComm comm, aclrtStream stream);

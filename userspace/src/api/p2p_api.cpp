@@ -42,7 +42,7 @@ P2pItem ToItem(const HcclSendRecvItem &in, const char *peer_name) {
 // The buffers of @items and @stream.
 Status CheckBuffers(aclrtStream stream, const std::vector<P2pItem> &items, const char *buf_name) {
   for (size_t i = 0; i < items.size(); ++i) {
-    if (items[i].buf == nullptr) {
+    if (items[i].buf == nullptr && items[i].count != 0) {
       return items.size() == 1
                  ? hzc::Error(HCCL_E_PTR, "{} is null", buf_name)
                  : hzc::Error(HCCL_E_PTR, "sendRecvInfo[{}]: {} is null", i, buf_name);

@@ -286,6 +286,7 @@ State &GetState(Communicator &comm) {
 // One item in progress.
 struct Op {
   P2pItem item;
+  size_t index = 0;  // in the caller's list
   Channel *ch = nullptr;
   uint32_t seq = 0;
   enum Phase { kStart, kAnswer, kFill, kDrain, kDone, kFinished } phase = kStart;
@@ -652,6 +653,19 @@ Status PostRefusal(Channel &ch, P2pItem::Dir dir, Clock::time_point deadline) {
   return Status::Ok();
 }
 
+// The items of @items that move data: an item of count 0 is no transfer at all (no message,
+// no check of its buffer, dataType or rank), as in CANN, where HcclSend and HcclRecv return
+// at once for count 0.
+std::vector<P2pItem> NonEmpty(const std::vector<P2pItem> &items) {
+  std::vector<P2pItem> out;
+  for (const P2pItem &item : items) {
+    if (item.count != 0) {
+      out.push_back(item);
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 Status ValidateP2p(const Communicator &comm, const P2pItem &item) {
@@ -672,8 +686,9 @@ Status ValidateP2p(const Communicator &comm, const P2pItem &item) {
                  comm.size());
   }
   if (item.peer == comm.rank()) {
-    return Error(HCCL_E_PARA, "{}={}: this rank itself; a rank cannot {} itself", item.peer_name,
-                 item.peer, item.dir == P2pItem::kSend ? "send to" : "receive from");
+    return Error(HCCL_E_NOT_SUPPORT, "{}={}: this rank itself; a rank cannot {} itself",
+                 item.peer_name, item.peer,
+                 item.dir == P2pItem::kSend ? "send to" : "receive from");
   }
   if (comm.ServerCount() > 1) {
     return Error(HCCL_E_NOT_SUPPORT,
@@ -684,7 +699,8 @@ Status ValidateP2p(const Communicator &comm, const P2pItem &item) {
   return Status::Ok();
 }
 
-Status RefuseP2p(Communicator &comm, const std::vector<P2pItem> &items, const Status &why) {
+Status RefuseP2p(Communicator &comm, const std::vector<P2pItem> &all, const Status &why) {
+  const std::vector<P2pItem> items = NonEmpty(all);
   State &s = GetState(comm);
   std::lock_guard lock(s.mutex);
   const Clock::time_point deadline = Clock::now() + GetConfig().exec_timeout;
@@ -708,21 +724,25 @@ Status RefuseP2p(Communicator &comm, const std::vector<P2pItem> &items, const St
   return Error(why.code(), "{}; rank(s) {} fail the matching call(s) too", why.message(), told);
 }
 
-Status RunP2p(Communicator &comm, const std::vector<P2pItem> &items) {
-  for (size_t i = 0; i < items.size(); ++i) {
-    if (Status st = ValidateP2p(comm, items[i]); !st.ok()) {
-      return RefuseP2p(comm, items, ItemError(items, i, st));
+Status RunP2p(Communicator &comm, const std::vector<P2pItem> &all) {
+  std::vector<Op> ops;
+  for (size_t i = 0; i < all.size(); ++i) {
+    if (all[i].count == 0) {
+      continue;  // NonEmpty
     }
+    if (Status st = ValidateP2p(comm, all[i]); !st.ok()) {
+      return RefuseP2p(comm, all, ItemError(all, i, st));
+    }
+    Op &op = ops.emplace_back();
+    op.item = all[i];
+    op.index = i;
   }
   State &s = GetState(comm);
   std::lock_guard lock(s.mutex);
   const Clock::time_point deadline = Clock::now() + GetConfig().exec_timeout;
-  HZC_RETURN_IF_ERROR(OpenChannels(comm, s, items, deadline));
-  std::vector<Op> ops(items.size());
-  for (size_t i = 0; i < items.size(); ++i) {
-    Op &op = ops[i];
-    op.item = items[i];
-    op.ch = s.channels[items[i].peer].get();
+  HZC_RETURN_IF_ERROR(OpenChannels(comm, s, NonEmpty(all), deadline));
+  for (Op &op : ops) {
+    op.ch = s.channels[op.item.peer].get();
     HZC_RETURN_IF_ERROR(op.ch->Check());
   }
   for (Op &op : ops) {
@@ -737,9 +757,9 @@ Status RunP2p(Communicator &comm, const std::vector<P2pItem> &items) {
     }
   }
   Status st = Drive(comm, ops, deadline);
-  for (size_t i = 0; i < ops.size() && !st.ok(); ++i) {
-    if (!ops[i].result.ok()) {
-      return ItemError(items, i, ops[i].result);
+  for (const Op &op : ops) {
+    if (!op.result.ok()) {
+      return ItemError(all, op.index, op.result);
     }
   }
   return st;

@@ -43,8 +43,16 @@
 // HCCL_E_REMOTE; the other pairs and the collectives are unaffected. A refusal before the
 // pair's channel exists reaches nobody: the peer times out.
 //
-// Not supported: a rank sending to or receiving from itself (HCCL_E_PARA), communicators that
-// span servers (HCCL_E_NOT_SUPPORT).
+// Semantics taken from CANN: an item of count 0 is no transfer (no message, and its buffer,
+// dataType and rank are not looked at); a rank cannot send to or receive from itself
+// (HCCL_E_NOT_SUPPORT, in batches too: CANN's batches may copy locally, hzc's do not). hzc
+// allows several items of one direction of one pair in a batch (CANN forbids them) and
+// matches them in list order. Communicators that span servers: HCCL_E_NOT_SUPPORT.
+//
+// A rank that destroys its communicator (or dies) breaks the kernel domain of its peer
+// mappings for every rank (core/peer_memory.h): zero-copy transfers between the remaining
+// ranks are then staged (their buffers no longer map), or fail with HCCL_E_REMOTE if that
+// happens during the copy.
 #pragma once
 
 #include <hccl/hccl_types.h>
