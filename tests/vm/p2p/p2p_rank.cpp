@@ -18,6 +18,9 @@
 //               bad dataType) gets its own code and its peer HCCL_E_PARA at once; a send to
 //               itself (HCCL_E_NOT_SUPPORT), a receive from a rank out of range (HCCL_E_PARA),
 //               a null batch (HCCL_E_PTR) involve no peer; then transfers work
+//     lateopen  (3 ranks) rank 0 sends to ranks 1 and 2 in one batch; rank 2 receives from
+//               rank 1 first, which sends only after its receive from rank 0: rank 0's send
+//               to rank 1 has to progress while its channel with rank 2 waits to be opened
 //     timeout   (3 ranks, HCCL_EXEC_TIMEOUT=1) rank 0 receives from rank 1 which never sends
 //               (their channel is open) and sends to rank 2 which never receives (no channel
 //               yet): HCCL_E_TIMEOUT both times; ranks 1 and 2 only wait
@@ -397,6 +400,44 @@ int Mismatch() {
   return g_rank == 1 ? Check(buf, m, 0, "after the errors") : 0;
 }
 
+// Rank 0 sends to 1 and 2 in one batch; rank 1 receives it in a batch, then sends to 2; rank 2
+// receives from 1, then from 0. Rank 0's channel with rank 2 can only open once rank 2 is done
+// with rank 1, which needs rank 0's send to rank 1 to progress meanwhile.
+int LateOpen() {
+  const Message m{HCCL_DATA_TYPE_INT16, 3000, 11};
+  std::vector<uint8_t> a(m.Bytes() + 2 * kGuard), b(m.Bytes() + 2 * kGuard);
+  uint8_t *pa = a.data() + kGuard, *pb = b.data() + kGuard;
+  HcclResult r1 = HCCL_SUCCESS, r2 = HCCL_SUCCESS;
+  if (g_rank == 0) {
+    Prepare(pa, m);
+    HcclSendRecvItem items[2] = {{HCCL_SEND, pa, m.count, m.type, 1},
+                                 {HCCL_SEND, pa, m.count, m.type, 2}};
+    r1 = HcclBatchSendRecv(items, 2, g_comm, nullptr);
+  } else if (g_rank == 1) {
+    Guard(pa, m);
+    HcclSendRecvItem item{HCCL_RECV, pa, m.count, m.type, 0};
+    r1 = HcclBatchSendRecv(&item, 1, g_comm, nullptr);
+    Prepare(pb, m);
+    r2 = HcclSend(pb, m.count, m.type, 2, g_comm, nullptr);
+  } else {
+    Guard(pa, m);
+    Guard(pb, m);
+    r1 = HcclRecv(pb, m.count, m.type, 1, g_comm, nullptr);
+    r2 = HcclRecv(pa, m.count, m.type, 0, g_comm, nullptr);
+  }
+  if (r1 != HCCL_SUCCESS || r2 != HCCL_SUCCESS) {
+    return Fail("late open", r1 != HCCL_SUCCESS ? r1 : r2);
+  }
+  if (g_rank == 1) {
+    return Check(pa, m, 0, "late open");
+  }
+  if (g_rank == 2) {
+    const int rc = Check(pb, m, 1, "late open");
+    return rc != 0 ? rc : Check(pa, m, 0, "late open");
+  }
+  return 0;
+}
+
 int Timeout() {
   float x = 1;
   if (g_rank == 0   ? HcclSend(&x, 1, HCCL_DATA_TYPE_FP32, 1, g_comm, nullptr)
@@ -475,6 +516,8 @@ int main(int argc, char **argv) {
     rc = Matrix();
   } else if (scenario == "mismatch") {
     rc = Mismatch();
+  } else if (scenario == "lateopen") {
+    rc = LateOpen();
   } else if (scenario == "timeout") {
     rc = Timeout();
   } else if (scenario == "die") {

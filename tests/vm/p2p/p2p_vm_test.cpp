@@ -82,6 +82,12 @@ TEST_F(P2pTest, MismatchAndRefusalZeroCopy) {
   EXPECT_EQ(RunRanks(2, "mismatch", "zerocopy"), std::vector<int>(2, 0));
 }
 
+// A batch's items progress while the channel of another of its items is still being opened.
+TEST_F(P2pTest, BatchProgressesWhileAChannelWaitsToOpen) {
+  EXPECT_EQ(RunRanks(3, "lateopen", "staging", {{"HCCL_EXEC_TIMEOUT", "20"}}),
+            std::vector<int>(3, 0));
+}
+
 TEST_F(P2pTest, PeerThatNeverMatchesTimesOut) {
   ExpectErrorLog("HcclRecv: rank 1 did not post send 1 to this rank within HCCL_EXEC_TIMEOUT");
   ExpectErrorLog("HcclSend: rank 2 made no send or receive with this rank");

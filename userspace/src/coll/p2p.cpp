@@ -16,7 +16,9 @@
 #include <memory>
 #include <mutex>
 #include <new>
+#include <optional>
 #include <string>
+#include <thread>
 
 #include "base/config.h"
 #include "base/errno_string.h"
@@ -508,16 +510,15 @@ std::string Awaited(const Op &op) {
 // deadline passed.
 Status CheckWait(std::vector<Op> &ops, Clock::time_point deadline) {
   for (Op &op : ops) {
-    if (op.phase == Op::kFinished) {
-      continue;
+    if (op.phase != Op::kFinished && op.ch != nullptr) {
+      HZC_RETURN_IF_ERROR(op.ch->Check());
     }
-    HZC_RETURN_IF_ERROR(op.ch->Check());
   }
   if (Clock::now() < deadline) {
     return Status::Ok();
   }
-  for (Op &op : ops) {
-    if (op.phase != Op::kFinished) {
+  for (Op &op : ops) {  // the ops still opening their channel fail with the opening
+    if (op.phase != Op::kFinished && op.ch != nullptr) {
       return Error(HCCL_E_TIMEOUT, "rank {} did not {} within HCCL_EXEC_TIMEOUT ({} s)",
                    op.ch->peer(), Awaited(op), GetConfig().exec_timeout.count());
     }
@@ -525,80 +526,184 @@ Status CheckWait(std::vector<Op> &ops, Clock::time_point deadline) {
   return Status::Ok();
 }
 
-// Poll every op until all are finished; a failure to wait breaks the channels of the
-// unfinished ops. The first op's error, if any.
-Status Drive(Communicator &comm, std::vector<Op> &ops, Clock::time_point deadline) {
-  std::vector<Channel *> channels;
-  for (const Op &op : ops) {
-    if (std::find(channels.begin(), channels.end(), op.ch) == channels.end()) {
-      channels.push_back(op.ch);
-    }
-  }
-  const auto slice = channels.size() > 1 ? kShortSlice : kSlice;
-  for (;;) {
-    Op *waiting = nullptr;
-    uint32_t bell = 0;
-    bool progressed = false;
-    for (Op &op : ops) {
-      if (op.phase == Op::kFinished) {
-        continue;
+// A channel being opened in a thread of its own while the call's other items progress: a
+// hand-off waits for the peer to come, and the peer may come only after this rank's other
+// items moved.
+struct Opening {
+  uint32_t peer = 0;
+  std::thread thread;
+  std::atomic<bool> done{false};
+  std::optional<Expected<std::unique_ptr<Channel>>> result;
+};
+
+// The items of one call in progress, on the channels of @s (which the caller holds).
+class Batch {
+ public:
+  Batch(Communicator &comm, State &s, std::vector<Op> &ops, Clock::time_point deadline)
+      : comm_(comm), s_(s), ops_(ops), deadline_(deadline) {}
+  // Joins the openings still running (they end by the deadline too); a channel opened for
+  // items that never ran is broken, since its peer's numbering moved on.
+  ~Batch();
+  Batch(const Batch &) = delete;
+  Batch &operator=(const Batch &) = delete;
+
+  // Every op finished (then the first op's error, if any), or a failure to wait (then the
+  // channels of the unfinished ops are broken).
+  Status Run();
+
+ private:
+  // Start an opening for every peer without a channel; give the ops of the others theirs.
+  void Start();
+  // Give the ops of @peer its channel @ch: numbers in list order, sizes, eligibility.
+  void Assign(uint32_t peer, Channel *ch);
+  // Install the channels of finished openings (or fail their ops); whether any finished.
+  bool Collect();
+  // One pass over the ops; the first unfinished op with a channel and its bell before it.
+  bool PollAll(Op **waiting, uint32_t *bell, bool *unfinished);
+
+  Communicator &comm_;
+  State &s_;
+  std::vector<Op> &ops_;
+  const Clock::time_point deadline_;
+  std::vector<std::unique_ptr<Opening>> openings_;
+  Status failed_;
+};
+
+void Batch::Start() {
+  for (const Op &op : ops_) {
+    const uint32_t peer = op.item.peer;
+    auto it = s_.channels.find(peer);
+    if (it != s_.channels.end()) {
+      if (op.ch == nullptr) {
+        Assign(peer, it->second.get());
       }
-      if (waiting == nullptr) {
-        waiting = &op;
-        bell = op.ch->bell().load(std::memory_order_seq_cst);
-      }
-      if (op.prev == nullptr || op.prev->phase == Op::kFinished) {
-        progressed |= op.item.dir == P2pItem::kSend ? PollSend(op) : PollRecv(comm, op);
-      }
-    }
-    if (waiting == nullptr) {
-      break;
-    }
-    if (progressed) {
       continue;
     }
-    if (Status st = CheckWait(ops, deadline); !st.ok()) {
-      for (Op &op : ops) {
-        if (op.phase != Op::kFinished) {
+    bool started = false;
+    for (const auto &o : openings_) {
+      started = started || o->peer == peer;
+    }
+    if (!started) {
+      auto o = std::make_unique<Opening>();
+      o->peer = peer;
+      Opening *raw = o.get();
+      o->thread = std::thread([this, raw] {
+        raw->result = Channel::Open(comm_, raw->peer, deadline_);
+        raw->done.store(true, std::memory_order_release);
+      });
+      openings_.push_back(std::move(o));
+    }
+  }
+}
+
+void Batch::Assign(uint32_t peer, Channel *ch) {
+  for (Op &op : ops_) {
+    if (op.item.peer != peer) {
+      continue;
+    }
+    op.ch = ch;
+    op.seq = op.item.dir == P2pItem::kSend ? ++ch->send_seq : ++ch->recv_seq;
+    op.bytes = static_cast<size_t>(op.item.count) * TypeSize(op.item.dtype);
+    op.chunks = Chunks(op.bytes, ch->half_bytes());
+    op.zero_copy = Activated(comm_, op.item.buf, op.bytes);
+  }
+}
+
+bool Batch::Collect() {
+  bool any = false;
+  for (auto &o : openings_) {
+    if (!o->thread.joinable() || !o->done.load(std::memory_order_acquire)) {
+      continue;
+    }
+    o->thread.join();
+    any = true;
+    if (!o->result->ok()) {
+      for (Op &op : ops_) {
+        if (op.item.peer == o->peer) {
+          Finish(op, o->result->status());
+        }
+      }
+      continue;
+    }
+    Channel *ch = o->result->value().get();
+    s_.channels[o->peer] = std::move(o->result->value());
+    Assign(o->peer, ch);
+  }
+  return any;
+}
+
+bool Batch::PollAll(Op **waiting, uint32_t *bell, bool *unfinished) {
+  bool progressed = false;
+  for (Op &op : ops_) {
+    if (op.phase == Op::kFinished) {
+      continue;
+    }
+    *unfinished = true;
+    if (op.ch == nullptr) {
+      continue;  // its channel is being opened
+    }
+    if (*waiting == nullptr) {
+      *waiting = &op;
+      *bell = op.ch->bell().load(std::memory_order_seq_cst);
+    }
+    if (op.prev == nullptr || op.prev->phase == Op::kFinished) {
+      progressed |= op.item.dir == P2pItem::kSend ? PollSend(op) : PollRecv(comm_, op);
+    }
+  }
+  return progressed;
+}
+
+Status Batch::Run() {
+  Start();
+  for (;;) {
+    const bool opened = Collect();
+    Op *waiting = nullptr;
+    uint32_t bell = 0;
+    bool unfinished = false;
+    const bool progressed = PollAll(&waiting, &bell, &unfinished);
+    if (!unfinished) {
+      break;
+    }
+    if (opened || progressed) {
+      continue;
+    }
+    if (Status st = CheckWait(ops_, deadline_); !st.ok()) {
+      failed_ = st;
+      for (Op &op : ops_) {
+        if (op.phase != Op::kFinished && op.ch != nullptr) {
           op.ch->Break(st);
         }
       }
       return st;
     }
-    const auto left = std::clamp<std::chrono::nanoseconds>(deadline - Clock::now(),
-                                                           std::chrono::nanoseconds(0), slice);
-    FutexWait(&waiting->ch->bell(), bell, left);
+    const bool several = openings_.size() + s_.channels.size() > 1;
+    const auto left =
+        std::clamp<std::chrono::nanoseconds>(deadline_ - Clock::now(), std::chrono::nanoseconds(0),
+                                             waiting == nullptr || several ? kShortSlice : kSlice);
+    if (waiting != nullptr) {
+      FutexWait(&waiting->ch->bell(), bell, left);
+    } else {
+      std::this_thread::sleep_for(left);
+    }
   }
-  for (const Op &op : ops) {
+  for (const Op &op : ops_) {
     HZC_RETURN_IF_ERROR(op.result);
   }
   return Status::Ok();
 }
 
-// The channels of @items, opened in the order of their pairs (every rank opens its channels
-// in that order, so the hand-offs cannot wait on each other in a cycle).
-Status OpenChannels(Communicator &comm, State &s, const std::vector<P2pItem> &items,
-                    Clock::time_point deadline) {
-  std::vector<uint32_t> peers;
-  for (const P2pItem &item : items) {
-    peers.push_back(item.peer);
-  }
-  const uint32_t me = comm.rank();
-  std::sort(peers.begin(), peers.end(), [me](uint32_t a, uint32_t b) {
-    return std::make_pair(std::min(a, me), std::max(a, me)) <
-           std::make_pair(std::min(b, me), std::max(b, me));
-  });
-  for (uint32_t peer : peers) {
-    if (s.channels.count(peer) != 0) {
+Batch::~Batch() {
+  for (auto &o : openings_) {
+    if (!o->thread.joinable()) {
       continue;
     }
-    auto ch = Channel::Open(comm, peer, deadline);
-    if (!ch.ok()) {
-      return ch.status();
+    o->thread.join();
+    if (o->result->ok()) {
+      Channel &ch = *o->result->value();
+      ch.Break(failed_.ok() ? Error(HCCL_E_INTERNAL, "the call gave up") : failed_);
+      s_.channels[o->peer] = std::move(o->result->value());
     }
-    s.channels[peer] = std::move(*ch);
   }
-  return Status::Ok();
 }
 
 // A message in batches of more than one item names the item.
@@ -737,26 +842,22 @@ Status RunP2p(Communicator &comm, const std::vector<P2pItem> &all) {
     op.item = all[i];
     op.index = i;
   }
-  State &s = GetState(comm);
-  std::lock_guard lock(s.mutex);
-  const Clock::time_point deadline = Clock::now() + GetConfig().exec_timeout;
-  HZC_RETURN_IF_ERROR(OpenChannels(comm, s, NonEmpty(all), deadline));
   for (Op &op : ops) {
-    op.ch = s.channels[op.item.peer].get();
-    HZC_RETURN_IF_ERROR(op.ch->Check());
-  }
-  for (Op &op : ops) {
-    op.seq = op.item.dir == P2pItem::kSend ? ++op.ch->send_seq : ++op.ch->recv_seq;
-    op.bytes = static_cast<size_t>(op.item.count) * TypeSize(op.item.dtype);
-    op.chunks = Chunks(op.bytes, op.ch->half_bytes());
-    op.zero_copy = Activated(comm, op.item.buf, op.bytes);
     for (const Op *q = ops.data(); q != &op; ++q) {
-      if (q->ch == op.ch && q->item.dir == op.item.dir) {
+      if (q->item.peer == op.item.peer && q->item.dir == op.item.dir) {
         op.prev = q;
       }
     }
   }
-  Status st = Drive(comm, ops, deadline);
+  State &s = GetState(comm);
+  std::lock_guard lock(s.mutex);
+  for (const Op &op : ops) {
+    if (auto it = s.channels.find(op.item.peer); it != s.channels.end()) {
+      HZC_RETURN_IF_ERROR(it->second->Check());
+    }
+  }
+  Batch batch(comm, s, ops, Clock::now() + GetConfig().exec_timeout);
+  const Status st = batch.Run();
   for (const Op &op : ops) {
     if (!op.result.ok()) {
       return ItemError(all, op.index, op.result);
