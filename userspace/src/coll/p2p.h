@@ -6,11 +6,14 @@
 // shared area, made lazily by the pair's first transfer: rank lo creates a memfd and hands it
 // to rank hi over an abstract Unix socket named after the communicator and the pair
 // (bootstrap/local_exchange.h, lo as its rank 0); nobody keeps the descriptor, so the memory
-// goes with the last mapping (the communicator's destruction, or a rank's death). A call that
-// needs several channels (a batch) opens them in the order of (lo, hi): every rank does, so
-// the hand-offs cannot wait on each other in a cycle. The area holds a header (the two ranks'
-// wake-up words and a "broken" word), one direction block per ordered pair (sender -> receiver)
-// and one staging slot per direction of min(HCCL_BUFFSIZE, 4 MiB), split in two halves.
+// goes with the last mapping (the communicator's destruction, or a rank's death). A call opens
+// each channel it lacks in a thread of its own while its other items progress: the peer of a
+// batch item may come only after this rank's other items moved (it waits for one of them),
+// so opening the channels one after the other could deadlock a valid program. (A call that
+// fails returns once its openings end too, which is at the latest its deadline.) The area
+// holds a header (the two ranks' wake-up words and a "broken" word), one direction block per
+// ordered pair (sender -> receiver) and one staging slot per direction of
+// min(HCCL_BUFFSIZE, 4 MiB), split in two halves.
 //
 // Sequence numbers. Each direction numbers its messages from 1 on both sides, independently
 // of the collectives' call numbers and of other pairs; the n-th send of a to b meets the n-th
@@ -39,9 +42,11 @@
 // Failures. A mismatch, or a rank that refuses a call because its own arguments are bad (it
 // posts "refused" on an open channel: the peer fails the matching call at once with
 // HCCL_E_PARA naming it), leaves the channel usable. A failure half-way (timeout, dead peer,
-// peer memory revoked) breaks the channel: both sides' later transfers on that pair fail with
-// HCCL_E_REMOTE; the other pairs and the collectives are unaffected. A refusal before the
-// pair's channel exists reaches nobody: the peer times out.
+// peer memory revoked) breaks the channel, and those of the call's other unfinished items:
+// both sides' later transfers on such a pair fail with HCCL_E_REMOTE; the other pairs and the
+// collectives are unaffected. A refusal before the pair's channel exists reaches nobody: the
+// peer times out. The two sides never disagree on the path: the receiver alone chooses it for
+// each message and tells the sender in its answer.
 //
 // Semantics taken from CANN: an item of count 0 is no transfer (no message, and its buffer,
 // dataType and rank are not looked at); a rank cannot send to or receive from itself
