@@ -21,6 +21,9 @@
 //     lateopen  (3 ranks) rank 0 sends to ranks 1 and 2 in one batch; rank 2 receives from
 //               rank 1 first, which sends only after its receive from rank 0: rank 0's send
 //               to rank 1 has to progress while its channel with rank 2 waits to be opened
+//     revoke    (2 ranks, zerocopy) rank 0 deactivates its send buffer while rank 1 copies
+//               from it: HCCL_E_REMOTE on both, no crash (58: the deactivation never came
+//               inside the copy in 10 attempts)
 //     timeout   (3 ranks, HCCL_EXEC_TIMEOUT=1) rank 0 receives from rank 1 which never sends
 //               (their channel is open) and sends to rank 2 which never receives (no channel
 //               yet): HCCL_E_TIMEOUT both times; ranks 1 and 2 only wait
@@ -35,6 +38,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -438,6 +442,52 @@ int LateOpen() {
   return 0;
 }
 
+// Rank 0 deactivates its send buffer while rank 1 copies from it (zero-copy): both get
+// HCCL_E_REMOTE and nobody crashes. A deactivation that lands before the receiver mapped the
+// buffer makes a staged transfer that succeeds: then again (58 after 10 attempts).
+int Revoke() {
+  const size_t bytes = 32 << 20;
+  Arena arena(bytes, true);
+  if (!arena.ok) {
+    return 52;
+  }
+  std::memset(arena.base, 1, bytes);
+  for (int attempt = 0; attempt < 10; ++attempt) {
+    if (attempt > 0 && g_rank == 0 &&
+        HcclCommActivateCommMemory(g_comm, arena.va, arena.size, 0, arena.handle, 0) !=
+            HCCL_SUCCESS) {
+      return 57;
+    }
+    if (HcclBarrier(g_comm, nullptr) != HCCL_SUCCESS) {
+      return 53;
+    }
+    std::atomic<bool> calling{false};
+    std::thread revoker;
+    if (g_rank == 0) {
+      revoker = std::thread([&] {
+        while (!calling.load()) {
+          std::this_thread::yield();
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+        HcclCommDeactivateCommMemory(g_comm, arena.va);
+      });
+    }
+    calling.store(true);
+    const HcclResult r = g_rank == 0
+                             ? HcclSend(arena.base, bytes, HCCL_DATA_TYPE_INT8, 1, g_comm, nullptr)
+                             : HcclRecv(arena.base, bytes, HCCL_DATA_TYPE_INT8, 0, g_comm, nullptr);
+    if (revoker.joinable()) {
+      revoker.join();
+    }
+    if (r != HCCL_SUCCESS) {
+      return r;
+    }
+    std::fprintf(stderr, "rank %u: attempt %d: the deactivation came before the copy\n", g_rank,
+                 attempt);
+  }
+  return 58;
+}
+
 int Timeout() {
   float x = 1;
   if (g_rank == 0   ? HcclSend(&x, 1, HCCL_DATA_TYPE_FP32, 1, g_comm, nullptr)
@@ -518,6 +568,8 @@ int main(int argc, char **argv) {
     rc = Mismatch();
   } else if (scenario == "lateopen") {
     rc = LateOpen();
+  } else if (scenario == "revoke") {
+    rc = Revoke();
   } else if (scenario == "timeout") {
     rc = Timeout();
   } else if (scenario == "die") {

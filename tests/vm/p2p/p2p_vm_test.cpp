@@ -88,6 +88,16 @@ TEST_F(P2pTest, BatchProgressesWhileAChannelWaitsToOpen) {
             std::vector<int>(3, 0));
 }
 
+TEST_F(P2pTest, SendBufferDeactivatedDuringTheCopyIsAnError) {
+  if (!HaveModule()) {
+    GTEST_SKIP() << hzc_device_path() << " is absent: hzc.ko is not loaded";
+  }
+  ExpectErrorLog("HcclRecv: rank 0's send buffer became inaccessible during receive");
+  ExpectErrorLog("HcclSend: rank 1 failed to receive send");
+  ExpectErrorLog("HcclCommDeactivateCommMemory: ");  // the rank's clean-up, already done
+  EXPECT_EQ(RunRanks(2, "revoke", "zerocopy"), (std::vector<int>{HCCL_E_REMOTE, HCCL_E_REMOTE}));
+}
+
 TEST_F(P2pTest, PeerThatNeverMatchesTimesOut) {
   ExpectErrorLog("HcclRecv: rank 1 did not post send 1 to this rank within HCCL_EXEC_TIMEOUT");
   ExpectErrorLog("HcclSend: rank 2 made no send or receive with this rank");
