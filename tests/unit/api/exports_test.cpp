@@ -2,6 +2,7 @@
 // libhzc exports the C API and nothing else, under SONAME libhzc.so.0.
 #include <cstdio>
 #include <regex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -44,6 +45,59 @@ TEST_F(ExportsTest, OnlyApiSymbolsAreExported) {
     ++functions;
   }
   EXPECT_GE(functions, 4);
+}
+
+// The ACL runtime calls a CANN program may bind at start-up (-Wl,-z,now) are all there.
+TEST_F(ExportsTest, AclRuntimeCallsAreExported) {
+  std::set<std::string> exported;
+  for (const auto &line :
+       RunLines(std::string("nm -D --defined-only --format=posix ") + HZC_LIB_PATH + " 2>&1")) {
+    exported.insert(line.substr(0, line.find('@')));
+  }
+  for (const char *name : {"aclInit",
+                           "aclFinalize",
+                           "aclGetRecentErrMsg",
+                           "aclrtGetSocName",
+                           "aclrtSetDevice",
+                           "aclrtResetDevice",
+                           "aclrtGetDevice",
+                           "aclrtGetDeviceCount",
+                           "aclrtCreateContext",
+                           "aclrtDestroyContext",
+                           "aclrtSetCurrentContext",
+                           "aclrtGetCurrentContext",
+                           "aclrtSetDeviceSatMode",
+                           "aclrtGetDeviceSatMode",
+                           "aclrtCreateStream",
+                           "aclrtCreateStreamWithConfig",
+                           "aclrtDestroyStream",
+                           "aclrtSynchronizeStream",
+                           "aclrtSynchronizeStreamWithTimeout",
+                           "aclrtSetStreamFailureMode",
+                           "aclrtStreamWaitEvent",
+                           "aclrtCreateEvent",
+                           "aclrtCreateEventWithFlag",
+                           "aclrtCreateEventExWithFlag",
+                           "aclrtDestroyEvent",
+                           "aclrtRecordEvent",
+                           "aclrtResetEvent",
+                           "aclrtSynchronizeEvent",
+                           "aclrtSynchronizeEventWithTimeout",
+                           "aclrtQueryEvent",
+                           "aclrtQueryEventStatus",
+                           "aclrtQueryEventWaitStatus",
+                           "aclrtEventElapsedTime",
+                           "aclrtMalloc",
+                           "aclrtFree",
+                           "aclrtMallocHost",
+                           "aclrtFreeHost",
+                           "aclrtMemcpy",
+                           "aclrtMemcpyAsync",
+                           "aclrtMemset",
+                           "aclrtMemsetAsync",
+                           "aclrtGetMemInfo"}) {
+    EXPECT_TRUE(exported.contains(name)) << name << " is not exported";
+  }
 }
 
 TEST_F(ExportsTest, Soname) {

@@ -2,11 +2,14 @@
 // The ACL profiling entry points (api/prof_api.cpp over runtime/profiling): each call's argument
 // checks, its codes and log line, and the order of the calls.
 #include <acl/acl_prof.h>
+#include <fmt/format.h>
 
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "hzc_test.h"
+#include "runtime/device.h"
 #include "runtime/profiling.h"
 
 namespace {
@@ -73,13 +76,14 @@ TEST_F(AclProfTest, FinalizeWithoutInitSucceeds) {
 }
 
 TEST_F(AclProfTest, CreateConfigAcceptsWhatCannDocuments) {
-  uint32_t all[hzc::runtime::kProfMaxDevices];
-  for (uint32_t i = 0; i < hzc::runtime::kProfMaxDevices; ++i) {
-    all[i] = hzc::runtime::kProfMaxDevices - 1 - i;
+  const uint32_t n = hzc::runtime::DeviceCount();
+  std::vector<uint32_t> all(n);
+  for (uint32_t i = 0; i < n; ++i) {
+    all[i] = n - 1 - i;
   }
   for (auto metrics :
        {ACL_AICORE_ARITHMETIC_UTILIZATION, ACL_AICORE_MEMORY_ACCESS, ACL_AICORE_NONE}) {
-    aclprofConfig *c = aclprofCreateConfig(all, hzc::runtime::kProfMaxDevices, metrics, nullptr,
+    aclprofConfig *c = aclprofCreateConfig(all.data(), n, metrics, nullptr,
                                            ACL_PROF_ACL_API | ACL_PROF_AICORE_METRICS);
     ASSERT_NE(c, nullptr) << metrics;
     EXPECT_EQ(aclprofDestroyConfig(c), ACL_SUCCESS);
@@ -95,19 +99,22 @@ TEST_F(AclProfTest, CreateConfigAcceptsWhatCannDocuments) {
                          ACL_PROF_GE_API_L0 | ACL_PROF_TASK_TIME_L0 | ACL_PROF_TASK_MEMORY |
                          ACL_PROF_TASK_TIME_L2 | ACL_PROF_OP_ATTR | ACL_PROF_TASK_TIME_L3 |
                          ACL_PROF_GE_API_L1 | ACL_PROF_API_STATS;
-  c = aclprofCreateConfig(all, 1, ACL_AICORE_PIPE_UTILIZATION, nullptr, every);
+  c = aclprofCreateConfig(all.data(), 1, ACL_AICORE_PIPE_UTILIZATION, nullptr, every);
   ASSERT_NE(c, nullptr);
   EXPECT_EQ(aclprofDestroyConfig(c), ACL_SUCCESS);
 }
 
 TEST_F(AclProfTest, CreateConfigChecksItsArguments) {
-  uint32_t devices[] = {0, 3, 64};
+  const uint32_t n = hzc::runtime::DeviceCount();
+  uint32_t devices[] = {0, 3, n};
   ExpectErrorLog("aclprofCreateConfig: deviceIdList is null");
   EXPECT_EQ(aclprofCreateConfig(nullptr, 1, ACL_AICORE_NONE, nullptr, kTypes), nullptr);
-  ExpectErrorLog("aclprofCreateConfig: deviceNums=65: at most 64");
-  uint32_t many[65] = {};
-  EXPECT_EQ(aclprofCreateConfig(many, 65, ACL_AICORE_NONE, nullptr, kTypes), nullptr);
-  ExpectErrorLog("aclprofCreateConfig: deviceIdList[2]=64: device ids are below 64");
+  ExpectErrorLog(
+      fmt::format("aclprofCreateConfig: deviceNums={}: at most {} (the device count)", n + 1, n));
+  std::vector<uint32_t> many(n + 1);
+  EXPECT_EQ(aclprofCreateConfig(many.data(), n + 1, ACL_AICORE_NONE, nullptr, kTypes), nullptr);
+  ExpectErrorLog(
+      fmt::format("aclprofCreateConfig: deviceIdList[2]={}: device ids are below {}", n, n));
   EXPECT_EQ(aclprofCreateConfig(devices, 3, ACL_AICORE_NONE, nullptr, kTypes), nullptr);
   uint32_t twice[] = {5, 2, 5};
   ExpectErrorLog("aclprofCreateConfig: deviceIdList[2]=5: listed twice");

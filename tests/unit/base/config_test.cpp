@@ -84,11 +84,12 @@ TEST_F(ConfigTest, AllSet) {
   EXPECT_EQ(c.exec_timeout.count(), 40);
   EXPECT_EQ(c.if_ip, "10.0.0.1");
   EXPECT_TRUE(c.warnings.empty());
-  EXPECT_THAT(c.Describe(), testing::ElementsAre("HZC_LOG=DEBUG", "HZC_LOG_FILE=/tmp/hzc.%h.%p",
-                                                 "HZC_DEVICE=/tmp/x", "HCCL_CONNECT_TIMEOUT=3",
-                                                 "HCCL_EXEC_TIMEOUT=40", "HCCL_BUFFSIZE=64",
-                                                 "HZC_RDMA_DEVICE=rxe0", "HZC_RDMA_GID_INDEX=3",
-                                                 "HZC_HOST_ID=node-b", "HCCL_IF_IP=10.0.0.1"));
+  EXPECT_THAT(
+      c.Describe(),
+      testing::ElementsAre("HZC_LOG=DEBUG", "HZC_LOG_FILE=/tmp/hzc.%h.%p", "HZC_DEVICE=/tmp/x",
+                           "HCCL_CONNECT_TIMEOUT=3", "HCCL_EXEC_TIMEOUT=40", "HCCL_BUFFSIZE=64",
+                           "HZC_RDMA_DEVICE=rxe0", "HZC_RDMA_GID_INDEX=3", "HZC_HOST_ID=node-b",
+                           "HCCL_IF_IP=10.0.0.1", "HZC_DEVICE_COUNT=(max(online CPUs, 8))"));
 }
 
 TEST_F(ConfigTest, DescribeDefaults) {
@@ -97,7 +98,8 @@ TEST_F(ConfigTest, DescribeDefaults) {
                   "HZC_LOG=WARN", "HZC_LOG_FILE=(stderr)", "HZC_DEVICE=/dev/hzc",
                   "HCCL_CONNECT_TIMEOUT=120", "HCCL_EXEC_TIMEOUT=1836", "HCCL_BUFFSIZE=200",
                   "HZC_RDMA_DEVICE=(first active port)", "HZC_RDMA_GID_INDEX=(RoCE v2, IPv4 first)",
-                  "HZC_HOST_ID=(boot id + hostname)", "HCCL_IF_IP=(first up interface)"));
+                  "HZC_HOST_ID=(boot id + hostname)", "HCCL_IF_IP=(first up interface)",
+                  "HZC_DEVICE_COUNT=(max(online CPUs, 8))"));
 }
 
 // Every variable the library's sources read (getenv or the config lookup) is read by Config
@@ -167,6 +169,22 @@ TEST_F(ConfigTest, InvalidValuesWarnAndKeepDefaults) {
   EXPECT_NE(c.warnings[2].find("HCCL_CONNECT_TIMEOUT=\"0\""), std::string::npos);
   EXPECT_NE(c.warnings[3].find("HCCL_BUFFSIZE=\"lots\""), std::string::npos);
   EXPECT_NE(c.warnings[4].find("HZC_RDMA_GID_INDEX=\"65536\""), std::string::npos);
+}
+
+TEST_F(ConfigTest, DeviceCount) {
+  Config c = Parse({{"HZC_DEVICE_COUNT", "3"}});
+  EXPECT_EQ(c.device_count, 3U);
+  EXPECT_TRUE(c.warnings.empty());
+  EXPECT_EQ(c.Describe().back(), "HZC_DEVICE_COUNT=3");
+  c = Parse({{"HZC_DEVICE_COUNT", "1024"}});
+  EXPECT_EQ(c.device_count, 1024U);
+  for (const char *bad : {"0", "1025", "-1", "two", ""}) {
+    c = Parse({{"HZC_DEVICE_COUNT", bad}});
+    EXPECT_EQ(c.device_count, std::nullopt) << bad;
+    ASSERT_EQ(c.warnings.size(), 1U) << bad;
+    EXPECT_EQ(c.warnings[0], std::string("HZC_DEVICE_COUNT=\"") + bad +
+                                 "\": not a number of devices in [1, 1024]; using max(CPUs, 8)");
+  }
 }
 
 }  // namespace

@@ -84,6 +84,32 @@ TEST_F(ControlAreaTest, RanksShareTheAreaAndPassBarriers) {
   }
 }
 
+TEST_F(ControlAreaTest, ArgumentRegionsAreSharedPerRankAndParity) {
+  auto areas = OpenAll(3);
+  ASSERT_TRUE(areas[0] && areas[1] && areas[2]);
+  const size_t words = ControlArea::kArgWords * 3;
+  for (uint32_t r = 0; r < 3; ++r) {
+    for (uint64_t seq : {1, 2}) {
+      uint64_t *w = areas[r]->Args(r, seq);
+      for (size_t i = 0; i < words; ++i) {
+        w[i] = r * 1000 + seq * 100 + i;
+      }
+    }
+  }
+  for (const Status &st : BarrierAll(areas, milliseconds(5000))) {
+    EXPECT_TRUE(st.ok()) << st.message();
+  }
+  for (uint32_t r = 0; r < 3; ++r) {
+    for (uint64_t seq : {3, 4}) {  // the parities of calls 1 and 2
+      const uint64_t *w = areas[(r + 1) % 3]->Args(r, seq);
+      EXPECT_EQ(w[0], r * 1000 + (seq - 2) * 100);
+      EXPECT_EQ(w[words - 1], r * 1000 + (seq - 2) * 100 + words - 1);
+    }
+  }
+  // The staging area is not part of them.
+  EXPECT_GE(areas[0]->staging(), reinterpret_cast<uint8_t *>(areas[0]->Args(2, 1) + words));
+}
+
 TEST_F(ControlAreaTest, OneRankNeedsNobody) {
   auto area = ControlArea::Open(Options(0, 1, milliseconds(0)));
   ASSERT_TRUE(area.ok()) << area.status().message();

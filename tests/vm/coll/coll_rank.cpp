@@ -17,6 +17,8 @@
 //               (75 if it does not)
 //     refusefirst  the same as the communicator's first call: the others time out
 //               (HCCL_CONNECT_TIMEOUT) opening the control area
+//     xmatrix, xmismatch, xrefuse  the exchanges (Reduce, Scatter, AllGatherV, ...): see
+//               exchange_rank.cpp
 //     revoke    (zerocopy) rank 1 deactivates its input during a large AllGather: the readers
 //               get HCCL_E_REMOTE and do not crash (58: the deactivation never came inside a
 //               call in 10 attempts)
@@ -37,64 +39,16 @@
 #include <thread>
 #include <vector>
 
+#include "coll_rank.h"
 #include "reference.h"
 #include "root_info_hex.h"
 
 namespace {
 
-uint32_t g_rank = 0, g_n = 0;
-HcclComm g_comm = nullptr;
-bool g_zero_copy = false;
-
-// One arena for all buffers: activated memory (zerocopy) or plain memory (staging).
-struct Arena {
-  uint8_t *base = nullptr;
-  size_t size = 0;
-  void *va = nullptr;
-  aclrtDrvMemHandle handle = nullptr;
-  bool ok = false;
-
-  Arena(size_t bytes, bool zero_copy) {
-    if (!zero_copy) {
-      size = bytes;
-      base = static_cast<uint8_t *>(std::malloc(bytes));
-      ok = base != nullptr;
-      return;
-    }
-    aclrtPhysicalMemProp prop{};
-    prop.memAttr = ACL_HBM_MEM_NORMAL;
-    prop.location.type = ACL_MEM_LOCATION_TYPE_DEVICE;
-    size_t gran = 0;
-    if (aclrtMemGetAllocationGranularity(&prop, ACL_RT_MEM_ALLOC_GRANULARITY_MINIMUM, &gran) !=
-        ACL_SUCCESS) {
-      return;
-    }
-    size = (bytes + gran - 1) / gran * gran;
-    ok = aclrtReserveMemAddress(&va, size, 0, nullptr, 0) == ACL_SUCCESS &&
-         HcclCommSetMemoryRange(g_comm, va, size, 0, 0) == HCCL_SUCCESS &&
-         aclrtMallocPhysical(&handle, size, &prop, 0) == ACL_SUCCESS &&
-         aclrtMapMem(va, size, 0, handle, 0) == ACL_SUCCESS &&
-         HcclCommActivateCommMemory(g_comm, va, size, 0, handle, 0) == HCCL_SUCCESS;
-    base = static_cast<uint8_t *>(va);
-  }
-  ~Arena() {
-    if (va == nullptr) {
-      std::free(base);
-      return;
-    }
-    HcclCommDeactivateCommMemory(g_comm, va);
-    aclrtUnmapMem(va);
-    aclrtFreePhysical(handle);
-    HcclCommUnsetMemoryRange(g_comm, va);
-    aclrtReleaseMemAddress(va);
-  }
-};
+using namespace hzc::coll_rank;
 
 enum Kind { kAllGather, kBroadcast, kReduceScatter, kAllReduce };
 const char *kKindNames[] = {"AllGather", "Broadcast", "ReduceScatter", "AllReduce"};
-
-constexpr size_t kGuard = 64;
-constexpr uint8_t kGuardByte = 0xa5;
 
 // Run one collective on @arena and check it; 0 or an exit status.
 int RunOne(Arena &arena, Kind kind, HcclDataType type, HcclReduceOp op, uint64_t count,
@@ -482,6 +436,8 @@ int main(int argc, char **argv) {
     rc = Refuse(2, true, true);
   } else if (scenario == "refusefirst") {
     rc = Refuse(1, false, false);
+  } else if (int x = ExchangeScenario(scenario); x >= 0) {
+    rc = x;
   }
   if (scenario != "die" && scenario != "absent" && scenario != "revoke" &&
       scenario != "refusefirst" && HcclCommDestroy(g_comm) != HCCL_SUCCESS && rc == 0) {

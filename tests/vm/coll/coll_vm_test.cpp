@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // The collectives with real processes (tests/vm/coll/coll_rank.cpp) against the real module:
-// 2, 3, 4 and 8 ranks, staging and zero-copy paths, and the fault cases.
+// 2, 3, 4 and 8 ranks, staging and zero-copy paths, and the fault cases; the exchanges
+// (Reduce, Scatter, AllGatherV, ReduceScatterV, AlltoAll(V/VC)) with 2, 3 and 4 ranks.
 #include <hccl/hccl.h>
 #include <hzc/hzc.h>
 #include <sys/wait.h>
@@ -75,6 +76,49 @@ INSTANTIATE_TEST_SUITE_P(Ranks, CollMatrixTest,
                            return std::to_string(std::get<0>(param_info.param)) + "ranks_" +
                                   std::get<1>(param_info.param);
                          });
+
+// Reduce, Scatter, AllGatherV, ReduceScatterV, AlltoAll, AlltoAllV, AlltoAllVC: every type
+// (and op), counts 0 to above the staging area, in place, on both paths.
+class CollExchangeTest : public CollMatrixTest {};
+
+TEST_P(CollExchangeTest, EveryExchangeTypeOpAndSize) {
+  const auto [n, mode] = GetParam();
+  if (std::string(mode) == "zerocopy" && !HaveModule()) {
+    GTEST_SKIP() << hzc_device_path() << " is absent: hzc.ko is not loaded";
+  }
+  EXPECT_EQ(RunRanks(n, "xmatrix", mode), std::vector<int>(n, 0));
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, CollExchangeTest,
+                         ::testing::Combine(::testing::Values(2u, 3u, 4u),
+                                            ::testing::Values("staging", "zerocopy")),
+                         [](const auto &param_info) {
+                           return std::to_string(std::get<0>(param_info.param)) + "ranks_" +
+                                  std::get<1>(param_info.param);
+                         });
+
+TEST_F(CollTest, MismatchedExchangesFailEverywhereAndChangeNothing) {
+  ExpectErrorLog("ranks disagree on call");
+  EXPECT_EQ(RunRanks(3, "xmismatch", "staging"), std::vector<int>(3, 0));
+}
+
+TEST_F(CollTest, MismatchedExchangesZeroCopy) {
+  if (!HaveModule()) {
+    GTEST_SKIP() << hzc_device_path() << " is absent: hzc.ko is not loaded";
+  }
+  ExpectErrorLog("ranks disagree on call");
+  EXPECT_EQ(RunRanks(3, "xmismatch", "zerocopy"), std::vector<int>(3, 0));
+}
+
+// One rank's bad arguments to an exchange: it gets its own code at once, the others
+// HCCL_E_PARA at once, and the communicator still works.
+TEST_F(CollTest, BadExchangeArgumentsAreRefusedOnEveryRank) {
+  for (const char *name : {"HcclAlltoAllV: ", "HcclScatter: ", "HcclAlltoAll: ", "HcclReduce: ",
+                           "HcclReduceScatterV: ", "HcclAllGatherV: ", "HcclAlltoAllVC: "}) {
+    ExpectErrorLog(name);
+  }
+  EXPECT_EQ(RunRanks(3, "xrefuse", "staging"), std::vector<int>(3, 0));
+}
 
 TEST_F(CollTest, LargeBuffersStaging) {
   EXPECT_EQ(RunRanks(2, "large", "staging", {{"HCCL_BUFFSIZE", "8"}}), std::vector<int>(2, 0));

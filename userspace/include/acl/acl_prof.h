@@ -65,9 +65,9 @@ aclError aclprofInit(const char *profilerResultPath, size_t length);
 aclError aclprofFinalize(void);
 
 /*
- * A configuration for @deviceNums devices listed in @deviceIdList (ids below 64; the list may
- * be NULL only when deviceNums is 0), @aicoreMetrics, @aicoreEvents (must be NULL) and the
- * ACL_PROF_* bits @dataTypeConfig.  NULL, with one error log line, for an invalid argument.
+ * A configuration for @deviceNums devices listed in @deviceIdList (ids below aclrtGetDeviceCount's;
+ * the list may be NULL only when deviceNums is 0), @aicoreMetrics, @aicoreEvents (must be NULL) and
+ * the ACL_PROF_* bits @dataTypeConfig.  NULL, with one error log line, for an invalid argument.
  */
 aclprofConfig *aclprofCreateConfig(uint32_t *deviceIdList, uint32_t deviceNums,
                                    aclprofAicoreMetrics aicoreMetrics,

@@ -11,6 +11,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include <acl/acl.h>
 #include <hccl/hccl_types.h>
@@ -42,6 +43,95 @@ HcclResult HcclCommDestroy(HcclComm comm);
 HcclResult HcclGetRankSize(HcclComm comm, uint32_t *rankSize);
 HcclResult HcclGetRankId(HcclComm comm, uint32_t *rank);
 
+/**
+ * Fill @config with "nothing set" and its header (size, magic word, version); then set the
+ * fields wanted.  Inline, as in HCCL: the header records the layout this program was built
+ * with.
+ */
+static inline void HcclCommConfigInit(HcclCommConfig *config) {
+  struct {
+    size_t size;
+    uint32_t magicWord;
+    uint32_t version;
+    uint64_t reserved;
+  } info = {sizeof(HcclCommConfig), HCCL_COMM_CONFIG_MAGIC_WORD, HCCL_COMM_CONFIG_VERSION, 0};
+  if (config == NULL) {
+    return;
+  }
+  memset(config, 0, sizeof(*config));
+  memcpy(config->reserved, &info, sizeof(info));
+  config->hcclBufferSize = HCCL_COMM_BUFFSIZE_CONFIG_NOT_SET;
+  config->hcclDeterministic = HCCL_COMM_DETERMINISTIC_CONFIG_NOT_SET;
+  config->hcclOpExpansionMode = HCCL_COMM_DEFAULT_OP_EXPANSION_MODE;
+  config->hcclRdmaTrafficClass = HCCL_COMM_TRAFFIC_CLASS_CONFIG_NOT_SET;
+  config->hcclRdmaServiceLevel = HCCL_COMM_SERVICE_LEVEL_CONFIG_NOT_SET;
+  config->hcclExecTimeOut = HCCL_COMM_EXECTIMEOUT_CONFIG_NOT_SET;
+  config->hcclQos = HCCL_COMM_QOS_CONFIG_NOT_SET;
+  config->hcclSymWinMaxMemSizePerRank = HCCL_DEFAULT_SYMMETRIC_MEMORY_STRIDE;
+  config->hcclChannelSqDepth = HCCL_COMM_SQ_DEPTH_CONFIG_NOT_SET;
+}
+
+/**
+ * The first HcclCommConfigCapability item this library does not support
+ * (HCCL_COMM_CONFIG_RESERVED: it accepts every item; see HcclCommConfig for which ones act).
+ */
+uint32_t HcclGetCommConfigCapability(void);
+/**
+ * HcclCommInitRootInfo with a configuration (NULL: none).  A bad header (not filled by
+ * HcclCommConfigInit) or a value out of its documented range is HCCL_E_PARA; nothing is
+ * joined then.  hcclBufferSize and hcclExecTimeOut apply to this communicator only.
+ */
+HcclResult HcclCommInitRootInfoConfig(uint32_t nRanks, const HcclRootInfo *rootInfo, uint32_t rank,
+                                      const HcclCommConfig *config, HcclComm *comm);
+/** HcclCommInitClusterInfo with a configuration (NULL: none), as HcclCommInitRootInfoConfig. */
+HcclResult HcclCommInitClusterInfoConfig(const char *clusterInfo, uint32_t rank,
+                                         HcclCommConfig *config, HcclComm *comm);
+/**
+ * One process, @ndev ranks: comms[i] is rank i, on device devices[i] (distinct, below
+ * aclrtGetDeviceCount()).  The ranks of such a communicator are threads of one process: a
+ * collective needs every rank's call, so each rank is driven by its own thread (or its own
+ * stream).  Memory ranges are per process, so HcclCommSetMemoryRange is HCCL_E_NOT_SUPPORT on
+ * them: their collectives use the staging path.
+ */
+HcclResult HcclCommInitAll(uint32_t ndev, int32_t *devices, HcclComm *comms);
+/**
+ * A communicator of the ranks rankIds[0..rankNum) of *@comm (ascending ranks of *@comm, the
+ * caller among them at position @subCommRankId).  Every member calls it with the same
+ * rankIds and @subCommId; it returns without waiting for them (the members meet on the new
+ * communicator's first collective or memory range, where differing lists time out).
+ * @config as HcclCommInitRootInfoConfig.
+ */
+HcclResult HcclCreateSubCommConfig(HcclComm *comm, uint32_t rankNum, uint32_t *rankIds,
+                                   uint64_t subCommId, uint32_t subCommRankId,
+                                   HcclCommConfig *config, HcclComm *subComm);
+/**
+ * The communicator's name (at most COMM_NAME_MAX_LENGTH bytes with the NUL) into @commName:
+ * hcclCommName of its configuration, else one made from its unique id, the same on every rank.
+ */
+HcclResult HcclGetCommName(HcclComm comm, char *commName);
+/**
+ * HCCL_SUCCESS, or the error of a collective that failed on this communicator after its call
+ * returned (a call queued on a stream) or half-way (the communicator's collectives are then
+ * unusable); it stays until the communicator is destroyed.
+ */
+HcclResult HcclGetCommAsyncError(HcclComm comm, HcclResult *asyncError);
+
+/*
+ * Symmetric memory windows.  hzc's peers already reach every rank's activated memory, so a
+ * window is a name for [addr, addr + size) inside memory activated through
+ * HcclCommActivateCommMemory (any communicator of the process): registering checks that and
+ * returns a handle, and collectives on buffers in it run zero-copy as for any activated
+ * memory.  Memory that is not activated is HCCL_E_PARA (its peers could not map it).  @flag:
+ * 0 or HCCL_WIN_COLL_SYMMETRIC.  Local calls: nothing is exchanged with the peers.
+ */
+HcclResult HcclCommSymWinRegister(HcclComm comm, void *addr, uint64_t size,
+                                  HcclCommSymWindow *winHandle, uint32_t flag);
+/** Drop a window; the memory stays activated. */
+HcclResult HcclCommSymWinDeregister(HcclCommSymWindow winHandle);
+/** The window of @comm holding [ptr, ptr + size), and ptr's offset in it. */
+HcclResult HcclCommSymWinGet(HcclComm comm, void *ptr, size_t size, HcclCommSymWindow *winHandle,
+                             size_t *offset);
+
 /*
  * Zero-copy memory ranges.  Ranges are process-wide (visible to every communicator of the
  * process) and may not repeat or overlap.  The first HcclCommSetMemoryRange of a
@@ -69,8 +159,8 @@ HcclResult HcclCommDeactivateCommMemory(HcclComm comm, void *virPtr);
  * HCCL_CONNECT_TIMEOUT.
  * Reductions combine ranks in rank order; integers wrap around;
  * FP16/BFP16 accumulate in float and round once (nearest even); MAX/MIN propagate NaN.
- * INT128, HIF8 and FP8 types are moved by AllGather/Broadcast but not reduced
- * (HCCL_E_NOT_SUPPORT).
+ * INT128, HIF8 and FP8 types are moved by AllGather/Broadcast (and the moving collectives
+ * below) but not reduced (HCCL_E_NOT_SUPPORT).
  */
 HcclResult HcclAllReduce(void *sendBuf, void *recvBuf, uint64_t count, HcclDataType dataType,
                          HcclReduceOp op, HcclComm comm, aclrtStream stream);
@@ -82,6 +172,55 @@ HcclResult HcclReduceScatter(void *sendBuf, void *recvBuf, uint64_t recvCount,
 HcclResult HcclAllGather(void *sendBuf, void *recvBuf, uint64_t sendCount, HcclDataType dataType,
                          HcclComm comm, aclrtStream stream);
 HcclResult HcclBarrier(HcclComm comm, aclrtStream stream);
+
+/*
+ * The rooted and vector collectives, with the semantics above (paths, timeouts, mismatches,
+ * refusals) and CANN's arguments.  Counts and displacements are uint64_t arrays of rank-count
+ * entries, in elements.  Each rank's send and receive blocks are checked against every other
+ * rank's: what rank p sends rank q must be what q expects from p, or the call fails with
+ * HCCL_E_PARA on every rank before any byte moves.  AlltoAll(V/VC) do not convert types:
+ * recvType must be sendType.  A count or displacement whose bytes overflow is HCCL_E_PARA,
+ * a NULL array HCCL_E_PTR.  Received blocks must not overlap each other or, except a rank's
+ * own block in place, the blocks the rank sends; in-place AlltoAll (recvBuf == sendBuf) works
+ * but takes the staging path.  The moving ones take every HcclDataType, the reducing ones
+ * (Reduce, ReduceScatterV) the types and ops HcclAllReduce takes.
+ *
+ * HcclReduce: the root's recvBuf gets the reduction of every rank's @count elements; recvBuf
+ *   matters only on the root (NULL elsewhere is fine).
+ * HcclScatter: the root's sendBuf holds rank-count blocks of @recvCount elements, block i goes
+ *   to rank i's recvBuf; sendBuf matters only on the root.
+ * HcclAllGatherV: rank i's @sendCount elements go to recvBuf + recvDispls[i] of every rank;
+ *   recvCounts[i] must be rank i's sendCount (the arrays are the same on every rank).
+ * HcclReduceScatterV: rank i gets, in its recvBuf, the reduction of every rank's sendCounts[i]
+ *   elements at sendDispls[i]; its recvCount must be sendCounts[i].
+ * HcclAlltoAll: block j (@sendCount elements) of rank i's sendBuf goes to block i of rank j's
+ *   recvBuf; @recvCount must equal sendCount.
+ * HcclAlltoAllV: rank i sends sendCounts[j] elements at sdispls[j] to rank j, which puts them
+ *   at rdispls[i]; rank j's recvCounts[i] must be rank i's sendCounts[j].
+ * HcclAlltoAllVC: sendCountMatrix (rank count x rank count, the same on every rank) entry
+ *   [i][j] is what rank i sends rank j; blocks are packed in rank order in sendBuf and
+ *   recvBuf.
+ */
+HcclResult HcclReduce(void *sendBuf, void *recvBuf, uint64_t count, HcclDataType dataType,
+                      HcclReduceOp op, uint32_t root, HcclComm comm, aclrtStream stream);
+HcclResult HcclScatter(void *sendBuf, void *recvBuf, uint64_t recvCount, HcclDataType dataType,
+                       uint32_t root, HcclComm comm, aclrtStream stream);
+HcclResult HcclAllGatherV(void *sendBuf, uint64_t sendCount, void *recvBuf, const void *recvCounts,
+                          const void *recvDispls, HcclDataType dataType, HcclComm comm,
+                          aclrtStream stream);
+HcclResult HcclReduceScatterV(void *sendBuf, const void *sendCounts, const void *sendDispls,
+                              void *recvBuf, uint64_t recvCount, HcclDataType dataType,
+                              HcclReduceOp op, HcclComm comm, aclrtStream stream);
+HcclResult HcclAlltoAll(const void *sendBuf, uint64_t sendCount, HcclDataType sendType,
+                        const void *recvBuf, uint64_t recvCount, HcclDataType recvType,
+                        HcclComm comm, aclrtStream stream);
+HcclResult HcclAlltoAllV(const void *sendBuf, const void *sendCounts, const void *sdispls,
+                         HcclDataType sendType, const void *recvBuf, const void *recvCounts,
+                         const void *rdispls, HcclDataType recvType, HcclComm comm,
+                         aclrtStream stream);
+HcclResult HcclAlltoAllVC(const void *sendBuf, const void *sendCountMatrix, HcclDataType sendType,
+                          const void *recvBuf, HcclDataType recvType, HcclComm comm,
+                          aclrtStream stream);
 
 /*
  * Point-to-point transfers between two ranks of one server.  Only the two ranks call, and

@@ -9,6 +9,7 @@
 
 #include <exception>
 #include <new>
+#include <string>
 
 #include "base/log.h"
 #include "base/status.h"
@@ -35,6 +36,19 @@ inline constexpr ErrorCodes<aclError> kErrorCodes<aclError>{
     ACL_ERROR_RT_MEMORY_ALLOCATION, ACL_ERROR_RT_INTERNAL_ERROR, ACL_ERROR_INVALID_PARAM,
     ACL_ERROR_RT_PARAM_INVALID};
 
+// The message of the calling thread's last failed call ("API: message"), for
+// aclGetRecentErrMsg; empty when none since it was last read.
+inline std::string &RecentError() {
+  thread_local std::string message;
+  return message;
+}
+
+// Log "@api: @message" as the failure of a call and keep it for aclGetRecentErrMsg.
+inline void LogFailure(const char *api, const std::string &message) {
+  LogError("{}: {}", api, message);
+  RecentError() = fmt::format("{}: {}", api, message);
+}
+
 // Run @body (returning BasicStatus<Code>) on behalf of the C function @api.
 template <typename Code, typename Body>
 Code Guard(const char *api, Body &&body) noexcept {
@@ -43,18 +57,18 @@ Code Guard(const char *api, Body &&body) noexcept {
   try {
     BasicStatus<Code> status = body();
     if (!status.ok()) {
-      LogError("{}: {}", api, status.message());
+      LogFailure(api, status.message());
     }
     return status.code();
   } catch (const std::bad_alloc &) {
     try {
-      LogError("{}: out of memory", api);
+      LogFailure(api, "out of memory");
     } catch (...) {
     }
     return kErrorCodes<Code>.no_memory;
   } catch (const std::exception &e) {
     try {
-      LogError("{}: internal error: {}", api, e.what());
+      LogFailure(api, std::string("internal error: ") + e.what());
     } catch (...) {
     }
     return kErrorCodes<Code>.internal;

@@ -8,8 +8,10 @@
 #include "api/boundary.h"
 #include "api/checks.h"
 #include "coll/collectives.h"
-#include "coll/stream.h"
 #include "core/comm.h"
+#include "runtime/stream.h"
+
+#include <initializer_list>
 
 namespace api = hzc::api;
 using hzc::Status;
@@ -18,35 +20,68 @@ using hzc::coll::Kind;
 
 namespace {
 
-// @call's buffers and @stream.
-Status CheckCall(aclrtStream stream, const Call &call) {
-  if (call.kind == Kind::kBroadcast) {
-    HZC_RETURN_IF_ERROR(api::NotNull(call.send, "buf"));
-  } else if (call.kind != Kind::kBarrier) {
-    HZC_RETURN_IF_ERROR(api::NotNull(call.send, "sendBuf"));
-    HZC_RETURN_IF_ERROR(api::NotNull(call.recv, "recvBuf"));
+// An array argument of a call and its name.
+struct Array {
+  const void *p;
+  const char *name;
+};
+
+// @call's buffers, as rank @rank makes it: Scatter's sendBuf and Reduce's recvBuf matter only
+// on the root (the others may pass NULL).
+Status CheckBuffers(const Call &call, uint32_t rank) {
+  switch (call.kind) {
+    case Kind::kBarrier:
+      return Status::Ok();
+    case Kind::kBroadcast:
+      return api::NotNull(call.send, "buf");
+    case Kind::kScatter:
+      if (rank == call.root) {
+        HZC_RETURN_IF_ERROR(api::NotNull(call.send, "sendBuf"));
+      }
+      return api::NotNull(call.recv, "recvBuf");
+    case Kind::kReduce:
+      HZC_RETURN_IF_ERROR(api::NotNull(call.send, "sendBuf"));
+      return rank == call.root ? api::NotNull(call.recv, "recvBuf") : Status::Ok();
+    default:
+      HZC_RETURN_IF_ERROR(api::NotNull(call.send, "sendBuf"));
+      return api::NotNull(call.recv, "recvBuf");
   }
-  if (stream != nullptr && !hzc::coll::IsStream(stream)) {
+}
+
+// @call's buffers and @arrays (of rank @rank) and @stream.
+Status CheckCall(aclrtStream stream, const Call &call, uint32_t rank,
+                 std::initializer_list<Array> arrays) {
+  HZC_RETURN_IF_ERROR(CheckBuffers(call, rank));
+  for (const Array &a : arrays) {
+    HZC_RETURN_IF_ERROR(api::NotNull(a.p, a.name));
+  }
+  if (stream != nullptr && !hzc::runtime::IsStream(stream)) {
     return hzc::Error(HCCL_E_PARA, "stream={}: not NULL nor a live stream from aclrtCreateStream",
                       stream);
   }
   return Status::Ok();
 }
 
-// The C function @name: check @comm, @call's buffers and @stream, then run @call. A bad
-// buffer or stream on a live communicator is refused as coll::Run refuses its own checks
-// (coll/collectives.h: the other ranks fail the call too). The calls below list Call's fields
-// in order: kind, send, recv, count, dtype, op, root.
-HcclResult Collective(const char *name, HcclComm comm, aclrtStream stream, const Call &call) {
+// The C function @name: check @comm, @call's buffers, @arrays and @stream, then run @call. A
+// bad buffer or stream on a live communicator is refused as coll::Run refuses its own checks
+// (coll/collectives.h: the other ranks fail the call too). The calls below list Call's first
+// fields in order: kind, send, recv, count, dtype, op, root.
+HcclResult Collective(const char *name, HcclComm comm, aclrtStream stream, const Call &call,
+                      std::initializer_list<Array> arrays = {}) {
   return api::HcclGuard(name, [&]() -> Status {
     HZC_RETURN_IF_ERROR(api::NotNull(comm, "comm"));
     return api::WithComm(comm, [&](const auto &c) {
-      if (Status st = CheckCall(stream, call); !st.ok()) {
+      if (Status st = CheckCall(stream, call, c->rank(), arrays); !st.ok()) {
         return hzc::coll::Refuse(*c, st);
       }
       return hzc::coll::Run(*c, call);
     });
   });
+}
+
+// The element counts and displacements of the vector collectives (uint64_t arrays).
+const uint64_t *U64(const void *p) {
+  return static_cast<const uint64_t *>(p);
 }
 
 }  // namespace
@@ -78,4 +113,91 @@ HcclResult HcclAllGather(void *sendBuf, void *recvBuf, uint64_t sendCount, HcclD
 
 HcclResult HcclBarrier(HcclComm comm, aclrtStream stream) {
   return Collective("HcclBarrier", comm, stream, Call{.kind = Kind::kBarrier});
+}
+
+HcclResult HcclReduce(void *sendBuf, void *recvBuf, uint64_t count, HcclDataType dataType,
+                      HcclReduceOp op, uint32_t root, HcclComm comm, aclrtStream stream) {
+  return Collective("HcclReduce", comm, stream,
+                    {Kind::kReduce, sendBuf, recvBuf, count, dataType, op, root});
+}
+
+HcclResult HcclScatter(void *sendBuf, void *recvBuf, uint64_t recvCount, HcclDataType dataType,
+                       uint32_t root, HcclComm comm, aclrtStream stream) {
+  return Collective("HcclScatter", comm, stream,
+                    {Kind::kScatter, sendBuf, recvBuf, recvCount, dataType, HCCL_REDUCE_SUM, root});
+}
+
+HcclResult HcclAllGatherV(void *sendBuf, uint64_t sendCount, void *recvBuf, const void *recvCounts,
+                          const void *recvDispls, HcclDataType dataType, HcclComm comm,
+                          aclrtStream stream) {
+  return Collective("HcclAllGatherV", comm, stream,
+                    {.kind = Kind::kAllGatherV,
+                     .send = sendBuf,
+                     .recv = recvBuf,
+                     .count = sendCount,
+                     .dtype = dataType,
+                     .recv_counts = U64(recvCounts),
+                     .recv_displs = U64(recvDispls)},
+                    {{recvCounts, "recvCounts"}, {recvDispls, "recvDispls"}});
+}
+
+HcclResult HcclReduceScatterV(void *sendBuf, const void *sendCounts, const void *sendDispls,
+                              void *recvBuf, uint64_t recvCount, HcclDataType dataType,
+                              HcclReduceOp op, HcclComm comm, aclrtStream stream) {
+  return Collective("HcclReduceScatterV", comm, stream,
+                    {.kind = Kind::kReduceScatterV,
+                     .send = sendBuf,
+                     .recv = recvBuf,
+                     .count = recvCount,
+                     .dtype = dataType,
+                     .op = op,
+                     .send_counts = U64(sendCounts),
+                     .send_displs = U64(sendDispls)},
+                    {{sendCounts, "sendCounts"}, {sendDispls, "sendDispls"}});
+}
+
+HcclResult HcclAlltoAll(const void *sendBuf, uint64_t sendCount, HcclDataType sendType,
+                        const void *recvBuf, uint64_t recvCount, HcclDataType recvType,
+                        HcclComm comm, aclrtStream stream) {
+  return Collective("HcclAlltoAll", comm, stream,
+                    {.kind = Kind::kAlltoAll,
+                     .send = sendBuf,
+                     .recv = const_cast<void *>(recvBuf),
+                     .count = sendCount,
+                     .dtype = sendType,
+                     .recv_count = recvCount,
+                     .recv_dtype = recvType});
+}
+
+HcclResult HcclAlltoAllV(const void *sendBuf, const void *sendCounts, const void *sdispls,
+                         HcclDataType sendType, const void *recvBuf, const void *recvCounts,
+                         const void *rdispls, HcclDataType recvType, HcclComm comm,
+                         aclrtStream stream) {
+  return Collective("HcclAlltoAllV", comm, stream,
+                    {.kind = Kind::kAlltoAllV,
+                     .send = sendBuf,
+                     .recv = const_cast<void *>(recvBuf),
+                     .dtype = sendType,
+                     .send_counts = U64(sendCounts),
+                     .send_displs = U64(sdispls),
+                     .recv_counts = U64(recvCounts),
+                     .recv_displs = U64(rdispls),
+                     .recv_dtype = recvType},
+                    {{sendCounts, "sendCounts"},
+                     {sdispls, "sdispls"},
+                     {recvCounts, "recvCounts"},
+                     {rdispls, "rdispls"}});
+}
+
+HcclResult HcclAlltoAllVC(const void *sendBuf, const void *sendCountMatrix, HcclDataType sendType,
+                          const void *recvBuf, HcclDataType recvType, HcclComm comm,
+                          aclrtStream stream) {
+  return Collective("HcclAlltoAllVC", comm, stream,
+                    {.kind = Kind::kAlltoAllVC,
+                     .send = sendBuf,
+                     .recv = const_cast<void *>(recvBuf),
+                     .dtype = sendType,
+                     .count_matrix = U64(sendCountMatrix),
+                     .recv_dtype = recvType},
+                    {{sendCountMatrix, "sendCountMatrix"}});
 }

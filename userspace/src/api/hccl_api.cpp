@@ -6,6 +6,8 @@
 
 #include <unistd.h>
 
+#include <utility>
+
 #include "api/boundary.h"
 #include "api/checks.h"
 #include "core/comm.h"
@@ -73,9 +75,11 @@ HcclResult HcclGetRootInfo(HcclRootInfo *rootInfo) {
   });
 }
 
-HcclResult HcclCommInitRootInfo(uint32_t nRanks, const HcclRootInfo *rootInfo, uint32_t rank,
-                                HcclComm *comm) {
-  return api::HcclGuard("HcclCommInitRootInfo", [&]() -> Status {
+namespace {
+
+HcclResult InitRootInfo(const char *name, uint32_t nRanks, const HcclRootInfo *rootInfo,
+                        uint32_t rank, const HcclCommConfig *config, HcclComm *comm) {
+  return api::HcclGuard(name, [&]() -> Status {
     HZC_RETURN_IF_ERROR(api::NotNull(rootInfo, "rootInfo"));
     HZC_RETURN_IF_ERROR(api::NotNull(comm, "comm"));
     if (nRanks == 0) {
@@ -84,16 +88,46 @@ HcclResult HcclCommInitRootInfo(uint32_t nRanks, const HcclRootInfo *rootInfo, u
     if (rank >= nRanks) {
       return Error(HCCL_E_PARA, "rank={}: must be below nRanks={}", rank, nRanks);
     }
-    return Publish(hzc::FromRootInfo(*rootInfo, nRanks, rank), comm);
+    auto options = hzc::CommOptions::FromConfig(config);
+    if (!options.ok()) {
+      return options.status();
+    }
+    return Publish(hzc::FromRootInfo(*rootInfo, nRanks, rank, std::move(*options)), comm);
   });
 }
 
-HcclResult HcclCommInitClusterInfo(const char *clusterInfo, uint32_t rank, HcclComm *comm) {
-  return api::HcclGuard("HcclCommInitClusterInfo", [&]() -> Status {
+HcclResult InitClusterInfo(const char *name, const char *clusterInfo, uint32_t rank,
+                           const HcclCommConfig *config, HcclComm *comm) {
+  return api::HcclGuard(name, [&]() -> Status {
     HZC_RETURN_IF_ERROR(api::NotNull(clusterInfo, "clusterInfo"));
     HZC_RETURN_IF_ERROR(api::NotNull(comm, "comm"));
-    return Publish(hzc::FromRankTable(clusterInfo, rank), comm);
+    auto options = hzc::CommOptions::FromConfig(config);
+    if (!options.ok()) {
+      return options.status();
+    }
+    return Publish(hzc::FromRankTable(clusterInfo, rank, std::move(*options)), comm);
   });
+}
+
+}  // namespace
+
+HcclResult HcclCommInitRootInfo(uint32_t nRanks, const HcclRootInfo *rootInfo, uint32_t rank,
+                                HcclComm *comm) {
+  return InitRootInfo("HcclCommInitRootInfo", nRanks, rootInfo, rank, nullptr, comm);
+}
+
+HcclResult HcclCommInitRootInfoConfig(uint32_t nRanks, const HcclRootInfo *rootInfo, uint32_t rank,
+                                      const HcclCommConfig *config, HcclComm *comm) {
+  return InitRootInfo("HcclCommInitRootInfoConfig", nRanks, rootInfo, rank, config, comm);
+}
+
+HcclResult HcclCommInitClusterInfo(const char *clusterInfo, uint32_t rank, HcclComm *comm) {
+  return InitClusterInfo("HcclCommInitClusterInfo", clusterInfo, rank, nullptr, comm);
+}
+
+HcclResult HcclCommInitClusterInfoConfig(const char *clusterInfo, uint32_t rank,
+                                         HcclCommConfig *config, HcclComm *comm) {
+  return InitClusterInfo("HcclCommInitClusterInfoConfig", clusterInfo, rank, config, comm);
 }
 
 HcclResult HcclCommDestroy(HcclComm comm) {

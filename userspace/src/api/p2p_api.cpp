@@ -11,8 +11,8 @@
 #include "api/boundary.h"
 #include "api/checks.h"
 #include "coll/p2p.h"
-#include "coll/stream.h"
 #include "core/comm.h"
+#include "runtime/stream.h"
 
 namespace api = hzc::api;
 using hzc::Status;
@@ -48,7 +48,7 @@ Status CheckBuffers(aclrtStream stream, const std::vector<P2pItem> &items, const
                  : hzc::Error(HCCL_E_PTR, "sendRecvInfo[{}]: {} is null", i, buf_name);
     }
   }
-  if (stream != nullptr && !hzc::coll::IsStream(stream)) {
+  if (stream != nullptr && !hzc::runtime::IsStream(stream)) {
     return hzc::Error(HCCL_E_PARA, "stream={}: not NULL nor a live stream from aclrtCreateStream",
                       stream);
   }

@@ -41,6 +41,10 @@ struct Config {
   std::string if_ip;  // HCCL_IF_IP: address the root listens on; empty: automatic
   // HCCL_EXEC_TIMEOUT: how long a collective waits for the other ranks.
   std::chrono::seconds exec_timeout{kDefaultExecTimeoutS};
+  // HZC_DEVICE_COUNT: how many ACL devices (slots of this host) there are; nullopt: the default
+  // of the runtime (max(online CPUs, 8)).
+  static constexpr uint64_t kMaxDeviceCount = 1024;
+  std::optional<uint32_t> device_count;
 
   // Values that were set but invalid, one message each ("HZC_LOG=\"loud\": ..."), for the
   // logger to report once it exists.

@@ -304,12 +304,7 @@ UniqueId RankTableId(const RankTable &table) {
   for (uint32_t r = 0; r < table.nranks; ++r) {
     text += "|" + table.servers[table.server_of_rank[r]].server_id;
   }
-  UniqueId id{};
-  const size_t a = std::hash<std::string>{}("hzc-a:" + text);
-  const size_t b = std::hash<std::string>{}("hzc-b:" + text);
-  std::memcpy(id.data(), &a, sizeof(a));
-  std::memcpy(id.data() + sizeof(a), &b, sizeof(b));
-  return id;
+  return DerivedId(text);
 }
 
 }  // namespace hzc::bootstrap

@@ -6,6 +6,8 @@
 
 #include <cerrno>
 #include <cstring>
+#include <functional>
+#include <string>
 
 #include "base/errno_string.h"
 
@@ -123,6 +125,15 @@ std::string IdString(const UniqueId &id) {
     s += fmt::format("{:02x}", b);
   }
   return s;
+}
+
+UniqueId DerivedId(std::string_view text) {
+  UniqueId id{};
+  const size_t a = std::hash<std::string>{}("hzc-a:" + std::string(text));
+  const size_t b = std::hash<std::string>{}("hzc-b:" + std::string(text));
+  std::memcpy(id.data(), &a, sizeof(a));
+  std::memcpy(id.data() + sizeof(a), &b, sizeof(b));
+  return id;
 }
 
 }  // namespace hzc::bootstrap

@@ -8,6 +8,7 @@
 #include <array>
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 #include "base/status.h"
 
@@ -32,5 +33,8 @@ Expected<RootInfo> Decode(const HcclRootInfo &in);
 // 16 random bytes (getrandom).
 Expected<UniqueId> RandomId();
 std::string IdString(const UniqueId &id);
+// An id that depends on @text alone, so that processes holding the same text make the same id
+// without talking (rank tables, sub-communicators).
+UniqueId DerivedId(std::string_view text);
 
 }  // namespace hzc::bootstrap

@@ -14,6 +14,7 @@
 #include "base/log.h"
 #include "bootstrap/root_info.h"
 #include "coll/control.h"
+#include "coll/exchange.h"
 #include "coll/reduce.h"
 #include "coll/zero_copy.h"
 
@@ -43,23 +44,33 @@ struct State : Communicator::CollState {
   bool refused = false;
 };
 
-std::mutex g_create_mutex;
-std::map<std::string, uint64_t> g_made;  // control areas made per communicator id
+std::mutex g_made_mutex;
+std::map<std::string, uint64_t> g_made;  // control areas made per communicator id and rank
+
+// Count a control area made (+1) or not made after all (-1) under @key; the new count.
+uint64_t Made(const std::string &key, int delta) {
+  std::lock_guard lock(g_made_mutex);
+  return g_made[key] += static_cast<uint64_t>(delta);
+}
 
 Expected<State *> GetState(Communicator &comm) {
-  std::lock_guard lock(g_create_mutex);
+  // Per communicator: opening waits for the other ranks, which may be threads of this process
+  // (HcclCommInitAll) opening their own communicator's area.
+  std::lock_guard lock(comm.coll_state_mutex());
   auto &slot = comm.coll_state();
   if (!slot) {
+    // Counted per rank: the ranks of an HcclCommInitAll communicator share this process.
     const std::string id = bootstrap::IdString(comm.id());
+    const std::string key = id + "/" + std::to_string(comm.rank());
     ControlArea::Options o;
-    o.name = "hzc-coll-" + id + "-" + std::to_string(++g_made[id]);
+    o.name = "hzc-coll-" + id + "-" + std::to_string(Made(key, +1));
     o.rank = comm.rank();
     o.nranks = comm.size();
-    o.staging_bytes = GetConfig().buff_size_mb << 20;
+    o.staging_bytes = comm.StagingBytes();  // hcclBufferSize, else HCCL_BUFFSIZE
     o.connect_timeout = GetConfig().connect_timeout;
     auto area = ControlArea::Open(o);
     if (!area.ok()) {
-      --g_made[id];  // a retry uses the same name again
+      Made(key, -1);  // a retry uses the same name again
       return area.status();
     }
     auto state = std::make_unique<State>();
@@ -73,8 +84,37 @@ Expected<State *> GetState(Communicator &comm) {
 
 // The communicator's state if its control area is open, else null (never opens it).
 State *OpenState(Communicator &comm) {
-  std::lock_guard lock(g_create_mutex);
+  std::lock_guard lock(comm.coll_state_mutex());
   return static_cast<State *>(comm.coll_state().get());
+}
+
+bool HasRoot(Kind kind) {
+  return kind == Kind::kBroadcast || kind == Kind::kReduce || kind == Kind::kScatter;
+}
+
+Status OneServer(const Communicator &comm) {
+  if (comm.ServerCount() > 1) {
+    return Error(HCCL_E_NOT_SUPPORT,
+                 "the communicator's {} ranks span {} servers; collectives need one server",
+                 comm.size(), comm.ServerCount());
+  }
+  return Status::Ok();
+}
+
+// The descriptor of @call as call @seq (without the zero-copy flag): the fields the ranks must
+// agree on, the others 0.
+CallDesc Describe(const Call &call, uint64_t seq, uint32_t nranks) {
+  CallDesc d;
+  d.seq = seq;
+  d.kind = static_cast<uint32_t>(call.kind);
+  d.dtype = call.kind == Kind::kBarrier ? 0 : static_cast<uint32_t>(call.dtype);
+  d.op = Reduces(call.kind) ? static_cast<uint32_t>(call.op) : 0;
+  d.root = HasRoot(call.kind) ? call.root : 0;
+  d.count = IsVector(call.kind) ? 0 : call.count;  // the vector ones compare their plans
+  d.send = reinterpret_cast<uintptr_t>(call.send);
+  d.recv = reinterpret_cast<uintptr_t>(call.recv);
+  d.args_hash = SharedArgsHash(call, nranks);
+  return d;
 }
 
 // Bytes one rank contributes (AllGather, ReduceScatter: per rank block) or holds.
@@ -105,6 +145,9 @@ Status CheckSame(const ControlArea &area, const CallDesc &mine) {
       field = "op", theirs = d.op, ours = mine.op;
     } else if (d.root != mine.root) {
       field = "root", theirs = d.root, ours = mine.root;
+    } else if (d.args_hash != mine.args_hash) {
+      field = "hash of the arrays that must be the same on every rank", theirs = d.args_hash,
+      ours = mine.args_hash;
     }
     if (field != nullptr) {
       return Error(HCCL_E_PARA,
@@ -137,8 +180,10 @@ class Staging {
         return AllReduce();
       case Kind::kBarrier:
         return Status::Ok();
+      default:  // the exchanges run in coll/exchange.cpp
+        break;
     }
-    return Error(HCCL_E_INTERNAL, "unknown collective");
+    return Error(HCCL_E_INTERNAL, "{} is not a staging collective", KindName(c_.kind));
   }
 
  private:
@@ -254,8 +299,27 @@ const char *KindName(Kind kind) {
       return "AllReduce";
     case Kind::kBarrier:
       return "Barrier";
+    case Kind::kReduce:
+      return "Reduce";
+    case Kind::kScatter:
+      return "Scatter";
+    case Kind::kAllGatherV:
+      return "AllGatherV";
+    case Kind::kReduceScatterV:
+      return "ReduceScatterV";
+    case Kind::kAlltoAll:
+      return "AlltoAll";
+    case Kind::kAlltoAllV:
+      return "AlltoAllV";
+    case Kind::kAlltoAllVC:
+      return "AlltoAllVC";
   }
   return "unknown";
+}
+
+bool Reduces(Kind kind) {
+  return kind == Kind::kReduceScatter || kind == Kind::kAllReduce || kind == Kind::kReduce ||
+         kind == Kind::kReduceScatterV;
 }
 
 std::chrono::seconds ExecTimeout() {
@@ -270,12 +334,16 @@ Status Validate(const Communicator &comm, const Call &c) {
   if (es == 0) {
     return Error(HCCL_E_PARA, "dataType={}: not an HcclDataType", static_cast<int>(c.dtype));
   }
-  if (c.kind == Kind::kReduceScatter || c.kind == Kind::kAllReduce) {
+  if (Reduces(c.kind)) {
     ReduceFn fn = nullptr;
     HZC_RETURN_IF_ERROR(GetReduce(c.dtype, c.op, &fn));
   }
-  if (c.kind == Kind::kBroadcast && c.root >= comm.size()) {
+  if (HasRoot(c.kind) && c.root >= comm.size()) {
     return Error(HCCL_E_PARA, "root={}: must be below the rank count {}", c.root, comm.size());
+  }
+  if (IsExchange(c.kind)) {
+    HZC_RETURN_IF_ERROR(MakePlan(c, comm.size(), comm.rank()).status());
+    return OneServer(comm);
   }
   const uint64_t blocks =
       (c.kind == Kind::kAllGather || c.kind == Kind::kReduceScatter) ? comm.size() : 1;
@@ -289,12 +357,7 @@ Status Validate(const Communicator &comm, const Call &c) {
   if ((in != 0 && in > UINTPTR_MAX - total) || (out != 0 && out > UINTPTR_MAX - total)) {
     return Error(HCCL_E_PARA, "count={}: the buffers wrap around the address space", c.count);
   }
-  if (comm.ServerCount() > 1) {
-    return Error(HCCL_E_NOT_SUPPORT,
-                 "the communicator's {} ranks span {} servers; collectives need one server",
-                 comm.size(), comm.ServerCount());
-  }
-  return Status::Ok();
+  return OneServer(comm);
 }
 
 namespace {
@@ -321,7 +384,7 @@ Status Refuse(Communicator &comm, const Status &why) {
   if (!s->broken.ok() || !s->area->CheckAbort().ok()) {
     return why;  // the others fail anyway
   }
-  if (Status st = CatchUp(*s, Clock::now() + ExecTimeout()); !st.ok()) {
+  if (Status st = CatchUp(*s, Clock::now() + comm.ExecTimeout()); !st.ok()) {
     s->area->Abort(st.code());
     s->broken = st;
     return Error(why.code(), "{}; the others did not reach the call this rank refused before: {}",
@@ -354,28 +417,22 @@ Status Run(Communicator &comm, const Call &call) {
   }
   ControlArea &area = *s.area;
   HZC_RETURN_IF_ERROR(area.CheckAbort());
-  const Clock::time_point deadline = Clock::now() + ExecTimeout();
+  const Clock::time_point deadline = Clock::now() + comm.ExecTimeout();
   auto fail = [&](Status st) {
     area.Abort(st.code());
     s.broken = st;
+    comm.RecordAsyncError(static_cast<HcclResult>(st.code()));
     return st;
   };
   if (Status st = CatchUp(s, deadline); !st.ok()) {
     return fail(Error(st.code(), "{}: {}", KindName(call.kind), st.message()));
   }
 
-  CallDesc mine;
-  mine.seq = ++s.seq;
-  mine.kind = static_cast<uint32_t>(call.kind);
-  mine.dtype = call.kind == Kind::kBarrier ? 0 : static_cast<uint32_t>(call.dtype);
-  mine.op = (call.kind == Kind::kReduceScatter || call.kind == Kind::kAllReduce)
-                ? static_cast<uint32_t>(call.op)
-                : 0;
-  mine.root = call.kind == Kind::kBroadcast ? call.root : 0;
-  mine.count = call.count;
-  mine.send = reinterpret_cast<uintptr_t>(call.send);
-  mine.recv = reinterpret_cast<uintptr_t>(call.recv);
-  mine.zero_copy = ZeroCopy::Eligible(comm, call) ? 1 : 0;
+  CallDesc mine = Describe(call, ++s.seq, area.nranks());
+  const bool exchange = IsExchange(call.kind);
+  const bool eligible =
+      exchange ? Exchange::Post(comm, area, call, mine.seq) : ZeroCopy::Eligible(comm, call);
+  mine.zero_copy = eligible ? 1 : 0;
   area.Post(mine);
   if (Status st = area.Barrier(deadline, KindName(call.kind)); !st.ok()) {
     return fail(Error(st.code(), "{}: {}", KindName(call.kind), st.message()));
@@ -385,12 +442,17 @@ Status Run(Communicator &comm, const Call &call) {
   if (call.kind == Kind::kBarrier) {
     return Status::Ok();
   }
+  Exchange ex(comm, area, call, mine.seq, deadline);
+  if (exchange) {
+    HZC_RETURN_IF_ERROR(ex.Check());  // the pairs agree, on every rank alike
+  }
   bool zero_copy = true;
   for (uint32_t r = 0; r < area.nranks(); ++r) {
     zero_copy = zero_copy && area.Posted(r, mine.seq).zero_copy == 1;
   }
-  Status st = zero_copy ? ZeroCopy(comm, area, call, mine.seq, deadline).Run()
-                        : Staging(area, call, deadline).Run();
+  Status st = exchange    ? ex.Run(zero_copy)
+              : zero_copy ? ZeroCopy(comm, area, call, mine.seq, deadline).Run()
+                          : Staging(area, call, deadline).Run();
   if (!st.ok()) {
     return fail(st);
   }

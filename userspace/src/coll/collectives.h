@@ -10,6 +10,12 @@
 //   Broadcast pull, ReduceScatter reduces its own slice straight from every peer's input,
 //   AllReduce is a reduce-scatter phase and an all-gather phase;
 // - staging path otherwise: chunks pass through the shared staging area (HCCL_BUFFSIZE MB).
+// Reduce, Scatter, AllGatherV, ReduceScatterV, AlltoAll, AlltoAllV and AlltoAllVC are
+// exchanges (coll/exchange.h): each rank posts the byte offset and length of what it sends to
+// and receives from every rank in the control area's argument region, every rank checks every
+// pair (what rank p sends to rank q is what q expects from p, else HCCL_E_PARA on every rank
+// before any byte moves), then each rank pulls its blocks straight from its peers' inputs
+// (zero-copy; Reduce and ReduceScatterV reduce from them) or through the staging area.
 // A call is complete when it returns (streams are only validated). A failure in the middle of
 // a call (timeout, dead peer, revoked peer memory) aborts the communicator's collectives on
 // every rank: later calls fail with HCCL_E_REMOTE.
@@ -45,6 +51,14 @@ enum class Kind : uint32_t {
   kReduceScatter = 3,
   kAllReduce = 4,
   kBarrier = 5,
+  // The exchanges (coll/exchange.h). Values are only compared between ranks.
+  kReduce = 16,
+  kScatter = 17,
+  kAllGatherV = 18,
+  kReduceScatterV = 19,
+  kAlltoAll = 20,
+  kAlltoAllV = 21,
+  kAlltoAllVC = 22,
 };
 
 const char *KindName(Kind kind);
@@ -53,11 +67,25 @@ struct Call {
   Kind kind = Kind::kBarrier;
   const void *send = nullptr;  // Broadcast: the buffer
   void *recv = nullptr;
-  uint64_t count = 0;  // AllGather: sendCount, ReduceScatter: recvCount, else count
-  HcclDataType dtype = HCCL_DATA_TYPE_INT8;
+  // AllGather(V), AlltoAll: sendCount; ReduceScatter(V), Scatter: recvCount; else count
+  uint64_t count = 0;
+  HcclDataType dtype = HCCL_DATA_TYPE_INT8;  // AlltoAll(V/VC): sendType
   HcclReduceOp op = HCCL_REDUCE_SUM;
   uint32_t root = 0;
+  // The exchanges' other arguments, in elements (arrays of nranks entries): AlltoAllV all four,
+  // AllGatherV recv_counts/recv_displs, ReduceScatterV send_counts/send_displs; AlltoAllVC
+  // count_matrix (nranks x nranks, row = sender); AlltoAll recv_count.
+  const uint64_t *send_counts = nullptr;
+  const uint64_t *send_displs = nullptr;
+  const uint64_t *recv_counts = nullptr;
+  const uint64_t *recv_displs = nullptr;
+  const uint64_t *count_matrix = nullptr;
+  uint64_t recv_count = 0;
+  HcclDataType recv_dtype = HCCL_DATA_TYPE_INT8;  // AlltoAll(V/VC): recvType
 };
+
+// Whether @kind combines the ranks' inputs with an HcclReduceOp.
+bool Reduces(Kind kind);
 
 // Check the call's local arguments (types, ops, root, sizes) without touching the peers.
 Status Validate(const Communicator &comm, const Call &call);

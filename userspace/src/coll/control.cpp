@@ -58,6 +58,11 @@ size_t PageAligned(size_t bytes) {
   return (bytes + kPage - 1) / kPage * kPage;
 }
 
+// Bytes of the argument regions of @nranks ranks (both call parities).
+size_t ArgBytes(uint32_t nranks) {
+  return size_t{2} * nranks * ControlArea::kArgWords * nranks * sizeof(uint64_t);
+}
+
 // An error of the hand-off of the area, told as the control area's.
 Status HandOffError(const Status &s) {
   return Error(s.code(), "control area: {}", s.message());
@@ -81,6 +86,7 @@ struct ControlArea::Header {
   uint64_t bytes;
   uint64_t staging_offset;
   uint64_t staging_bytes;
+  uint64_t args_offset;  // the argument regions: [rank][parity][kArgWords * nranks]
   // 0, or (its HcclResult << 16) | (1 + the rank that aborted first)
   std::atomic<uint32_t> abort;
 };
@@ -98,6 +104,7 @@ static_assert(std::atomic<uint32_t>::is_always_lock_free);
 ControlArea::ControlArea(UniqueMapping map, uint32_t rank, uint32_t nranks)
     : map_(std::move(map)), rank_(rank), nranks_(nranks) {
   header_ = map_.as<Header>();
+  args_ = reinterpret_cast<uint64_t *>(map_.as<uint8_t>() + header_->args_offset);
   staging_ = map_.as<uint8_t>() + header_->staging_offset;
   staging_bytes_ = header_->staging_bytes;
   peers_.resize(nranks);
@@ -111,8 +118,9 @@ ControlArea::Slot &ControlArea::slot(uint32_t r) const {
 
 Expected<UniqueMapping> ControlArea::Create(const Options &o, Clock::time_point deadline) {
   const size_t slots = PageAligned(o.nranks * sizeof(Slot));
+  const size_t args = PageAligned(ArgBytes(o.nranks));
   const size_t staging = PageAligned(o.staging_bytes);
-  const size_t len = kPage + slots + staging;
+  const size_t len = kPage + slots + args + staging;
   UniqueFd mem(memfd_create("hzc-coll", MFD_CLOEXEC));
   if (!mem.valid()) {
     return Error(HCCL_E_SYSCALL, "control area: memfd_create: {}", ErrnoString(errno));
@@ -128,7 +136,8 @@ Expected<UniqueMapping> ControlArea::Create(const Options &o, Clock::time_point 
   h->magic = kMagic;
   h->nranks = o.nranks;
   h->bytes = len;
-  h->staging_offset = kPage + slots;
+  h->args_offset = kPage + slots;
+  h->staging_offset = kPage + slots + args;
   h->staging_bytes = staging;
   for (uint32_t r = 0; r < o.nranks; ++r) {
     new (map.as<uint8_t>() + kPage + r * sizeof(Slot)) Slot{};
@@ -195,6 +204,11 @@ void ControlArea::Post(const CallDesc &d) {
 
 CallDesc ControlArea::Posted(uint32_t r, uint64_t seq) const {
   return slot(r).desc[seq & 1];
+}
+
+uint64_t *ControlArea::Args(uint32_t r, uint64_t seq) const {
+  const size_t words = kArgWords * nranks_;
+  return args_ + (size_t{r} * 2 + (seq & 1)) * words;
 }
 
 Status ControlArea::CheckAbort() const {

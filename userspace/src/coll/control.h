@@ -4,8 +4,13 @@
 // Rank 0 creates a memfd at the first collective call and hands it to the other ranks over an
 // abstract Unix socket named after the communicator (bootstrap/local_exchange.h). Nobody keeps
 // the descriptor: the kernel frees the memory when the last rank unmaps it, dead ranks
-// included. The mapping holds a header, one slot per rank and the staging area (HCCL_BUFFSIZE
-// MB) of the staging path.
+// included. The mapping holds a header, one slot per rank, the per-rank argument regions and the
+// staging area (HCCL_BUFFSIZE MB) of the staging path.
+//
+// Argument region: per rank and call parity, kArgWords * nranks 64-bit words where a rank posts
+// what the others need of its per-peer arguments (the vector collectives' byte offsets and
+// lengths per peer, coll/exchange.h); like descriptors, valid between the call's arrival
+// barrier and the next call.
 //
 // Synchronisation is by steps: each rank has a 32-bit step counter in its slot that it only
 // increments; a barrier is "advance mine, wait until every rank's counter reached it". A wait
@@ -42,6 +47,9 @@ struct CallDesc {
   uint64_t recv = 0;
   uint32_t zero_copy = 0;  // 1: send and recv lie in activated memory
   uint32_t reserved = 0;
+  // A hash of the array arguments CANN requires to be the same on every rank (AllGatherV's
+  // recvCounts/recvDispls, ReduceScatterV's sendCounts/sendDispls, AlltoAllVC's matrix).
+  uint64_t args_hash = 0;
 };
 
 class ControlArea {
@@ -83,6 +91,12 @@ class ControlArea {
   // else HCCL_E_REMOTE.
   Status CheckAbort() const;
 
+  // Words per peer in a rank's argument region.
+  static constexpr size_t kArgWords = 4;
+  // Rank @r's argument region of call @seq: kArgWords * nranks() words (this rank writes its
+  // own before the call's arrival barrier, the others read it after).
+  uint64_t *Args(uint32_t r, uint64_t seq) const;
+
   uint8_t *staging() const { return staging_; }
   size_t staging_bytes() const { return staging_bytes_; }
 
@@ -107,6 +121,7 @@ class ControlArea {
   uint32_t rank_ = 0;
   uint32_t nranks_ = 0;
   Header *header_ = nullptr;
+  uint64_t *args_ = nullptr;
   uint8_t *staging_ = nullptr;
   size_t staging_bytes_ = 0;
   uint32_t step_ = 0;                          // this rank's step counter (mirrors its slot)

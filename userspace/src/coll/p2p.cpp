@@ -20,7 +20,6 @@
 #include <string>
 #include <thread>
 
-#include "base/config.h"
 #include "base/errno_string.h"
 #include "base/log.h"
 #include "base/unique_fd.h"
@@ -189,10 +188,9 @@ void Channel::Break(const Status &why) {
 }
 
 // The area of the pair {lo, hi}: made by lo.
-Expected<UniqueMapping> MakeArea(const bootstrap::LocalExchange &x) {
+Expected<UniqueMapping> MakeArea(const bootstrap::LocalExchange &x, size_t staging_bytes) {
   const size_t slot =
-      std::min<size_t>(std::max<size_t>(GetConfig().buff_size_mb << 20, kPage), kMaxSlot) / kPage *
-      kPage;
+      std::min<size_t>(std::max<size_t>(staging_bytes, kPage), kMaxSlot) / kPage * kPage;
   const size_t len = kPage + 2 * slot;
   UniqueFd mem(memfd_create("hzc-p2p", MFD_CLOEXEC));
   if (!mem.valid()) {
@@ -240,13 +238,13 @@ Expected<std::unique_ptr<Channel>> Channel::Open(const Communicator &comm, uint3
                                    .nranks = 2,
                                    .deadline = deadline,
                                    .arrival = "come"};
-  auto map = me == lo ? MakeArea(x) : TakeArea(x);
+  auto map = me == lo ? MakeArea(x, comm.StagingBytes()) : TakeArea(x);
   if (!map.ok()) {
     if (map.status().code() == HCCL_E_TIMEOUT) {
       return Error(HCCL_E_TIMEOUT,
                    "rank {} made no send or receive with this rank within HCCL_EXEC_TIMEOUT "
                    "({} s) (opening their channel)",
-                   peer, GetConfig().exec_timeout.count());
+                   peer, comm.ExecTimeout().count());
     }
     return Error(map.status().code(), "the channel with rank {}: {}", peer, map.status().message());
   }
@@ -508,7 +506,7 @@ std::string Awaited(const Op &op) {
 
 // The first unfinished op's failure to wait: the channel broken or the peer dead, or the
 // deadline passed.
-Status CheckWait(std::vector<Op> &ops, Clock::time_point deadline) {
+Status CheckWait(std::vector<Op> &ops, Clock::time_point deadline, std::chrono::seconds timeout) {
   for (Op &op : ops) {
     if (op.phase != Op::kFinished && op.ch != nullptr) {
       HZC_RETURN_IF_ERROR(op.ch->Check());
@@ -520,7 +518,7 @@ Status CheckWait(std::vector<Op> &ops, Clock::time_point deadline) {
   for (Op &op : ops) {  // the ops still opening their channel fail with the opening
     if (op.phase != Op::kFinished && op.ch != nullptr) {
       return Error(HCCL_E_TIMEOUT, "rank {} did not {} within HCCL_EXEC_TIMEOUT ({} s)",
-                   op.ch->peer(), Awaited(op), GetConfig().exec_timeout.count());
+                   op.ch->peer(), Awaited(op), timeout.count());
     }
   }
   return Status::Ok();
@@ -667,7 +665,7 @@ Status Batch::Run() {
     if (opened || progressed) {
       continue;
     }
-    if (Status st = CheckWait(ops_, deadline_); !st.ok()) {
+    if (Status st = CheckWait(ops_, deadline_, comm_.ExecTimeout()); !st.ok()) {
       failed_ = st;
       for (Op &op : ops_) {
         if (op.phase != Op::kFinished && op.ch != nullptr) {
@@ -808,7 +806,7 @@ Status RefuseP2p(Communicator &comm, const std::vector<P2pItem> &all, const Stat
   const std::vector<P2pItem> items = NonEmpty(all);
   State &s = GetState(comm);
   std::lock_guard lock(s.mutex);
-  const Clock::time_point deadline = Clock::now() + GetConfig().exec_timeout;
+  const Clock::time_point deadline = Clock::now() + comm.ExecTimeout();
   std::string told;
   for (const P2pItem &item : items) {
     auto it = s.channels.find(item.peer);
@@ -856,7 +854,7 @@ Status RunP2p(Communicator &comm, const std::vector<P2pItem> &all) {
       HZC_RETURN_IF_ERROR(it->second->Check());
     }
   }
-  Batch batch(comm, s, ops, Clock::now() + GetConfig().exec_timeout);
+  Batch batch(comm, s, ops, Clock::now() + comm.ExecTimeout());
   const Status st = batch.Run();
   for (const Op &op : ops) {
     if (!op.result.ok()) {

@@ -12,8 +12,8 @@
 // so opening the channels one after the other could deadlock a valid program. (A call that
 // fails returns once its openings end too, which is at the latest its deadline.) The area
 // holds a header (the two ranks' wake-up words and a "broken" word), one direction block per
-// ordered pair (sender -> receiver) and one staging slot per direction of
-// min(HCCL_BUFFSIZE, 4 MiB), split in two halves.
+// ordered pair (sender -> receiver) and one staging slot per direction of the communicator's
+// staging size (hcclBufferSize, else HCCL_BUFFSIZE) but at most 4 MiB, split in two halves.
 //
 // Sequence numbers. Each direction numbers its messages from 1 on both sides, independently
 // of the collectives' call numbers and of other pairs; the n-th send of a to b meets the n-th
@@ -35,7 +35,8 @@
 // bumps (and FUTEX_WAKEs) after every change it makes. A waiter sleeps on the word of one of
 // the channels it waits on in short slices (10 ms with one channel, 1 ms with several) and
 // checks, each slice: the "broken" word, the peer's process (bootstrap/peer_process.h, a
-// dead peer is HCCL_E_REMOTE at once) and the call's deadline (HCCL_EXEC_TIMEOUT:
+// dead peer is HCCL_E_REMOTE at once) and the call's deadline (the communicator's
+// hcclExecTimeOut, else HCCL_EXEC_TIMEOUT:
 // HCCL_E_TIMEOUT naming the peer and what it did not do). A peer that dies before the pair's
 // channel exists is noticed only by the timeout of the hand-off.
 //

@@ -296,11 +296,12 @@ Status GetReduce(HcclDataType type, HcclReduceOp op, ReduceFn *out) {
       break;
   }
   if (fn == nullptr) {
-    return Error(HCCL_E_NOT_SUPPORT,
-                 "dataType={} with op={}: {} cannot be reduced (only AllGather and Broadcast "
-                 "move it); reducible types are int8..int64, uint8..uint64, fp16, bfp16, fp32, "
-                 "fp64",
-                 TypeName(type), OpName(op), TypeName(type));
+    return Error(
+        HCCL_E_NOT_SUPPORT,
+        "dataType={} with op={}: {} cannot be reduced (only the collectives that move "
+        "data take it); reducible types are int8..int64, uint8..uint64, fp16, bfp16, fp32, "
+        "fp64",
+        TypeName(type), OpName(op), TypeName(type));
   }
   *out = fn;
   return Status::Ok();

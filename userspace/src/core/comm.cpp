@@ -8,7 +8,9 @@
 #include <cstring>
 #include <mutex>
 #include <set>
+#include <utility>
 
+#include "base/config.h"
 #include "base/log.h"
 #include "base/rank_list.h"
 #include "core/activation_cookie.h"
@@ -25,8 +27,39 @@ constexpr uintptr_t kHandleStride = 0x40;
 }  // namespace
 
 Communicator::Communicator(bootstrap::UniqueId id, uint32_t rank,
-                           std::vector<bootstrap::RankIdentity> ranks)
-    : serial_(++g_serial), id_(id), rank_(rank), ranks_(std::move(ranks)) {}
+                           std::vector<bootstrap::RankIdentity> ranks, CommOptions options)
+    : serial_(++g_serial),
+      id_(id),
+      rank_(rank),
+      ranks_(std::move(ranks)),
+      options_(std::move(options)) {}
+
+bool Communicator::SharesProcess() const {
+  std::set<std::pair<std::string, uint32_t>> seen;
+  for (const auto &r : ranks_) {
+    if (r.pid != 0 && !seen.emplace(r.host, r.pid).second) {
+      return true;
+    }
+  }
+  return false;
+}
+
+std::string Communicator::Name() const {
+  return options_.name.empty() ? "hzc-" + bootstrap::IdString(id_) : options_.name;
+}
+
+size_t Communicator::StagingBytes() const {
+  return options_.buffer_mb.value_or(GetConfig().buff_size_mb) << 20;
+}
+
+std::chrono::seconds Communicator::ExecTimeout() const {
+  return options_.exec_timeout.value_or(GetConfig().exec_timeout);
+}
+
+void Communicator::RecordAsyncError(HcclResult code) {
+  HcclResult none = HCCL_SUCCESS;
+  async_error_.compare_exchange_strong(none, code);
+}
 
 Communicator::~Communicator() {
   coll_state_.reset();   // the collectives may hold pointers into peer windows

@@ -4,6 +4,7 @@
 
 #include <hccl/hccl_types.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <map>
@@ -15,6 +16,7 @@
 #include "base/status.h"
 #include "bootstrap/rendezvous.h"
 #include "bootstrap/root_info.h"
+#include "core/comm_options.h"
 #include "core/peer_memory.h"
 #include "device/device.h"
 #include "verbs/links.h"
@@ -23,7 +25,8 @@ namespace hzc {
 
 class Communicator {
  public:
-  Communicator(bootstrap::UniqueId id, uint32_t rank, std::vector<bootstrap::RankIdentity> ranks);
+  Communicator(bootstrap::UniqueId id, uint32_t rank, std::vector<bootstrap::RankIdentity> ranks,
+               CommOptions options = {});
   ~Communicator();  // releases memory regions and links, leaves the kernel domain
   Communicator(const Communicator &) = delete;
   Communicator &operator=(const Communicator &) = delete;
@@ -35,6 +38,21 @@ class Communicator {
   const std::vector<bootstrap::RankIdentity> &ranks() const { return ranks_; }
   // Number of distinct servers (host identities) among the ranks.
   uint32_t ServerCount() const;
+  // Whether some ranks are the same process (HcclCommInitAll).
+  bool SharesProcess() const;
+
+  const CommOptions &options() const { return options_; }
+  // hcclCommName of the configuration, else "hzc-" and the unique id.
+  std::string Name() const;
+  // The staging buffer (hcclBufferSize, else HCCL_BUFFSIZE) in bytes.
+  size_t StagingBytes() const;
+  // How long a collective waits for the other ranks (hcclExecTimeOut, else HCCL_EXEC_TIMEOUT).
+  std::chrono::seconds ExecTimeout() const;
+
+  // The error of a collective that failed after its call returned or half-way
+  // (HcclGetCommAsyncError); the first one recorded stays.
+  void RecordAsyncError(HcclResult code);
+  HcclResult AsyncError() const { return async_error_.load(); }
 
   // Link establishment, done by the first HcclCommSetMemoryRange of the communicator: join
   // the kernel domain, publish on its board and wait up to @timeout until every rank has
@@ -67,6 +85,8 @@ class Communicator {
     virtual ~CollState() = default;
   };
   std::unique_ptr<CollState> &coll_state() { return coll_state_; }
+  // Guards coll_state() while the collectives make or look up their state.
+  std::mutex &coll_state_mutex() { return coll_state_mutex_; }
   // State of the point-to-point calls (coll/p2p.h), the same way.
   std::unique_ptr<CollState> &p2p_state() { return p2p_state_; }
   // Access to the peers' activated memory; nullptr until linked. Valid while the communicator
@@ -78,6 +98,8 @@ class Communicator {
   const bootstrap::UniqueId id_;
   const uint32_t rank_;
   const std::vector<bootstrap::RankIdentity> ranks_;
+  const CommOptions options_;
+  std::atomic<HcclResult> async_error_{HCCL_SUCCESS};
   Device::DomainId DomainId() const;
   // The wait of EstablishLinks for every rank's card (board key 0) until @deadline; the
   // timeout and broken-domain errors name the ranks still missing and @timeout.
@@ -85,6 +107,7 @@ class Communicator {
                       std::chrono::steady_clock::time_point deadline, std::chrono::seconds timeout,
                       std::vector<RankCard> *cards) const;
 
+  std::mutex coll_state_mutex_;
   std::unique_ptr<CollState> coll_state_;
   std::unique_ptr<CollState> p2p_state_;
 

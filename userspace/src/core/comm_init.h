@@ -7,8 +7,10 @@
 #include <hccl/hccl_types.h>
 
 #include <cstdint>
+#include <vector>
 
 #include "base/status.h"
+#include "core/comm_options.h"
 
 namespace hzc {
 
@@ -17,10 +19,21 @@ Status NewRootInfo(HcclRootInfo *out);
 
 // Rank @rank of @nranks (@rank < @nranks) of the communicator whose rendezvous @root_info
 // describes: waits until every rank has joined.
-Expected<HcclComm> FromRootInfo(const HcclRootInfo &root_info, uint32_t nranks, uint32_t rank);
+Expected<HcclComm> FromRootInfo(const HcclRootInfo &root_info, uint32_t nranks, uint32_t rank,
+                                CommOptions options = {});
 
 // Rank @rank of the communicator the rank table at @path describes; HCCL_E_PARA when the
 // table has no such rank.
-Expected<HcclComm> FromRankTable(const char *path, uint32_t rank);
+Expected<HcclComm> FromRankTable(const char *path, uint32_t rank, CommOptions options = {});
+
+// @n ranks in this process (HcclCommInitAll): a new unique id, every rank this process.
+Expected<std::vector<HcclComm>> AllInProcess(uint32_t n);
+
+// The communicator of ranks @members (ascending, distinct, ranks of @parent) of @parent, as
+// member @position (@members[@position] is @parent's own rank), @sub_id telling apart the
+// communicators made from one parent. Its id derives from @parent's id, @sub_id and @members,
+// so every member makes the same one without exchanging anything.
+Expected<HcclComm> SubCommunicator(HcclComm parent, const std::vector<uint32_t> &members,
+                                   uint64_t sub_id, uint32_t position, CommOptions options);
 
 }  // namespace hzc

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "runtime/profiling.h"
 
+#include "runtime/device.h"
+
 #include <algorithm>
 #include <cstring>
 #include <memory>
@@ -44,13 +46,15 @@ bool KnownMetrics(aclprofAicoreMetrics m) {
 }
 
 AclStatus CheckDevices(const uint32_t *ids, uint32_t count) {
-  if (count > kProfMaxDevices) {
-    return Error(ACL_ERROR_INVALID_PARAM, "deviceNums={}: at most {}", count, kProfMaxDevices);
+  const uint32_t devices = DeviceCount();
+  if (count > devices) {
+    return Error(ACL_ERROR_INVALID_PARAM, "deviceNums={}: at most {} (the device count)", count,
+                 devices);
   }
   for (uint32_t i = 0; i < count; ++i) {
-    if (ids[i] >= kProfMaxDevices) {
+    if (ids[i] >= devices) {
       return Error(ACL_ERROR_INVALID_PARAM, "deviceIdList[{}]={}: device ids are below {}", i,
-                   ids[i], kProfMaxDevices);
+                   ids[i], devices);
     }
     if (std::find(ids, ids + i, ids[i]) != ids + i) {
       return Error(ACL_ERROR_INVALID_PARAM, "deviceIdList[{}]={}: listed twice", i, ids[i]);

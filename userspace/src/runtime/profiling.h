@@ -15,16 +15,14 @@ namespace hzc::runtime {
 
 using AclStatus = BasicStatus<aclError>;
 
-// Device ids a profiling configuration accepts: below CANN's profiling device limit (64). hzc
-// has no ACL device count to check them against.
-inline constexpr uint32_t kProfMaxDevices = 64;
 // The longest result path aclprofInit accepts (CANN's limit).
 inline constexpr size_t kProfMaxPathLength = 4096;
 
 // @path is not null; @length is its strlen.
 AclStatus ProfInit(const char *path, size_t length);
 AclStatus ProfFinalize();
-// @ids is not null when @count > 0; @out receives a new live configuration.
+// @ids is not null when @count > 0; @out receives a new live configuration. Device ids are
+// below the device count (runtime/device: aclrtGetDeviceCount), each listed once.
 AclStatus ProfCreateConfig(const uint32_t *ids, uint32_t count, aclprofAicoreMetrics metrics,
                            const aclprofAicoreEvents *events, uint64_t data_types,
                            aclprofConfig **out);

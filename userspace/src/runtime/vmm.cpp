@@ -421,6 +421,35 @@ std::string CheckMapped(void *va, size_t size, aclrtDrvMemHandle handle) {
   return fmt::format("virPtr={}: handle {} is not mapped there (aclrtMapMem)", va, handle);
 }
 
+bool InMappedMemory(const void *p, size_t size) {
+  State &s = GetState();
+  std::lock_guard lock(s.mutex);
+  uintptr_t va = Addr(p);
+  if (size == 0 || va > UINTPTR_MAX - size) {
+    return false;
+  }
+  const uintptr_t end = va + size;
+  auto rit = FindReservation(s, va, 1);
+  if (rit == s.reservations.end()) {
+    return false;
+  }
+  const auto &maps = rit->second.mappings;
+  auto mit = maps.upper_bound(va);
+  if (mit == maps.begin()) {
+    return false;
+  }
+  --mit;
+  // Walk the mappings from the one containing @va while each ends where the next begins.
+  while (mit != maps.end() && mit->first <= va && va < mit->first + mit->second.size) {
+    va = mit->first + mit->second.size;
+    if (va >= end) {
+      return true;
+    }
+    ++mit;
+  }
+  return false;
+}
+
 Stats GetStats() {
   State &s = GetState();
   std::lock_guard lock(s.mutex);

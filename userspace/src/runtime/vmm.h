@@ -43,6 +43,10 @@ AclStatus Unmap(void *va);
 // Empty string if so, else why not.
 std::string CheckMapped(void *va, size_t size, aclrtDrvMemHandle handle);
 
+// Whether [p, p + size) lies in memory mapped by aclrtMapMem (one mapping, or mappings that
+// follow each other without a gap), size > 0.
+bool InMappedMemory(const void *p, size_t size);
+
 // Counters for tests.
 struct Stats {
   size_t reservations = 0;

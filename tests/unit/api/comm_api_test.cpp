@@ -1,0 +1,199 @@
+// SPDX-License-Identifier: Apache-2.0
+// The communicator calls beyond root info and rank tables, on the host: configurations,
+// HcclCommInitAll (ranks as threads of this process), sub-communicators, names, asynchronous
+// errors and symmetric windows, with their argument checks.
+#include <hccl/hccl.h>
+
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "hzc_test.h"
+
+namespace {
+
+class CommApiTest : public hzc::test::Test {
+ protected:
+  void TearDown() override {
+    for (HcclComm c : comms_) {
+      EXPECT_EQ(HcclCommDestroy(c), HCCL_SUCCESS);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));  // root thread exit
+    hzc::test::Test::TearDown();
+  }
+
+  // A one-rank communicator made with @config.
+  HcclResult InitOne(const HcclCommConfig *config, HcclComm *comm) {
+    HcclRootInfo root;
+    EXPECT_EQ(HcclGetRootInfo(&root), HCCL_SUCCESS);
+    const HcclResult r = HcclCommInitRootInfoConfig(1, &root, 0, config, comm);
+    if (r == HCCL_SUCCESS) {
+      comms_.push_back(*comm);
+    }
+    return r;
+  }
+
+  std::vector<HcclComm> comms_;
+};
+
+TEST_F(CommApiTest, CapabilityCoversEveryItem) {
+  EXPECT_EQ(HcclGetCommConfigCapability(), static_cast<uint32_t>(HCCL_COMM_CONFIG_RESERVED));
+}
+
+TEST_F(CommApiTest, ConfigNameAndDefaultName) {
+  HcclCommConfig config;
+  HcclCommConfigInit(&config);
+  std::strcpy(config.hcclCommName, "comm_1");
+  config.hcclBufferSize = 1;
+  HcclComm named = nullptr, plain = nullptr;
+  ASSERT_EQ(InitOne(&config, &named), HCCL_SUCCESS);
+  ASSERT_EQ(InitOne(nullptr, &plain), HCCL_SUCCESS);
+  char name[COMM_NAME_MAX_LENGTH];
+  ASSERT_EQ(HcclGetCommName(named, name), HCCL_SUCCESS);
+  EXPECT_STREQ(name, "comm_1");
+  ASSERT_EQ(HcclGetCommName(plain, name), HCCL_SUCCESS);
+  EXPECT_EQ(std::string(name).rfind("hzc-", 0), 0U) << name;
+  ExpectErrorLog("HcclGetCommName: commName");
+  EXPECT_EQ(HcclGetCommName(plain, nullptr), HCCL_E_PTR);
+}
+
+TEST_F(CommApiTest, BadConfigIsRefusedBeforeJoining) {
+  HcclCommConfig config;
+  std::memset(&config, 0, sizeof(config));
+  HcclComm comm = nullptr;
+  HcclRootInfo root{};  // never decoded: the configuration is checked first
+  ExpectErrorLog("HcclCommInitRootInfoConfig: config: magic word");
+  EXPECT_EQ(HcclCommInitRootInfoConfig(1, &root, 0, &config, &comm), HCCL_E_PARA);
+  HcclCommConfigInit(&config);
+  config.hcclRdmaServiceLevel = 9;
+  ExpectErrorLog("HcclCommInitRootInfoConfig: config->hcclRdmaServiceLevel=9");
+  EXPECT_EQ(HcclCommInitRootInfoConfig(1, &root, 0, &config, &comm), HCCL_E_PARA);
+  EXPECT_EQ(comm, nullptr);
+  ExpectErrorLog("HcclCommInitClusterInfoConfig: config: magic word");
+  std::memset(&config, 0, sizeof(config));
+  EXPECT_EQ(HcclCommInitClusterInfoConfig("/nonexistent", 0, &config, &comm), HCCL_E_PARA);
+}
+
+TEST_F(CommApiTest, AsyncErrorOfAHealthyCommunicatorIsSuccess) {
+  HcclComm comm = nullptr;
+  ASSERT_EQ(InitOne(nullptr, &comm), HCCL_SUCCESS);
+  HcclResult err = HCCL_E_INTERNAL;
+  ASSERT_EQ(HcclGetCommAsyncError(comm, &err), HCCL_SUCCESS);
+  EXPECT_EQ(err, HCCL_SUCCESS);
+  ExpectErrorLog("HcclGetCommAsyncError: asyncError");
+  EXPECT_EQ(HcclGetCommAsyncError(comm, nullptr), HCCL_E_PTR);
+  ExpectErrorLog("HcclGetCommAsyncError: comm");
+  EXPECT_EQ(HcclGetCommAsyncError(nullptr, &err), HCCL_E_PTR);
+}
+
+TEST_F(CommApiTest, InitAllRanksAreThreadsThatRunCollectives) {
+  int32_t devices[] = {3, 1};
+  HcclComm all[2] = {};
+  ASSERT_EQ(HcclCommInitAll(2, devices, all), HCCL_SUCCESS);
+  comms_.assign(all, all + 2);
+  std::vector<std::vector<float>> in(2, std::vector<float>(1000)), out(2, std::vector<float>(1000));
+  std::vector<HcclResult> rc(2, HCCL_E_INTERNAL);
+  std::vector<std::thread> threads;
+  for (uint32_t r = 0; r < 2; ++r) {
+    for (size_t i = 0; i < 1000; ++i) {
+      in[r][i] = static_cast<float>(i * (r + 1));
+    }
+    threads.emplace_back([&, r] {
+      uint32_t id = 99;
+      HcclGetRankId(all[r], &id);
+      rc[r] = id == r ? HcclAllReduce(in[r].data(), out[r].data(), 1000, HCCL_DATA_TYPE_FP32,
+                                      HCCL_REDUCE_SUM, all[r], nullptr)
+                      : HCCL_E_INTERNAL;
+    });
+  }
+  for (auto &t : threads) {
+    t.join();
+  }
+  for (uint32_t r = 0; r < 2; ++r) {
+    ASSERT_EQ(rc[r], HCCL_SUCCESS) << "rank " << r;
+    for (size_t i = 0; i < 1000; ++i) {
+      ASSERT_EQ(out[r][i], static_cast<float>(3 * i)) << "rank " << r << " element " << i;
+    }
+  }
+}
+
+TEST_F(CommApiTest, InitAllArgumentChecks) {
+  int32_t devices[] = {0, 0};
+  HcclComm all[2] = {};
+  ExpectErrorLog("HcclCommInitAll: devices[1]=0: listed twice");
+  EXPECT_EQ(HcclCommInitAll(2, devices, all), HCCL_E_PARA);
+  devices[1] = -1;
+  ExpectErrorLog("HcclCommInitAll: devices[1]=-1");
+  EXPECT_EQ(HcclCommInitAll(2, devices, all), HCCL_E_PARA);
+  ExpectErrorLog("HcclCommInitAll: ndev=0");
+  EXPECT_EQ(HcclCommInitAll(0, devices, all), HCCL_E_PARA);
+  ExpectErrorLog("HcclCommInitAll: devices");
+  EXPECT_EQ(HcclCommInitAll(2, nullptr, all), HCCL_E_PTR);
+  ExpectErrorLog("HcclCommInitAll: comms");
+  EXPECT_EQ(HcclCommInitAll(2, devices, nullptr), HCCL_E_PTR);
+  EXPECT_EQ(all[0], nullptr);
+}
+
+TEST_F(CommApiTest, SubCommunicatorOfOneRankRunsACollective) {
+  HcclComm parent = nullptr, sub = nullptr;
+  ASSERT_EQ(InitOne(nullptr, &parent), HCCL_SUCCESS);
+  uint32_t ids[] = {0};
+  HcclCommConfig config;
+  HcclCommConfigInit(&config);
+  std::strcpy(config.hcclCommName, "sub");
+  ASSERT_EQ(HcclCreateSubCommConfig(&parent, 1, ids, 7, 0, &config, &sub), HCCL_SUCCESS);
+  comms_.push_back(sub);
+  uint32_t n = 0;
+  ASSERT_EQ(HcclGetRankSize(sub, &n), HCCL_SUCCESS);
+  EXPECT_EQ(n, 1U);
+  char name[COMM_NAME_MAX_LENGTH];
+  ASSERT_EQ(HcclGetCommName(sub, name), HCCL_SUCCESS);
+  EXPECT_STREQ(name, "sub");
+  int32_t a = 5, b = 0;
+  ASSERT_EQ(HcclAllReduce(&a, &b, 1, HCCL_DATA_TYPE_INT32, HCCL_REDUCE_SUM, sub, nullptr),
+            HCCL_SUCCESS);
+  EXPECT_EQ(b, 5);
+}
+
+TEST_F(CommApiTest, SubCommunicatorArgumentChecks) {
+  HcclComm parent = nullptr, sub = nullptr;
+  ASSERT_EQ(InitOne(nullptr, &parent), HCCL_SUCCESS);
+  uint32_t ids[] = {0, 1};
+  ExpectErrorLog("HcclCreateSubCommConfig: rankNum=2");
+  EXPECT_EQ(HcclCreateSubCommConfig(&parent, 2, ids, 0, 0, nullptr, &sub), HCCL_E_PARA);
+  ExpectErrorLog("HcclCreateSubCommConfig: rankNum=0");
+  EXPECT_EQ(HcclCreateSubCommConfig(&parent, 0, ids, 0, 0, nullptr, &sub), HCCL_E_PARA);
+  ExpectErrorLog("HcclCreateSubCommConfig: subCommRankId=1");
+  EXPECT_EQ(HcclCreateSubCommConfig(&parent, 1, ids, 0, 1, nullptr, &sub), HCCL_E_PARA);
+  ids[0] = 1;
+  ExpectErrorLog("HcclCreateSubCommConfig: rankIds[0]=1");
+  EXPECT_EQ(HcclCreateSubCommConfig(&parent, 1, ids, 0, 0, nullptr, &sub), HCCL_E_PARA);
+  ExpectErrorLog("HcclCreateSubCommConfig: rankIds");
+  EXPECT_EQ(HcclCreateSubCommConfig(&parent, 1, nullptr, 0, 0, nullptr, &sub), HCCL_E_PTR);
+  ExpectErrorLog("HcclCreateSubCommConfig: comm");
+  EXPECT_EQ(HcclCreateSubCommConfig(nullptr, 1, ids, 0, 0, nullptr, &sub), HCCL_E_PTR);
+  EXPECT_EQ(sub, nullptr);
+}
+
+TEST_F(CommApiTest, SymmetricWindowNeedsActivatedMemory) {
+  HcclComm comm = nullptr;
+  ASSERT_EQ(InitOne(nullptr, &comm), HCCL_SUCCESS);
+  std::vector<char> plain(4096);
+  HcclCommSymWindow win = nullptr;
+  ExpectErrorLog("HcclCommSymWinRegister: addr=");
+  EXPECT_EQ(HcclCommSymWinRegister(comm, plain.data(), plain.size(), &win, 0), HCCL_E_PARA);
+  ExpectErrorLog("HcclCommSymWinRegister: flag=2");
+  EXPECT_EQ(HcclCommSymWinRegister(comm, plain.data(), plain.size(), &win, 2), HCCL_E_PARA);
+  ExpectErrorLog("HcclCommSymWinRegister: size");
+  EXPECT_EQ(HcclCommSymWinRegister(comm, plain.data(), 0, &win, 0), HCCL_E_PARA);
+  EXPECT_EQ(win, nullptr);
+  ExpectErrorLog("HcclCommSymWinDeregister: winHandle=");
+  int not_a_window = 0;
+  EXPECT_EQ(HcclCommSymWinDeregister(&not_a_window), HCCL_E_PARA);
+  size_t offset = 0;
+  ExpectErrorLog("HcclCommSymWinGet: ptr=");
+  EXPECT_EQ(HcclCommSymWinGet(comm, plain.data(), 16, &win, &offset), HCCL_E_NOT_FOUND);
+}
+
+}  // namespace
