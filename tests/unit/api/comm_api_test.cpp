@@ -2,6 +2,7 @@
 // The communicator calls beyond root info and rank tables, on the host: configurations,
 // HcclCommInitAll (ranks as threads of this process), sub-communicators, names, asynchronous
 // errors and symmetric windows, with their argument checks.
+#include <acl/acl.h>
 #include <hccl/hccl.h>
 
 #include <cstring>
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include "hzc_test.h"
+#include "rank_launch.h"
 
 namespace {
 
@@ -194,6 +196,91 @@ TEST_F(CommApiTest, SymmetricWindowNeedsActivatedMemory) {
   size_t offset = 0;
   ExpectErrorLog("HcclCommSymWinGet: ptr=");
   EXPECT_EQ(HcclCommSymWinGet(comm, plain.data(), 16, &win, &offset), HCCL_E_NOT_FOUND);
+}
+
+TEST_F(CommApiTest, CallsOnStreamsAreQueuedAndTheirErrorsAreAsync) {
+  int32_t devices[] = {0, 1};
+  HcclComm all[2] = {};
+  ASSERT_EQ(HcclCommInitAll(2, devices, all), HCCL_SUCCESS);
+  comms_.assign(all, all + 2);
+  std::vector<int32_t> in[2], out[2];
+  std::vector<aclError> sync_ok(2, -1), sync_bad(2, -1);
+  std::vector<HcclResult> queued(2, HCCL_E_INTERNAL), async(2, HCCL_E_INTERNAL);
+  std::vector<std::thread> threads;
+  for (uint32_t r = 0; r < 2; ++r) {
+    in[r].assign(4096, static_cast<int32_t>(r + 1));
+    out[r].assign(4096, 0);
+    threads.emplace_back([&, r] {
+      aclrtStream stream = nullptr;
+      if (aclrtCreateStream(&stream) != ACL_SUCCESS) {
+        return;
+      }
+      // Queued, then the buffers are read back only after the stream is synchronised.
+      queued[r] = HcclAllReduce(in[r].data(), out[r].data(), 4096, HCCL_DATA_TYPE_INT32,
+                                HCCL_REDUCE_SUM, all[r], stream);
+      sync_ok[r] = aclrtSynchronizeStream(stream);
+      // The ranks disagree on the count: found when the call runs, after it returned.
+      HcclResult second = HcclAllReduce(in[r].data(), out[r].data(), 100 + r, HCCL_DATA_TYPE_INT32,
+                                        HCCL_REDUCE_SUM, all[r], stream);
+      sync_bad[r] = second == HCCL_SUCCESS ? aclrtSynchronizeStream(stream) : -2;
+      HcclGetCommAsyncError(all[r], &async[r]);
+      aclrtDestroyStream(stream);
+    });
+  }
+  for (auto &t : threads) {
+    t.join();
+  }
+  for (uint32_t r = 0; r < 2; ++r) {
+    EXPECT_EQ(queued[r], HCCL_SUCCESS) << "rank " << r;
+    EXPECT_EQ(sync_ok[r], ACL_SUCCESS) << "rank " << r;
+    EXPECT_EQ(out[r], std::vector<int32_t>(4096, 3)) << "rank " << r;
+    EXPECT_NE(sync_bad[r], ACL_SUCCESS) << "rank " << r;
+    EXPECT_NE(sync_bad[r], -2) << "rank " << r;
+    EXPECT_EQ(async[r], HCCL_E_PARA) << "rank " << r;
+  }
+  ExpectErrorLog("HcclAllReduce (queued on a stream): ranks disagree");
+  ExpectErrorLog("aclrtSynchronizeStream");
+}
+
+TEST_F(CommApiTest, OwnErrorsOnAStreamAreReturnedByTheCall) {
+  HcclComm comm = nullptr;
+  ASSERT_EQ(InitOne(nullptr, &comm), HCCL_SUCCESS);
+  aclrtStream stream = nullptr;
+  ASSERT_EQ(aclrtCreateStream(&stream), ACL_SUCCESS);
+  int32_t a = 1, b = 0;
+  ExpectErrorLog("HcclAllReduce: dataType=");
+  EXPECT_EQ(HcclAllReduce(&a, &b, 1, static_cast<HcclDataType>(99), HCCL_REDUCE_SUM, comm, stream),
+            HCCL_E_PARA);
+  ExpectErrorLog("HcclAllReduce: recvBuf");
+  EXPECT_EQ(HcclAllReduce(&a, nullptr, 1, HCCL_DATA_TYPE_INT32, HCCL_REDUCE_SUM, comm, stream),
+            HCCL_E_PTR);
+  EXPECT_EQ(aclrtSynchronizeStream(stream), ACL_SUCCESS);
+  // The communicator is still usable, on the stream and without one.
+  EXPECT_EQ(HcclAllReduce(&a, &b, 1, HCCL_DATA_TYPE_INT32, HCCL_REDUCE_SUM, comm, stream),
+            HCCL_SUCCESS);
+  EXPECT_EQ(aclrtSynchronizeStream(stream), ACL_SUCCESS);
+  EXPECT_EQ(b, 1);
+  HcclResult async = HCCL_E_INTERNAL;
+  EXPECT_EQ(HcclGetCommAsyncError(comm, &async), HCCL_SUCCESS);
+  EXPECT_EQ(async, HCCL_SUCCESS);
+  EXPECT_EQ(aclrtDestroyStream(stream), ACL_SUCCESS);
+}
+
+// Processes: every rank makes the sub-communicator of its parity without talking to the
+// others, and the members meet on it (and still on the parent).
+TEST_F(CommApiTest, SubCommunicatorsOfRankProcesses) {
+  for (uint32_t n : {3U, 4U}) {
+    HcclRootInfo root;
+    ASSERT_EQ(HcclGetRootInfo(&root), HCCL_SUCCESS);
+    const std::string hex = hzc::test::RootInfoToHex(root);
+    const auto pids = hzc::test::StartRanks(n, [&](uint32_t r) {
+      return std::vector<std::string>{HZC_SUBCOMM_RANK, hex, std::to_string(n), std::to_string(r)};
+    });
+    for (int status : hzc::test::WaitRanks(pids)) {
+      EXPECT_EQ(status, 0) << n << " ranks";
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));  // root thread exit
+  }
 }
 
 }  // namespace

@@ -1,17 +1,20 @@
 // SPDX-License-Identifier: Apache-2.0
-// HCCL collectives: argument checks, then coll/. Every call is complete when it returns;
-// @stream may be NULL or a stream from aclrtCreateStream.
+// HCCL collectives: argument checks, then coll/, now (NULL stream) or queued on the stream
+// (api/queued.h).
 #pragma GCC visibility push(default)
 #include <hccl/hccl.h>
 #pragma GCC visibility pop
 
 #include "api/boundary.h"
 #include "api/checks.h"
+#include "api/queued.h"
 #include "coll/collectives.h"
 #include "core/comm.h"
 #include "runtime/stream.h"
 
 #include <initializer_list>
+#include <memory>
+#include <vector>
 
 namespace api = hzc::api;
 using hzc::Status;
@@ -62,19 +65,55 @@ Status CheckCall(aclrtStream stream, const Call &call, uint32_t rank,
   return Status::Ok();
 }
 
-// The C function @name: check @comm, @call's buffers, @arrays and @stream, then run @call. A
-// bad buffer or stream on a live communicator is refused as coll::Run refuses its own checks
-// (coll/collectives.h: the other ranks fail the call too). The calls below list Call's first
-// fields in order: kind, send, recv, count, dtype, op, root.
+// A copy of @call (on a communicator of @n ranks) whose arrays are copies in @store, for a
+// call that runs after its caller's arrays may be gone.
+Call WithOwnArrays(const Call &call, uint32_t n, std::vector<uint64_t> *store) {
+  const uint64_t *Call::*const fields[] = {&Call::send_counts, &Call::send_displs,
+                                           &Call::recv_counts, &Call::recv_displs,
+                                           &Call::count_matrix};
+  store->reserve(size_t{n} * (4 + n));  // no reallocation below: the pointers stay valid
+  Call own = call;
+  for (auto field : fields) {
+    if (call.*field != nullptr) {
+      const size_t len = field == &Call::count_matrix ? size_t{n} * n : n;
+      own.*field = store->data() + store->size();
+      store->insert(store->end(), call.*field, call.*field + len);
+    }
+  }
+  return own;
+}
+
+// The C function @name: check @comm, @call's buffers, @arrays and @stream, then run @call now
+// (NULL stream) or queue it on @stream (api/queued.h). A bad buffer or stream on a live
+// communicator is refused as coll::Run refuses its own checks (coll/collectives.h: the other
+// ranks fail the call too); on a stream the refusal is queued behind the stream's earlier
+// calls. The calls below list Call's first fields in order: kind, send, recv, count, dtype,
+// op, root.
 HcclResult Collective(const char *name, HcclComm comm, aclrtStream stream, const Call &call,
                       std::initializer_list<Array> arrays = {}) {
   return api::HcclGuard(name, [&]() -> Status {
     HZC_RETURN_IF_ERROR(api::NotNull(comm, "comm"));
-    return api::WithComm(comm, [&](const auto &c) {
-      if (Status st = CheckCall(stream, call, c->rank(), arrays); !st.ok()) {
-        return hzc::coll::Refuse(*c, st);
+    return api::WithComm(comm, [&](const std::shared_ptr<hzc::Communicator> &c) -> Status {
+      Status st = CheckCall(stream, call, c->rank(), arrays);
+      if (st.ok() && stream != nullptr) {
+        st = hzc::coll::Validate(*c, call);  // the caller gets its own errors from the call
       }
-      return hzc::coll::Run(*c, call);
+      if (!st.ok()) {
+        if (stream == nullptr || !hzc::runtime::IsStream(stream)) {
+          return hzc::coll::Refuse(*c, st);
+        }
+        HZC_RETURN_IF_ERROR(api::OnStream(name, c, stream, [c, st] {
+          (void)hzc::coll::Refuse(*c, st);  // the caller got @st already
+          return Status::Ok();
+        }));
+        return st;
+      }
+      if (stream == nullptr) {
+        return hzc::coll::Run(*c, call);
+      }
+      auto store = std::make_shared<std::vector<uint64_t>>();
+      const Call own = WithOwnArrays(call, c->size(), store.get());
+      return api::OnStream(name, c, stream, [c, own, store] { return hzc::coll::Run(*c, own); });
     });
   });
 }

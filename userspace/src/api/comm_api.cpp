@@ -17,6 +17,7 @@
 #include "core/comm.h"
 #include "core/comm_init.h"
 #include "core/sym_window.h"
+#include "runtime/device.h"
 
 namespace api = hzc::api;
 using hzc::Error;
@@ -28,12 +29,13 @@ uintptr_t Addr(const void *p) {
   return reinterpret_cast<uintptr_t>(p);
 }
 
-// HcclCommInitAll's @devices: distinct device ids, none negative.
+// HcclCommInitAll's @devices: distinct device ids.
 Status CheckDevices(uint32_t ndev, const int32_t *devices) {
   std::set<int32_t> seen;
   for (uint32_t i = 0; i < ndev; ++i) {
-    if (devices[i] < 0) {
-      return Error(HCCL_E_PARA, "devices[{}]={}: not a device id", i, devices[i]);
+    if (devices[i] < 0 || static_cast<uint32_t>(devices[i]) >= hzc::runtime::DeviceCount()) {
+      return Error(HCCL_E_PARA, "devices[{}]={}: not a device id (aclrtGetDeviceCount: {})", i,
+                   devices[i], hzc::runtime::DeviceCount());
     }
     if (!seen.insert(devices[i]).second) {
       return Error(HCCL_E_PARA, "devices[{}]={}: listed twice", i, devices[i]);
