@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // HcclSend, HcclRecv and HcclBatchSendRecv on the host: argument checks, and transfers between
 // two ranks of this process (threads; staging path, no module needed).
+#include <acl/acl.h>
 #include <hccl/hccl.h>
 
 #include <cstdint>
@@ -143,6 +144,46 @@ TEST_F(P2pTwoRanksTest, MismatchFailsBothSidesAndMovesNothing) {
       return r == HCCL_SUCCESS ? 70 : static_cast<int>(r);
     }
     return buf == std::vector<uint32_t>(100, me == 0 ? 7 : 9) ? 0 : 61;
+  });
+  EXPECT_EQ(results, std::vector<int>(2, 0));
+}
+
+// On a stream the call is queued and returns at once; the transfer happens on the stream's
+// worker; a failure there is the stream's error and the communicator's async error.
+TEST_F(P2pTwoRanksTest, OnAStreamTheCallIsQueued) {
+  ExpectErrorLog("HcclSend (queued on a stream): send 2 to rank 1: it receives count=7");
+  ExpectErrorLog("HcclRecv: receive 2 from rank 0: it sends count=8");
+  ExpectErrorLog("aclrtSynchronizeStream: task HcclSend failed");
+  constexpr size_t kCount = (5 << 20) / 4 + 1;
+  const auto results = TwoRanks([&](uint32_t me, HcclComm comm) {
+    std::vector<uint32_t> buf = me == 0 ? Pattern(kCount, 0) : std::vector<uint32_t>(kCount, 0);
+    if (me == 1) {
+      if (HcclRecv(buf.data(), kCount, HCCL_DATA_TYPE_UINT32, 0, comm, nullptr) != HCCL_SUCCESS) {
+        return 71;
+      }
+      if (buf != Pattern(kCount, 0)) {
+        return 60;
+      }
+      return HcclRecv(buf.data(), 7, HCCL_DATA_TYPE_UINT32, 0, comm, nullptr) == HCCL_E_PARA ? 0
+                                                                                             : 72;
+    }
+    aclrtStream stream = nullptr;
+    if (aclrtCreateStream(&stream) != ACL_SUCCESS) {
+      return 73;
+    }
+    int rc = 0;
+    if (HcclSend(buf.data(), kCount, HCCL_DATA_TYPE_UINT32, 1, comm, stream) != HCCL_SUCCESS ||
+        aclrtSynchronizeStream(stream) != ACL_SUCCESS) {
+      rc = 74;
+    } else if (HcclSend(buf.data(), 8, HCCL_DATA_TYPE_UINT32, 1, comm, stream) != HCCL_SUCCESS ||
+               aclrtSynchronizeStream(stream) == ACL_SUCCESS) {
+      rc = 75;  // queued, then failed on the stream
+    } else {
+      HcclResult async = HCCL_SUCCESS;
+      rc = HcclGetCommAsyncError(comm, &async) == HCCL_SUCCESS && async == HCCL_E_PARA ? 0 : 76;
+    }
+    aclrtDestroyStream(stream);
+    return rc;
   });
   EXPECT_EQ(results, std::vector<int>(2, 0));
 }

@@ -226,8 +226,10 @@ HcclResult HcclAlltoAllVC(const void *sendBuf, const void *sendCountMatrix, Hccl
  * Point-to-point transfers between two ranks of one server.  Only the two ranks call, and
  * each ordered pair (sender, receiver) matches its calls in order: the n-th send of rank a to
  * rank b is the n-th receive of rank b from rank a, with the same count and dataType (else
- * HCCL_E_PARA on both, nothing moved).  Every call is complete when it returns: the data is
- * in the receiver's buffer and the sender's buffer may be reused.  When both buffers lie in
+ * HCCL_E_PARA on both, nothing moved).  With a NULL stream a call is complete when it
+ * returns: the data is in the receiver's buffer and the sender's buffer may be reused; with a
+ * stream from aclrtCreateStream it is checked at once and queued on the stream, like the
+ * collectives (complete when the stream has run it).  When both buffers lie in
  * activated memory the receiver reads the sender's buffer through its peer mapping,
  * otherwise the data passes through a buffer shared by the pair (min(HCCL_BUFFSIZE, 4) MB
  * per direction, in chunks).  Every dataType is moved.  A peer that does not make the
