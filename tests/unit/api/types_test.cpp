@@ -3,6 +3,7 @@
 #include <acl/acl.h>
 #include <hccl/hccl.h>
 
+#include <cstddef>
 #include <type_traits>
 
 #include "hzc_test.h"
@@ -13,6 +14,14 @@ static_assert(std::is_same_v<HcclComm, void *>);
 static_assert(std::is_same_v<aclrtDrvMemHandle, void *>);
 static_assert(std::is_same_v<aclrtStream, void *>);
 static_assert(std::is_same_v<aclError, int>);
+// HcclBatchSendRecv's item: fields in CANN's order, LP64 layout.
+static_assert(HCCL_SEND == 0 && HCCL_RECV == 1 && HCCL_SEND_RECV_RESERVED == 2);
+static_assert(offsetof(HcclSendRecvItem, sendRecvType) == 0);
+static_assert(offsetof(HcclSendRecvItem, buf) == 8);
+static_assert(offsetof(HcclSendRecvItem, count) == 16);
+static_assert(offsetof(HcclSendRecvItem, dataType) == 24);
+static_assert(offsetof(HcclSendRecvItem, remoteRank) == 28);
+static_assert(sizeof(HcclSendRecvItem) == 32);
 
 namespace {
 

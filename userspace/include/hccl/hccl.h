@@ -228,6 +228,32 @@ HcclResult HcclAlltoAllVC(const void *sendBuf, const void *sendCountMatrix, Hccl
                           const void *recvBuf, HcclDataType recvType, HcclComm comm,
                           aclrtStream stream);
 
+/*
+ * Point-to-point transfers between two ranks of one server.  Only the two ranks call, and
+ * each ordered pair (sender, receiver) matches its calls in order: the n-th send of rank a to
+ * rank b is the n-th receive of rank b from rank a, with the same count and dataType (else
+ * HCCL_E_PARA on both, nothing moved).  With a NULL stream a call is complete when it
+ * returns: the data is in the receiver's buffer and the sender's buffer may be reused; with a
+ * stream from aclrtCreateStream it is checked at once and queued on the stream, like the
+ * collectives (complete when the stream has run it).  When both buffers lie in
+ * activated memory the receiver reads the sender's buffer through its peer mapping,
+ * otherwise the data passes through a buffer shared by the pair (min(HCCL_BUFFSIZE, 4) MB
+ * per direction, in chunks).  Every dataType is moved.  A peer that does not make the
+ * matching call within HCCL_EXEC_TIMEOUT seconds is HCCL_E_TIMEOUT naming it; a peer that
+ * died is HCCL_E_REMOTE.  Count 0 is no transfer: the call returns HCCL_SUCCESS without
+ * looking at the buffer, dataType or rank.  A rank cannot send to or receive from itself
+ * (HCCL_E_NOT_SUPPORT).  HcclBatchSendRecv runs all its items together (sends, receives, in
+ * any order, to any peers), so e.g. a ring exchange in one batch on every rank does not
+ * deadlock; items to or from the same peer are matched in their order in the list.  itemNum
+ * 0 does nothing.
+ */
+HcclResult HcclSend(void *sendBuf, uint64_t count, HcclDataType dataType, uint32_t destRank,
+                    HcclComm comm, aclrtStream stream);
+HcclResult HcclRecv(void *recvBuf, uint64_t count, HcclDataType dataType, uint32_t srcRank,
+                    HcclComm comm, aclrtStream stream);
+HcclResult HcclBatchSendRecv(HcclSendRecvItem *sendRecvInfo, uint32_t itemNum, HcclComm comm,
+                             aclrtStream stream);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

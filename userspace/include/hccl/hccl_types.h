@@ -166,6 +166,18 @@ typedef void *HcclCommSymWindow;
 typedef HcclCommSymWindow CommSymWindow;
 #define HCCL_WIN_COLL_SYMMETRIC 1u
 
+/** The direction of one item of HcclBatchSendRecv. */
+typedef enum { HCCL_SEND = 0, HCCL_RECV = 1, HCCL_SEND_RECV_RESERVED } HcclSendRecvType;
+
+/** One item of HcclBatchSendRecv: @count elements of @dataType to or from @remoteRank. */
+typedef struct HcclSendRecvItemDef {
+  HcclSendRecvType sendRecvType;
+  void *buf;
+  uint64_t count;
+  HcclDataType dataType;
+  uint32_t remoteRank;
+} HcclSendRecvItem;
+
 #ifdef __cplusplus
 } /* extern "C" */
 static_assert(sizeof(HcclRootInfo) == 4108, "HcclRootInfo is 4108 bytes in HCCL's ABI");

@@ -63,6 +63,7 @@ void Communicator::RecordAsyncError(HcclResult code) {
 
 Communicator::~Communicator() {
   coll_state_.reset();   // the collectives may hold pointers into peer windows
+  p2p_state_.reset();    // and the point-to-point channels
   peer_memory_.reset();  // unmap peer windows before leaving the domain
   memory_.clear();       // deregister before the links go (never waits for peers)
   links_.reset();

@@ -87,6 +87,8 @@ class Communicator {
   std::unique_ptr<CollState> &coll_state() { return coll_state_; }
   // Guards coll_state() while the collectives make or look up their state.
   std::mutex &coll_state_mutex() { return coll_state_mutex_; }
+  // State of the point-to-point calls (coll/p2p.h), the same way.
+  std::unique_ptr<CollState> &p2p_state() { return p2p_state_; }
   // Access to the peers' activated memory; nullptr until linked. Valid while the communicator
   // lives.
   PeerMemory *peer_memory() const;
@@ -107,6 +109,7 @@ class Communicator {
 
   std::mutex coll_state_mutex_;
   std::unique_ptr<CollState> coll_state_;
+  std::unique_ptr<CollState> p2p_state_;
 
   mutable std::mutex mutex_;
   std::shared_ptr<Device> device_;           // set once linked: the context holding our domain rank

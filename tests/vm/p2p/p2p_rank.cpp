@@ -1,0 +1,583 @@
+// SPDX-License-Identifier: Apache-2.0
+// One rank of the point-to-point tests (run as a process by p2p_vm_test.cpp).
+//
+// Usage: hzc-p2p-rank ROOT_INFO_HEX NRANKS RANK SCENARIO MODE
+//   MODE: staging (malloc'd buffers) or zerocopy (activated memory)
+//   SCENARIO:
+//     matrix    every pair of ranks, both ways (HcclSend/HcclRecv in both orders), every
+//               dataType, counts 0 (no transfer), 1, 7, 1001 and above the staging slot (the tests
+//               set HCCL_BUFFSIZE=1); zerocopy also sends into plain memory (staged); then a ring
+//               exchange in one HcclBatchSendRecv per rank (small and above the slot), two
+//               items to the same peer in one batch (kept in order), an empty batch, and 300
+//               small messages in a row from rank 0 to rank 1. Every byte is checked, and the
+//               bytes around each receive buffer. The rank logs at debug level into its own
+//               file and checks that exactly the receives whose buffers were both activated
+//               (and not empty) took the zero-copy path
+//     mismatch  (2 ranks) count and dataType mismatches fail with HCCL_E_PARA on both sides
+//               and leave the receive buffer alone; a rank with a bad argument (null buffer,
+//               bad dataType) gets its own code and its peer HCCL_E_PARA at once; a send to
+//               itself (HCCL_E_NOT_SUPPORT), a receive from a rank out of range (HCCL_E_PARA),
+//               a null batch (HCCL_E_PTR) involve no peer; then transfers work
+//     lateopen  (3 ranks) rank 0 sends to ranks 1 and 2 in one batch; rank 2 receives from
+//               rank 1 first, which sends only after its receive from rank 0: rank 0's send
+//               to rank 1 has to progress while its channel with rank 2 waits to be opened
+//     revoke    (2 ranks, zerocopy) rank 0 deactivates its send buffer while rank 1 copies
+//               from it: HCCL_E_REMOTE on both, no crash (58: the deactivation never came
+//               inside the copy in 10 attempts)
+//     timeout   (3 ranks, HCCL_EXEC_TIMEOUT=1) rank 0 receives from rank 1 which never sends
+//               (their channel is open) and sends to rank 2 which never receives (no channel
+//               yet): HCCL_E_TIMEOUT both times; ranks 1 and 2 only wait
+//     die       (3 ranks) rank 1 is killed after a first exchange with rank 0; rank 0's next
+//               receive from it fails with HCCL_E_REMOTE quickly, then rank 0 and rank 2 still
+//               exchange
+// Exit status: 0 success; an HcclResult for an unexpected result; 60 wrong data; 61 bytes
+// outside a buffer changed; 62 wrong number of zero-copy receives; 50+ setup failures;
+// 70+ a scenario step that did not fail as it should; 74 an error that took more than 5 s.
+#include <acl/acl.h>
+#include <hccl/hccl.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "reference.h"
+#include "root_info_hex.h"
+
+namespace {
+
+uint32_t g_rank = 0, g_n = 0;
+HcclComm g_comm = nullptr;
+bool g_zero_copy = false;
+uint64_t g_expect_zero_copy = 0;  // receives that must have taken the zero-copy path
+
+// Buffers: activated memory (zerocopy) or plain memory (staging).
+struct Arena {
+  uint8_t *base = nullptr;
+  size_t size = 0;
+  void *va = nullptr;
+  aclrtDrvMemHandle handle = nullptr;
+  bool ok = false;
+
+  Arena(size_t bytes, bool zero_copy) {
+    if (!zero_copy) {
+      size = bytes;
+      base = static_cast<uint8_t *>(std::malloc(bytes));
+      ok = base != nullptr;
+      return;
+    }
+    aclrtPhysicalMemProp prop{};
+    prop.memAttr = ACL_HBM_MEM_NORMAL;
+    prop.location.type = ACL_MEM_LOCATION_TYPE_DEVICE;
+    size_t gran = 0;
+    if (aclrtMemGetAllocationGranularity(&prop, ACL_RT_MEM_ALLOC_GRANULARITY_MINIMUM, &gran) !=
+        ACL_SUCCESS) {
+      return;
+    }
+    size = (bytes + gran - 1) / gran * gran;
+    ok = aclrtReserveMemAddress(&va, size, 0, nullptr, 0) == ACL_SUCCESS &&
+         HcclCommSetMemoryRange(g_comm, va, size, 0, 0) == HCCL_SUCCESS &&
+         aclrtMallocPhysical(&handle, size, &prop, 0) == ACL_SUCCESS &&
+         aclrtMapMem(va, size, 0, handle, 0) == ACL_SUCCESS &&
+         HcclCommActivateCommMemory(g_comm, va, size, 0, handle, 0) == HCCL_SUCCESS;
+    base = static_cast<uint8_t *>(va);
+  }
+  ~Arena() {
+    if (va == nullptr) {
+      std::free(base);
+      return;
+    }
+    HcclCommDeactivateCommMemory(g_comm, va);
+    aclrtUnmapMem(va);
+    aclrtFreePhysical(handle);
+    HcclCommUnsetMemoryRange(g_comm, va);
+    aclrtReleaseMemAddress(va);
+  }
+  Arena(const Arena &) = delete;
+  Arena &operator=(const Arena &) = delete;
+};
+
+constexpr size_t kGuard = 64;
+constexpr uint8_t kGuardByte = 0xa5;
+constexpr size_t kArena = 8 << 20;
+
+constexpr HcclDataType kTypes[] = {
+    HCCL_DATA_TYPE_INT8,   HCCL_DATA_TYPE_INT16,  HCCL_DATA_TYPE_INT32,   HCCL_DATA_TYPE_FP16,
+    HCCL_DATA_TYPE_FP32,   HCCL_DATA_TYPE_INT64,  HCCL_DATA_TYPE_UINT64,  HCCL_DATA_TYPE_UINT8,
+    HCCL_DATA_TYPE_UINT16, HCCL_DATA_TYPE_UINT32, HCCL_DATA_TYPE_FP64,    HCCL_DATA_TYPE_BFP16,
+    HCCL_DATA_TYPE_INT128, HCCL_DATA_TYPE_HIF8,   HCCL_DATA_TYPE_FP8E4M3, HCCL_DATA_TYPE_FP8E5M2,
+    HCCL_DATA_TYPE_FP8E8M0};
+
+// Where rank @from's message lives in its arena and what it holds.
+struct Message {
+  HcclDataType type;
+  uint64_t count;
+  uint64_t seed;
+  size_t Bytes() const { return count * hzc::test::RefTypeSize(type); }
+  std::vector<uint8_t> Content(uint32_t from) const {
+    std::vector<uint8_t> v(Bytes());
+    hzc::test::FillInput(type, hzc::test::RefTypeSize(type), from, seed, v.data(), count);
+    return v;
+  }
+};
+
+// Fill the send buffer at @at with @m's content of this rank.
+void Prepare(uint8_t *at, const Message &m) {
+  const auto v = m.Content(g_rank);
+  std::memcpy(at, v.data(), v.size());
+}
+
+// Guard the receive buffer at @at (kGuard bytes on each side of it).
+void Guard(uint8_t *at, const Message &m) {
+  std::memset(at - kGuard, kGuardByte, m.Bytes() + 2 * kGuard);
+}
+
+// Check the receive buffer at @at against @from's message; 0 or an exit status.
+int Check(const uint8_t *at, const Message &m, uint32_t from, const char *what) {
+  const auto want = m.Content(from);
+  for (size_t i = 0; i < want.size(); ++i) {
+    if (at[i] != want[i]) {
+      std::fprintf(stderr, "rank %u: %s from %u type %d count %lu: byte %zu is %#x, want %#x\n",
+                   g_rank, what, from, m.type, static_cast<unsigned long>(m.count), i, at[i],
+                   want[i]);
+      return 60;
+    }
+  }
+  for (size_t i = 0; i < kGuard; ++i) {
+    if (at[-1 - static_cast<ptrdiff_t>(i)] != kGuardByte || at[want.size() + i] != kGuardByte) {
+      std::fprintf(stderr, "rank %u: %s from %u wrote outside its buffer\n", g_rank, what, from);
+      return 61;
+    }
+  }
+  return 0;
+}
+
+int Fail(const char *what, HcclResult r) {
+  std::fprintf(stderr, "rank %u: %s: %s\n", g_rank, what, HcclGetErrorString(r));
+  return r == HCCL_SUCCESS ? 70 : r;
+}
+
+// Pair (a, b), a < b: a sends then receives, b receives then sends; @plain_recv: the receive
+// buffers are plain memory (staged even in zerocopy mode).
+int Pair(Arena &arena, uint8_t *plain, uint32_t a, uint32_t b, const Message &m, bool plain_recv) {
+  if (g_rank != a && g_rank != b) {
+    return 0;
+  }
+  const uint32_t peer = g_rank == a ? b : a;
+  uint8_t *send = arena.base + kGuard;
+  uint8_t *recv = (plain_recv ? plain : send + m.Bytes() + kGuard) + kGuard;
+  Prepare(send, m);
+  Guard(recv, m);
+  HcclResult r1, r2;
+  if (g_rank == a) {
+    r1 = HcclSend(send, m.count, m.type, peer, g_comm, nullptr);
+    r2 = HcclRecv(recv, m.count, m.type, peer, g_comm, nullptr);
+  } else {
+    r1 = HcclRecv(recv, m.count, m.type, peer, g_comm, nullptr);
+    r2 = HcclSend(send, m.count, m.type, peer, g_comm, nullptr);
+  }
+  if (r1 != HCCL_SUCCESS || r2 != HCCL_SUCCESS) {
+    return Fail("Send/Recv", r1 != HCCL_SUCCESS ? r1 : r2);
+  }
+  if (g_zero_copy && !plain_recv && m.count != 0) {
+    ++g_expect_zero_copy;
+  }
+  return Check(recv, m, peer, "Recv");
+}
+
+// Every rank sends @m to the next and receives from the one before, in one batch (the send
+// listed first on even ranks, second on odd ones).
+int Ring(Arena &arena, const Message &m) {
+  const uint32_t next = (g_rank + 1) % g_n, prev = (g_rank + g_n - 1) % g_n;
+  uint8_t *send = arena.base + kGuard;
+  uint8_t *recv = send + m.Bytes() + 2 * kGuard;
+  Prepare(send, m);
+  Guard(recv, m);
+  HcclSendRecvItem s{HCCL_SEND, send, m.count, m.type, next};
+  HcclSendRecvItem r{HCCL_RECV, recv, m.count, m.type, prev};
+  HcclSendRecvItem items[2] = {g_rank % 2 ? r : s, g_rank % 2 ? s : r};
+  if (HcclResult rc = HcclBatchSendRecv(items, 2, g_comm, nullptr); rc != HCCL_SUCCESS) {
+    return Fail("BatchSendRecv ring", rc);
+  }
+  if (g_zero_copy && m.count != 0) {
+    ++g_expect_zero_copy;
+  }
+  return Check(recv, m, prev, "ring");
+}
+
+// Two messages from rank 0 to rank 1 in one batch each side, matched in list order.
+int TwoInOrder(Arena &arena) {
+  if (g_rank > 1) {
+    return 0;
+  }
+  const Message m1{HCCL_DATA_TYPE_INT32, 1000, 901}, m2{HCCL_DATA_TYPE_INT32, 1000, 902};
+  uint8_t *b1 = arena.base + kGuard, *b2 = b1 + m1.Bytes() + 2 * kGuard;
+  if (g_rank == 0) {
+    Prepare(b1, m1);
+    Prepare(b2, m2);
+  } else {
+    Guard(b1, m1);
+    Guard(b2, m2);
+  }
+  const HcclSendRecvType t = g_rank == 0 ? HCCL_SEND : HCCL_RECV;
+  HcclSendRecvItem items[2] = {{t, b1, 1000, HCCL_DATA_TYPE_INT32, 1 - g_rank},
+                               {t, b2, 1000, HCCL_DATA_TYPE_INT32, 1 - g_rank}};
+  if (HcclResult rc = HcclBatchSendRecv(items, 2, g_comm, nullptr); rc != HCCL_SUCCESS) {
+    return Fail("BatchSendRecv two in order", rc);
+  }
+  if (g_rank == 0) {
+    return 0;
+  }
+  g_expect_zero_copy += g_zero_copy ? 2 : 0;
+  if (int rc = Check(b1, m1, 0, "first of two")) {
+    return rc;
+  }
+  return Check(b2, m2, 0, "second of two");
+}
+
+// 300 small messages in a row from rank 0 to rank 1.
+int ManyInARow(Arena &arena) {
+  if (g_rank > 1) {
+    return 0;
+  }
+  uint8_t *buf = arena.base + kGuard;
+  for (uint64_t i = 0; i < 300; ++i) {
+    const Message m{HCCL_DATA_TYPE_FP32, 1 + i % 13, 5000 + i};
+    HcclResult r;
+    if (g_rank == 0) {
+      Prepare(buf, m);
+      r = HcclSend(buf, m.count, m.type, 1, g_comm, nullptr);
+    } else {
+      Guard(buf, m);
+      r = HcclRecv(buf, m.count, m.type, 0, g_comm, nullptr);
+    }
+    if (r != HCCL_SUCCESS) {
+      return Fail("many in a row", r);
+    }
+    if (g_rank == 1) {
+      g_expect_zero_copy += g_zero_copy ? 1 : 0;
+      if (int rc = Check(buf, m, 0, "many in a row")) {
+        return rc;
+      }
+    }
+  }
+  return 0;
+}
+
+// Receives this process logged as zero-copy (it logs at debug level into its own file).
+uint64_t LoggedZeroCopy() {
+  std::ifstream f("/tmp/hzc-p2p-rank-" + std::to_string(getpid()) + ".log");
+  uint64_t n = 0;
+  for (std::string line; std::getline(f, line);) {
+    n += line.find(" bytes zero-copy") != std::string::npos ? 1 : 0;
+  }
+  return n;
+}
+
+int Matrix() {
+  Arena arena(kArena, g_zero_copy);
+  std::vector<uint8_t> plain(kArena);
+  if (!arena.ok) {
+    return 52;
+  }
+  uint64_t seed = 1;
+  for (HcclDataType t : kTypes) {
+    const uint64_t es = hzc::test::RefTypeSize(t);
+    std::vector<uint64_t> counts = {0, 1, 7, 1001};
+    if (t == HCCL_DATA_TYPE_INT8 || t == HCCL_DATA_TYPE_BFP16 || t == HCCL_DATA_TYPE_INT128) {
+      counts.push_back((3 << 19) / es + 3);  // 1.5 MiB and a bit: above the 1 MiB slot
+    }
+    for (uint64_t count : counts) {
+      for (uint32_t a = 0; a < g_n; ++a) {
+        for (uint32_t b = a + 1; b < g_n; ++b) {
+          const Message m{t, count, ++seed};
+          if (int rc = Pair(arena, plain.data(), a, b, m, false)) {
+            return rc;
+          }
+          if (g_zero_copy && count == 7) {
+            if (int rc = Pair(arena, plain.data(), a, b, m, true)) {
+              return rc;
+            }
+          }
+        }
+      }
+    }
+  }
+  for (const Message &m :
+       {Message{HCCL_DATA_TYPE_FP16, 999, 77}, Message{HCCL_DATA_TYPE_FP64, (5 << 18) / 8 + 1, 78},
+        Message{HCCL_DATA_TYPE_INT8, 0, 79}}) {
+    if (int rc = Ring(arena, m)) {
+      return rc;
+    }
+  }
+  if (int rc = TwoInOrder(arena)) {
+    return rc;
+  }
+  if (HcclResult r = HcclBatchSendRecv(nullptr, 0, g_comm, nullptr); r != HCCL_SUCCESS) {
+    return Fail("empty batch", r);
+  }
+  if (int rc = ManyInARow(arena)) {
+    return rc;
+  }
+  const uint64_t logged = LoggedZeroCopy();
+  if (logged != g_expect_zero_copy) {
+    std::fprintf(stderr, "rank %u: %lu receives were zero-copy, want %lu\n", g_rank,
+                 static_cast<unsigned long>(logged),
+                 static_cast<unsigned long>(g_expect_zero_copy));
+    return 62;
+  }
+  // Leave together: a rank that destroys its communicator breaks the kernel domain, and with
+  // it the peer mappings of the ranks still transferring.
+  return HcclBarrier(g_comm, nullptr);
+}
+
+// Run @fn and return its result, or 74 if it took more than 5 s.
+template <typename Fn>
+int Quick(Fn fn, HcclResult *r) {
+  const auto start = std::chrono::steady_clock::now();
+  *r = fn();
+  return std::chrono::steady_clock::now() - start > std::chrono::seconds(5) ? 74 : 0;
+}
+
+int Mismatch() {
+  Arena arena(1 << 20, g_zero_copy);
+  if (!arena.ok) {
+    return 52;
+  }
+  const uint32_t peer = 1 - g_rank;
+  uint8_t *buf = arena.base + kGuard;
+  const Message m{HCCL_DATA_TYPE_FP32, 1000, 3};
+  auto transfer = [&](uint64_t count, HcclDataType type, void *b) {
+    return g_rank == 0 ? HcclSend(b, count, type, peer, g_comm, nullptr)
+                       : HcclRecv(b, count, type, peer, g_comm, nullptr);
+  };
+  // A good transfer opens the channel; then counts differ, then types.
+  g_rank == 0 ? Prepare(buf, m) : Guard(buf, m);
+  if (HcclResult r = transfer(m.count, m.type, buf); r != HCCL_SUCCESS) {
+    return Fail("first transfer", r);
+  }
+  if (g_rank == 1) {
+    Guard(buf, m);
+  }
+  HcclResult r;
+  if (transfer(g_rank == 0 ? 1000 : 999, m.type, buf) != HCCL_E_PARA ||
+      transfer(1000, g_rank == 0 ? HCCL_DATA_TYPE_FP32 : HCCL_DATA_TYPE_INT32, buf) !=
+          HCCL_E_PARA) {
+    return 71;
+  }
+  if (g_rank == 1) {
+    const uint8_t *guarded = buf - kGuard;
+    for (size_t i = 0; i < m.Bytes() + 2 * kGuard; ++i) {
+      if (guarded[i] != kGuardByte) {
+        return 61;
+      }
+    }
+  }
+  // Rank 0 sends from a null buffer, then rank 1 receives with a bad dataType: the bad side
+  // gets its own code, the other HCCL_E_PARA, at once.
+  if (Quick([&] { return transfer(1000, m.type, g_rank == 0 ? nullptr : buf); }, &r) ||
+      r != (g_rank == 0 ? HCCL_E_PTR : HCCL_E_PARA)) {
+    return Fail("null buffer", r);
+  }
+  if (Quick([&] { return transfer(1000, g_rank == 1 ? HcclDataType(99) : m.type, buf); }, &r) ||
+      r != HCCL_E_PARA) {
+    return Fail("bad dataType", r);
+  }
+  // Own-argument errors that involve no peer.
+  if (HcclSend(buf, 1, m.type, g_rank, g_comm, nullptr) != HCCL_E_NOT_SUPPORT ||
+      HcclRecv(buf, 1, m.type, 7, g_comm, nullptr) != HCCL_E_PARA ||
+      HcclBatchSendRecv(nullptr, 1, g_comm, nullptr) != HCCL_E_PTR) {
+    return 72;
+  }
+  // The channel still works, both ways.
+  g_rank == 0 ? Prepare(buf, m) : Guard(buf, m);
+  if (HcclResult rc = transfer(m.count, m.type, buf); rc != HCCL_SUCCESS) {
+    return Fail("transfer after the errors", rc);
+  }
+  return g_rank == 1 ? Check(buf, m, 0, "after the errors") : 0;
+}
+
+// Rank 0 sends to 1 and 2 in one batch; rank 1 receives it in a batch, then sends to 2; rank 2
+// receives from 1, then from 0. Rank 0's channel with rank 2 can only open once rank 2 is done
+// with rank 1, which needs rank 0's send to rank 1 to progress meanwhile.
+int LateOpen() {
+  const Message m{HCCL_DATA_TYPE_INT16, 3000, 11};
+  std::vector<uint8_t> a(m.Bytes() + 2 * kGuard), b(m.Bytes() + 2 * kGuard);
+  uint8_t *pa = a.data() + kGuard, *pb = b.data() + kGuard;
+  HcclResult r1 = HCCL_SUCCESS, r2 = HCCL_SUCCESS;
+  if (g_rank == 0) {
+    Prepare(pa, m);
+    HcclSendRecvItem items[2] = {{HCCL_SEND, pa, m.count, m.type, 1},
+                                 {HCCL_SEND, pa, m.count, m.type, 2}};
+    r1 = HcclBatchSendRecv(items, 2, g_comm, nullptr);
+  } else if (g_rank == 1) {
+    Guard(pa, m);
+    HcclSendRecvItem item{HCCL_RECV, pa, m.count, m.type, 0};
+    r1 = HcclBatchSendRecv(&item, 1, g_comm, nullptr);
+    Prepare(pb, m);
+    r2 = HcclSend(pb, m.count, m.type, 2, g_comm, nullptr);
+  } else {
+    Guard(pa, m);
+    Guard(pb, m);
+    r1 = HcclRecv(pb, m.count, m.type, 1, g_comm, nullptr);
+    r2 = HcclRecv(pa, m.count, m.type, 0, g_comm, nullptr);
+  }
+  if (r1 != HCCL_SUCCESS || r2 != HCCL_SUCCESS) {
+    return Fail("late open", r1 != HCCL_SUCCESS ? r1 : r2);
+  }
+  if (g_rank == 1) {
+    return Check(pa, m, 0, "late open");
+  }
+  if (g_rank == 2) {
+    const int rc = Check(pb, m, 1, "late open");
+    return rc != 0 ? rc : Check(pa, m, 0, "late open");
+  }
+  return 0;
+}
+
+// Rank 0 deactivates its send buffer while rank 1 copies from it (zero-copy): both get
+// HCCL_E_REMOTE and nobody crashes. A deactivation that lands before the receiver mapped the
+// buffer makes a staged transfer that succeeds: then again (58 after 10 attempts).
+int Revoke() {
+  const size_t bytes = 32 << 20;
+  Arena arena(bytes, true);
+  if (!arena.ok) {
+    return 52;
+  }
+  std::memset(arena.base, 1, bytes);
+  for (int attempt = 0; attempt < 10; ++attempt) {
+    if (attempt > 0 && g_rank == 0 &&
+        HcclCommActivateCommMemory(g_comm, arena.va, arena.size, 0, arena.handle, 0) !=
+            HCCL_SUCCESS) {
+      return 57;
+    }
+    if (HcclBarrier(g_comm, nullptr) != HCCL_SUCCESS) {
+      return 53;
+    }
+    std::atomic<bool> calling{false};
+    std::thread revoker;
+    if (g_rank == 0) {
+      revoker = std::thread([&] {
+        while (!calling.load()) {
+          std::this_thread::yield();
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+        HcclCommDeactivateCommMemory(g_comm, arena.va);
+      });
+    }
+    calling.store(true);
+    const HcclResult r = g_rank == 0
+                             ? HcclSend(arena.base, bytes, HCCL_DATA_TYPE_INT8, 1, g_comm, nullptr)
+                             : HcclRecv(arena.base, bytes, HCCL_DATA_TYPE_INT8, 0, g_comm, nullptr);
+    if (revoker.joinable()) {
+      revoker.join();
+    }
+    if (r != HCCL_SUCCESS) {
+      return r;
+    }
+    std::fprintf(stderr, "rank %u: attempt %d: the deactivation came before the copy\n", g_rank,
+                 attempt);
+  }
+  return 58;
+}
+
+int Timeout() {
+  float x = 1;
+  if (g_rank == 0   ? HcclSend(&x, 1, HCCL_DATA_TYPE_FP32, 1, g_comm, nullptr)
+      : g_rank == 1 ? HcclRecv(&x, 1, HCCL_DATA_TYPE_FP32, 0, g_comm, nullptr)
+                    : HCCL_SUCCESS) {
+    return 53;
+  }
+  if (g_rank != 0) {
+    std::this_thread::sleep_for(std::chrono::seconds(4));  // never calls again
+    return 0;
+  }
+  HcclResult r;
+  if (Quick([&] { return HcclRecv(&x, 1, HCCL_DATA_TYPE_FP32, 1, g_comm, nullptr); }, &r) ||
+      r != HCCL_E_TIMEOUT) {
+    return Fail("receive from a rank that does not send", r);
+  }
+  if (Quick([&] { return HcclSend(&x, 1, HCCL_DATA_TYPE_FP32, 2, g_comm, nullptr); }, &r) ||
+      r != HCCL_E_TIMEOUT) {
+    return Fail("send to a rank that never calls", r);
+  }
+  return 0;
+}
+
+int Die() {
+  std::vector<float> x(1 << 18, 1.0f);
+  if (g_rank < 2 && (g_rank == 0 ? HcclSend(x.data(), 1, HCCL_DATA_TYPE_FP32, 1, g_comm, nullptr)
+                                 : HcclRecv(x.data(), 1, HCCL_DATA_TYPE_FP32, 0, g_comm,
+                                            nullptr)) != HCCL_SUCCESS) {
+    return 53;
+  }
+  if (g_rank == 1) {
+    raise(SIGKILL);
+  }
+  HcclResult r;
+  if (g_rank == 0) {
+    if (int rc = Quick(
+            [&] { return HcclRecv(x.data(), x.size(), HCCL_DATA_TYPE_FP32, 1, g_comm, nullptr); },
+            &r)) {
+      return rc;
+    }
+    if (r != HCCL_E_REMOTE) {
+      return Fail("receive from a dead rank", r);
+    }
+  }
+  // The other pairs still work.
+  r = g_rank == 0 ? HcclSend(x.data(), x.size(), HCCL_DATA_TYPE_FP32, 2, g_comm, nullptr)
+                  : HcclRecv(x.data(), x.size(), HCCL_DATA_TYPE_FP32, 0, g_comm, nullptr);
+  return r == HCCL_SUCCESS ? 0 : Fail("transfer with a live rank", r);
+}
+
+}  // namespace
+
+int main(int argc, char **argv) {
+  if (argc != 6 || std::strlen(argv[1]) != 2 * sizeof(HcclRootInfo)) {
+    return 50;
+  }
+  HcclRootInfo root;
+  if (!hzc::test::RootInfoFromHex(argv[1], &root)) {
+    return 50;
+  }
+  g_n = static_cast<uint32_t>(std::atoi(argv[2]));
+  g_rank = static_cast<uint32_t>(std::atoi(argv[3]));
+  const std::string scenario = argv[4];
+  g_zero_copy = std::string(argv[5]) == "zerocopy";
+  const std::string log = "/tmp/hzc-p2p-rank-" + std::to_string(getpid()) + ".log";
+  if (scenario == "matrix") {
+    // Before the library's first call, which reads the environment once.
+    setenv("HZC_LOG", "debug", 1);
+    setenv("HZC_LOG_FILE", log.c_str(), 1);
+  }
+  if (HcclCommInitRootInfo(g_n, &root, g_rank, &g_comm) != HCCL_SUCCESS) {
+    return 54;
+  }
+  int rc = 55;
+  if (scenario == "matrix") {
+    rc = Matrix();
+  } else if (scenario == "mismatch") {
+    rc = Mismatch();
+  } else if (scenario == "lateopen") {
+    rc = LateOpen();
+  } else if (scenario == "revoke") {
+    rc = Revoke();
+  } else if (scenario == "timeout") {
+    rc = Timeout();
+  } else if (scenario == "die") {
+    rc = Die();
+  }
+  if (HcclCommDestroy(g_comm) != HCCL_SUCCESS && rc == 0) {
+    rc = 56;
+  }
+  unlink(log.c_str());
+  return rc;
+}

@@ -1,0 +1,113 @@
+// SPDX-License-Identifier: Apache-2.0
+// Point-to-point transfers with real processes (tests/vm/p2p/p2p_rank.cpp) against the real
+// module: 2, 3 and 4 ranks, staging and zero-copy paths, and the fault cases.
+#include <hccl/hccl.h>
+#include <hzc/hzc.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "hzc_test.h"
+#include "rank_launch.h"
+
+namespace {
+
+// Exit status of each rank (-signal when killed).
+std::vector<int> RunRanks(uint32_t n, const char *scenario, const char *mode,
+                          const std::map<std::string, std::string> &env = {}) {
+  HcclRootInfo root;
+  EXPECT_EQ(HcclGetRootInfo(&root), HCCL_SUCCESS);
+  const std::string hex = hzc::test::RootInfoToHex(root);
+  const auto pids = hzc::test::StartRanks(
+      n,
+      [&](uint32_t r) {
+        return std::vector<std::string>{HZC_P2P_RANK,      hex,      std::to_string(n),
+                                        std::to_string(r), scenario, mode};
+      },
+      [&](uint32_t) {
+        setenv("HCCL_BUFFSIZE", "1", 1);
+        setenv("HCCL_CONNECT_TIMEOUT", "30", 1);
+        setenv("HCCL_EXEC_TIMEOUT", "60", 1);
+        for (const auto &[k, v] : env) {
+          setenv(k.c_str(), v.c_str(), 1);
+        }
+      });
+  const std::vector<int> out = hzc::test::WaitRanks(pids);
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // root thread exit
+  return out;
+}
+
+class P2pTest : public hzc::test::Test {
+ protected:
+  static bool HaveModule() { return access(hzc_device_path(), F_OK) == 0; }
+};
+
+class P2pMatrixTest : public P2pTest,
+                      public ::testing::WithParamInterface<std::tuple<uint32_t, const char *>> {};
+
+TEST_P(P2pMatrixTest, EveryPairTypeAndSize) {
+  const auto [n, mode] = GetParam();
+  if (std::string(mode) == "zerocopy" && !HaveModule()) {
+    GTEST_SKIP() << hzc_device_path() << " is absent: hzc.ko is not loaded";
+  }
+  EXPECT_EQ(RunRanks(n, "matrix", mode), std::vector<int>(n, 0));
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, P2pMatrixTest,
+                         ::testing::Combine(::testing::Values(2u, 3u, 4u),
+                                            ::testing::Values("staging", "zerocopy")),
+                         [](const auto &param_info) {
+                           return std::to_string(std::get<0>(param_info.param)) + "ranks_" +
+                                  std::get<1>(param_info.param);
+                         });
+
+// Mismatches and one side's bad arguments fail both sides at once; the channel stays usable.
+TEST_F(P2pTest, MismatchAndRefusalFailBothSidesAtOnce) {
+  ExpectErrorLog("HcclSend: ");
+  ExpectErrorLog("HcclRecv: ");
+  ExpectErrorLog("HcclBatchSendRecv: sendRecvInfo is null");
+  EXPECT_EQ(RunRanks(2, "mismatch", "staging"), std::vector<int>(2, 0));
+}
+
+TEST_F(P2pTest, MismatchAndRefusalZeroCopy) {
+  if (!HaveModule()) {
+    GTEST_SKIP() << hzc_device_path() << " is absent: hzc.ko is not loaded";
+  }
+  ExpectErrorLog("HcclSend: ");
+  ExpectErrorLog("HcclRecv: ");
+  ExpectErrorLog("HcclBatchSendRecv: sendRecvInfo is null");
+  EXPECT_EQ(RunRanks(2, "mismatch", "zerocopy"), std::vector<int>(2, 0));
+}
+
+// A batch's items progress while the channel of another of its items is still being opened.
+TEST_F(P2pTest, BatchProgressesWhileAChannelWaitsToOpen) {
+  EXPECT_EQ(RunRanks(3, "lateopen", "staging", {{"HCCL_EXEC_TIMEOUT", "20"}}),
+            std::vector<int>(3, 0));
+}
+
+TEST_F(P2pTest, SendBufferDeactivatedDuringTheCopyIsAnError) {
+  if (!HaveModule()) {
+    GTEST_SKIP() << hzc_device_path() << " is absent: hzc.ko is not loaded";
+  }
+  ExpectErrorLog("HcclRecv: rank 0's send buffer became inaccessible during receive");
+  ExpectErrorLog("HcclSend: rank 1 failed to receive send");
+  ExpectErrorLog("HcclCommDeactivateCommMemory: ");  // the rank's clean-up, already done
+  EXPECT_EQ(RunRanks(2, "revoke", "zerocopy"), (std::vector<int>{HCCL_E_REMOTE, HCCL_E_REMOTE}));
+}
+
+TEST_F(P2pTest, PeerThatNeverMatchesTimesOut) {
+  ExpectErrorLog("HcclRecv: rank 1 did not post send 1 to this rank within HCCL_EXEC_TIMEOUT");
+  ExpectErrorLog("HcclSend: rank 2 made no send or receive with this rank");
+  EXPECT_EQ(RunRanks(3, "timeout", "staging", {{"HCCL_EXEC_TIMEOUT", "1"}}),
+            std::vector<int>(3, 0));
+}
+
+TEST_F(P2pTest, DeadPeerIsAnErrorNotAHang) {
+  ExpectErrorLog("HcclRecv: rank 1 (pid ");
+  EXPECT_EQ(RunRanks(3, "die", "staging"), (std::vector<int>{0, -SIGKILL, 0}));
+}
+
+}  // namespace
