@@ -22,7 +22,8 @@ struct Outcome {
 };
 
 Outcome RunExample(int ranks) {
-  const std::string cmd = std::string(HZC_MPIRUN) +
+  // HZC_LOG=DEBUG: the library logs the path each collective takes.
+  const std::string cmd = "HZC_LOG=DEBUG " + std::string(HZC_MPIRUN) +
                           " --allow-run-as-root --oversubscribe --mca btl self,vader -np " +
                           std::to_string(ranks) + " " + HZC_CANN_EXAMPLE + " 4099 2>&1";
   Outcome o;
@@ -39,6 +40,14 @@ Outcome RunExample(int ranks) {
   return o;
 }
 
+size_t Count(const std::string &text, const std::string &what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) {
+    ++n;
+  }
+  return n;
+}
+
 class CannExampleTest : public ::testing::TestWithParam<int> {};
 
 TEST_P(CannExampleTest, EveryCheckPassesOnEveryRank) {
@@ -50,13 +59,11 @@ TEST_P(CannExampleTest, EveryCheckPassesOnEveryRank) {
   EXPECT_NE(o.output.find("PASS: 0 failed check(s)"), std::string::npos) << o.output;
   // Every rank ran every call, the zero-copy ones included.
   for (const char *call : {"AllReduce ", "AlltoAllVC", "BatchSendRecv", "AllGather (zc)"}) {
-    size_t seen = 0;
-    for (size_t at = o.output.find(call); at != std::string::npos;
-         at = o.output.find(call, at + 1)) {
-      ++seen;
-    }
-    EXPECT_GE(seen, static_cast<size_t>(GetParam())) << call << "\n" << o.output;
+    EXPECT_GE(Count(o.output, call), static_cast<size_t>(GetParam())) << call << "\n" << o.output;
   }
+  // The "(zc)" calls, and only they, take the zero-copy path: two collectives on every rank.
+  EXPECT_EQ(Count(o.output, "takes the zero-copy path"), 2U * static_cast<size_t>(GetParam()))
+      << o.output;
   std::printf("%s", o.output.c_str());
 }
 

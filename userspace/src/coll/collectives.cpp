@@ -450,6 +450,8 @@ Status Run(Communicator &comm, const Call &call) {
   for (uint32_t r = 0; r < area.nranks(); ++r) {
     zero_copy = zero_copy && area.Posted(r, mine.seq).zero_copy == 1;
   }
+  LogDebug("collectives: call {} ({}) takes the {} path", mine.seq, KindName(call.kind),
+           zero_copy ? "zero-copy" : "staging");
   Status st = exchange    ? ex.Run(zero_copy)
               : zero_copy ? ZeroCopy(comm, area, call, mine.seq, deadline).Run()
                           : Staging(area, call, deadline).Run();
