@@ -171,11 +171,25 @@ TEST_F(CommApiTest, SubCommunicatorArgumentChecks) {
   ids[0] = 1;
   ExpectErrorLog("HcclCreateSubCommConfig: rankIds[0]=1");
   EXPECT_EQ(HcclCreateSubCommConfig(&parent, 1, ids, 0, 0, nullptr, &sub), HCCL_E_PARA);
-  ExpectErrorLog("HcclCreateSubCommConfig: rankIds");
-  EXPECT_EQ(HcclCreateSubCommConfig(&parent, 1, nullptr, 0, 0, nullptr, &sub), HCCL_E_PTR);
+  ExpectErrorLog("HcclCreateSubCommConfig: rankIds=0x0 subCommId=0x0: a member passes both");
+  EXPECT_EQ(HcclCreateSubCommConfig(&parent, 1, nullptr, 0, 0, nullptr, &sub), HCCL_E_PARA);
+  ids[0] = 0;
+  ExpectErrorLog("HcclCreateSubCommConfig: rankIds=0x");
+  EXPECT_EQ(HcclCreateSubCommConfig(&parent, 1, ids, 0xFFFFFFFF, 0, nullptr, &sub), HCCL_E_PARA);
+  // A rank outside the sub-communicator: success, nothing made.
+  EXPECT_EQ(HcclCreateSubCommConfig(&parent, 0, nullptr, 0xFFFFFFFF, 0, nullptr, &sub),
+            HCCL_SUCCESS);
+  EXPECT_EQ(sub, nullptr);
+  // An id is used once per parent.
+  ASSERT_EQ(HcclCreateSubCommConfig(&parent, 1, ids, 5, 0, nullptr, &sub), HCCL_SUCCESS);
+  comms_.push_back(sub);
+  HcclComm again = nullptr;
+  ExpectErrorLog("HcclCreateSubCommConfig: subCommId=5: already used");
+  EXPECT_EQ(HcclCreateSubCommConfig(&parent, 1, ids, 5, 0, nullptr, &again), HCCL_E_PARA);
+  EXPECT_EQ(again, nullptr);
+  sub = nullptr;
   ExpectErrorLog("HcclCreateSubCommConfig: comm");
   EXPECT_EQ(HcclCreateSubCommConfig(nullptr, 1, ids, 0, 0, nullptr, &sub), HCCL_E_PTR);
-  EXPECT_EQ(sub, nullptr);
 }
 
 TEST_F(CommApiTest, SymmetricWindowNeedsActivatedMemory) {

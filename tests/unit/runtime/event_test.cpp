@@ -217,5 +217,32 @@ TEST_F(EventTest, DestroyedWhileARecordIsPending) {
   EXPECT_TRUE(DestroyStream(s).ok());
 }
 
+// ACL_STOP_ON_FAILURE discards the tasks after a failure, but not event records and waits:
+// a thread or another stream waiting for them would wait forever.
+TEST_F(EventTest, EventsStillCompleteAfterAFailureOnAStopOnFailureStream) {
+  aclrtStream s = CreateStream();
+  aclrtStream other = CreateStream();
+  ASSERT_TRUE(SetFailureMode(s, ACL_STOP_ON_FAILURE).ok());
+  aclrtEvent e = NewEvent();
+  std::atomic<bool> discarded_ran{false};
+  ASSERT_TRUE(Submit(s, "fails", [] { return Status(HCCL_E_INTERNAL, "on purpose"); }).ok());
+  ASSERT_TRUE(Submit(s, "discarded", [&] {
+                discarded_ran = true;
+                return Status::Ok();
+              }).ok());
+  ASSERT_TRUE(RecordEvent(e, s).ok());
+  ASSERT_TRUE(StreamWaitEvent(other, e).ok());
+  EXPECT_TRUE(SynchronizeEvent(e, 5000).ok());
+  EXPECT_TRUE(Synchronize(other, 5000).ok());
+  bool waits_done = false;
+  ASSERT_TRUE(QueryEventWait(e, &waits_done).ok());
+  EXPECT_TRUE(waits_done);
+  EXPECT_FALSE(discarded_ran);
+  EXPECT_EQ(Synchronize(s).code(), ACL_ERROR_RT_INTERNAL_ERROR);
+  EXPECT_TRUE(DestroyEvent(e).ok());
+  EXPECT_TRUE(DestroyStream(other).ok());
+  EXPECT_TRUE(DestroyStream(s).ok());
+}
+
 }  // namespace
 }  // namespace hzc::runtime

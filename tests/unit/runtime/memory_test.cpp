@@ -6,10 +6,14 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstring>
+#include <thread>
 
 #include "acl_prop.h"
 #include "hzc_test.h"
+#include "runtime/stream.h"
 #include "runtime/vmm.h"
 
 namespace hzc::runtime {
@@ -221,6 +225,29 @@ TEST_F(MemoryTest, MemInfoIsTheHosts) {
   EXPECT_TRUE(MemInfo(ACL_DDR_MEM, &free, &total).ok());
   EXPECT_EQ(MemInfo(-1, &free, &total).code(), ACL_ERROR_INVALID_PARAM);
   EXPECT_EQ(MemInfo(ACL_HBM_MEM_P2P_HUGE1G + 1, &free, &total).code(), ACL_ERROR_INVALID_PARAM);
+}
+
+// Freeing a block waits for the work queued before it on every stream, so a queued copy
+// never writes into memory that is gone.
+TEST_F(MemoryTest, FreeWaitsForQueuedWork) {
+  constexpr size_t kBytes = 8 << 20;
+  void *block = nullptr;
+  ASSERT_TRUE(Malloc(&block, kBytes, ACL_MEM_MALLOC_NORMAL_ONLY).ok());
+  aclrtStream s = CreateStream();
+  std::atomic<bool> copied{false};
+  ASSERT_TRUE(Submit(s, "slow", [] {
+                std::this_thread::sleep_for(std::chrono::milliseconds(200));
+                return Status::Ok();
+              }).ok());
+  ASSERT_TRUE(Submit(s, "copy", [block, &copied] {
+                std::memset(block, 0x5a, kBytes);
+                copied = true;
+                return Status::Ok();
+              }).ok());
+  ASSERT_TRUE(Free(block).ok());  // before the fix: the copy ran into unmapped memory
+  EXPECT_TRUE(copied);
+  EXPECT_TRUE(Synchronize(s).ok());
+  EXPECT_TRUE(DestroyStream(s).ok());
 }
 
 }  // namespace

@@ -135,9 +135,19 @@ HcclResult HcclCreateSubCommConfig(HcclComm *comm, uint32_t rankNum, uint32_t *r
                                    uint64_t subCommId, uint32_t subCommRankId,
                                    HcclCommConfig *config, HcclComm *subComm) {
   return api::HcclGuard("HcclCreateSubCommConfig", [&]() -> Status {
+    // A rank outside the sub-communicator passes neither a list nor an id, and gets nothing.
+    constexpr uint64_t kNotMember = 0xFFFFFFFF;
+    if ((rankIds == nullptr) != (subCommId == kNotMember)) {
+      return Error(HCCL_E_PARA,
+                   "rankIds={} subCommId={:#x}: a member passes both, a rank outside the "
+                   "sub-communicator passes rankIds NULL and subCommId 0xFFFFFFFF",
+                   static_cast<const void *>(rankIds), subCommId);
+    }
     HZC_RETURN_IF_ERROR(api::NotNull(comm, "comm"));
     HZC_RETURN_IF_ERROR(api::NotNull(*comm, "*comm"));
-    HZC_RETURN_IF_ERROR(api::NotNull(rankIds, "rankIds"));
+    if (rankIds == nullptr) {
+      return api::WithComm(*comm, [](const auto &) { return Status::Ok(); });
+    }
     HZC_RETURN_IF_ERROR(api::NotNull(subComm, "subComm"));
     return api::WithComm(*comm, [&](const auto &parent) -> Status {
       HZC_RETURN_IF_ERROR(CheckMembers(*parent, rankNum, rankIds, subCommRankId));

@@ -163,6 +163,17 @@ Expected<UniqueMapping> ControlArea::Receive(const Options &o, Clock::time_point
     return Error(HCCL_E_INTERNAL, "control area: rank 0's area does not match ({} ranks)",
                  h->nranks);
   }
+  // The layout is rank 0's: every region must lie where this rank's own Create would put it,
+  // inside the mapping, before this rank writes through it.
+  const size_t slots = PageAligned(o.nranks * sizeof(Slot));
+  const size_t args = PageAligned(ArgBytes(o.nranks));
+  if (h->args_offset != kPage + slots || h->staging_offset != kPage + slots + args ||
+      h->staging_offset > len || h->staging_bytes > len - h->staging_offset) {
+    return Error(HCCL_E_INTERNAL,
+                 "control area: rank 0's layout (arguments at {:#x}, staging at {:#x}, {:#x} "
+                 "bytes) does not fit its {:#x} bytes",
+                 h->args_offset, h->staging_offset, h->staging_bytes, len);
+  }
   return map;
 }
 

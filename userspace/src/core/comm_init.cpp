@@ -4,6 +4,8 @@
 #include <unistd.h>
 
 #include <memory>
+#include <mutex>
+#include <set>
 #include <utility>
 #include <vector>
 
@@ -90,6 +92,14 @@ Expected<HcclComm> SubCommunicator(HcclComm parent, const std::vector<uint32_t> 
     return p.status();
   }
   const Communicator &pc = **p;
+  {
+    static std::mutex mutex;
+    static std::set<std::pair<uint64_t, uint64_t>> used;  // (parent serial, sub_id)
+    const std::lock_guard lock(mutex);
+    if (!used.emplace(pc.serial(), sub_id).second) {
+      return Error(HCCL_E_PARA, "subCommId={}: already used with this parent communicator", sub_id);
+    }
+  }
   std::string text = bootstrap::IdString(pc.id()) + "|sub|" + std::to_string(sub_id);
   std::vector<bootstrap::RankIdentity> ranks;
   for (uint32_t m : members) {

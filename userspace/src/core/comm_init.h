@@ -31,8 +31,9 @@ Expected<std::vector<HcclComm>> AllInProcess(uint32_t n);
 
 // The communicator of ranks @members (ascending, distinct, ranks of @parent) of @parent, as
 // member @position (@members[@position] is @parent's own rank), @sub_id telling apart the
-// communicators made from one parent. Its id derives from @parent's id, @sub_id and @members,
-// so every member makes the same one without exchanging anything.
+// communicators made from one parent (HCCL_E_PARA when used before with @parent). Its id derives
+// from @parent's id, @sub_id and @members, so every member makes the same one without exchanging
+// anything.
 Expected<HcclComm> SubCommunicator(HcclComm parent, const std::vector<uint32_t> &members,
                                    uint64_t sub_id, uint32_t position, CommOptions options);
 

@@ -105,22 +105,30 @@ AclStatus RecordEvent(aclrtEvent event, aclrtStream stream) {
   const bool was_recorded = e->is_recorded;
   e->is_recorded = true;
   lock.unlock();
-  Status st = Submit(stream, "aclrtRecordEvent", [e, seq]() {
-    const auto now = Clock::now();
-    const std::lock_guard l(e->mu);
+  Status st = Submit(
+      stream, "aclrtRecordEvent",
+      [e, seq]() {
+        const auto now = Clock::now();
+        const std::lock_guard l(e->mu);
+        if (seq > e->reached) {
+          e->reached = seq;
+          e->stamp = now;
+        }
+        e->cv.notify_all();
+        return Status::Ok();
+      },
+      /*always=*/true);
+  if (!st.ok()) {
+    // Not queued: count this record as reached (a waiter may already wait for @seq) without
+    // a time, and restore whether the event holds one.
+    lock.lock();
     if (seq > e->reached) {
       e->reached = seq;
-      e->stamp = now;
     }
-    e->cv.notify_all();
-    return Status::Ok();
-  });
-  if (!st.ok()) {
-    lock.lock();
-    if (e->recorded == seq) {  // undo, unless another record came meanwhile
-      --e->recorded;
+    if (e->recorded == seq) {
       e->is_recorded = was_recorded;
     }
+    e->cv.notify_all();
     return AsAcl(st);
   }
   return AclStatus::Ok();
@@ -132,11 +140,14 @@ AclStatus ResetEvent(aclrtEvent event, aclrtStream stream) {
     return found.status();
   }
   std::shared_ptr<Event> e = std::move(found.value());
-  return AsAcl(Submit(stream, "aclrtResetEvent", [e]() {
-    const std::lock_guard l(e->mu);
-    e->is_recorded = false;
-    return Status::Ok();
-  }));
+  return AsAcl(Submit(
+      stream, "aclrtResetEvent",
+      [e]() {
+        const std::lock_guard l(e->mu);
+        e->is_recorded = false;
+        return Status::Ok();
+      },
+      /*always=*/true));
 }
 
 AclStatus SynchronizeEvent(aclrtEvent event, int32_t timeout_ms) {
@@ -173,13 +184,16 @@ AclStatus StreamWaitEvent(aclrtStream stream, aclrtEvent event) {
     target = e->recorded;
     ++e->pending_waits;
   }
-  Status st = Submit(stream, "aclrtStreamWaitEvent", [e, target]() {
-    std::unique_lock l(e->mu);
-    e->cv.wait(l, [&] { return e->reached >= target; });
-    --e->pending_waits;
-    e->cv.notify_all();
-    return Status::Ok();
-  });
+  Status st = Submit(
+      stream, "aclrtStreamWaitEvent",
+      [e, target]() {
+        std::unique_lock l(e->mu);
+        e->cv.wait(l, [&] { return e->reached >= target; });
+        --e->pending_waits;
+        e->cv.notify_all();
+        return Status::Ok();
+      },
+      /*always=*/true);
   if (!st.ok()) {
     const std::lock_guard lock(e->mu);
     --e->pending_waits;

@@ -11,6 +11,7 @@
 
 #include "base/errno_string.h"
 #include "base/unique_mapping.h"
+#include "runtime/stream.h"
 #include "runtime/vmm.h"
 
 #ifndef MAP_HUGE_1GB
@@ -198,6 +199,7 @@ AclStatus Malloc(void **out, size_t size, uint32_t policy) {
 }
 
 AclStatus Free(void *p) {
+  WaitAllStreams();  // work queued before the call may still use the block
   return Unregister(p, true);
 }
 
@@ -213,6 +215,7 @@ AclStatus MallocHost(void **out, size_t size) {
 }
 
 AclStatus FreeHost(void *p) {
+  WaitAllStreams();  // work queued before the call may still use the block
   return Unregister(p, false);
 }
 

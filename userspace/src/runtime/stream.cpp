@@ -27,6 +27,7 @@ struct Item {
   std::string what;
   Task task;
   uint64_t seq = 0;
+  bool always = false;  // runs even after a failure under ACL_STOP_ON_FAILURE (events)
 };
 
 struct Stream {
@@ -87,7 +88,7 @@ void Work(Stream *s) {
     }
     Item item = std::move(s->queue.front());
     s->queue.pop_front();
-    const bool discard = s->stop_on_failure && s->failure.has_value();
+    const bool discard = !item.always && s->stop_on_failure && s->failure.has_value();
     lock.unlock();
     Status status = discard ? Status::Ok() : RunTask(item);
     item.task = nullptr;  // release what the task holds before reporting completion
@@ -156,7 +157,7 @@ bool IsStream(aclrtStream stream) {
   return stream != nullptr && Find(stream) != nullptr;
 }
 
-Status Submit(aclrtStream stream, const char *what, Task task) {
+Status Submit(aclrtStream stream, const char *what, Task task, bool always) {
   if (stream == nullptr) {
     return task();
   }
@@ -171,7 +172,8 @@ Status Submit(aclrtStream stream, const char *what, Task task) {
       const AclStatus st = NotLive(stream);
       return Status(static_cast<HcclResult>(st.code()), st.message());
     }
-    s->queue.push_back(Item{.what = what, .task = std::move(task), .seq = ++s->submitted});
+    s->queue.push_back(
+        Item{.what = what, .task = std::move(task), .seq = ++s->submitted, .always = always});
   }
   s->work.notify_one();
   return Status::Ok();
@@ -221,6 +223,25 @@ AclStatus SetFailureMode(aclrtStream stream, uint64_t mode) {
   const std::lock_guard lock(s->mu);
   s->stop_on_failure = mode == ACL_STOP_ON_FAILURE;
   return AclStatus::Ok();
+}
+
+void WaitAllStreams() {
+  std::vector<std::shared_ptr<Stream>> all;
+  {
+    Registry &r = Streams();
+    const std::lock_guard lock(r.mu);
+    for (const auto &[handle, s] : r.streams) {
+      all.push_back(s);
+    }
+  }
+  for (const auto &s : all) {
+    if (OnWorker(*s)) {
+      continue;  // a task of this stream: its own later tasks cannot run before it returns
+    }
+    std::unique_lock lock(s->mu);
+    const uint64_t target = s->submitted;
+    s->progress.wait(lock, [&] { return s->completed >= target; });
+  }
 }
 
 void DestroyAllStreams() {

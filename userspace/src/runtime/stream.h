@@ -39,7 +39,13 @@ bool IsStream(aclrtStream stream);
 // stream): run @task now on the calling thread and return its status. A stream that is not
 // live: ACL_ERROR_RT_INVALID_HANDLE (as the code of the returned status), task not run.
 // Otherwise returns Ok once queued; the task's failure is recorded on the stream.
-Status Submit(aclrtStream stream, const char *what, Task task);
+// @always: the task runs even when ACL_STOP_ON_FAILURE discards the tasks around it (event
+// records and waits, which other streams and threads wait for).
+Status Submit(aclrtStream stream, const char *what, Task task, bool always = false);
+
+// Wait until every live stream has run what was queued on it so far (failures stay recorded),
+// except the calling task's own stream: before memory that queued work may use goes away.
+void WaitAllStreams();
 
 // Wait until every task queued on @stream so far has run (NULL: nothing to wait for), at most
 // @timeout_ms milliseconds (-1: no limit; ACL_ERROR_RT_STREAM_SYNC_TIMEOUT when it passes).

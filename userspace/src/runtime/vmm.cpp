@@ -15,6 +15,7 @@
 #include "base/errno_string.h"
 #include "base/log.h"
 #include "base/unique_fd.h"
+#include "runtime/stream.h"
 
 namespace hzc::runtime {
 
@@ -381,6 +382,7 @@ AclStatus Map(void *va, size_t size, aclrtDrvMemHandle handle) {
 }
 
 AclStatus Unmap(void *va) {
+  WaitAllStreams();  // work queued before the call may still use the mapping
   State &s = GetState();
   std::lock_guard lock(s.mutex);
   auto rit = FindReservation(s, Addr(va), 1);
