@@ -13,6 +13,7 @@
 #include "core/comm.h"
 #include "core/comm_init.h"
 #include "core/memory.h"
+#include "core/sym_window.h"
 
 namespace api = hzc::api;
 using hzc::Error;
@@ -133,7 +134,13 @@ HcclResult HcclCommInitClusterInfoConfig(const char *clusterInfo, uint32_t rank,
 HcclResult HcclCommDestroy(HcclComm comm) {
   return api::HcclGuard("HcclCommDestroy", [&]() -> Status {
     HZC_RETURN_IF_ERROR(api::NotNull(comm, "comm"));
-    return hzc::CommRegistry::Process().Remove(comm);
+    uint64_t serial = 0;
+    if (auto c = hzc::CommRegistry::Process().Get(comm); c.ok()) {
+      serial = (*c)->serial();
+    }
+    HZC_RETURN_IF_ERROR(hzc::CommRegistry::Process().Remove(comm));
+    hzc::sym_window::Forget(serial);  // its windows go with it
+    return Status::Ok();
   });
 }
 

@@ -60,6 +60,11 @@ Expected<void *> Find(const Communicator &comm, uintptr_t addr, size_t size, siz
                "ptr={:#x} size={:#x}: in no window registered on this communicator", addr, size);
 }
 
+void Forget(uint64_t comm_serial) {
+  std::lock_guard lock(g_mutex);
+  std::erase_if(g_windows, [&](const auto &w) { return w.second.comm_serial == comm_serial; });
+}
+
 size_t Count() {
   std::lock_guard lock(g_mutex);
   return g_windows.size();

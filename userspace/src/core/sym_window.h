@@ -21,6 +21,8 @@ Status Deregister(void *handle);
 // The window of @comm holding [addr, addr + size), and addr's offset in it; HCCL_E_NOT_FOUND
 // when none does.
 Expected<void *> Find(const Communicator &comm, uintptr_t addr, size_t size, size_t *offset);
+// Drop the windows of the communicator whose serial is @comm_serial (it was destroyed).
+void Forget(uint64_t comm_serial);
 // Windows registered and not deregistered.
 size_t Count();
 
