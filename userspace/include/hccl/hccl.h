@@ -90,8 +90,7 @@ HcclResult HcclCommInitClusterInfoConfig(const char *clusterInfo, uint32_t rank,
  * One process, @ndev ranks: comms[i] is rank i, on device devices[i] (distinct, below
  * aclrtGetDeviceCount()).  The ranks of such a communicator are threads of one process: a
  * collective needs every rank's call, so each rank is driven by its own thread (or its own
- * stream).  Memory ranges are per process, so HcclCommSetMemoryRange is HCCL_E_NOT_SUPPORT on
- * them: their collectives use the staging path.
+ * stream).  Memory ranges are per process: ranks that set ranges set different ones.
  */
 HcclResult HcclCommInitAll(uint32_t ndev, int32_t *devices, HcclComm *comms);
 /**

@@ -34,16 +34,6 @@ Communicator::Communicator(bootstrap::UniqueId id, uint32_t rank,
       ranks_(std::move(ranks)),
       options_(std::move(options)) {}
 
-bool Communicator::SharesProcess() const {
-  std::set<std::pair<std::string, uint32_t>> seen;
-  for (const auto &r : ranks_) {
-    if (r.pid != 0 && !seen.emplace(r.host, r.pid).second) {
-      return true;
-    }
-  }
-  return false;
-}
-
 std::string Communicator::Name() const {
   return options_.name.empty() ? "hzc-" + bootstrap::IdString(id_) : options_.name;
 }

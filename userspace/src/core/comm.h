@@ -38,8 +38,6 @@ class Communicator {
   const std::vector<bootstrap::RankIdentity> &ranks() const { return ranks_; }
   // Number of distinct servers (host identities) among the ranks.
   uint32_t ServerCount() const;
-  // Whether some ranks are the same process (HcclCommInitAll).
-  bool SharesProcess() const;
 
   const CommOptions &options() const { return options_; }
   // hcclCommName of the configuration, else "hzc-" and the unique id.

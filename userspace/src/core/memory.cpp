@@ -56,12 +56,6 @@ Status SetRange(HcclComm handle, Communicator &comm, uintptr_t base, size_t size
                  "support memory ranges",
                  handle, comm.size(), servers);
   }
-  if (comm.SharesProcess()) {
-    return Error(HCCL_E_NOT_SUPPORT,
-                 "comm={}: several of its ranks are this process (HcclCommInitAll); memory "
-                 "ranges are per process, so its collectives use the staging path",
-                 handle);
-  }
   auto device = Device::Process();
   if (!device.ok()) {
     return device.status();
