@@ -314,4 +314,38 @@ TEST_F(CommApiTest, DeterministicSettingIsKept) {
   EXPECT_EQ(HcclSetConfig(HCCL_DETERMINISTIC, v), HCCL_SUCCESS);
 }
 
+// A rank that refuses two calls in a row (its own arguments are bad): the other fails both
+// with HCCL_E_PARA at once, and the next call works on both (ranks as threads, staging).
+TEST_F(CommApiTest, TwoRefusalsInARowThenACallThatWorks) {
+  int32_t devices[] = {0, 1};
+  HcclComm all[2] = {};
+  ASSERT_EQ(HcclCommInitAll(2, devices, all), HCCL_SUCCESS);
+  comms_.assign(all, all + 2);
+  std::vector<std::vector<HcclResult>> rc(2);
+  std::vector<int64_t> sums(2, 0);
+  std::vector<std::thread> threads;
+  for (uint32_t r = 0; r < 2; ++r) {
+    threads.emplace_back([&, r] {
+      int64_t in = r + 1, out = 0;
+      auto call = [&](bool bad) {
+        return HcclAllReduce(&in, bad ? nullptr : &out, 1, HCCL_DATA_TYPE_INT64, HCCL_REDUCE_SUM,
+                             all[r], nullptr);
+      };
+      rc[r].push_back(call(false));   // opens the control area
+      rc[r].push_back(call(r == 1));  // rank 1 refuses
+      rc[r].push_back(call(r == 1));  // and again
+      rc[r].push_back(call(false));
+      sums[r] = out;
+    });
+  }
+  for (auto &t : threads) {
+    t.join();
+  }
+  EXPECT_EQ(rc[0], (std::vector<HcclResult>{HCCL_SUCCESS, HCCL_E_PARA, HCCL_E_PARA, HCCL_SUCCESS}));
+  EXPECT_EQ(rc[1], (std::vector<HcclResult>{HCCL_SUCCESS, HCCL_E_PTR, HCCL_E_PTR, HCCL_SUCCESS}));
+  EXPECT_EQ(sums, (std::vector<int64_t>{3, 3}));
+  ExpectErrorLog("HcclAllReduce: recvBuf is null");
+  ExpectErrorLog("HcclAllReduce: rank 1 refused call");
+}
+
 }  // namespace
