@@ -139,6 +139,17 @@ Config Config::FromLookup(const std::function<const char *(const char *)> &geten
           kMaxDeviceCount));
     }
   }
+  if (const char *v = getenv_fn("HZC_TRANSPORT"); v != nullptr) {
+    const std::string_view t(v);
+    if (t == "auto" || t == "kernel" || t == "memfd") {
+      c.transport = t == "kernel"  ? TransportChoice::kKernel
+                    : t == "memfd" ? TransportChoice::kMemfd
+                                   : TransportChoice::kAuto;
+    } else {
+      c.warnings.push_back(
+          fmt::format("HZC_TRANSPORT=\"{}\": not one of auto, kernel, memfd; using auto", v));
+    }
+  }
   return c;
 }
 
@@ -157,6 +168,9 @@ std::vector<std::string> Config::Describe() const {
       fmt::format("HCCL_IF_IP={}", if_ip.empty() ? "(first up interface)" : if_ip),
       fmt::format("HZC_DEVICE_COUNT={}",
                   device_count ? std::to_string(*device_count) : "(max(online CPUs, 8))"),
+      fmt::format("HZC_TRANSPORT={}", transport == TransportChoice::kKernel  ? "kernel"
+                                      : transport == TransportChoice::kMemfd ? "memfd"
+                                                                             : "auto"),
   };
 }
 

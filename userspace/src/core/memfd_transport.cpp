@@ -8,6 +8,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <dirent.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
@@ -19,6 +21,7 @@
 
 #include <fmt/ranges.h>
 
+#include "base/config.h"
 #include "base/errno_string.h"
 #include "base/log.h"
 #include "base/unique_fd.h"
@@ -60,7 +63,7 @@ struct Directory {
   uint32_t doorbell;    // futex: owners ring this process's watcher
   uint32_t ack;         // futex: peers tell this process they acknowledged
   uint32_t nacts;
-  uint32_t reserved;
+  uint32_t owner;  // pid of the process that publishes it
   DirSlot slots[kSlots];
   DirRange ranges[kRanges];
   DirAct acts[kActs];
@@ -123,7 +126,8 @@ Expected<UniqueMapping> MapDirectory(int fd, pid_t pid) {
     return Error(HCCL_E_MEMORY, "mapping the memory directory of pid {}: {}", pid,
                  ErrnoString(errno));
   }
-  if (m.as<Directory>()->magic != kMagic) {
+  if (m.as<Directory>()->magic != kMagic ||
+      m.as<Directory>()->owner != static_cast<uint32_t>(pid)) {
     return Error(HCCL_E_SYSCALL, "the descriptor of pid {} is not a memory directory", pid);
   }
   return m;
@@ -291,6 +295,7 @@ Expected<MemfdExport *> MemfdExport::Process() {
   for (DirSlot &s : state->dir()->slots) {
     s.dir_fd = -1;
   }
+  state->dir()->owner = static_cast<uint32_t>(::getpid());
   state->dir()->magic = kMagic;
   current = new MemfdExport(std::move(state));  // a forked child's inherited one is the parent's
   owner = ::getpid();
@@ -665,6 +670,40 @@ Status MemfdImport::Attach(pid_t pid, int dir_fd) {
   return Status::Ok();
 }
 
+Status MemfdImport::AttachProcess(pid_t pid) {
+  if (pid == ::getpid()) {
+    return Status::Ok();
+  }
+  {
+    std::lock_guard lock(state_->mutex);
+    state_->Forked();
+    if (state_->owners.contains(pid)) {
+      return Status::Ok();
+    }
+  }
+  const std::string dir = fmt::format("/proc/{}/fd", pid);
+  std::unique_ptr<DIR, int (*)(DIR *)> d(::opendir(dir.c_str()), ::closedir);
+  if (!d) {
+    return Error(errno == ENOENT ? HCCL_E_REMOTE : HCCL_E_SYSCALL, "listing {}: {}", dir,
+                 ErrnoString(errno));
+  }
+  const std::string want = fmt::format("/memfd:{}", kDirName);
+  Status last = Error(HCCL_E_NOT_FOUND, "pid {} has published no memory directory", pid);
+  while (const dirent *e = ::readdir(d.get())) {
+    char target[256] = {};
+    const std::string link = dir + "/" + e->d_name;
+    const ssize_t n = ::readlink(link.c_str(), target, sizeof(target) - 1);
+    if (n <= 0 || std::string_view(target, static_cast<size_t>(n)).rfind(want, 0) != 0) {
+      continue;
+    }
+    last = Attach(pid, std::atoi(e->d_name));  // an imported directory of another owner fails
+    if (last.ok()) {
+      return last;
+    }
+  }
+  return last;
+}
+
 Expected<void *> MemfdImport::Translate(pid_t pid, uintptr_t va, size_t len) {
   if (len == 0 || va > UINTPTR_MAX - len) {
     return Error(HCCL_E_PARA, "address {:#x} size {:#x}: empty or wraps around", va, len);
@@ -744,6 +783,40 @@ size_t MemfdImport::MappedWindows() const {
     n += o.listed ? o.windows.size() : 0;
   }
   return n;
+}
+
+}  // namespace hzc
+
+namespace hzc {
+
+Expected<PeerTransport> ChosenTransport() {
+  const Config &config = GetConfig();
+  const bool present = ::access(config.device_path.c_str(), F_OK) == 0;
+  switch (config.transport) {
+    case TransportChoice::kKernel:
+      if (!present) {
+        return Error(HCCL_E_NOT_FOUND,
+                     "HZC_TRANSPORT=kernel: {} is absent: the kernel module hzc.ko is not loaded "
+                     "(modprobe hzc), or choose HZC_TRANSPORT=memfd",
+                     config.device_path);
+      }
+      return PeerTransport::kKernel;
+    case TransportChoice::kMemfd:
+      return PeerTransport::kMemfd;
+    case TransportChoice::kAuto:
+      break;
+  }
+  if (present) {
+    return PeerTransport::kKernel;
+  }
+  static std::once_flag logged;
+  std::call_once(logged, [&] {
+    LogInfo(
+        "{} is absent (hzc.ko not loaded): peers reach activated memory through memfds "
+        "(HZC_TRANSPORT=memfd; see the README for what that gives up)",
+        config.device_path);
+  });
+  return PeerTransport::kMemfd;
 }
 
 }  // namespace hzc

@@ -60,6 +60,13 @@
 
 namespace hzc {
 
+enum class PeerTransport { kKernel, kMemfd };
+
+// This process's transport, chosen at the first call from HZC_TRANSPORT (base/config.h): auto
+// takes the kernel transport when the device (HZC_DEVICE, /dev/hzc) exists, else the memfd one
+// (logged once at INFO); kernel without the device is HCCL_E_NOT_FOUND naming the module.
+Expected<PeerTransport> ChosenTransport();
+
 // A peer's activation as listed in its directory.
 struct MemfdActivation {
   uintptr_t va = 0;
@@ -114,6 +121,9 @@ class MemfdImport {
   // pidfd_getfd is refused or the descriptor is no directory, HCCL_E_REMOTE when the process
   // has exited, HCCL_E_MEMORY when its directory has no free peer slot.
   Status Attach(pid_t pid, int dir_fd);
+  // Attach to the directory of process @pid, found among its descriptors (/proc/<pid>/fd).
+  // HCCL_E_NOT_FOUND when it has published none (yet); errors of Attach otherwise.
+  Status AttachProcess(pid_t pid);
   // A local pointer to [va, va + len) of attached process @pid, which must lie in its activated
   // memory (adjacent activations count as one); this process's own memory is @va itself.
   // HCCL_E_PARA for memory that is not activated or a process never attached, HCCL_E_REMOTE when

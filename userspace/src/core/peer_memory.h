@@ -59,6 +59,9 @@ class PeerMemory {
  public:
   PeerMemory(std::shared_ptr<Device> device, Device::DomainId domain, uint32_t rank,
              std::vector<RankCard> cards);
+  // Over the memfd transport (core/memfd_transport.h) instead: the ranks' processes @pids.
+  // Mappings are the process's (MemfdImport), shared with its other communicators.
+  PeerMemory(uint32_t rank, const std::vector<uint32_t> &pids);
   ~PeerMemory();  // unmaps every window
   PeerMemory(const PeerMemory &) = delete;
   PeerMemory &operator=(const PeerMemory &) = delete;
@@ -115,11 +118,15 @@ class PeerMemory {
   // The cached activation containing [va, va + len), or nullptr.
   static const hzc_activation_desc *FindActivation(const PeerView &p, uintptr_t va, size_t len);
   void Drop(PeerView &p);
+  // The memfd transport's Translate and Activations.
+  Expected<void *> MemfdTranslate(uint32_t peer, uintptr_t va, size_t len);
+  Expected<std::vector<PeerActivation>> MemfdActivations(uint32_t peer);
 
   const std::shared_ptr<Device> device_;
   const Device::DomainId domain_;
   const uint32_t rank_;
   const std::vector<RankCard> cards_;
+  const bool memfd_ = false;
 
   mutable std::mutex mutex_;
   std::vector<PeerView> peers_;
