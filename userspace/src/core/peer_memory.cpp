@@ -28,6 +28,15 @@ std::vector<RankCard> PidCards(const std::vector<uint32_t> &pids) {
   return cards;
 }
 
+// A memfd transport error about rank @peer (pid @pid): an exit is named as the kernel transport
+// names it.
+Status Named(const Status &st, uint32_t peer, pid_t pid) {
+  if (st.code() == HCCL_E_REMOTE) {
+    return Error(HCCL_E_REMOTE, "rank {} (pid {}) has exited", peer, pid);
+  }
+  return st;
+}
+
 }  // namespace
 
 PeerMemory::PeerMemory(uint32_t rank, const std::vector<uint32_t> &pids)
@@ -38,10 +47,15 @@ PeerMemory::~PeerMemory() = default;
 Expected<void *> PeerMemory::MemfdTranslate(uint32_t peer, uintptr_t va, size_t len) {
   const auto pid = SameProcess(peer) ? ::getpid() : static_cast<pid_t>(cards_[peer].pid);
   auto &imp = MemfdImport::Process();
-  HZC_RETURN_IF_ERROR(imp.AttachProcess(pid));
+  if (Status st = imp.AttachProcess(pid); !st.ok()) {
+    return Named(st, peer, pid);
+  }
   auto p = imp.Translate(pid, va, len);
   if (!p.ok() && p.status().code() == HCCL_E_PARA) {
     return Error(HCCL_E_PARA, "[{:#x}, +{:#x}) is not activated memory of rank {}", va, len, peer);
+  }
+  if (!p.ok()) {
+    return Named(p.status(), peer, pid);
   }
   return p;
 }
@@ -49,10 +63,11 @@ Expected<void *> PeerMemory::MemfdTranslate(uint32_t peer, uintptr_t va, size_t 
 Expected<std::vector<PeerActivation>> PeerMemory::MemfdActivations(uint32_t peer) {
   const auto pid = SameProcess(peer) ? ::getpid() : static_cast<pid_t>(cards_[peer].pid);
   auto &imp = MemfdImport::Process();
-  HZC_RETURN_IF_ERROR(imp.AttachProcess(pid));
-  auto listed = imp.Activations(pid);
+  Status st = imp.AttachProcess(pid);
+  auto listed = st.ok() ? imp.Activations(pid) : Expected<std::vector<MemfdActivation>>(st);
   if (!listed.ok()) {
-    return listed.status();
+    return Error(listed.status().code(), "cannot list the ranges of rank {}: {}", peer,
+                 Named(listed.status(), peer, pid).message());
   }
   std::vector<PeerActivation> out;
   for (const MemfdActivation &a : *listed) {
