@@ -163,6 +163,16 @@ TEST_F(CollTest, DeadRankIsAnErrorNotAHang) {
   EXPECT_EQ(rc, (std::vector<int>{HCCL_E_REMOTE, -SIGKILL, HCCL_E_REMOTE}));
 }
 
+// The same on the zero-copy path: the survivors' mappings of the dead rank's memory are no help.
+TEST_F(CollTest, DeadRankZeroCopyIsAnErrorNotAHang) {
+  if (!HaveTransport()) {
+    GTEST_SKIP() << hzc_device_path() << " is absent and HZC_TRANSPORT=kernel";
+  }
+  ExpectErrorLog("HcclAllReduce: ");
+  const auto rc = RunRanks(3, "die", "zerocopy");
+  EXPECT_EQ(rc, (std::vector<int>{HCCL_E_REMOTE, -SIGKILL, HCCL_E_REMOTE}));
+}
+
 // A rank whose own arguments are bad posts the call as refused: the others do not wait for
 // HCCL_EXEC_TIMEOUT (60 s here) but fail the call at once naming it, and the communicator
 // still works.
