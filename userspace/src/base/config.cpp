@@ -62,6 +62,25 @@ std::optional<uint64_t> ParseUnsigned(std::string_view text, uint64_t min, uint6
   return value;
 }
 
+namespace {
+
+// HZC_TRANSPORT's value; anything else is auto with a warning.
+TransportChoice ParseTransport(std::string_view t, std::vector<std::string> *warnings) {
+  if (t == "kernel") {
+    return TransportChoice::kKernel;
+  }
+  if (t == "memfd") {
+    return TransportChoice::kMemfd;
+  }
+  if (t != "auto") {
+    warnings->push_back(
+        fmt::format("HZC_TRANSPORT=\"{}\": not one of auto, kernel, memfd; using auto", t));
+  }
+  return TransportChoice::kAuto;
+}
+
+}  // namespace
+
 Config Config::FromLookup(const std::function<const char *(const char *)> &getenv_fn) {
   Config c;
   if (const char *v = getenv_fn("HZC_LOG"); v != nullptr) {
@@ -140,15 +159,7 @@ Config Config::FromLookup(const std::function<const char *(const char *)> &geten
     }
   }
   if (const char *v = getenv_fn("HZC_TRANSPORT"); v != nullptr) {
-    const std::string_view t(v);
-    if (t == "auto" || t == "kernel" || t == "memfd") {
-      c.transport = t == "kernel"  ? TransportChoice::kKernel
-                    : t == "memfd" ? TransportChoice::kMemfd
-                                   : TransportChoice::kAuto;
-    } else {
-      c.warnings.push_back(
-          fmt::format("HZC_TRANSPORT=\"{}\": not one of auto, kernel, memfd; using auto", v));
-    }
+    c.transport = ParseTransport(v, &c.warnings);
   }
   return c;
 }
