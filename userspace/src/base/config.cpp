@@ -64,8 +64,9 @@ std::optional<uint64_t> ParseUnsigned(std::string_view text, uint64_t min, uint6
 
 namespace {
 
-// HZC_TRANSPORT's value; anything else is auto with a warning.
-TransportChoice ParseTransport(std::string_view t, std::vector<std::string> *warnings) {
+// HZC_TRANSPORT's value (nullptr: unset, auto); anything else is auto with a warning.
+TransportChoice ParseTransport(const char *v, std::vector<std::string> *warnings) {
+  const std::string_view t = v != nullptr ? v : "auto";
   if (t == "kernel") {
     return TransportChoice::kKernel;
   }
@@ -158,9 +159,7 @@ Config Config::FromLookup(const std::function<const char *(const char *)> &geten
           kMaxDeviceCount));
     }
   }
-  if (const char *v = getenv_fn("HZC_TRANSPORT"); v != nullptr) {
-    c.transport = ParseTransport(v, &c.warnings);
-  }
+  c.transport = ParseTransport(getenv_fn("HZC_TRANSPORT"), &c.warnings);
   return c;
 }
 
