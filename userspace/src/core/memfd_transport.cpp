@@ -3,6 +3,7 @@
 
 #include <fcntl.h>
 #include <linux/futex.h>
+#include <pthread.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -593,6 +594,11 @@ void MemfdImport::State::Watch(const std::shared_ptr<State> &self, Directory *ow
         return;
       }
       for (auto &[pid, o] : self->owners) {
+        if (!o.dead && o.process.Exited()) {
+          o.windows.clear();  // a dead owner's memory: nobody's any more
+          o.listed = false;
+          o.dead = true;
+        }
         if (o.dead) {
           continue;
         }
@@ -614,6 +620,10 @@ void MemfdImport::State::Watch(const std::shared_ptr<State> &self, Directory *ow
 
 MemfdImport::MemfdImport() : state_(std::make_shared<State>()) {
   state_->made_by = ::getpid();
+  // The watcher may hold the lock when another thread forks: the child must not inherit it held.
+  static State *const forked = state_.get();
+  ::pthread_atfork([] { forked->mutex.lock(); }, [] { forked->mutex.unlock(); },
+                   [] { forked->mutex.unlock(); });
 }
 
 MemfdImport &MemfdImport::Process() {

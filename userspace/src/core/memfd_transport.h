@@ -33,7 +33,8 @@
 // the owner's generation moved since its listing, and acknowledges that generation.
 //
 // When a process dies. An owner's exit is seen through its pidfd (bootstrap/peer_process.h):
-// Translate fails with HCCL_E_REMOTE and the peer unmaps what it had (the pages of a dead
+// Translate fails with HCCL_E_REMOTE and the peer unmaps what it had (so does the watcher, which
+// looks at least once a second) (the pages of a dead
 // owner are no one's memory any more; they go with the last mapping). A peer's exit frees its
 // slot: the owner's wait polls the pidfds of the peers it waits for, so it never waits for
 // a dead one. A live peer that does not acknowledge within the timeout fails the withdrawal

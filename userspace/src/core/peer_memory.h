@@ -11,8 +11,11 @@
 // or SIGSEGV (window unmapped). Peer mappings are VM_PFNMAP: they cannot be used as buffers
 // of process_vm_readv, ibv_reg_mr or O_DIRECT I/O.
 //
-// Invalidation: each peer publishes its generation page (core/generation.h) at link
-// establishment. Translate trusts the cache while the peer's generation is the one the cache
+// Over the memfd transport (HZC_TRANSPORT, core/memfd_transport.h) the same calls map the
+// peers' memfds instead of windows of /dev/hzc; a withdrawn mapping faults with SIGSEGV.
+//
+// Invalidation (kernel transport): each peer publishes its generation page (core/generation.h) at
+// link establishment. Translate trusts the cache while the peer's generation is the one the cache
 // was listed at and the peer process lives; otherwise (and on every miss) it lists the
 // peer's ranges and activations again, unmapping the windows of ranges that are gone. Without
 // a generation page (pidfd_getfd refused) every Translate lists again.
