@@ -62,8 +62,9 @@ class Test : public ::testing::Test {
 
   void TearDown() override {
     CheckLog();
-    // The library keeps one descriptor of the device and one of its generation page (see
-    // userspace/src/core/generation.h) per process by design. The device path is the one
+    // The library keeps one descriptor of the device, one of its generation page (see
+    // userspace/src/core/generation.h) and one of its memory directory
+    // (userspace/src/core/memfd_transport.h) per process by design. The device path is the one
     // hzc_device_path() reports, spelled out here so that tests of the layers below the API
     // (which do not link it) share this fixture.
     const char *env_device = std::getenv("HZC_DEVICE");
@@ -72,7 +73,8 @@ class Test : public ::testing::Test {
     for (const auto &[fd, target] : OpenFds()) {
       auto it = fds_before_.find(fd);
       if ((it == fds_before_.end() || it->second != target) && target != device &&
-          target.rfind("/memfd:hzc-generation", 0) != 0) {
+          target.rfind("/memfd:hzc-generation", 0) != 0 &&
+          target.rfind("/memfd:hzc-directory", 0) != 0) {
         ADD_FAILURE() << "file descriptor " << fd << " (" << target << ") leaked by this test";
       }
     }

@@ -69,8 +69,10 @@ inline std::vector<int> WaitRanks(const std::vector<pid_t> &pids) {
 
 // tests/unit/api/rank_main.cpp's ranks (ROOT_HEX NRANKS RANK): @nranks of them in one
 // communicator, on two simulated servers (HZC_HOST_ID, odd ranks on the second) when
-// @two_servers; every rank must exit with @expect.
-inline void RunRankMain(const char *binary, uint32_t nranks, bool two_servers, int expect) {
+// @two_servers; every rank must exit with @expect. @transport (optional): HZC_TRANSPORT of the
+// ranks.
+inline void RunRankMain(const char *binary, uint32_t nranks, bool two_servers, int expect,
+                        const char *transport = nullptr) {
   HcclRootInfo root;
   ASSERT_EQ(HcclGetRootInfo(&root), HCCL_SUCCESS);
   const std::string hex = RootInfoToHex(root);
@@ -81,6 +83,9 @@ inline void RunRankMain(const char *binary, uint32_t nranks, bool two_servers, i
       },
       [&](uint32_t r) {
         setenv("HZC_HOST_ID", two_servers && r % 2 ? "server-b" : "server-a", 1);
+        if (transport != nullptr) {
+          setenv("HZC_TRANSPORT", transport, 1);
+        }
       });
   for (int status : WaitRanks(pids)) {
     EXPECT_EQ(status, expect);

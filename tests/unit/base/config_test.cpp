@@ -84,12 +84,12 @@ TEST_F(ConfigTest, AllSet) {
   EXPECT_EQ(c.exec_timeout.count(), 40);
   EXPECT_EQ(c.if_ip, "10.0.0.1");
   EXPECT_TRUE(c.warnings.empty());
-  EXPECT_THAT(
-      c.Describe(),
-      testing::ElementsAre("HZC_LOG=DEBUG", "HZC_LOG_FILE=/tmp/hzc.%h.%p", "HZC_DEVICE=/tmp/x",
-                           "HCCL_CONNECT_TIMEOUT=3", "HCCL_EXEC_TIMEOUT=40", "HCCL_BUFFSIZE=64",
-                           "HZC_RDMA_DEVICE=rxe0", "HZC_RDMA_GID_INDEX=3", "HZC_HOST_ID=node-b",
-                           "HCCL_IF_IP=10.0.0.1", "HZC_DEVICE_COUNT=(max(online CPUs, 8))"));
+  EXPECT_THAT(c.Describe(), testing::ElementsAre(
+                                "HZC_LOG=DEBUG", "HZC_LOG_FILE=/tmp/hzc.%h.%p", "HZC_DEVICE=/tmp/x",
+                                "HCCL_CONNECT_TIMEOUT=3", "HCCL_EXEC_TIMEOUT=40",
+                                "HCCL_BUFFSIZE=64", "HZC_RDMA_DEVICE=rxe0", "HZC_RDMA_GID_INDEX=3",
+                                "HZC_HOST_ID=node-b", "HCCL_IF_IP=10.0.0.1",
+                                "HZC_DEVICE_COUNT=(max(online CPUs, 8))", "HZC_TRANSPORT=auto"));
 }
 
 TEST_F(ConfigTest, DescribeDefaults) {
@@ -99,7 +99,19 @@ TEST_F(ConfigTest, DescribeDefaults) {
                   "HCCL_CONNECT_TIMEOUT=120", "HCCL_EXEC_TIMEOUT=1836", "HCCL_BUFFSIZE=200",
                   "HZC_RDMA_DEVICE=(first active port)", "HZC_RDMA_GID_INDEX=(RoCE v2, IPv4 first)",
                   "HZC_HOST_ID=(boot id + hostname)", "HCCL_IF_IP=(first up interface)",
-                  "HZC_DEVICE_COUNT=(max(online CPUs, 8))"));
+                  "HZC_DEVICE_COUNT=(max(online CPUs, 8))", "HZC_TRANSPORT=auto"));
+}
+
+TEST_F(ConfigTest, Transport) {
+  EXPECT_EQ(Parse({}).transport, TransportChoice::kAuto);
+  EXPECT_EQ(Parse({{"HZC_TRANSPORT", "memfd"}}).transport, TransportChoice::kMemfd);
+  EXPECT_EQ(Parse({{"HZC_TRANSPORT", "kernel"}}).transport, TransportChoice::kKernel);
+  EXPECT_THAT(Parse({{"HZC_TRANSPORT", "kernel"}}).Describe(),
+              testing::Contains("HZC_TRANSPORT=kernel"));
+  const Config bad = Parse({{"HZC_TRANSPORT", "shm"}});
+  EXPECT_EQ(bad.transport, TransportChoice::kAuto);
+  ASSERT_EQ(bad.warnings.size(), 1U);
+  EXPECT_THAT(bad.warnings[0], testing::HasSubstr("HZC_TRANSPORT=\"shm\""));
 }
 
 // Every variable the library's sources read (getenv or the config lookup) is read by Config
@@ -175,7 +187,7 @@ TEST_F(ConfigTest, DeviceCount) {
   Config c = Parse({{"HZC_DEVICE_COUNT", "3"}});
   EXPECT_EQ(c.device_count, 3U);
   EXPECT_TRUE(c.warnings.empty());
-  EXPECT_EQ(c.Describe().back(), "HZC_DEVICE_COUNT=3");
+  EXPECT_THAT(c.Describe(), testing::Contains("HZC_DEVICE_COUNT=3"));
   c = Parse({{"HZC_DEVICE_COUNT", "1024"}});
   EXPECT_EQ(c.device_count, 1024U);
   for (const char *bad : {"0", "1025", "-1", "two", ""}) {

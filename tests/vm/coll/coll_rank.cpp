@@ -10,7 +10,8 @@
 //     mismatch  calls that disagree across ranks fail with HCCL_E_PARA on every rank and leave
 //               the bytes around the buffers alone; a matching call afterwards works
 //     absent    the last rank never calls: the others get HCCL_E_TIMEOUT
-//     die       rank 1 is killed before a call: the others get an error, quickly
+//     die       rank 1 is killed before a call: the others get an error, quickly (in zerocopy
+//               mode its buffer is activated memory)
 //     refuse    after a first call, rank 1 passes an unknown dataType (refusenull: rank 2 a
 //               null sendBuf) to an AllReduce the others make: it gets HCCL_E_PARA (HCCL_E_PTR)
 //               and the others HCCL_E_PARA, quickly; then an AllReduce works on every rank
@@ -302,7 +303,12 @@ int Absent() {
 }
 
 int Die() {
-  float x = 1;
+  Arena arena(4096, g_zero_copy);  // activated memory in zerocopy mode: the peers map it
+  if (!arena.ok) {
+    return 52;
+  }
+  float &x = *reinterpret_cast<float *>(arena.base);
+  x = 1;
   if (HcclAllReduce(&x, &x, 1, HCCL_DATA_TYPE_FP32, HCCL_REDUCE_SUM, g_comm, nullptr) !=
       HCCL_SUCCESS) {
     return 53;

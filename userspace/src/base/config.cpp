@@ -62,6 +62,26 @@ std::optional<uint64_t> ParseUnsigned(std::string_view text, uint64_t min, uint6
   return value;
 }
 
+namespace {
+
+// HZC_TRANSPORT's value (nullptr: unset, auto); anything else is auto with a warning.
+TransportChoice ParseTransport(const char *v, std::vector<std::string> *warnings) {
+  const std::string_view t = v != nullptr ? v : "auto";
+  if (t == "kernel") {
+    return TransportChoice::kKernel;
+  }
+  if (t == "memfd") {
+    return TransportChoice::kMemfd;
+  }
+  if (t != "auto") {
+    warnings->push_back(
+        fmt::format("HZC_TRANSPORT=\"{}\": not one of auto, kernel, memfd; using auto", t));
+  }
+  return TransportChoice::kAuto;
+}
+
+}  // namespace
+
 Config Config::FromLookup(const std::function<const char *(const char *)> &getenv_fn) {
   Config c;
   if (const char *v = getenv_fn("HZC_LOG"); v != nullptr) {
@@ -139,6 +159,7 @@ Config Config::FromLookup(const std::function<const char *(const char *)> &geten
           kMaxDeviceCount));
     }
   }
+  c.transport = ParseTransport(getenv_fn("HZC_TRANSPORT"), &c.warnings);
   return c;
 }
 
@@ -157,6 +178,9 @@ std::vector<std::string> Config::Describe() const {
       fmt::format("HCCL_IF_IP={}", if_ip.empty() ? "(first up interface)" : if_ip),
       fmt::format("HZC_DEVICE_COUNT={}",
                   device_count ? std::to_string(*device_count) : "(max(online CPUs, 8))"),
+      fmt::format("HZC_TRANSPORT={}", transport == TransportChoice::kKernel  ? "kernel"
+                                      : transport == TransportChoice::kMemfd ? "memfd"
+                                                                             : "auto"),
   };
 }
 

@@ -22,6 +22,9 @@ std::string_view LogLevelName(LogLevel level);
 // A whole decimal number in [min, max]; nullopt for anything else (sign, junk, overflow).
 std::optional<uint64_t> ParseUnsigned(std::string_view text, uint64_t min, uint64_t max);
 
+// HZC_TRANSPORT: how peers reach each other's activated memory (core/memfd_transport.h).
+enum class TransportChoice { kAuto, kKernel, kMemfd };
+
 struct Config {
   static constexpr const char *kDefaultDevice = "/dev/hzc";
   static constexpr uint64_t kDefaultConnectTimeoutS = 120;
@@ -45,6 +48,9 @@ struct Config {
   // of the runtime (max(online CPUs, 8)).
   static constexpr uint64_t kMaxDeviceCount = 1024;
   std::optional<uint32_t> device_count;
+  // HZC_TRANSPORT: auto (the kernel transport when the device exists, else memfd), kernel or
+  // memfd.
+  TransportChoice transport = TransportChoice::kAuto;
 
   // Values that were set but invalid, one message each ("HZC_LOG=\"loud\": ..."), for the
   // logger to report once it exists.

@@ -72,7 +72,21 @@ Device::DomainId Communicator::DomainId() const {
 
 bool Communicator::linked() const {
   std::lock_guard lock(mutex_);
-  return device_ != nullptr;
+  return peer_memory_ != nullptr;
+}
+
+Status Communicator::EstablishMemfdLinks() {
+  std::lock_guard lock(mutex_);
+  if (peer_memory_) {
+    return Status::Ok();
+  }
+  std::vector<uint32_t> pids;
+  for (const auto &r : ranks_) {
+    pids.push_back(r.pid);
+  }
+  peer_memory_ = std::make_unique<PeerMemory>(rank_, pids);
+  LogDebug("link establishment: rank {} of {} linked (memfd transport)", rank_, size());
+  return Status::Ok();
 }
 
 PeerMemory *Communicator::peer_memory() const {

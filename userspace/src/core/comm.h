@@ -59,6 +59,10 @@ class Communicator {
   // everything and leaves the domain again (which breaks it for the peers), so a later call
   // starts afresh in a new domain. Idempotent.
   Status EstablishLinks(const std::shared_ptr<Device> &device, std::chrono::seconds timeout);
+  // The same over the memfd transport (core/memfd_transport.h): no kernel domain and no RDMA
+  // links; peers find each other's memory directories through the ranks' pids when they first
+  // look up their memory. Idempotent.
+  Status EstablishMemfdLinks();
   bool linked() const;
   // The RDMA links; nullptr before link establishment or when the links are kernel-only.
   // Valid while the communicator lives (Links is thread-safe).
@@ -111,7 +115,7 @@ class Communicator {
 
   mutable std::mutex mutex_;
   std::shared_ptr<Device> device_;           // set once linked: the context holding our domain rank
-  std::unique_ptr<PeerMemory> peer_memory_;  // set once linked
+  std::unique_ptr<PeerMemory> peer_memory_;  // set once linked (either transport)
   std::unique_ptr<verbs::Links> links_;      // set once linked, unless kernel-only
 
   // Registrations of activated memory by start address. Shared so that a transfer in progress

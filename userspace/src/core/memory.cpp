@@ -7,6 +7,7 @@
 #include "base/config.h"
 #include "base/rollback.h"
 #include "core/generation.h"
+#include "core/memfd_transport.h"
 #include "core/range_registry.h"
 #include "device/device.h"
 #include "runtime/vmm.h"
@@ -28,23 +29,75 @@ Status ExplainPinFailure(Status st, uint64_t cookie) {
 }
 
 // What UnsetRange and Deactivate share: take an entry out of the process's registry (@take),
-// tell the kernel (@release), and put the entry back (@put_back) if the kernel refuses. On
-// success the peers' cached views are stale, so the process's generation moves.
+// withdraw it from the transport (@kernel with the device, else @memfd), and put the entry back
+// (@put_back) if that fails. On success the peers' cached views are stale, so the process's
+// generation moves. A memfd withdrawal that timed out waiting for a peer has happened all the
+// same (the directory no longer lists it): the entry stays out and the error is returned.
 Status Withdraw(const std::function<Status(RangeRegistry &)> &take,
                 const std::function<void(RangeRegistry &)> &put_back,
-                const std::function<Status(Device &)> &release) {
-  auto device = Device::Process();
-  if (!device.ok()) {
-    return device.status();
+                const std::function<Status(Device &)> &kernel,
+                const std::function<Status(MemfdExport &)> &memfd) {
+  auto transport = ChosenTransport();
+  if (!transport.ok()) {
+    return transport.status();
+  }
+  Expected<std::shared_ptr<Device>> device = std::shared_ptr<Device>();
+  Expected<MemfdExport *> exported = static_cast<MemfdExport *>(nullptr);
+  if (*transport == PeerTransport::kKernel) {
+    device = Device::Process();
+  } else {
+    exported = MemfdExport::Process();
+  }
+  if (!device.ok() || !exported.ok()) {
+    return device.ok() ? exported.status() : device.status();
   }
   auto &ranges = RangeRegistry::Process();
   Rollback rollback;
   HZC_RETURN_IF_ERROR(take(ranges));
   rollback.Push([&] { put_back(ranges); });
-  HZC_RETURN_IF_ERROR(release(**device));
+  Status st = *device ? kernel(**device) : memfd(**exported);
+  if (!st.ok() && (*device || st.code() != HCCL_E_TIMEOUT)) {
+    return st;
+  }
   rollback.Commit();
   Generation::BumpProcess();
+  return st;
+}
+
+// SetRange over the memfd transport.
+Status SetMemfdRange(Communicator &comm, uintptr_t base, size_t size) {
+  auto exported = MemfdExport::Process();
+  if (!exported.ok()) {
+    return exported.status();
+  }
+  HZC_RETURN_IF_ERROR(comm.EstablishMemfdLinks());
+  auto &ranges = RangeRegistry::Process();
+  Rollback rollback;
+  HZC_RETURN_IF_ERROR(ranges.Add(base, size, comm.serial()));
+  rollback.Push([&] { (void)ranges.Remove(base); });
+  HZC_RETURN_IF_ERROR((*exported)->AddRange(base, size));
+  rollback.Commit();
   return Status::Ok();
+}
+
+// The transport's part of Activate: the kernel's activation (pinning) or the memfd directory's.
+Status ActivateIn(PeerTransport transport, uintptr_t va, size_t size, uint64_t cookie) {
+  if (transport == PeerTransport::kMemfd) {
+    auto exported = MemfdExport::Process();
+    if (!exported.ok()) {
+      return exported.status();
+    }
+    const int fd = runtime::PhysicalFdAt(reinterpret_cast<void *>(va));
+    if (fd < 0) {
+      return Error(HCCL_E_PARA, "virPtr={:#x}: no aclrtMapMem mapping starts there", va);
+    }
+    return (*exported)->Activate(va, size, fd, 0, cookie);
+  }
+  auto device = Device::Process();
+  if (!device.ok()) {
+    return device.status();
+  }
+  return ExplainPinFailure((*device)->Activate(va, size, cookie), cookie);
 }
 
 }  // namespace
@@ -55,6 +108,13 @@ Status SetRange(HcclComm handle, Communicator &comm, uintptr_t base, size_t size
                  "comm={}: its {} ranks span {} servers; only single-server communicators "
                  "support memory ranges",
                  handle, comm.size(), servers);
+  }
+  auto transport = ChosenTransport();
+  if (!transport.ok()) {
+    return transport.status();
+  }
+  if (*transport == PeerTransport::kMemfd) {
+    return SetMemfdRange(comm, base, size);
   }
   auto device = Device::Process();
   if (!device.ok()) {
@@ -78,7 +138,8 @@ Status UnsetRange(uintptr_t base) {
   return Withdraw(
       [&](RangeRegistry &ranges) { return ranges.Remove(base, &removed); },
       [&](RangeRegistry &ranges) { (void)ranges.Add(base, removed.size, removed.comm_id); },
-      [&](Device &device) { return device.UnregisterRange(base); });
+      [&](Device &device) { return device.UnregisterRange(base); },
+      [&](MemfdExport &exported) { return exported.RemoveRange(base); });
 }
 
 Status Activate(const std::shared_ptr<Communicator> &comm, uintptr_t va, size_t size,
@@ -87,9 +148,9 @@ Status Activate(const std::shared_ptr<Communicator> &comm, uintptr_t va, size_t 
       !why.empty()) {
     return Error(HCCL_E_PARA, "{}", why);
   }
-  auto device = Device::Process();
-  if (!device.ok()) {
-    return device.status();
+  auto transport = ChosenTransport();
+  if (!transport.ok()) {
+    return transport.status();
   }
   auto &ranges = RangeRegistry::Process();
   Rollback rollback;
@@ -102,9 +163,7 @@ Status Activate(const std::shared_ptr<Communicator> &comm, uintptr_t va, size_t 
     return cookie.status();
   }
   rollback.Push([&] { comm->DropMemory(va); });
-  if (Status st = (*device)->Activate(va, size, *cookie); !st.ok()) {
-    return ExplainPinFailure(std::move(st), *cookie);
-  }
+  HZC_RETURN_IF_ERROR(ActivateIn(*transport, va, size, *cookie));
   rollback.Commit();
   Generation::BumpProcess();
   return Status::Ok();
@@ -117,7 +176,8 @@ Status Deactivate(uintptr_t va) {
                [&](RangeRegistry &ranges) {
                  (void)ranges.Activate(va, removed.size, removed.handle, removed.comm);
                },
-               [&](Device &device) { return device.Deactivate(va); }));
+               [&](Device &device) { return device.Deactivate(va); },
+               [&](MemfdExport &exported) { return exported.Deactivate(va); }));
   // A communicator destroyed meanwhile dropped its registrations already.
   if (const std::shared_ptr<Communicator> comm = removed.comm.lock()) {
     comm->DropMemory(va);

@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "base/log.h"
+#include "core/memfd_transport.h"
 
 namespace hzc {
 
@@ -17,7 +18,63 @@ PeerMemory::PeerMemory(std::shared_ptr<Device> device, Device::DomainId domain, 
       cards_(std::move(cards)),
       peers_(cards_.size()) {}
 
+namespace {
+
+std::vector<RankCard> PidCards(const std::vector<uint32_t> &pids) {
+  std::vector<RankCard> cards(pids.size());
+  for (size_t r = 0; r < pids.size(); ++r) {
+    cards[r].pid = pids[r];
+  }
+  return cards;
+}
+
+// A memfd transport error about rank @peer (pid @pid): an exit is named as the kernel transport
+// names it.
+Status Named(const Status &st, uint32_t peer, pid_t pid) {
+  if (st.code() == HCCL_E_REMOTE) {
+    return Error(HCCL_E_REMOTE, "rank {} (pid {}) has exited", peer, pid);
+  }
+  return st;
+}
+
+}  // namespace
+
+PeerMemory::PeerMemory(uint32_t rank, const std::vector<uint32_t> &pids)
+    : domain_{}, rank_(rank), cards_(PidCards(pids)), memfd_(true), peers_(cards_.size()) {}
+
 PeerMemory::~PeerMemory() = default;
+
+Expected<void *> PeerMemory::MemfdTranslate(uint32_t peer, uintptr_t va, size_t len) {
+  const auto pid = SameProcess(peer) ? ::getpid() : static_cast<pid_t>(cards_[peer].pid);
+  auto &imp = MemfdImport::Process();
+  if (Status st = imp.AttachProcess(pid); !st.ok()) {
+    return Named(st, peer, pid);
+  }
+  auto p = imp.Translate(pid, va, len);
+  if (!p.ok() && p.status().code() == HCCL_E_PARA) {
+    return Error(HCCL_E_PARA, "[{:#x}, +{:#x}) is not activated memory of rank {}", va, len, peer);
+  }
+  if (!p.ok()) {
+    return Named(p.status(), peer, pid);
+  }
+  return p;
+}
+
+Expected<std::vector<PeerActivation>> PeerMemory::MemfdActivations(uint32_t peer) {
+  const auto pid = SameProcess(peer) ? ::getpid() : static_cast<pid_t>(cards_[peer].pid);
+  auto &imp = MemfdImport::Process();
+  Status st = imp.AttachProcess(pid);
+  auto listed = st.ok() ? imp.Activations(pid) : Expected<std::vector<MemfdActivation>>(st);
+  if (!listed.ok()) {
+    return Error(listed.status().code(), "cannot list the ranges of rank {}: {}", peer,
+                 Named(listed.status(), peer, pid).message());
+  }
+  std::vector<PeerActivation> out;
+  for (const MemfdActivation &a : *listed) {
+    out.push_back(PeerActivation{.va = a.va, .size = a.size, .cookie = a.cookie});
+  }
+  return out;
+}
 
 bool PeerMemory::SameProcess(uint32_t peer) const {
   return peer == rank_ || cards_[peer].pid == static_cast<uint32_t>(::getpid());
@@ -177,6 +234,9 @@ Expected<T *> PeerMemory::Search(uint32_t peer, Find find) {
 
 Expected<void *> PeerMemory::Translate(uint32_t peer, uintptr_t peer_va, size_t len) {
   HZC_RETURN_IF_ERROR(CheckArgs(peer, peer_va, len));
+  if (memfd_) {
+    return MemfdTranslate(peer, peer_va, len);
+  }
   std::lock_guard lock(mutex_);
   auto hit = Search<void>(peer, [&](PeerView &p) { return Lookup(peer, p, peer_va, len); });
   if (hit.ok() && *hit == nullptr) {
@@ -209,6 +269,19 @@ const hzc_activation_desc *PeerMemory::FindActivation(const PeerView &p, uintptr
 
 Expected<PeerActivation> PeerMemory::Activation(uint32_t peer, uintptr_t peer_va, size_t len) {
   HZC_RETURN_IF_ERROR(CheckArgs(peer, peer_va, len));
+  if (memfd_) {
+    auto all = MemfdActivations(peer);
+    if (!all.ok()) {
+      return all.status();
+    }
+    for (const PeerActivation &a : *all) {
+      if (peer_va >= a.va && peer_va - a.va < a.size && len <= a.size - (peer_va - a.va)) {
+        return a;
+      }
+    }
+    return Error(HCCL_E_PARA, "[{:#x}, +{:#x}) is not inside one activation of rank {}", peer_va,
+                 len, peer);
+  }
   std::lock_guard lock(mutex_);
   auto a = Search<const hzc_activation_desc>(
       peer, [&](const PeerView &p) -> Expected<const hzc_activation_desc *> {
@@ -228,6 +301,9 @@ Expected<std::vector<PeerActivation>> PeerMemory::Activations(uint32_t peer) {
   if (peer >= cards_.size()) {
     return Error(HCCL_E_PARA, "rank={}: the communicator has {} ranks", peer, cards_.size());
   }
+  if (memfd_) {
+    return MemfdActivations(peer);
+  }
   std::lock_guard lock(mutex_);
   PeerView &p = peers_[peer];
   // A listing taken now is not tied to a generation: the next Translate lists again.
@@ -243,6 +319,9 @@ Expected<std::vector<PeerActivation>> PeerMemory::Activations(uint32_t peer) {
 }
 
 size_t PeerMemory::MappedWindows() const {
+  if (memfd_) {
+    return MemfdImport::Process().MappedWindows();
+  }
   std::lock_guard lock(mutex_);
   size_t n = 0;
   for (const PeerView &p : peers_) {

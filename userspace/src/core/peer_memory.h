@@ -11,8 +11,11 @@
 // or SIGSEGV (window unmapped). Peer mappings are VM_PFNMAP: they cannot be used as buffers
 // of process_vm_readv, ibv_reg_mr or O_DIRECT I/O.
 //
-// Invalidation: each peer publishes its generation page (core/generation.h) at link
-// establishment. Translate trusts the cache while the peer's generation is the one the cache
+// Over the memfd transport (HZC_TRANSPORT, core/memfd_transport.h) the same calls map the
+// peers' memfds instead of windows of /dev/hzc; a withdrawn mapping faults with SIGSEGV.
+//
+// Invalidation (kernel transport): each peer publishes its generation page (core/generation.h) at
+// link establishment. Translate trusts the cache while the peer's generation is the one the cache
 // was listed at and the peer process lives; otherwise (and on every miss) it lists the
 // peer's ranges and activations again, unmapping the windows of ranges that are gone. Without
 // a generation page (pidfd_getfd refused) every Translate lists again.
@@ -59,6 +62,9 @@ class PeerMemory {
  public:
   PeerMemory(std::shared_ptr<Device> device, Device::DomainId domain, uint32_t rank,
              std::vector<RankCard> cards);
+  // Over the memfd transport (core/memfd_transport.h) instead: the ranks' processes @pids.
+  // Mappings are the process's (MemfdImport), shared with its other communicators.
+  PeerMemory(uint32_t rank, const std::vector<uint32_t> &pids);
   ~PeerMemory();  // unmaps every window
   PeerMemory(const PeerMemory &) = delete;
   PeerMemory &operator=(const PeerMemory &) = delete;
@@ -115,11 +121,15 @@ class PeerMemory {
   // The cached activation containing [va, va + len), or nullptr.
   static const hzc_activation_desc *FindActivation(const PeerView &p, uintptr_t va, size_t len);
   void Drop(PeerView &p);
+  // The memfd transport's Translate and Activations.
+  Expected<void *> MemfdTranslate(uint32_t peer, uintptr_t va, size_t len);
+  Expected<std::vector<PeerActivation>> MemfdActivations(uint32_t peer);
 
   const std::shared_ptr<Device> device_;
   const Device::DomainId domain_;
   const uint32_t rank_;
   const std::vector<RankCard> cards_;
+  const bool memfd_ = false;
 
   mutable std::mutex mutex_;
   std::vector<PeerView> peers_;

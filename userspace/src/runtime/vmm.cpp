@@ -423,6 +423,17 @@ std::string CheckMapped(void *va, size_t size, aclrtDrvMemHandle handle) {
   return fmt::format("virPtr={}: handle {} is not mapped there (aclrtMapMem)", va, handle);
 }
 
+int PhysicalFdAt(const void *va) {
+  State &s = GetState();
+  std::lock_guard lock(s.mutex);
+  auto rit = FindReservation(s, Addr(va), 1);
+  if (rit == s.reservations.end()) {
+    return -1;
+  }
+  auto mit = rit->second.mappings.find(Addr(va));
+  return mit == rit->second.mappings.end() ? -1 : mit->second.physical->fd.get();
+}
+
 bool InMappedMemory(const void *p, size_t size) {
   State &s = GetState();
   std::lock_guard lock(s.mutex);

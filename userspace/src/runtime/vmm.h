@@ -43,6 +43,10 @@ AclStatus Unmap(void *va);
 // Empty string if so, else why not.
 std::string CheckMapped(void *va, size_t size, aclrtDrvMemHandle handle);
 
+// The memfd of the allocation mapped at @va (the start of an aclrtMapMem mapping), -1 when none
+// is. The descriptor stays the allocation's: valid while it is mapped; duplicate it to keep it.
+int PhysicalFdAt(const void *va);
+
 // Whether [p, p + size) lies in memory mapped by aclrtMapMem (one mapping, or mappings that
 // follow each other without a gap), size > 0.
 bool InMappedMemory(const void *p, size_t size);

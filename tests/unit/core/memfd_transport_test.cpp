@@ -1,0 +1,263 @@
+// SPDX-License-Identifier: Apache-2.0
+// The memfd peer transport between real processes: this process and forked children publish
+// activations backed by memfds and map each other's through pidfd_getfd; withdrawals return
+// only when the peers have dropped their mappings, and dead or stopped peers do not hang them.
+#include "core/memfd_transport.h"
+
+#include <signal.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cstring>
+
+#include "base/unique_fd.h"
+#include "base/unique_mapping.h"
+#include "forked_child.h"
+#include "hzc_test.h"
+
+namespace hzc {
+namespace {
+
+using MemfdTransportTest = test::Test;
+using test::ForkedChild;
+
+constexpr size_t kChunk = size_t{1} << 20;
+
+// A reservation of @chunks chunks with a memfd mapped over each (like aclrtMapMem), the byte
+// at offset i of chunk c holding (c * 31 + i) % 251.
+struct Chunks {
+  UniqueMapping reservation;
+  std::vector<UniqueFd> fds;
+
+  explicit Chunks(size_t chunks) {
+    reservation = UniqueMapping::Map(chunks * kChunk, PROT_NONE,
+                                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1);
+    for (size_t c = 0; c < chunks && reservation.valid(); ++c) {
+      UniqueFd fd(memfd_create("memfd-transport-test", MFD_CLOEXEC));
+      if (!fd.valid() || ftruncate(fd.get(), kChunk) != 0 ||
+          mmap(reservation.as<char>() + c * kChunk, kChunk, PROT_READ | PROT_WRITE,
+               MAP_SHARED | MAP_FIXED, fd.get(), 0) == MAP_FAILED) {
+        reservation.reset();
+        return;
+      }
+      auto *p = reservation.as<uint8_t>() + c * kChunk;
+      for (size_t i = 0; i < kChunk; ++i) {
+        p[i] = static_cast<uint8_t>((c * 31 + i) % 251);
+      }
+      fds.push_back(std::move(fd));
+    }
+  }
+  uintptr_t base() const { return reinterpret_cast<uintptr_t>(reservation.get()); }
+  uintptr_t at(size_t chunk) const { return base() + chunk * kChunk; }
+};
+
+// Whether this process can read [p, p + 1) (a pipe write copies from it: EFAULT when not).
+bool Readable(const void *p) {
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0) {
+    return false;
+  }
+  const bool ok = write(fds[1], p, 1) == 1;
+  close(fds[0]);
+  close(fds[1]);
+  return ok;
+}
+
+// Publish both chunks of @m as activations of one range of this process.
+::testing::AssertionResult PublishTwo(MemfdExport *e, const Chunks &m) {
+  if (!m.reservation.valid()) {
+    return ::testing::AssertionFailure() << "cannot make the test memory";
+  }
+  for (const Status &st :
+       {e->AddRange(m.base(), 4 * kChunk), e->Activate(m.at(0), kChunk, m.fds[0].get(), 0, 7),
+        e->Activate(m.at(1), kChunk, m.fds[1].get(), 0, 8)}) {
+    if (!st.ok()) {
+      return ::testing::AssertionFailure() << st.message();
+    }
+  }
+  return ::testing::AssertionSuccess();
+}
+
+// Whether pidfd_getfd works on this machine (else the transport cannot; tests skip).
+bool CanTakeDescriptors(std::string *why) {
+  auto e = MemfdExport::Process();
+  if (!e.ok()) {
+    *why = e.status().message();
+    return false;
+  }
+  ForkedChild child([fd = (*e)->fd()](ForkedChild::Pipes) {
+    Status st = MemfdImport::Process().Attach(getppid(), fd);
+    return st.ok() ? 0 : st.code() == HCCL_E_SYSCALL ? 2 : 1;
+  });
+  const int rc = child.Wait();
+  *why = "pidfd_getfd between a parent and its child is refused here";
+  return rc == 0;
+}
+
+TEST_F(MemfdTransportTest, OwnProcessTranslatesItsActivations) {
+  auto e = MemfdExport::Process();
+  ASSERT_TRUE(e.ok()) << e.status().message();
+  Chunks m(2);
+  ASSERT_TRUE(PublishTwo(*e, m));
+  auto &imp = MemfdImport::Process();
+  auto p = imp.Translate(getpid(), m.at(1) - 8, 16);  // spans both activations
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  EXPECT_EQ(*p, reinterpret_cast<void *>(m.at(1) - 8));
+  auto outside = imp.Translate(getpid(), m.at(2), 16);
+  ASSERT_FALSE(outside.ok());
+  EXPECT_EQ(outside.status().code(), HCCL_E_PARA);
+  auto unattached = imp.Translate(getpid() + 1000000, m.at(0), 16);
+  ASSERT_FALSE(unattached.ok());
+  EXPECT_EQ(unattached.status().code(), HCCL_E_PARA);
+  // Refusals: overlapping ranges and activations, a range with activations, unknown starts.
+  EXPECT_EQ((*e)->AddRange(m.base() + kChunk, kChunk).code(), HCCL_E_PARA);
+  EXPECT_EQ((*e)->Activate(m.at(0), kChunk, m.fds[0].get(), 0, 1).code(), HCCL_E_PARA);
+  EXPECT_EQ((*e)->Activate(m.at(3), 2 * kChunk, m.fds[0].get(), 0, 1).code(), HCCL_E_PARA);
+  EXPECT_EQ((*e)->RemoveRange(m.base()).code(), HCCL_E_PARA);
+  EXPECT_EQ((*e)->Deactivate(m.at(0) + 4096).code(), HCCL_E_PARA);
+  auto acts = imp.Activations(getpid());
+  ASSERT_TRUE(acts.ok());
+  ASSERT_EQ(acts->size(), 2u);
+  EXPECT_EQ((*acts)[1].cookie, 8u);
+  EXPECT_TRUE((*e)->Deactivate(m.at(0)).ok());
+  EXPECT_TRUE((*e)->Deactivate(m.at(1)).ok());
+  EXPECT_TRUE((*e)->RemoveRange(m.base()).ok());
+  EXPECT_FALSE(imp.Translate(getpid(), m.at(0), 16).ok());
+}
+
+// The child maps the parent's activations (across the chunk boundary), writes through them,
+// and after the parent's Deactivate has returned cannot reach the withdrawn chunk any more.
+TEST_F(MemfdTransportTest, PeerMapsAcrossChunksAndDropsOnDeactivate) {
+  std::string why;
+  if (!CanTakeDescriptors(&why)) {
+    GTEST_SKIP() << why;
+  }
+  MemfdExport *e = *MemfdExport::Process();
+  Chunks m(2);
+  ASSERT_TRUE(PublishTwo(e, m));
+  const uintptr_t va = m.at(1) - 8;
+  const uint8_t expect_lo = m.reservation.as<uint8_t>()[kChunk - 8];
+  ForkedChild child([&](ForkedChild::Pipes pipes) {
+    auto &imp = MemfdImport::Process();
+    if (!imp.Attach(getppid(), e->fd()).ok()) {
+      return 1;
+    }
+    auto p = imp.Translate(getppid(), va, 16);
+    if (!p.ok()) {
+      return 2;
+    }
+    auto *b = static_cast<uint8_t *>(*p);
+    if (b[0] != expect_lo || b[8] != 31 % 251 || imp.MappedWindows() != 1) {
+      return 3;
+    }
+    std::memset(b, 0xab, 16);  // visible to the parent
+    ForkedChild::Write(pipes.out, 1);
+    uint64_t word = 0;
+    ForkedChild::Read(pipes.in, &word, 10000);  // the parent has deactivated chunk 1
+    if (Readable(b + 8) || imp.MappedWindows() != 0) {
+      return 4;  // still mapped after Deactivate returned
+    }
+    auto again = imp.Translate(getppid(), va, 16);
+    auto first = imp.Translate(getppid(), m.at(0), 16);
+    if (again.ok() || again.status().code() != HCCL_E_PARA || !first.ok() ||
+        static_cast<uint8_t *>(*first)[0] != 0) {
+      return 5;
+    }
+    imp.Detach(getppid());
+    return 0;
+  });
+  uint64_t word = 0;
+  ASSERT_TRUE(child.Receive(&word));
+  EXPECT_EQ(m.reservation.as<uint8_t>()[kChunk - 8], 0xab);
+  EXPECT_EQ(m.reservation.as<uint8_t>()[kChunk + 7], 0xab);
+  ASSERT_TRUE(e->Deactivate(m.at(1)).ok());
+  child.Send(1);
+  EXPECT_EQ(child.Wait(), 0);
+  EXPECT_EQ(e->AttachedPeers(), 0u);
+  EXPECT_TRUE(e->Deactivate(m.at(0)).ok());
+  EXPECT_TRUE(e->RemoveRange(m.base()).ok());
+}
+
+// An owner that dies: the peer's Translate fails with HCCL_E_REMOTE instead of touching memory.
+TEST_F(MemfdTransportTest, OwnerDeathIsRemoteError) {
+  std::string why;
+  if (!CanTakeDescriptors(&why)) {
+    GTEST_SKIP() << why;
+  }
+  Chunks m(2);
+  ASSERT_TRUE(m.reservation.valid());
+  ForkedChild child([&](ForkedChild::Pipes pipes) {
+    auto e = MemfdExport::Process();  // the child's own directory
+    if (!e.ok() || !PublishTwo(*e, m)) {
+      return 1;
+    }
+    ForkedChild::Write(pipes.out, static_cast<uint64_t>((*e)->fd()));
+    pause();
+    return 0;
+  });
+  uint64_t fd = 0;
+  ASSERT_TRUE(child.Receive(&fd));
+  auto &imp = MemfdImport::Process();
+  ASSERT_TRUE(imp.Attach(child.pid(), static_cast<int>(fd)).ok());
+  auto p = imp.Translate(child.pid(), m.at(0), 2 * kChunk);
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  EXPECT_NE(*p, reinterpret_cast<void *>(m.at(0)));
+  EXPECT_EQ(static_cast<uint8_t *>(*p)[kChunk + 1], (31 + 1) % 251);
+  kill(child.pid(), SIGKILL);
+  ASSERT_TRUE(child.WaitExited());
+  auto after = imp.Translate(child.pid(), m.at(0), 16);
+  ASSERT_FALSE(after.ok());
+  EXPECT_EQ(after.status().code(), HCCL_E_REMOTE);
+  EXPECT_EQ(imp.MappedWindows(), 0u);
+  imp.Detach(child.pid());
+}
+
+// A peer that died holding mappings does not hold up a withdrawal; one that is stopped fails it
+// with HCCL_E_TIMEOUT naming it, after the timeout and not later.
+TEST_F(MemfdTransportTest, DeadPeerIsSkippedStoppedPeerTimesOut) {
+  std::string why;
+  if (!CanTakeDescriptors(&why)) {
+    GTEST_SKIP() << why;
+  }
+  MemfdExport *e = *MemfdExport::Process();
+  Chunks m(2);
+  ASSERT_TRUE(PublishTwo(e, m));
+  auto peer = [&](ForkedChild::Pipes pipes) {
+    auto &imp = MemfdImport::Process();
+    if (!imp.Attach(getppid(), e->fd()).ok() || !imp.Translate(getppid(), m.at(0), 16).ok()) {
+      return 1;
+    }
+    ForkedChild::Write(pipes.out, 1);
+    pause();
+    return 0;
+  };
+  ForkedChild dead(peer);
+  ForkedChild stopped(peer);
+  uint64_t word = 0;
+  ASSERT_TRUE(dead.Receive(&word));
+  ASSERT_TRUE(stopped.Receive(&word));
+  kill(dead.pid(), SIGKILL);
+  ASSERT_TRUE(dead.WaitExited());
+  kill(stopped.pid(), SIGSTOP);
+  siginfo_t info{};  // stopped for real before the withdrawal starts
+  ASSERT_EQ(waitid(P_PID, static_cast<id_t>(stopped.pid()), &info, WSTOPPED | WNOWAIT), 0);
+  e->set_revoke_timeout(std::chrono::milliseconds(300));
+  const auto start = std::chrono::steady_clock::now();
+  Status st = e->Deactivate(m.at(1));
+  const auto took = std::chrono::steady_clock::now() - start;
+  EXPECT_EQ(st.code(), HCCL_E_TIMEOUT);
+  EXPECT_THAT(st.message(), ::testing::HasSubstr(std::to_string(stopped.pid())));
+  EXPECT_THAT(st.message(), ::testing::Not(::testing::HasSubstr(std::to_string(dead.pid()))));
+  EXPECT_LT(took, std::chrono::seconds(3));
+  // Once it runs again its watcher answers.
+  kill(stopped.pid(), SIGCONT);
+  e->set_revoke_timeout(std::chrono::milliseconds(10000));
+  EXPECT_TRUE(e->Deactivate(m.at(0)).ok());
+  kill(stopped.pid(), SIGKILL);
+  ASSERT_TRUE(stopped.WaitExited());
+  EXPECT_TRUE(e->RemoveRange(m.base()).ok());
+  EXPECT_EQ(e->AttachedPeers(), 0u);
+}
+
+}  // namespace
+}  // namespace hzc

@@ -1,0 +1,832 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "core/memfd_transport.h"
+
+#include <fcntl.h>
+#include <linux/futex.h>
+#include <pthread.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <dirent.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <thread>
+
+#include <fmt/ranges.h>
+
+#include "base/config.h"
+#include "base/errno_string.h"
+#include "base/log.h"
+#include "base/unique_fd.h"
+#include "base/unique_mapping.h"
+#include "bootstrap/peer_process.h"
+
+namespace hzc {
+
+namespace {
+
+constexpr uint32_t kMagic = 0x687a6364;  // "hzcd"
+constexpr size_t kSlots = 64;
+constexpr size_t kRanges = 256;
+constexpr size_t kActs = 1024;
+constexpr int kSeals = F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL;
+constexpr const char *kDirName = "hzc-directory";
+
+struct DirSlot {
+  uint32_t pid;    // 0: free
+  int32_t dir_fd;  // the peer's own directory (its doorbell), in the peer's process
+  uint64_t acked;  // generation the peer holds nothing older than
+};
+struct DirRange {
+  uint64_t base;
+  uint64_t size;
+};
+struct DirAct {
+  uint64_t va;
+  uint64_t size;
+  uint64_t cookie;
+  uint64_t offset;
+  int32_t fd;  // in the owner's process
+  uint32_t reserved;
+};
+struct Directory {
+  uint32_t magic;
+  uint32_t nranges;
+  uint64_t generation;  // seqlock: odd while being written
+  uint32_t doorbell;    // futex: owners ring this process's watcher
+  uint32_t ack;         // futex: peers tell this process they acknowledged
+  uint32_t nacts;
+  uint32_t owner;  // pid of the process that publishes it
+  DirSlot slots[kSlots];
+  DirRange ranges[kRanges];
+  DirAct acts[kActs];
+};
+constexpr size_t kDirBytes = (sizeof(Directory) + 4095) / 4096 * 4096;
+
+template <typename T>
+std::atomic_ref<T> At(T &word) {
+  return std::atomic_ref<T>(word);
+}
+
+void FutexWake(uint32_t *word) {
+  ::syscall(SYS_futex, word, FUTEX_WAKE, INT32_MAX, nullptr, nullptr, 0);
+}
+
+void FutexWait(uint32_t *word, uint32_t seen, std::chrono::milliseconds t) {
+  const auto s = std::chrono::duration_cast<std::chrono::seconds>(t);
+  timespec ts{.tv_sec = s.count(),
+              .tv_nsec = static_cast<long>(std::chrono::nanoseconds(t - s).count())};
+  ::syscall(SYS_futex, word, FUTEX_WAIT, seen, &ts, nullptr, 0);
+}
+
+// A consistent copy of a directory's ranges and activations (seqlock read), or nothing when
+// the writer kept it busy.
+struct Snapshot {
+  uint64_t generation = 0;
+  std::vector<DirRange> ranges;
+  std::vector<DirAct> acts;  // sorted by va
+};
+
+std::optional<Snapshot> Read(Directory *d) {
+  for (int attempt = 0; attempt < 1000; ++attempt) {
+    Snapshot s;
+    s.generation = At(d->generation).load(std::memory_order_acquire);
+    if (s.generation % 2 != 0) {
+      std::this_thread::yield();
+      continue;
+    }
+    const uint32_t nr = std::min<uint32_t>(At(d->nranges).load(), kRanges);
+    const uint32_t na = std::min<uint32_t>(At(d->nacts).load(), kActs);
+    s.ranges.assign(d->ranges, d->ranges + nr);
+    s.acts.assign(d->acts, d->acts + na);
+    std::atomic_thread_fence(std::memory_order_acquire);
+    if (At(d->generation).load(std::memory_order_relaxed) == s.generation) {
+      return s;
+    }
+  }
+  return std::nullopt;
+}
+
+// Map a directory descriptor (checked: size and seals), read-write.
+Expected<UniqueMapping> MapDirectory(int fd, pid_t pid) {
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || st.st_size != static_cast<off_t>(kDirBytes) ||
+      ::fcntl(fd, F_GET_SEALS) != kSeals) {
+    return Error(HCCL_E_SYSCALL, "the descriptor of pid {} is not a memory directory", pid);
+  }
+  auto m = UniqueMapping::Map(kDirBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd);
+  if (!m.valid()) {
+    return Error(HCCL_E_MEMORY, "mapping the memory directory of pid {}: {}", pid,
+                 ErrnoString(errno));
+  }
+  if (m.as<Directory>()->magic != kMagic ||
+      m.as<Directory>()->owner != static_cast<uint32_t>(pid)) {
+    return Error(HCCL_E_SYSCALL, "the descriptor of pid {} is not a memory directory", pid);
+  }
+  return m;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// Owner side
+
+struct MemfdExport::State {
+  struct Act {
+    size_t size = 0;
+    uint64_t cookie = 0;
+    uint64_t offset = 0;
+    UniqueFd fd;
+  };
+  // A peer whose doorbell this process rings.
+  struct Rung {
+    bootstrap::PeerProcess process;
+    UniqueMapping dir;
+  };
+  UniqueFd fd;
+  UniqueMapping page;
+  std::mutex mutex;  // serialises changes and withdrawals
+  std::map<uintptr_t, size_t> ranges;
+  std::map<uintptr_t, Act> acts;
+  std::map<pid_t, Rung> rung;
+  std::chrono::milliseconds timeout{10000};
+
+  Directory *dir() const { return page.as<Directory>(); }
+  void Publish();
+  // The peer @pid (its doorbell mapped once @dir_fd names it), or nullptr when it is gone.
+  Rung *Find(pid_t pid, int dir_fd);
+  void Free(DirSlot &s, pid_t pid);
+  // Forget the peers that have detached.
+  void Prune();
+  Status Revoke(uint64_t gen);
+};
+
+void MemfdExport::State::Publish() {
+  Directory *d = dir();
+  const uint64_t g = At(d->generation).load();
+  At(d->generation).store(g + 1, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_release);
+  size_t i = 0;
+  for (const auto &[base, size] : ranges) {
+    d->ranges[i++] = DirRange{.base = base, .size = size};
+  }
+  At(d->nranges).store(static_cast<uint32_t>(i));
+  i = 0;
+  for (const auto &[va, a] : acts) {
+    d->acts[i++] = DirAct{.va = va,
+                          .size = a.size,
+                          .cookie = a.cookie,
+                          .offset = a.offset,
+                          .fd = a.fd.get(),
+                          .reserved = 0};
+  }
+  At(d->nacts).store(static_cast<uint32_t>(i));
+  At(d->generation).store(g + 2, std::memory_order_release);
+}
+
+MemfdExport::State::Rung *MemfdExport::State::Find(pid_t pid, int dir_fd) {
+  auto it = rung.find(pid);
+  if (it == rung.end()) {
+    auto process = bootstrap::PeerProcess::Open(pid);
+    if (!process.ok()) {
+      return nullptr;  // gone already (reaped)
+    }
+    it = rung.emplace(pid, Rung{.process = std::move(*process), .dir = {}}).first;
+  }
+  Rung &r = it->second;
+  if (!r.dir.valid() && dir_fd >= 0) {
+    auto taken = r.process.TakeFd(dir_fd);
+    auto m = taken.ok() ? MapDirectory(taken->get(), pid) : Expected<UniqueMapping>(taken.status());
+    if (m.ok()) {
+      r.dir = std::move(*m);
+    } else {
+      LogDebug("memfd transport: cannot ring pid {} yet: {}", pid, m.status().message());
+    }
+  }
+  return &r;
+}
+
+void MemfdExport::State::Free(DirSlot &s, pid_t pid) {
+  At(s.dir_fd).store(-1);
+  uint32_t expected = static_cast<uint32_t>(pid);
+  At(s.pid).compare_exchange_strong(expected, 0);
+  rung.erase(pid);
+}
+
+void MemfdExport::State::Prune() {
+  for (auto it = rung.begin(); it != rung.end();) {
+    bool attached = false;
+    for (DirSlot &s : dir()->slots) {
+      attached = attached || static_cast<pid_t>(At(s.pid).load()) == it->first;
+    }
+    it = attached ? std::next(it) : rung.erase(it);
+  }
+}
+
+Status MemfdExport::State::Revoke(uint64_t gen) {
+  Directory *d = dir();
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    const uint32_t ack = At(d->ack).load(std::memory_order_acquire);
+    std::vector<pid_t> pending;
+    for (DirSlot &s : d->slots) {
+      const auto pid = static_cast<pid_t>(At(s.pid).load(std::memory_order_acquire));
+      if (pid == 0 || At(s.acked).load(std::memory_order_acquire) >= gen) {
+        continue;
+      }
+      Rung *r = Find(pid, At(s.dir_fd).load(std::memory_order_acquire));
+      if (r == nullptr || r->process.Exited()) {
+        Free(s, pid);  // a dead peer holds nothing
+        continue;
+      }
+      if (r->dir.valid()) {
+        Directory *bell = r->dir.as<Directory>();
+        At(bell->doorbell).fetch_add(1, std::memory_order_release);
+        FutexWake(&bell->doorbell);
+      }
+      pending.push_back(pid);
+    }
+    if (pending.empty()) {
+      Prune();
+      return Status::Ok();
+    }
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= deadline) {
+      return Error(HCCL_E_TIMEOUT,
+                   "peer process(es) {} did not drop their mappings within {} ms (generation {})",
+                   fmt::join(pending, ","), timeout.count(), gen);
+    }
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now);
+    FutexWait(&d->ack, ack,
+              std::min(left, std::chrono::milliseconds(20)) + std::chrono::milliseconds(1));
+  }
+}
+
+MemfdExport::MemfdExport(std::unique_ptr<State> state) : state_(std::move(state)) {}
+
+Expected<MemfdExport *> MemfdExport::Process() {
+  static std::mutex mutex;
+  static MemfdExport *current = nullptr;  // never freed: peers may ring it until exit
+  static pid_t owner = 0;
+  std::lock_guard lock(mutex);
+  if (current != nullptr && owner == ::getpid()) {
+    return current;
+  }
+  auto state = std::make_unique<State>();
+  state->fd.reset(static_cast<int>(::memfd_create(kDirName, MFD_CLOEXEC | MFD_ALLOW_SEALING)));
+  if (!state->fd.valid()) {
+    return Error(HCCL_E_SYSCALL, "memfd_create of the memory directory: {}", ErrnoString(errno));
+  }
+  if (::ftruncate(state->fd.get(), kDirBytes) != 0 ||
+      ::fcntl(state->fd.get(), F_ADD_SEALS, kSeals) != 0) {
+    return Error(HCCL_E_SYSCALL, "sizing the memory directory: {}", ErrnoString(errno));
+  }
+  state->page = UniqueMapping::Map(kDirBytes, PROT_READ | PROT_WRITE, MAP_SHARED, state->fd.get());
+  if (!state->page.valid()) {
+    return Error(HCCL_E_MEMORY, "mapping the memory directory: {}", ErrnoString(errno));
+  }
+  for (DirSlot &s : state->dir()->slots) {
+    s.dir_fd = -1;
+  }
+  state->dir()->owner = static_cast<uint32_t>(::getpid());
+  state->dir()->magic = kMagic;
+  current = new MemfdExport(std::move(state));  // a forked child's inherited one is the parent's
+  owner = ::getpid();
+  return current;
+}
+
+int MemfdExport::fd() const {
+  return state_->fd.get();
+}
+
+uint64_t MemfdExport::generation() const {
+  return At(state_->dir()->generation).load(std::memory_order_acquire);
+}
+
+void MemfdExport::set_revoke_timeout(std::chrono::milliseconds t) {
+  std::lock_guard lock(state_->mutex);
+  state_->timeout = t;
+}
+
+size_t MemfdExport::AttachedPeers() const {
+  size_t n = 0;
+  for (DirSlot &s : state_->dir()->slots) {
+    n += At(s.pid).load() != 0 ? 1 : 0;
+  }
+  return n;
+}
+
+Status MemfdExport::AddRange(uintptr_t base, size_t size) {
+  std::lock_guard lock(state_->mutex);
+  auto &ranges = state_->ranges;
+  if (ranges.size() >= kRanges) {
+    return Error(HCCL_E_MEMORY, "the memory directory holds {} ranges, its most", kRanges);
+  }
+  auto next = ranges.lower_bound(base);
+  const bool overlaps_next = next != ranges.end() && next->first < base + size;
+  const bool overlaps_prev =
+      next != ranges.begin() && std::prev(next)->first + std::prev(next)->second > base;
+  if (size == 0 || overlaps_next || overlaps_prev) {
+    return Error(HCCL_E_PARA, "range {:#x} (+{:#x}): empty or overlaps a published range", base,
+                 size);
+  }
+  ranges.emplace(base, size);
+  state_->Publish();
+  return Status::Ok();
+}
+
+Status MemfdExport::RemoveRange(uintptr_t base) {
+  std::lock_guard lock(state_->mutex);
+  auto it = state_->ranges.find(base);
+  if (it == state_->ranges.end()) {
+    return Error(HCCL_E_PARA, "range {:#x}: not published", base);
+  }
+  auto act = state_->acts.lower_bound(base);
+  if (act != state_->acts.end() && act->first < base + it->second) {
+    return Error(HCCL_E_PARA, "range {:#x}: activation {:#x} is still published", base, act->first);
+  }
+  state_->ranges.erase(it);
+  state_->Publish();
+  return state_->Revoke(generation());
+}
+
+Status MemfdExport::Activate(uintptr_t va, size_t size, int memfd, uint64_t offset,
+                             uint64_t cookie) {
+  std::lock_guard lock(state_->mutex);
+  auto &acts = state_->acts;
+  auto r = state_->ranges.upper_bound(va);
+  if (size == 0 || r == state_->ranges.begin() ||
+      va + size > std::prev(r)->first + std::prev(r)->second) {
+    return Error(HCCL_E_PARA, "activation {:#x} (+{:#x}): not inside one published range", va,
+                 size);
+  }
+  auto next = acts.lower_bound(va);
+  if ((next != acts.end() && next->first < va + size) ||
+      (next != acts.begin() && std::prev(next)->first + std::prev(next)->second.size > va)) {
+    return Error(HCCL_E_PARA, "activation {:#x} (+{:#x}): overlaps a published one", va, size);
+  }
+  if (acts.size() >= kActs) {
+    return Error(HCCL_E_MEMORY, "the memory directory holds {} activations, its most", kActs);
+  }
+  UniqueFd dup(::fcntl(memfd, F_DUPFD_CLOEXEC, 0));
+  if (!dup.valid()) {
+    return Error(HCCL_E_SYSCALL, "duplicating the memfd of activation {:#x}: {}", va,
+                 ErrnoString(errno));
+  }
+  acts.emplace(va,
+               State::Act{.size = size, .cookie = cookie, .offset = offset, .fd = std::move(dup)});
+  state_->Publish();
+  return Status::Ok();
+}
+
+Status MemfdExport::Deactivate(uintptr_t va) {
+  std::lock_guard lock(state_->mutex);
+  auto it = state_->acts.find(va);
+  if (it == state_->acts.end()) {
+    return Error(HCCL_E_PARA, "activation {:#x}: not published", va);
+  }
+  // The memfd stays open until the peers have dropped it, so its descriptor number cannot name
+  // another memfd to a peer that listed it before.
+  UniqueFd keep = std::move(it->second.fd);
+  state_->acts.erase(it);
+  state_->Publish();
+  return state_->Revoke(generation());
+}
+
+}  // namespace hzc
+
+namespace hzc {
+
+std::vector<MemfdActivation> MemfdExport::Published() const {
+  std::lock_guard lock(state_->mutex);
+  std::vector<MemfdActivation> out;
+  for (const auto &[va, a] : state_->acts) {
+    out.push_back(MemfdActivation{.va = va, .size = a.size, .cookie = a.cookie});
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Peer side
+
+namespace {
+
+constexpr int kReserveFlags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE;
+
+// The end of the run of adjacent activations of @acts (sorted) that covers @va onwards, as
+// far as @end; @va when none contains it.
+uintptr_t Covered(const std::vector<MemfdActivation> &acts, uintptr_t va, uintptr_t end) {
+  uintptr_t covered = va;
+  for (const MemfdActivation &a : acts) {
+    if (a.va > covered) {
+      break;
+    }
+    if (a.va + a.size > covered) {
+      covered = a.va + a.size;
+      if (covered >= end) {
+        break;
+      }
+    }
+  }
+  return covered;
+}
+
+std::vector<MemfdActivation> Listed(const std::vector<DirAct> &acts) {
+  std::vector<MemfdActivation> out;
+  for (const DirAct &a : acts) {
+    out.push_back(MemfdActivation{.va = a.va, .size = a.size, .cookie = a.cookie});
+  }
+  return out;
+}
+
+}  // namespace
+
+struct MemfdImport::State {
+  struct Owner {
+    bootstrap::PeerProcess process;
+    UniqueMapping dir;
+    DirSlot *slot = nullptr;
+    bool dead = false;
+    bool listed = false;
+    Snapshot list;
+    std::map<uintptr_t, UniqueMapping> windows;  // by range base
+    Directory *d() const { return dir.as<Directory>(); }
+  };
+  std::mutex mutex;
+  std::map<pid_t, Owner> owners;
+  pid_t made_by = 0;
+  bool watching = false;
+
+  void Forked();
+  static void Ack(Owner &o, uint64_t gen);
+  static void Revoke(Owner &o);
+  static Status Relist(pid_t pid, Owner &o);
+  static Expected<void *> Window(pid_t pid, Owner &o, const DirRange &r);
+  static Expected<void *> Lookup(pid_t pid, Owner &o, uintptr_t va, size_t len);
+  static void Watch(const std::shared_ptr<State> &self, Directory *own);
+  Expected<Owner *> Live(pid_t pid);
+};
+
+void MemfdImport::State::Forked() {
+  if (made_by != ::getpid()) {
+    owners.clear();  // the parent's views; their slots are the parent's
+    watching = false;
+    made_by = ::getpid();
+  }
+}
+
+void MemfdImport::State::Ack(Owner &o, uint64_t gen) {
+  At(o.slot->acked).store(gen, std::memory_order_release);
+  At(o.d()->ack).fetch_add(1, std::memory_order_release);
+  FutexWake(&o.d()->ack);
+}
+
+void MemfdImport::State::Revoke(Owner &o) {
+  for (auto &[base, w] : o.windows) {
+    // Keep the addresses reserved: a stale pointer faults instead of reaching other memory.
+    ::mmap(w.get(), w.size(), PROT_NONE, kReserveFlags | MAP_FIXED, -1, 0);
+  }
+  o.listed = false;
+}
+
+Status MemfdImport::State::Relist(pid_t pid, Owner &o) {
+  // Acknowledge before reading: a withdrawal published after this reading is waited for.
+  const uint64_t g = At(o.d()->generation).load(std::memory_order_acquire);
+  At(o.slot->acked).store(g & ~uint64_t{1}, std::memory_order_seq_cst);
+  auto snap = Read(o.d());
+  if (!snap) {
+    return Error(HCCL_E_INTERNAL, "the memory directory of pid {} stays busy", pid);
+  }
+  o.windows.clear();
+  o.list = std::move(*snap);
+  std::sort(o.list.acts.begin(), o.list.acts.end(),
+            [](const DirAct &a, const DirAct &b) { return a.va < b.va; });
+  o.listed = true;
+  return Status::Ok();
+}
+
+Expected<void *> MemfdImport::State::Window(pid_t pid, Owner &o, const DirRange &r) {
+  auto it = o.windows.find(r.base);
+  if (it != o.windows.end()) {
+    return it->second.get();
+  }
+  auto w = UniqueMapping::Map(r.size, PROT_NONE, kReserveFlags, -1);
+  if (!w.valid()) {
+    return Error(HCCL_E_MEMORY, "reserving {:#x} bytes for range {:#x} of pid {}: {}", r.size,
+                 r.base, pid, ErrnoString(errno));
+  }
+  for (const DirAct &a : o.list.acts) {
+    if (a.va < r.base || a.va - r.base >= r.size) {
+      continue;
+    }
+    auto fd = o.process.TakeFd(a.fd);
+    if (!fd.ok()) {
+      return fd.status();
+    }
+    struct stat st {};
+    if (::fstat(fd->get(), &st) != 0 || static_cast<uint64_t>(st.st_size) < a.offset + a.size) {
+      return Error(HCCL_E_REMOTE, "activation {:#x} of pid {}: its memfd is shorter than listed",
+                   a.va, pid);
+    }
+    void *p = ::mmap(w.as<char>() + (a.va - r.base), a.size, PROT_READ | PROT_WRITE,
+                     MAP_SHARED | MAP_FIXED, fd->get(), static_cast<off_t>(a.offset));
+    if (p == MAP_FAILED) {
+      return Error(HCCL_E_MEMORY, "mapping activation {:#x} of pid {}: {}", a.va, pid,
+                   ErrnoString(errno));
+    }
+  }
+  LogDebug("memfd transport: mapped range {:#x} (+{:#x}) of pid {} at {}", r.base, r.size, pid,
+           w.get());
+  void *base = w.get();
+  o.windows.emplace(r.base, std::move(w));
+  return base;
+}
+
+Expected<void *> MemfdImport::State::Lookup(pid_t pid, Owner &o, uintptr_t va, size_t len) {
+  const DirRange *range = nullptr;
+  for (const DirRange &r : o.list.ranges) {
+    if (va >= r.base && va - r.base < r.size && len <= r.size - (va - r.base)) {
+      range = &r;
+    }
+  }
+  if (range == nullptr || Covered(Listed(o.list.acts), va, va + len) < va + len) {
+    return static_cast<void *>(nullptr);
+  }
+  auto w = Window(pid, o, *range);
+  if (!w.ok()) {
+    return w.status();
+  }
+  return static_cast<void *>(static_cast<char *>(*w) + (va - range->base));
+}
+
+Expected<MemfdImport::State::Owner *> MemfdImport::State::Live(pid_t pid) {
+  Forked();
+  auto it = owners.find(pid);
+  if (it == owners.end()) {
+    return Error(HCCL_E_PARA, "pid {}: its memory directory is not attached", pid);
+  }
+  Owner &o = it->second;
+  if (!o.dead && o.process.Exited()) {
+    o.windows.clear();
+    o.listed = false;
+    o.dead = true;
+  }
+  if (o.dead) {
+    return Error(HCCL_E_REMOTE, "pid {} has exited", pid);
+  }
+  return &o;
+}
+
+void MemfdImport::State::Watch(const std::shared_ptr<State> &self, Directory *own) {
+  for (;;) {
+    const uint32_t bell = At(own->doorbell).load(std::memory_order_acquire);
+    {
+      std::lock_guard lock(self->mutex);
+      if (self->made_by != ::getpid()) {
+        return;
+      }
+      for (auto &[pid, o] : self->owners) {
+        if (!o.dead && o.process.Exited()) {
+          o.windows.clear();  // a dead owner's memory: nobody's any more
+          o.listed = false;
+          o.dead = true;
+        }
+        if (o.dead) {
+          continue;
+        }
+        const uint64_t g = At(o.d()->generation).load(std::memory_order_acquire);
+        const uint64_t done = g + (g & 1);  // a write in progress: its end
+        if (o.listed && o.list.generation == g) {
+          if (At(o.slot->acked).load() < g) {
+            Ack(o, g);
+          }
+          continue;
+        }
+        Revoke(o);
+        Ack(o, done);
+      }
+    }
+    FutexWait(&own->doorbell, bell, std::chrono::milliseconds(1000));
+  }
+}
+
+MemfdImport::MemfdImport() : state_(std::make_shared<State>()) {
+  state_->made_by = ::getpid();
+  // The watcher may hold the lock when another thread forks: the child must not inherit it held.
+  static State *const forked = state_.get();
+  ::pthread_atfork([] { forked->mutex.lock(); }, [] { forked->mutex.unlock(); },
+                   [] { forked->mutex.unlock(); });
+}
+
+MemfdImport &MemfdImport::Process() {
+  static MemfdImport *const import = new MemfdImport();  // its watcher runs until exit
+  return *import;
+}
+
+Status MemfdImport::Attach(pid_t pid, int dir_fd) {
+  if (pid == ::getpid()) {
+    return Status::Ok();
+  }
+  auto own = MemfdExport::Process();
+  if (!own.ok()) {
+    return own.status();
+  }
+  std::lock_guard lock(state_->mutex);
+  state_->Forked();
+  if (state_->owners.contains(pid)) {
+    return Status::Ok();
+  }
+  auto process = bootstrap::PeerProcess::Open(pid);
+  if (!process.ok()) {
+    return process.status();
+  }
+  auto fd = process->TakeFd(dir_fd);
+  if (!fd.ok()) {
+    return Error(HCCL_E_SYSCALL, "memory directory: {}", fd.status().message());
+  }
+  auto dir = MapDirectory(fd->get(), pid);
+  if (!dir.ok()) {
+    return dir.status();
+  }
+  State::Owner o;
+  o.process = std::move(*process);
+  o.dir = std::move(*dir);
+  for (DirSlot &s : o.d()->slots) {
+    uint32_t expected = 0;
+    if (At(s.pid).compare_exchange_strong(expected, static_cast<uint32_t>(::getpid()))) {
+      At(s.acked).store(0);
+      At(s.dir_fd).store((*own)->fd(), std::memory_order_release);
+      o.slot = &s;
+      break;
+    }
+  }
+  if (o.slot == nullptr) {
+    return Error(HCCL_E_MEMORY, "the memory directory of pid {} has no free peer slot ({} peers)",
+                 pid, kSlots);
+  }
+  state_->owners.emplace(pid, std::move(o));
+  if (!state_->watching) {
+    state_->watching = true;
+    std::thread([self = state_, d = (*own)->state_->dir()] { State::Watch(self, d); }).detach();
+  }
+  return Status::Ok();
+}
+
+Status MemfdImport::AttachProcess(pid_t pid) {
+  if (pid == ::getpid()) {
+    return Status::Ok();
+  }
+  {
+    std::lock_guard lock(state_->mutex);
+    state_->Forked();
+    if (state_->owners.contains(pid)) {
+      return Status::Ok();
+    }
+  }
+  const std::string dir = fmt::format("/proc/{}/fd", pid);
+  std::unique_ptr<DIR, int (*)(DIR *)> d(::opendir(dir.c_str()), ::closedir);
+  if (!d) {
+    return Error(errno == ENOENT ? HCCL_E_REMOTE : HCCL_E_SYSCALL, "listing {}: {}", dir,
+                 ErrnoString(errno));
+  }
+  const std::string want = fmt::format("/memfd:{}", kDirName);
+  Status last = Error(HCCL_E_NOT_FOUND, "pid {} has published no memory directory", pid);
+  while (const dirent *e = ::readdir(d.get())) {
+    char target[256] = {};
+    const std::string link = dir + "/" + e->d_name;
+    const ssize_t n = ::readlink(link.c_str(), target, sizeof(target) - 1);
+    if (n <= 0 || std::string_view(target, static_cast<size_t>(n)).rfind(want, 0) != 0) {
+      continue;
+    }
+    last = Attach(pid, std::atoi(e->d_name));  // an imported directory of another owner fails
+    if (last.ok()) {
+      return last;
+    }
+  }
+  return last;
+}
+
+Expected<void *> MemfdImport::Translate(pid_t pid, uintptr_t va, size_t len) {
+  if (len == 0 || va > UINTPTR_MAX - len) {
+    return Error(HCCL_E_PARA, "address {:#x} size {:#x}: empty or wraps around", va, len);
+  }
+  if (pid == ::getpid()) {
+    auto own = MemfdExport::Process();
+    if (!own.ok()) {
+      return own.status();
+    }
+    if (Covered((*own)->Published(), va, va + len) < va + len) {
+      return Error(HCCL_E_PARA, "[{:#x}, +{:#x}) is not activated memory of this process", va, len);
+    }
+    return reinterpret_cast<void *>(va);
+  }
+  std::lock_guard lock(state_->mutex);
+  auto o = state_->Live(pid);
+  if (!o.ok()) {
+    return o.status();
+  }
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    const uint64_t g = At((*o)->d()->generation).load(std::memory_order_acquire);
+    if (!(*o)->listed || (*o)->list.generation != g) {
+      HZC_RETURN_IF_ERROR(State::Relist(pid, **o));
+    }
+    auto hit = State::Lookup(pid, **o, va, len);
+    // Mapped from a listing that is still current: the descriptors named what it listed.
+    if (At((*o)->d()->generation).load(std::memory_order_acquire) != (*o)->list.generation) {
+      continue;
+    }
+    if (hit.ok() && *hit == nullptr) {
+      return Error(HCCL_E_PARA, "[{:#x}, +{:#x}) is not activated memory of pid {}", va, len, pid);
+    }
+    return hit;
+  }
+  return Error(HCCL_E_INTERNAL, "the memory directory of pid {} keeps changing", pid);
+}
+
+Expected<std::vector<MemfdActivation>> MemfdImport::Activations(pid_t pid) {
+  if (pid == ::getpid()) {
+    auto own = MemfdExport::Process();
+    if (!own.ok()) {
+      return own.status();
+    }
+    return (*own)->Published();
+  }
+  std::lock_guard lock(state_->mutex);
+  auto o = state_->Live(pid);
+  if (!o.ok()) {
+    return o.status();
+  }
+  auto snap = Read((*o)->d());
+  if (!snap) {
+    return Error(HCCL_E_INTERNAL, "the memory directory of pid {} stays busy", pid);
+  }
+  std::sort(snap->acts.begin(), snap->acts.end(),
+            [](const DirAct &a, const DirAct &b) { return a.va < b.va; });
+  return Listed(snap->acts);
+}
+
+void MemfdImport::Detach(pid_t pid) {
+  std::lock_guard lock(state_->mutex);
+  state_->Forked();
+  auto it = state_->owners.find(pid);
+  if (it == state_->owners.end()) {
+    return;
+  }
+  it->second.windows.clear();
+  At(it->second.slot->dir_fd).store(-1);
+  At(it->second.slot->pid).store(0, std::memory_order_release);
+  state_->owners.erase(it);
+}
+
+size_t MemfdImport::MappedWindows() const {
+  std::lock_guard lock(state_->mutex);
+  size_t n = 0;
+  for (const auto &[pid, o] : state_->owners) {
+    n += o.listed ? o.windows.size() : 0;
+  }
+  return n;
+}
+
+}  // namespace hzc
+
+namespace hzc {
+
+Expected<PeerTransport> ChosenTransport() {
+  const Config &config = GetConfig();
+  const bool present = ::access(config.device_path.c_str(), F_OK) == 0;
+  switch (config.transport) {
+    case TransportChoice::kKernel:
+      if (!present) {
+        return Error(HCCL_E_NOT_FOUND,
+                     "HZC_TRANSPORT=kernel: {} is absent: the kernel module hzc.ko is not loaded "
+                     "(modprobe hzc), or choose HZC_TRANSPORT=memfd",
+                     config.device_path);
+      }
+      return PeerTransport::kKernel;
+    case TransportChoice::kMemfd:
+      return PeerTransport::kMemfd;
+    case TransportChoice::kAuto:
+      break;
+  }
+  if (present) {
+    return PeerTransport::kKernel;
+  }
+  static std::once_flag logged;
+  std::call_once(logged, [&] {
+    LogInfo(
+        "{} is absent (hzc.ko not loaded): peers reach activated memory through memfds "
+        "(HZC_TRANSPORT=memfd; see the README for what that gives up)",
+        config.device_path);
+  });
+  return PeerTransport::kMemfd;
+}
+
+}  // namespace hzc

@@ -1,0 +1,147 @@
+// SPDX-License-Identifier: Apache-2.0
+// The memfd peer transport: peer access to activated memory without /dev/hzc.
+//
+// Every activation is a physical allocation of aclrtMallocPhysical (a memfd, runtime/vmm.h)
+// mapped whole at its address, so a peer that holds the same memfd sees the same pages. This
+// transport gives peers those memfds and the offsets to map them at, and replaces what the
+// kernel module does for the kernel transport (core/peer_memory.h) with a protocol between
+// the processes.
+//
+// How memfds and offsets reach peers. Each process publishes one directory: a small memfd
+// (sizes sealed) holding a seqlocked generation, its ranges, its activations (address, length,
+// cookie, the owner's descriptor number of the memfd and the offset in it) and a slot per
+// attached peer. The directory's descriptor number travels on the rank card at link set-up;
+// a peer takes the directory and then each activation's memfd with pidfd_getfd (the same
+// right as ptrace over the owner, which the generation pages already rely on; where that is
+// refused, an SCM_RIGHTS hand-off over the communicator's Unix socket is the planned
+// alternative). For each range the peer reserves a PROT_NONE window as long as the range and
+// maps each activation's memfd MAP_FIXED at (va - base) in it, so adjacent activations
+// (allocations in different chunks) are contiguous in the peer as they are in the owner.
+// The owner keeps a duplicate of every activated memfd until the activation is withdrawn,
+// so the descriptor number a peer reads names that memfd.
+//
+// Revocation without the kernel (the generation protocol). A change of the directory moves
+// its generation: odd while being written, even when done; peers copy the directory between
+// two equal even readings. A withdrawal (Deactivate, Unset) then rings every attached peer
+// (a futex word, the doorbell, in the peer's own directory) and waits until each has
+// acknowledged the new generation in its slot, or has exited. A peer's watcher thread (one per
+// process, started at its first attachment) answers the doorbell: it covers every window of
+// an owner whose generation moved with a PROT_NONE anonymous mapping (the address stays
+// reserved, so a stale pointer faults instead of reaching other memory; coll/guard turns the
+// fault into an error), forgets its listing, and acknowledges. So when Deactivate or Unset
+// returns, no peer maps the withdrawn memory any more. A Translate lists afresh whenever
+// the owner's generation moved since its listing, and acknowledges that generation.
+//
+// When a process dies. An owner's exit is seen through its pidfd (bootstrap/peer_process.h):
+// Translate fails with HCCL_E_REMOTE and the peer unmaps what it had (so does the watcher, which
+// looks at least once a second) (the pages of a dead
+// owner are no one's memory any more; they go with the last mapping). A peer's exit frees its
+// slot: the owner's wait polls the pidfds of the peers it waits for, so it never waits for
+// a dead one. A live peer that does not acknowledge within the timeout fails the withdrawal
+// with HCCL_E_TIMEOUT naming it (the directory has changed already: the memory is withdrawn
+// for every later lookup).
+//
+// What this transport gives up against the kernel one: long-term pinning (pages of a memfd
+// can be swapped or migrated; RDMA registers its own memory regions), revocation that does not
+// depend on the peers' cooperation (a peer that stops answering can only be timed out, a
+// peer that is stopped under a debugger holds the memory), inspection through sysfs and
+// hzcctl, and RDMA memory regions of pinned peer memory. Processes must run as the same user
+// and pidfd_getfd must be allowed between them.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "base/status.h"
+
+namespace hzc {
+
+enum class PeerTransport { kKernel, kMemfd };
+
+// This process's transport, chosen at the first call from HZC_TRANSPORT (base/config.h): auto
+// takes the kernel transport when the device (HZC_DEVICE, /dev/hzc) exists, else the memfd one
+// (logged once at INFO); kernel without the device is HCCL_E_NOT_FOUND naming the module.
+Expected<PeerTransport> ChosenTransport();
+
+// A peer's activation as listed in its directory.
+struct MemfdActivation {
+  uintptr_t va = 0;
+  size_t size = 0;
+  uint64_t cookie = 0;
+};
+
+// The process's directory: what the owner side publishes. Thread-safe; made on first use (and
+// afresh in a forked child).
+class MemfdExport {
+ public:
+  static Expected<MemfdExport *> Process();
+
+  // Descriptor of the directory (for the rank card).
+  int fd() const;
+  uint64_t generation() const;
+
+  // A range [base, base + size): no overlap with the published ones. HCCL_E_MEMORY when the
+  // directory is full.
+  Status AddRange(uintptr_t base, size_t size);
+  // Withdraw a range without activations; returns when every attached peer has dropped it.
+  Status RemoveRange(uintptr_t base);
+  // Publish [va, va + size) inside one range, backed by @memfd from @offset (duplicated, the
+  // caller keeps its own descriptor), with the activation @cookie.
+  Status Activate(uintptr_t va, size_t size, int memfd, uint64_t offset, uint64_t cookie);
+  // Withdraw the activation starting at @va; returns when every attached peer has dropped it.
+  Status Deactivate(uintptr_t va);
+
+  // This process's published activations, sorted by address.
+  std::vector<MemfdActivation> Published() const;
+
+  // How long a withdrawal waits for the peers' acknowledgements (tests shorten it).
+  void set_revoke_timeout(std::chrono::milliseconds t);
+  // Number of peers attached to this directory (for tests).
+  size_t AttachedPeers() const;
+
+  struct State;
+
+ private:
+  friend class MemfdImport;  // rings and reads this process's directory
+  explicit MemfdExport(std::unique_ptr<State> state);
+  std::unique_ptr<State> state_;
+};
+
+// The peer side: this process's mappings of other processes' directories and activations,
+// shared by every communicator of the process. Thread-safe.
+class MemfdImport {
+ public:
+  static MemfdImport &Process();
+
+  // Attach to the directory @dir_fd of process @pid (idempotent per pid). HCCL_E_SYSCALL when
+  // pidfd_getfd is refused or the descriptor is no directory, HCCL_E_REMOTE when the process
+  // has exited, HCCL_E_MEMORY when its directory has no free peer slot.
+  Status Attach(pid_t pid, int dir_fd);
+  // Attach to the directory of process @pid, found among its descriptors (/proc/<pid>/fd).
+  // HCCL_E_NOT_FOUND when it has published none (yet); errors of Attach otherwise.
+  Status AttachProcess(pid_t pid);
+  // A local pointer to [va, va + len) of attached process @pid, which must lie in its activated
+  // memory (adjacent activations count as one); this process's own memory is @va itself.
+  // HCCL_E_PARA for memory that is not activated or a process never attached, HCCL_E_REMOTE when
+  // the process has exited.
+  Expected<void *> Translate(pid_t pid, uintptr_t va, size_t len);
+  // Every activation of @pid, sorted by address.
+  Expected<std::vector<MemfdActivation>> Activations(pid_t pid);
+  // Forget @pid: unmap its windows and free this process's slot in its directory.
+  void Detach(pid_t pid);
+  // Windows mapped now (for tests).
+  size_t MappedWindows() const;
+
+  struct State;
+
+ private:
+  MemfdImport();
+  std::shared_ptr<State> state_;
+};
+
+}  // namespace hzc
