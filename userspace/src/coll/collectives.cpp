@@ -322,10 +322,6 @@ bool Reduces(Kind kind) {
          kind == Kind::kReduceScatterV;
 }
 
-std::chrono::seconds ExecTimeout() {
-  return GetConfig().exec_timeout;
-}
-
 Status Validate(const Communicator &comm, const Call &c) {
   if (c.kind == Kind::kBarrier) {
     return Status::Ok();

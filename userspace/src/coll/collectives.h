@@ -98,7 +98,4 @@ Status Run(Communicator &comm, const Call &call);
 // for the others to reach a call this rank refused just before); @why.
 Status Refuse(Communicator &comm, const Status &why);
 
-// HCCL_EXEC_TIMEOUT (seconds, default 1836), from GetConfig().
-std::chrono::seconds ExecTimeout();
-
 }  // namespace hzc::coll

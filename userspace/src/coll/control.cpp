@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <climits>
 #include <new>
+#include <utility>
 
 #include "base/errno_string.h"
 #include "base/log.h"
@@ -116,22 +117,32 @@ ControlArea::Slot &ControlArea::slot(uint32_t r) const {
   return reinterpret_cast<Slot *>(map_.as<uint8_t>() + kPage)[r];
 }
 
+Expected<SharedMemfd> MakeSharedMemfd(const char *name, size_t len) {
+  UniqueFd fd(memfd_create(name, MFD_CLOEXEC));
+  if (!fd.valid()) {
+    return Error(HCCL_E_SYSCALL, "memfd_create: {}", ErrnoString(errno));
+  }
+  if (ftruncate(fd.get(), static_cast<off_t>(len)) != 0) {
+    return Error(HCCL_E_MEMORY, "ftruncate to {} bytes: {}", len, ErrnoString(errno));
+  }
+  auto map = UniqueMapping::Map(len, PROT_READ | PROT_WRITE, MAP_SHARED, fd.get());
+  if (!map.valid()) {
+    return Error(HCCL_E_MEMORY, "mmap of {} bytes: {}", len, ErrnoString(errno));
+  }
+  return SharedMemfd{std::move(fd), std::move(map)};
+}
+
 Expected<UniqueMapping> ControlArea::Create(const Options &o, Clock::time_point deadline) {
   const size_t slots = PageAligned(o.nranks * sizeof(Slot));
   const size_t args = PageAligned(ArgBytes(o.nranks));
   const size_t staging = PageAligned(o.staging_bytes);
   const size_t len = kPage + slots + args + staging;
-  UniqueFd mem(memfd_create("hzc-coll", MFD_CLOEXEC));
-  if (!mem.valid()) {
-    return Error(HCCL_E_SYSCALL, "control area: memfd_create: {}", ErrnoString(errno));
+  auto shared = MakeSharedMemfd("hzc-coll", len);
+  if (!shared.ok()) {
+    return Error(shared.status().code(), "control area: {}", shared.status().message());
   }
-  if (ftruncate(mem.get(), static_cast<off_t>(len)) != 0) {
-    return Error(HCCL_E_MEMORY, "control area: ftruncate to {} bytes: {}", len, ErrnoString(errno));
-  }
-  auto map = UniqueMapping::Map(len, PROT_READ | PROT_WRITE, MAP_SHARED, mem.get());
-  if (!map.valid()) {
-    return Error(HCCL_E_MEMORY, "control area: mmap of {} bytes: {}", len, ErrnoString(errno));
-  }
+  UniqueFd mem = std::move(shared->fd);
+  UniqueMapping map = std::move(shared->map);
   auto *h = new (map.get()) Header{};
   h->magic = kMagic;
   h->nranks = o.nranks;

@@ -27,6 +27,7 @@
 #include "bootstrap/local_exchange.h"
 #include "bootstrap/peer_process.h"
 #include "bootstrap/root_info.h"
+#include "coll/control.h"
 #include "coll/guard.h"
 #include "coll/reduce.h"
 #include "core/peer_memory.h"
@@ -192,17 +193,12 @@ Expected<UniqueMapping> MakeArea(const bootstrap::LocalExchange &x, size_t stagi
   const size_t slot =
       std::min<size_t>(std::max<size_t>(staging_bytes, kPage), kMaxSlot) / kPage * kPage;
   const size_t len = kPage + 2 * slot;
-  UniqueFd mem(memfd_create("hzc-p2p", MFD_CLOEXEC));
-  if (!mem.valid()) {
-    return Error(HCCL_E_SYSCALL, "memfd_create: {}", ErrnoString(errno));
+  auto shared = MakeSharedMemfd("hzc-p2p", len);
+  if (!shared.ok()) {
+    return shared.status();
   }
-  if (ftruncate(mem.get(), static_cast<off_t>(len)) != 0) {
-    return Error(HCCL_E_MEMORY, "ftruncate to {} bytes: {}", len, ErrnoString(errno));
-  }
-  auto map = UniqueMapping::Map(len, PROT_READ | PROT_WRITE, MAP_SHARED, mem.get());
-  if (!map.valid()) {
-    return Error(HCCL_E_MEMORY, "mmap of {} bytes: {}", len, ErrnoString(errno));
-  }
+  UniqueFd mem = std::move(shared->fd);
+  UniqueMapping map = std::move(shared->map);
   auto *h = new (map.get()) PairHeader{};
   h->magic = kMagic;
   h->bytes = len;

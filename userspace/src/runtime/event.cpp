@@ -202,26 +202,30 @@ AclStatus StreamWaitEvent(aclrtStream stream, aclrtEvent event) {
   return AclStatus::Ok();
 }
 
-AclStatus QueryEvent(aclrtEvent event, bool *complete) {
+namespace {
+
+// *@out = @read(the event behind @event), under its lock.
+template <typename Read>
+AclStatus Query(aclrtEvent event, bool *out, Read read) {
   auto found = Find(event);
   if (!found.ok()) {
     return found.status();
   }
   Event &e = *found.value();
   const std::lock_guard lock(e.mu);
-  *complete = e.is_recorded && e.reached >= e.recorded;
+  *out = read(e);
   return AclStatus::Ok();
 }
 
+}  // namespace
+
+AclStatus QueryEvent(aclrtEvent event, bool *complete) {
+  return Query(event, complete,
+               [](const Event &e) { return e.is_recorded && e.reached >= e.recorded; });
+}
+
 AclStatus QueryEventWait(aclrtEvent event, bool *complete) {
-  auto found = Find(event);
-  if (!found.ok()) {
-    return found.status();
-  }
-  Event &e = *found.value();
-  const std::lock_guard lock(e.mu);
-  *complete = e.pending_waits == 0;
-  return AclStatus::Ok();
+  return Query(event, complete, [](const Event &e) { return e.pending_waits == 0; });
 }
 
 namespace {
