@@ -532,4 +532,148 @@ struct hzc_list_activations {
  *   EINVAL      the mapping extends beyond the range
  */
 
+/*
+ * Generic netlink family "hzc"
+ * ============================
+ * Inspection of the module's objects and a stream of their changes, for
+ * operators (hzcctl) and monitoring agents, in the manner of the RDMA
+ * netlink family ("rdma resource show", "rdma monitor").  The family is
+ * registered while hzc.ko is loaded, in the initial network namespace only
+ * (resolve its id with CTRL_CMD_GETFAMILY and HZC_GENL_NAME).  Every message
+ * carries a struct genlmsghdr with .version = HZC_GENL_VERSION and no
+ * family header; attributes are HZC_NLA_*.
+ *
+ * Who sees what (decided in the kernel, per request):
+ *   - A caller with CAP_SYS_ADMIN in the initial user namespace sees every
+ *     object, and their addresses (HZC_NLA_RANGE_BASE, HZC_NLA_ACT_ADDR)
+ *     and domain ids (HZC_NLA_DOMAIN_ID) - what the root-only (0400)
+ *     sysfs files show.
+ *   - Any other caller sees only objects of its own uid (the real uid of
+ *     the process that opened /dev/hzc, HZC_NLA_UID; for domains, those
+ *     with a member of its uid), never addresses or domain ids.  An object
+ *     it may not see is ENOENT, as one that does not exist.
+ *   - The "events" multicast group may be joined only with CAP_SYS_ADMIN
+ *     (EPERM otherwise): an event names objects of every user.
+ *
+ * Commands (request -> reply):
+ *   HZC_NL_CMD_STAT_GET        doit.  Reply: the global counters (the files
+ *                              of /sys/kernel/hzc/): HZC_NLA_ABI_VERSION,
+ *                              HZC_NLA_STAT_*.  Counts all users' objects.
+ *   HZC_NL_CMD_RANGE_GET       doit with HZC_NLA_RANGE_ID: one range.
+ *                              dump: every visible range, in id order;
+ *                              optional filter HZC_NLA_PID (owner).
+ *   HZC_NL_CMD_ACTIVATION_GET  dump only: every visible activation, ordered
+ *                              by range id then address; optional filters
+ *                              HZC_NLA_RANGE_ID, HZC_NLA_PID.
+ *   HZC_NL_CMD_DOMAIN_GET      doit with HZC_NLA_DOMAIN_SEQ: one domain.
+ *                              dump: every visible domain, in seq order.
+ *   HZC_NL_CMD_MEMBER_GET      dump only: every member of the visible
+ *                              domains, ordered by domain seq then rank;
+ *                              optional filter HZC_NLA_DOMAIN_SEQ.
+ * A dump sends one message (NLM_F_MULTI) per object and ends with
+ * NLMSG_DONE; it may take many recvmsg() calls.  It resumes after the last
+ * object it sent, by key (range id; range id + address; domain seq; domain
+ * seq + rank): an object that exists during the whole dump is sent exactly
+ * once; one created or removed during it may or may not appear.
+ *
+ * Objects and their attributes (names and values as in sysfs,
+ * Documentation/ABI/testing/sysfs-kernel-hzc):
+ *   range:      RANGE_ID, PID (owner_pid), UID, RANGE_BASE (privileged),
+ *               RANGE_SIZE, RANGE_ACTIVATED_BYTES, RANGE_NR_ACTIVATIONS,
+ *               RANGE_STATE ("registered" or "active"),
+ *               RANGE_DOMAINS (nested: one HZC_NLA_DOMAIN_SEQ per domain the
+ *               owner is a member of, ascending as in sysfs' domains file)
+ *   activation: RANGE_ID, PID, UID, ACT_OFFSET (from the range's base),
+ *               ACT_SIZE, ACT_ADDR (privileged), ACT_COOKIE
+ *   domain:     DOMAIN_SEQ (its sysfs directory name), DOMAIN_ID
+ *               (privileged; 16 bytes, the id as two __u64 in host order,
+ *               low word first), DOMAIN_STATE ("live" or "broken"),
+ *               DOMAIN_NRANKS, DOMAIN_JOINED, DOMAIN_CREATOR_UID
+ *   member:     DOMAIN_SEQ, MEMBER_RANK, PID, UID
+ *
+ * Events (multicast group HZC_GENL_MCGRP_EVENTS; never sent as replies).
+ * Each carries HZC_NLA_EVENT_SEQ, a counter that grows by one per event
+ * the module emits (a gap means the listener lost events: its socket
+ * buffer overflowed, recvmsg() also reports ENOBUFS), and the attributes
+ * of the object as it is after the change (addresses and ids included):
+ *   HZC_NL_CMD_EVENT_RANGE_SET         a range was registered
+ *   HZC_NL_CMD_EVENT_RANGE_UNSET       a range was unregistered (or its
+ *                                      context released)
+ *   HZC_NL_CMD_EVENT_ACTIVATE          an activation was made
+ *   HZC_NL_CMD_EVENT_DEACTIVATE        an activation was removed
+ *   HZC_NL_CMD_EVENT_MEMBER_JOIN       a member joined a domain (member
+ *                                      attributes + DOMAIN_STATE)
+ *   HZC_NL_CMD_EVENT_MEMBER_LEAVE      a member left it cleanly
+ *   HZC_NL_CMD_EVENT_MEMBER_BROKEN     a member left without DOMAIN_LEAVE
+ *                                      (its process died or closed the
+ *                                      file); the domain is broken
+ *   HZC_NL_CMD_EVENT_CONTEXT_RELEASE   a context was torn down: PID, UID
+ * A context's teardown emits the UNSET, DEACTIVATE and MEMBER_BROKEN events
+ * of what it held before its CONTEXT_RELEASE.
+ *
+ * Errors: unknown command EOPNOTSUPP; an attribute of the wrong type or
+ * length, an unknown attribute, or a missing required attribute EINVAL
+ * (with an extended ACK naming the attribute); no such or no visible
+ * object ENOENT; a doit-only command asked to dump, or a dump-only command
+ * asked without NLM_F_DUMP, EOPNOTSUPP.
+ */
+#define HZC_GENL_NAME		"hzc"
+#define HZC_GENL_VERSION	1
+#define HZC_GENL_MCGRP_EVENTS	"events"
+
+enum hzc_nl_cmd {
+	HZC_NL_CMD_UNSPEC,
+	HZC_NL_CMD_STAT_GET,
+	HZC_NL_CMD_RANGE_GET,
+	HZC_NL_CMD_ACTIVATION_GET,
+	HZC_NL_CMD_DOMAIN_GET,
+	HZC_NL_CMD_MEMBER_GET,
+	HZC_NL_CMD_EVENT_RANGE_SET,
+	HZC_NL_CMD_EVENT_RANGE_UNSET,
+	HZC_NL_CMD_EVENT_ACTIVATE,
+	HZC_NL_CMD_EVENT_DEACTIVATE,
+	HZC_NL_CMD_EVENT_MEMBER_JOIN,
+	HZC_NL_CMD_EVENT_MEMBER_LEAVE,
+	HZC_NL_CMD_EVENT_MEMBER_BROKEN,
+	HZC_NL_CMD_EVENT_CONTEXT_RELEASE,
+
+	__HZC_NL_CMD_MAX,
+	HZC_NL_CMD_MAX = __HZC_NL_CMD_MAX - 1
+};
+
+enum hzc_nl_attr {
+	HZC_NLA_UNSPEC,
+	HZC_NLA_PAD,			/* alignment of the __u64 attributes */
+	HZC_NLA_ABI_VERSION,		/* u32 */
+	HZC_NLA_STAT_NR_CONTEXTS,	/* u64 */
+	HZC_NLA_STAT_NR_RANGES,		/* u64 */
+	HZC_NLA_STAT_NR_ACTIVATIONS,	/* u64 */
+	HZC_NLA_STAT_NR_DOMAINS,	/* u64 */
+	HZC_NLA_STAT_PINNED_BYTES,	/* u64 */
+	HZC_NLA_PID,			/* u32: owner process (tgid) */
+	HZC_NLA_UID,			/* u32: owner's real uid */
+	HZC_NLA_RANGE_ID,		/* u64 */
+	HZC_NLA_RANGE_BASE,		/* u64: first address */
+	HZC_NLA_RANGE_SIZE,		/* u64: bytes */
+	HZC_NLA_RANGE_ACTIVATED_BYTES,	/* u64 */
+	HZC_NLA_RANGE_NR_ACTIVATIONS,	/* u32 */
+	HZC_NLA_RANGE_STATE,		/* NUL-terminated string */
+	HZC_NLA_RANGE_DOMAINS,		/* nested: HZC_NLA_DOMAIN_SEQ ... */
+	HZC_NLA_ACT_OFFSET,		/* u64: from the range's base */
+	HZC_NLA_ACT_SIZE,		/* u64: bytes */
+	HZC_NLA_ACT_ADDR,		/* u64: first address */
+	HZC_NLA_ACT_COOKIE,		/* u64: hzc_activate.cookie */
+	HZC_NLA_DOMAIN_SEQ,		/* u64 */
+	HZC_NLA_DOMAIN_ID,		/* binary, 16 bytes */
+	HZC_NLA_DOMAIN_STATE,		/* NUL-terminated string */
+	HZC_NLA_DOMAIN_NRANKS,		/* u32 */
+	HZC_NLA_DOMAIN_JOINED,		/* u32 */
+	HZC_NLA_DOMAIN_CREATOR_UID,	/* u32 */
+	HZC_NLA_MEMBER_RANK,		/* u32 */
+	HZC_NLA_EVENT_SEQ,		/* u64 */
+
+	__HZC_NLA_MAX,
+	HZC_NLA_MAX = __HZC_NLA_MAX - 1
+};
+
 #endif /* _UAPI_LINUX_HZC_H */
