@@ -287,7 +287,7 @@ TEST_F(ReduceTest, UnsupportedTypesAndBadValues) {
       const Status st = GetReduce(t, op, &fn);
       EXPECT_EQ(st.code(), HCCL_E_NOT_SUPPORT);
       EXPECT_NE(st.message().find(TypeName(t)), std::string::npos) << st.message();
-      EXPECT_EQ(fn, nullptr);
+      EXPECT_FALSE(fn);
       EXPECT_GT(TypeSize(t), 0u) << "still movable by AllGather/Broadcast";
     }
   }
@@ -305,6 +305,62 @@ TEST_F(ReduceTest, TypeSizeAgreesWithTheReferenceTable) {
   for (int v = 0; v <= 255; ++v) {
     const auto t = static_cast<HcclDataType>(v);
     EXPECT_EQ(TypeSize(t), test::RefTypeSize(t)) << "type " << v;
+  }
+}
+
+// StreamCopy writes exactly the bytes memcpy would, for every alignment of both sides and
+// lengths around its 16- and 64-byte steps, and nothing outside them.
+TEST_F(ReduceTest, StreamCopyCopiesExactlyLikeMemcpy) {
+  std::vector<uint8_t> src(512), dst(600), want(600);
+  std::mt19937 gen(7);
+  for (auto &v : src) {
+    v = static_cast<uint8_t>(gen());
+  }
+  for (size_t to = 0; to < 17; ++to) {
+    for (size_t from = 0; from < 17; ++from) {
+      for (size_t len : {0, 1, 15, 16, 17, 63, 64, 65, 127, 128, 200, 400}) {
+        std::fill(dst.begin(), dst.end(), 0xa5);
+        want = dst;
+        std::memcpy(want.data() + to, src.data() + from, len);
+        StreamCopy(dst.data() + to, src.data() + from, len);
+        StreamFence();
+        ASSERT_EQ(dst, want) << "to +" << to << " from +" << from << " len " << len;
+      }
+    }
+  }
+}
+
+// ReduceFn::To writes the result of the single-output kernel into every output, streamed or
+// not, for outputs at any element alignment and counts that cross the kernel's blocks.
+TEST_F(ReduceTest, ToWritesTheSameResultIntoEveryOutput) {
+  std::mt19937 gen(11);
+  for (HcclDataType type : {HCCL_DATA_TYPE_FP32, HCCL_DATA_TYPE_FP16, HCCL_DATA_TYPE_BFP16,
+                            HCCL_DATA_TYPE_INT8, HCCL_DATA_TYPE_FP64}) {
+    const size_t es = TypeSize(type);
+    for (size_t count : {1, 7, 1000, 5000}) {
+      std::vector<std::vector<uint8_t>> in(3, std::vector<uint8_t>(count * es));
+      std::vector<const void *> ptrs;
+      for (auto &v : in) {
+        for (auto &byte : v) {
+          byte = static_cast<uint8_t>(gen() % 64);  // small finite values of every type
+        }
+        ptrs.push_back(v.data());
+      }
+      ReduceFn fn = nullptr;
+      ASSERT_TRUE(GetReduce(type, HCCL_REDUCE_SUM, &fn).ok());
+      std::vector<uint8_t> want(count * es);
+      fn(want.data(), ptrs.data(), ptrs.size(), count);
+      for (bool stream : {false, true}) {
+        // Three outputs at element offsets 0, 1 and 3 of their buffers.
+        std::vector<std::vector<uint8_t>> outs(3, std::vector<uint8_t>((count + 3) * es, 0xa5));
+        std::vector<void *> to = {outs[0].data(), outs[1].data() + es, outs[2].data() + 3 * es};
+        fn.To(to.data(), to.size(), ptrs.data(), ptrs.size(), count, stream);
+        for (size_t o = 0; o < to.size(); ++o) {
+          ASSERT_EQ(std::memcmp(to[o], want.data(), want.size()), 0)
+              << TypeName(type) << " count " << count << " output " << o << " stream " << stream;
+        }
+      }
+    }
   }
 }
 

@@ -296,7 +296,7 @@ Status Exchange::ZeroCopy() {
   }
   std::vector<const void *> in(n);
   const Fault f = RunGuarded(spans, [&] {
-    if (reduce != nullptr) {  // every rank sends this rank recv_len[*] bytes, output at 0
+    if (reduce) {  // every rank sends this rank recv_len[*] bytes, output at 0
       if (mine.recv_len[0] != 0) {
         for (uint32_t p = 0; p < n; ++p) {
           in[p] = send[p] + plans_[p].send_off[me];
@@ -353,19 +353,19 @@ Status Exchange::Staging() {
       }
     }
     HZC_RETURN_IF_ERROR(area_.Barrier(deadline_, "the staging step"));
-    if (const size_t len = part(mine.recv_len[0]); reduce != nullptr && len != 0) {
+    if (const size_t len = part(mine.recv_len[0]); reduce && len != 0) {
       for (uint32_t p = 0; p < n; ++p) {
         in[p] = p == me ? Send() + mine.send_off[me] + off : block(p, me);
       }
       reduce(Recv() + off, in.data(), n, len / TypeSize(c_.dtype));
     }
-    for (uint32_t p = 0; p < n && reduce == nullptr; ++p) {
+    for (uint32_t p = 0; p < n && !reduce; ++p) {
       if (const size_t len = part(mine.recv_len[p]); p != me && len != 0) {
         std::memcpy(Recv() + mine.recv_off[p] + off, block(p, me), len);
       }
     }
   }
-  if (reduce == nullptr && mine.recv_len[me] != 0) {
+  if (!reduce && mine.recv_len[me] != 0) {
     std::memmove(Recv() + mine.recv_off[me], Send() + mine.send_off[me], mine.recv_len[me]);
   }
   return Status::Ok();

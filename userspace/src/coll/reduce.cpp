@@ -7,7 +7,12 @@
 #include <algorithm>
 #include <bit>
 #include <cstdint>
+#include <cstring>
 #include <type_traits>
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 namespace hzc::coll {
 
@@ -117,13 +122,23 @@ struct Min {
   }
 };
 
+// Built for AVX-512 and AVX2 machines too, picked when the library loads: fp16 and bf16 need
+// their conversion instructions (F16C, AVX-512 BW's packs) to run at memory speed.
+#if defined(__x86_64__) && defined(__GNUC__)
+#define HZC_KERNEL_CLONES \
+  __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define HZC_KERNEL_CLONES
+#endif
+
 template <typename Cvt, template <typename> class Op>
-void Kernel(void *out, const void *const *in, size_t nin, size_t count) {
+HZC_KERNEL_CLONES void Kernel(void *const *out, size_t nout, const void *const *in, size_t nin,
+                              size_t count, bool stream) {
   using T = typename Cvt::Elem;
   using A = typename Cvt::Acc;
   constexpr size_t kBlock = 2048 / sizeof(A) * 2;  // 4 KiB of accumulators: stays in L1
   A acc[kBlock];
-  T *o = static_cast<T *>(out);
+  T res[kBlock];
   for (size_t base = 0; base < count; base += kBlock) {
     const size_t n = std::min(kBlock, count - base);
     const T *first = static_cast<const T *>(in[0]) + base;
@@ -136,9 +151,27 @@ void Kernel(void *out, const void *const *in, size_t nin, size_t count) {
         acc[i] = Op<A>::Apply(acc[i], Cvt::Load(next[i]));
       }
     }
-    for (size_t i = 0; i < n; ++i) {
-      o[base + i] = Cvt::Store(acc[i]);
+    if (nout == 1 && !stream) {
+      T *o = static_cast<T *>(out[0]) + base;
+      for (size_t i = 0; i < n; ++i) {
+        o[i] = Cvt::Store(acc[i]);
+      }
+      continue;
     }
+    for (size_t i = 0; i < n; ++i) {
+      res[i] = Cvt::Store(acc[i]);
+    }
+    for (size_t o = 0; o < nout; ++o) {
+      T *to = static_cast<T *>(out[o]) + base;
+      if (stream) {
+        StreamCopy(to, res, n * sizeof(T));
+      } else {
+        std::memcpy(to, res, n * sizeof(T));
+      }
+    }
+  }
+  if (stream) {
+    StreamFence();
   }
 }
 
@@ -146,19 +179,51 @@ template <typename Cvt>
 ReduceFn ForOp(HcclReduceOp op) {
   switch (op) {
     case HCCL_REDUCE_SUM:
-      return &Kernel<Cvt, Sum>;
+      return ReduceFn(&Kernel<Cvt, Sum>);
     case HCCL_REDUCE_PROD:
-      return &Kernel<Cvt, Prod>;
+      return ReduceFn(&Kernel<Cvt, Prod>);
     case HCCL_REDUCE_MAX:
-      return &Kernel<Cvt, Max>;
+      return ReduceFn(&Kernel<Cvt, Max>);
     case HCCL_REDUCE_MIN:
-      return &Kernel<Cvt, Min>;
+      return ReduceFn(&Kernel<Cvt, Min>);
     default:
       return nullptr;
   }
 }
 
 }  // namespace
+
+void StreamCopy(void *to, const void *from, size_t bytes) {
+  auto *d = static_cast<uint8_t *>(to);
+  const auto *s = static_cast<const uint8_t *>(from);
+#if defined(__SSE2__)
+  // Plain stores up to the first 16-byte boundary, then 64 bytes (a line) per round.
+  const size_t head = std::min(bytes, (16 - reinterpret_cast<uintptr_t>(d) % 16) % 16);
+  std::memcpy(d, s, head);
+  d += head, s += head, bytes -= head;
+  for (; bytes >= 64; d += 64, s += 64, bytes -= 64) {
+    const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i *>(s));
+    const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i *>(s + 16));
+    const __m128i c = _mm_loadu_si128(reinterpret_cast<const __m128i *>(s + 32));
+    const __m128i e = _mm_loadu_si128(reinterpret_cast<const __m128i *>(s + 48));
+    _mm_stream_si128(reinterpret_cast<__m128i *>(d), a);
+    _mm_stream_si128(reinterpret_cast<__m128i *>(d + 16), b);
+    _mm_stream_si128(reinterpret_cast<__m128i *>(d + 32), c);
+    _mm_stream_si128(reinterpret_cast<__m128i *>(d + 48), e);
+  }
+  for (; bytes >= 16; d += 16, s += 16, bytes -= 16) {
+    _mm_stream_si128(reinterpret_cast<__m128i *>(d),
+                     _mm_loadu_si128(reinterpret_cast<const __m128i *>(s)));
+  }
+#endif
+  std::memcpy(d, s, bytes);
+}
+
+void StreamFence() {
+#if defined(__SSE2__)
+  _mm_sfence();
+#endif
+}
 
 size_t TypeSize(HcclDataType type) {
   switch (type) {
@@ -295,7 +360,7 @@ Status GetReduce(HcclDataType type, HcclReduceOp op, ReduceFn *out) {
     default:
       break;
   }
-  if (fn == nullptr) {
+  if (!fn) {
     return Error(
         HCCL_E_NOT_SUPPORT,
         "dataType={} with op={}: {} cannot be reduced (only the collectives that move "

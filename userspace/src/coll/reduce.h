@@ -14,6 +14,7 @@
 #include <hccl/hccl_types.h>
 
 #include <cstddef>
+#include <cstdint>
 
 #include "base/status.h"
 
@@ -26,8 +27,38 @@ const char *TypeName(HcclDataType type);
 // "sum", "prod", "max", "min"; "unknown" for other values.
 const char *OpName(HcclReduceOp op);
 
-// Combine @nin inputs of @count elements each into @out (which may be one of the inputs).
-using ReduceFn = void (*)(void *out, const void *const *in, size_t nin, size_t count);
+// Writes @bytes from @from to @to with non-temporal stores where the CPU has them (plain
+// stores elsewhere): for data that is not read again soon and larger than the caches, which
+// saves the read of every destination line before its write. Call StreamFence() before
+// another thread or process may read what was written.
+void StreamCopy(void *to, const void *from, size_t bytes);
+void StreamFence();
+
+// A reduction kernel: combines @nin inputs of @count elements each, block by block (every
+// block of the inputs is read before the block of the outputs is written, so an output may be
+// one of the inputs).
+class ReduceFn {
+ public:
+  using Kernel = void (*)(void *const *out, size_t nout, const void *const *in, size_t nin,
+                          size_t count, bool stream);
+  ReduceFn(std::nullptr_t = nullptr) {}  // NOLINT(google-explicit-constructor): none yet
+  explicit ReduceFn(Kernel k) : k_(k) {}
+  explicit operator bool() const { return k_ != nullptr; }
+
+  // Into @out.
+  void operator()(void *out, const void *const *in, size_t nin, size_t count) const {
+    k_(&out, 1, in, nin, count, false);
+  }
+  // The same result into each of the @nout outputs (one sweep over the inputs); @stream writes
+  // them with StreamCopy and ends with StreamFence().
+  void To(void *const *out, size_t nout, const void *const *in, size_t nin, size_t count,
+          bool stream) const {
+    k_(out, nout, in, nin, count, stream);
+  }
+
+ private:
+  Kernel k_ = nullptr;
+};
 
 // The kernel for @type and @op in @fn: HCCL_E_PARA for values outside the enums,
 // HCCL_E_NOT_SUPPORT for types that cannot be reduced (INT128, HIF8, FP8*), naming both.

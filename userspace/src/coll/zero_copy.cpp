@@ -92,6 +92,30 @@ Status ZeroCopy::Guarded(const std::function<void()> &fn) {
   return Status::Ok();
 }
 
+namespace {
+
+// Writes of at least this many bytes per call and rank go around the caches (StreamCopy):
+// larger than a core's L2, so the output would not stay there for its reader anyway.
+constexpr size_t kStreamBytes = size_t{4} << 20;
+
+// Block @r of @n equal blocks of @count elements of @es bytes, as [first, last) elements;
+// blocks start at 64-byte boundaries so that no two ranks write one cache line.
+struct Blocks {
+  Blocks(size_t count, size_t es, uint32_t n) : count_(count) {
+    const size_t line = std::max<size_t>(1, 64 / es);
+    per_ = ((count + n - 1) / n + line - 1) / line * line;
+  }
+  size_t first(uint32_t r) const { return std::min(count_, r * per_); }
+  size_t last(uint32_t r) const { return std::min(count_, first(r) + per_); }
+  size_t size(uint32_t r) const { return last(r) - first(r); }
+
+ private:
+  size_t count_;
+  size_t per_ = 0;
+};
+
+}  // namespace
+
 Status ZeroCopy::Run() {
   HZC_RETURN_IF_ERROR(MapPeers());
   const uint32_t n = area_.nranks(), me = area_.rank();
@@ -101,6 +125,7 @@ Status ZeroCopy::Run() {
     HZC_RETURN_IF_ERROR(GetReduce(c_.dtype, c_.op, &reduce));
   }
   std::vector<const void *> in(n);
+  std::vector<void *> out;
   switch (c_.kind) {
     case Kind::kAllGather:
       // Pull every rank's block, starting with the next rank so ranks spread their reads.
@@ -114,46 +139,52 @@ Status ZeroCopy::Run() {
         }
       }));
       break;
-    case Kind::kBroadcast:
-      if (me != c_.root) {
-        HZC_RETURN_IF_ERROR(Guarded([&] { std::memcpy(recv_[me], send_[c_.root], b); }));
+    case Kind::kBroadcast: {
+      // Every rank copies its block of the root's buffer into every other rank's buffer, so
+      // all ranks copy at once and each writes (n - 1) / n of the buffer.
+      const Blocks blk(b, 1, n);
+      if (blk.size(me) != 0) {
+        HZC_RETURN_IF_ERROR(Guarded([&] {
+          for (uint32_t i = 1; i < n; ++i) {
+            const uint32_t p = (me + i) % n;
+            if (p != c_.root) {
+              std::memcpy(recv_[p] + blk.first(me), send_[c_.root] + blk.first(me), blk.size(me));
+            }
+          }
+          if (me != c_.root) {
+            std::memcpy(recv_[me] + blk.first(me), send_[c_.root] + blk.first(me), blk.size(me));
+          }
+        }));
       }
       break;
+    }
     case Kind::kReduceScatter:
       for (uint32_t p = 0; p < n; ++p) {
         in[p] = send_[p] + me * b;
       }
-      HZC_RETURN_IF_ERROR(Guarded([&] { reduce(recv_[me], in.data(), n, c_.count); }));
+      out.push_back(recv_[me]);
+      HZC_RETURN_IF_ERROR(
+          Guarded([&] { reduce.To(out.data(), 1, in.data(), n, c_.count, b >= kStreamBytes); }));
       break;
     case Kind::kAllReduce: {
-      // Reduce-scatter phase: this rank reduces its segment from every rank's input into its
-      // own output; all-gather phase: it pulls the other segments from their owners' outputs.
-      const size_t per = (static_cast<size_t>(c_.count) + n - 1) / n;
-      auto first = [&](uint32_t r) { return std::min<size_t>(c_.count, r * per); };
-      auto last = [&](uint32_t r) { return std::min<size_t>(c_.count, first(r) + per); };
-      if (last(me) > first(me)) {
+      // One sweep: this rank reduces its block of every rank's input and writes the result
+      // into every rank's output (in place too: only this rank reads or writes its block).
+      const Blocks blk(c_.count, es, n);
+      if (blk.size(me) != 0) {
         for (uint32_t p = 0; p < n; ++p) {
-          in[p] = send_[p] + first(me) * es;
+          in[p] = send_[p] + blk.first(me) * es;
+          out.push_back(recv_[p] + blk.first(me) * es);
         }
-        HZC_RETURN_IF_ERROR(Guarded(
-            [&] { reduce(recv_[me] + first(me) * es, in.data(), n, last(me) - first(me)); }));
+        const bool stream = blk.size(me) * es * n >= kStreamBytes;
+        HZC_RETURN_IF_ERROR(
+            Guarded([&] { reduce.To(out.data(), n, in.data(), n, blk.size(me), stream); }));
       }
-      HZC_RETURN_IF_ERROR(Step("the all-gather phase"));
-      HZC_RETURN_IF_ERROR(Guarded([&] {
-        for (uint32_t i = 1; i < n; ++i) {
-          const uint32_t p = (me + i) % n;
-          if (last(p) > first(p)) {
-            std::memcpy(recv_[me] + first(p) * es, recv_[p] + first(p) * es,
-                        (last(p) - first(p)) * es);
-          }
-        }
-      }));
       break;
     }
     default:  // Barrier; the exchanges run in coll/exchange.cpp
       break;
   }
-  // Peers may still be reading this rank's buffers: leave together.
+  // Peers may still be reading this rank's buffers, or writing them: leave together.
   return Step("the end of the call");
 }
 
