@@ -7,6 +7,8 @@
 #   make demo       install the demo deps, build hzc.ko, libhzc, hzc-demo and
 #                   hzc-info only, boot the guest and run the example (scripts/demo)
 #   make bench      install the bench deps, build, run the benchmarks in the guest
+#   make bench-native  install the bench deps, build, run the collectives natively on this
+#                   host next to Open MPI, MPICH and memcpy (scripts/bench-native)
 #   make install    install libhzc, its headers, CMake package and pkg-config
 #                   file, the tools, the uapi header and hzc.ko
 #                   (PREFIX, default /usr/local; DESTDIR for staging)
@@ -38,7 +40,7 @@ export BUILD HZC_DEPS
 
 CMAKE_CONFIGURE = cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=$(CMAKE_BUILD_TYPE)
 
-.PHONY: all deps kmod lib lib-check lib-bench lib-demo check demo bench install dkms-install deb deb-check \
+.PHONY: all deps kmod lib lib-check lib-bench lib-demo check demo bench bench-native install dkms-install deb deb-check \
 	lint format clean
 
 all: kmod lib
@@ -92,6 +94,11 @@ bench:
 	@"$(HZC_DEPS)" bench
 	@$(MAKE) --no-print-directory kmod lib-bench
 	@scripts/bench
+
+bench-native:
+	@"$(HZC_DEPS)" bench
+	@$(MAKE) --no-print-directory lib-bench
+	@scripts/bench-native
 
 install: kmod lib
 	DESTDIR=$(DESTDIR) cmake --install $(BUILD) --prefix $(PREFIX)
