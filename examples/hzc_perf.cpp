@@ -321,9 +321,11 @@ struct Buffers {
     if (base == nullptr) {
       return false;
     }
-    std::memset(base, 0, 2 * each);
+    // The receive buffer starts an odd number of pages after the send buffer: buffers a
+    // power of two apart alias in the caches and TLBs (and in the emulator's software TLB).
+    std::memset(base, 0, 2 * each + 4096);
     send = base;
-    recv = base + each;
+    recv = base + each + 4096;
     return true;
   }
   ~Buffers() {
