@@ -48,6 +48,7 @@
 #include <thread>
 #include <vector>
 
+#include "arena.h"
 #include "reference.h"
 #include "root_info_hex.h"
 
@@ -59,49 +60,8 @@ bool g_zero_copy = false;
 uint64_t g_expect_zero_copy = 0;  // receives that must have taken the zero-copy path
 
 // Buffers: activated memory (zerocopy) or plain memory (staging).
-struct Arena {
-  uint8_t *base = nullptr;
-  size_t size = 0;
-  void *va = nullptr;
-  aclrtDrvMemHandle handle = nullptr;
-  bool ok = false;
-
-  Arena(size_t bytes, bool zero_copy) {
-    if (!zero_copy) {
-      size = bytes;
-      base = static_cast<uint8_t *>(std::malloc(bytes));
-      ok = base != nullptr;
-      return;
-    }
-    aclrtPhysicalMemProp prop{};
-    prop.memAttr = ACL_HBM_MEM_NORMAL;
-    prop.location.type = ACL_MEM_LOCATION_TYPE_DEVICE;
-    size_t gran = 0;
-    if (aclrtMemGetAllocationGranularity(&prop, ACL_RT_MEM_ALLOC_GRANULARITY_MINIMUM, &gran) !=
-        ACL_SUCCESS) {
-      return;
-    }
-    size = (bytes + gran - 1) / gran * gran;
-    ok = aclrtReserveMemAddress(&va, size, 0, nullptr, 0) == ACL_SUCCESS &&
-         HcclCommSetMemoryRange(g_comm, va, size, 0, 0) == HCCL_SUCCESS &&
-         aclrtMallocPhysical(&handle, size, &prop, 0) == ACL_SUCCESS &&
-         aclrtMapMem(va, size, 0, handle, 0) == ACL_SUCCESS &&
-         HcclCommActivateCommMemory(g_comm, va, size, 0, handle, 0) == HCCL_SUCCESS;
-    base = static_cast<uint8_t *>(va);
-  }
-  ~Arena() {
-    if (va == nullptr) {
-      std::free(base);
-      return;
-    }
-    HcclCommDeactivateCommMemory(g_comm, va);
-    aclrtUnmapMem(va);
-    aclrtFreePhysical(handle);
-    HcclCommUnsetMemoryRange(g_comm, va);
-    aclrtReleaseMemAddress(va);
-  }
-  Arena(const Arena &) = delete;
-  Arena &operator=(const Arena &) = delete;
+struct Arena : hzc::test::Arena {
+  Arena(size_t bytes, bool zero_copy) : hzc::test::Arena(g_comm, bytes, zero_copy) {}
 };
 
 constexpr size_t kGuard = 64;
