@@ -11,26 +11,11 @@
 #include <vector>
 
 #include "hzc_test.h"
+#include "one_rank.h"
 
 namespace {
 
-class CollApiTest : public hzc::test::Test {
- protected:
-  void SetUp() override {
-    hzc::test::Test::SetUp();
-    HcclRootInfo root;
-    ASSERT_EQ(HcclGetRootInfo(&root), HCCL_SUCCESS);
-    ASSERT_EQ(HcclCommInitRootInfo(1, &root, 0, &comm_), HCCL_SUCCESS);
-  }
-  void TearDown() override {
-    if (comm_ != nullptr) {
-      EXPECT_EQ(HcclCommDestroy(comm_), HCCL_SUCCESS);
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));  // root thread exit
-    hzc::test::Test::TearDown();
-  }
-  HcclComm comm_ = nullptr;
-};
+class CollApiTest : public hzc::test::OneRankTest {};
 
 constexpr auto kI32 = HCCL_DATA_TYPE_INT32;
 

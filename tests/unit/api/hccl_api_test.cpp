@@ -16,29 +16,19 @@
 #include "core/range_registry.h"
 #include "hzc/hzc.h"
 #include "hzc_test.h"
+#include "one_rank.h"
 #include "rank_launch.h"
 
 namespace {
 
 const size_t kPage = static_cast<size_t>(getpagesize());
 
-class HcclApiTest : public hzc::test::Test {
+class HcclApiTest : public hzc::test::OneRankTest {
  protected:
-  void SetUp() override {
-    hzc::test::Test::SetUp();
-    HcclRootInfo root;
-    ASSERT_EQ(HcclGetRootInfo(&root), HCCL_SUCCESS);
-    ASSERT_EQ(HcclCommInitRootInfo(1, &root, 0, &comm_), HCCL_SUCCESS);
-  }
   void TearDown() override {
-    if (comm_ != nullptr) {
-      EXPECT_EQ(HcclCommDestroy(comm_), HCCL_SUCCESS);
-    }
+    OneRankTest::TearDown();
     EXPECT_EQ(hzc::RangeRegistry::Process().RangeCount(), 0U);
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));  // root thread exit
-    hzc::test::Test::TearDown();
   }
-  HcclComm comm_ = nullptr;
 };
 
 TEST_F(HcclApiTest, RankQueries) {
