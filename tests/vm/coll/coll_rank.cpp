@@ -23,6 +23,8 @@
 //     revoke    (zerocopy) rank 1 deactivates its input during a large AllGather: the readers
 //               get HCCL_E_REMOTE and do not crash (58: the deactivation never came inside a
 //               call in 10 attempts)
+//     revokewrite  (zerocopy) the same during a large Broadcast from rank 0, which writes its
+//               share of the buffer into rank 1's: the writer gets HCCL_E_REMOTE as well
 // Exit status: 0 success; an HcclResult for an unexpected result; 60 wrong data; 61 bytes
 // outside a buffer changed; 50+ setup failures. The scenarios absent/die/revoke/refuse* exit
 // with the result of the decisive call (74: it took more than 5 s).
@@ -359,7 +361,9 @@ int Refuse(uint32_t bad, bool null_buffer, bool after_a_call) {
   return r;
 }
 
-int Revoke() {
+// @write: the call is a Broadcast from rank 0, whose share of the copy is a write into rank 1's
+// buffer; else an AllGather, whose readers read rank 1's input.
+int Revoke(bool write) {
   const size_t count = 16 << 20;
   Arena arena(count * (g_n + 1) + 4096, true);
   if (!arena.ok) {
@@ -391,8 +395,9 @@ int Revoke() {
     HcclResult r = HCCL_SUCCESS;
     for (int i = 0; i < 20 && r == HCCL_SUCCESS; ++i) {
       calling.store(true);
-      r = HcclAllGather(arena.base, arena.base + count, count, HCCL_DATA_TYPE_INT8, g_comm,
-                        nullptr);
+      r = write ? HcclBroadcast(arena.base, count * g_n, HCCL_DATA_TYPE_INT8, 0, g_comm, nullptr)
+                : HcclAllGather(arena.base, arena.base + count, count, HCCL_DATA_TYPE_INT8, g_comm,
+                                nullptr);
     }
     if (revoker.joinable()) {
       revoker.join();
@@ -434,8 +439,8 @@ int main(int argc, char **argv) {
     rc = Absent();
   } else if (scenario == "die") {
     rc = Die();
-  } else if (scenario == "revoke") {
-    rc = Revoke();
+  } else if (scenario == "revoke" || scenario == "revokewrite") {
+    rc = Revoke(scenario == "revokewrite");
   } else if (scenario == "refuse") {
     rc = Refuse(1, false, true);
   } else if (scenario == "refusenull") {
@@ -445,7 +450,7 @@ int main(int argc, char **argv) {
   } else if (int x = ExchangeScenario(scenario); x >= 0) {
     rc = x;
   }
-  if (scenario != "die" && scenario != "absent" && scenario != "revoke" &&
+  if (scenario != "die" && scenario != "absent" && scenario.rfind("revoke", 0) != 0 &&
       scenario != "refusefirst" && HcclCommDestroy(g_comm) != HCCL_SUCCESS && rc == 0) {
     rc = 56;
   }

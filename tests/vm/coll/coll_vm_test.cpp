@@ -202,4 +202,15 @@ TEST_F(CollTest, PeerMemoryDeactivatedDuringACallIsAnError) {
   EXPECT_EQ(rc, (std::vector<int>{HCCL_E_REMOTE, HCCL_E_REMOTE}));
 }
 
+// The same for a peer that writes: the ranks of a Broadcast copy into each other's buffers.
+TEST_F(CollTest, PeerMemoryDeactivatedWhileAPeerWritesIntoItIsAnError) {
+  if (!HaveTransport()) {
+    GTEST_SKIP() << hzc_device_path() << " is absent and HZC_TRANSPORT=kernel";
+  }
+  ExpectErrorLog("HcclBroadcast: ");
+  ExpectErrorLog("HcclCommDeactivateCommMemory: ");
+  const auto rc = RunRanks(2, "revokewrite", "zerocopy");
+  EXPECT_EQ(rc, (std::vector<int>{HCCL_E_REMOTE, HCCL_E_REMOTE}));
+}
+
 }  // namespace
