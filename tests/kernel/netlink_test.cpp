@@ -421,9 +421,11 @@ std::string CompareDomain(const NlMsg &m, bool priv) {
 }
 
 // A context with @n one-page ranges, each activated (cookie = index), and @n domains of
-// two ranks where this process holds rank 0: the first kPerContext through that context,
-// the others through further contexts (each within the default max_memberships).
+// two ranks where this process holds rank 0: the first kOwnerDomains through that context
+// (every range message lists them), the others through further contexts of kPerContext
+// memberships each (within the default max_memberships).
 struct Population {
+  static constexpr size_t kOwnerDomains = 8;
   static constexpr size_t kPerContext = 200;
   int fd = -1;
   std::vector<int> member_fds;
@@ -451,8 +453,8 @@ struct Population {
       range_ids.push_back(out.out_id);
       if (with_domains) {
         int join_fd = fd;
-        if (i >= kPerContext) {
-          if (i % kPerContext == 0) {
+        if (i >= kOwnerDomains) {
+          if ((i - kOwnerDomains) % kPerContext == 0) {
             member_fds.push_back(OpenDevice());
           }
           join_fd = member_fds.back();
@@ -529,10 +531,10 @@ void CheckDumpsAgainstSysfs(size_t n) {
   if (n >= 100) {
     EXPECT_GT(ranges.reads, 2) << "a dump of " << n << " ranges fit one 4 KiB read";
   }
-  // The ranges' owner context holds the first kPerContext domains.
+  // The ranges' owner context holds the first kOwnerDomains domains.
   const std::map<std::string, uint64_t> seqs = DomainSeqs();
   std::string seq_list;
-  for (size_t i = 0; i < std::min(n, Population::kPerContext); ++i) {
+  for (size_t i = 0; i < std::min(n, Population::kOwnerDomains); ++i) {
     seq_list +=
         (seq_list.empty() ? "" : " ") + std::to_string(seqs.at(DomainIdHex(pop.domains[i])));
   }
