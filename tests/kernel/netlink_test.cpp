@@ -660,15 +660,21 @@ TEST_F(Netlink, GetOneObjectAndStats) {
   r = nl.Request(HZC_NL_CMD_DOMAIN_GET, {Attr::U64(HZC_NLA_DOMAIN_SEQ, ~0ull >> 1)}, false);
   EXPECT_EQ(r.err, ENOENT);
 
-  // Filters: one range's activations; one domain's members.
-  r = nl.Request(HZC_NL_CMD_ACTIVATION_GET, {Attr::U64(HZC_NLA_RANGE_ID, pop.range_ids[2])}, true);
-  ASSERT_EQ(r.err, 0);
-  ASSERT_EQ(r.msgs.size(), 1u);
-  EXPECT_EQ(r.msgs[0].U64(HZC_NLA_RANGE_ID), pop.range_ids[2]);
-  r = nl.Request(HZC_NL_CMD_MEMBER_GET, {Attr::U64(HZC_NLA_DOMAIN_SEQ, seq)}, true);
-  ASSERT_EQ(r.err, 0);
-  ASSERT_EQ(r.msgs.size(), 1u);
-  EXPECT_EQ(r.msgs[0].U64(HZC_NLA_DOMAIN_SEQ), seq);
+  // Filters: one range's activations, one domain's members; each of the newest and of one
+  // followed by others (the dump must stop at the filtered key, also on its second call).
+  for (size_t i : {size_t{1}, size_t{2}}) {
+    r = nl.Request(HZC_NL_CMD_ACTIVATION_GET, {Attr::U64(HZC_NLA_RANGE_ID, pop.range_ids[i])},
+                   true);
+    ASSERT_EQ(r.err, 0);
+    ASSERT_EQ(r.msgs.size(), 1u) << "range filter, range " << i;
+    EXPECT_EQ(r.msgs[0].U64(HZC_NLA_RANGE_ID), pop.range_ids[i]);
+    const std::string ddir = FindDomainDir(pop.domains[i - 1]);
+    const uint64_t dseq = std::stoull(ddir.substr(ddir.rfind('/') + 1));
+    r = nl.Request(HZC_NL_CMD_MEMBER_GET, {Attr::U64(HZC_NLA_DOMAIN_SEQ, dseq)}, true);
+    ASSERT_EQ(r.err, 0);
+    ASSERT_EQ(r.msgs.size(), 1u) << "domain filter, domain " << i - 1;
+    EXPECT_EQ(r.msgs[0].U64(HZC_NLA_DOMAIN_SEQ), dseq);
+  }
 }
 
 // A dump read 4 KiB at a time while ranges come and go between the reads: every range that
