@@ -139,8 +139,8 @@ struct hzc_user {
  * @ranges: interval tree of the ranges, by address
  * @nr_ranges: number of ranges
  * @members_lock: protects @members for sysfs readers
- * @members: memberships (struct hzc_member.ctx_node), those of one domain
- *	next to each other; changed under hzc_domains_lock and @members_lock
+ * @members: memberships (struct hzc_member.ctx_node), ordered by domain
+ *	seq; changed under hzc_domains_lock and @members_lock
  * @nr_members: number of memberships (hzc_domains_lock)
  * @board_bytes: bytes published through the memberships (hzc_domains_lock)
  */

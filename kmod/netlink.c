@@ -44,7 +44,8 @@ static struct genl_family hzc_genl_family;
  * struct hzc_nl_dump - a dump's state, kept in netlink_callback.ctx
  * @key: range id or domain seq to resume at
  * @key2: activation address or member rank to resume at within @key
- * @filter_key: dump only @key (HZC_NLA_RANGE_ID, HZC_NLA_DOMAIN_SEQ)
+ * @filter: with @filter_key, the one key to dump
+ * @filter_key: dump only @filter (HZC_NLA_RANGE_ID, HZC_NLA_DOMAIN_SEQ)
  * @filter_pid: dump only objects of this owner pid
  * @has_filter_pid: @filter_pid is set
  * @priv: the sender may see everything
@@ -53,6 +54,7 @@ static struct genl_family hzc_genl_family;
 struct hzc_nl_dump {
 	u64 key;
 	u64 key2;
+	u64 filter;
 	bool filter_key;
 	bool has_filter_pid;
 	bool priv;
@@ -261,7 +263,8 @@ static int hzc_nl_dump_start(struct netlink_callback *cb, int key_type,
 	d->uid = who.uid;
 	if (attrs && key_type && attrs[key_type]) {
 		d->filter_key = true;
-		d->key = nla_get_u64(attrs[key_type]);
+		d->filter = nla_get_u64(attrs[key_type]);
+		d->key = d->filter;
 	}
 	if (!take_pid)
 		return hzc_nl_reject(cb->extack, attrs, HZC_NLA_PID);
@@ -359,11 +362,10 @@ static int hzc_nl_act_dumpit(struct sk_buff *skb, struct netlink_callback *cb)
 {
 	struct hzc_nl_dump *d = hzc_nl_dump_ctx(cb);
 	struct hzc_range *range;
-	u64 want = d->key;
 	int ret = 0;
 
 	while ((range = hzc_range_get_next(&d->key))) {
-		if (d->filter_key && d->key != want) {
+		if (d->filter_key && d->key != d->filter) {
 			hzc_range_put(range);
 			break;
 		}
@@ -452,11 +454,10 @@ static int hzc_nl_member_dumpit(struct sk_buff *skb,
 	struct hzc_nl_dump *d = hzc_nl_dump_ctx(cb);
 	struct hzc_nl_who who = { .priv = d->priv, .uid = d->uid };
 	struct hzc_domain *dom;
-	u64 want = d->key;
 	int ret = 0;
 
 	while ((dom = hzc_domain_get_next(&d->key))) {
-		if (d->filter_key && d->key != want) {
+		if (d->filter_key && d->key != d->filter) {
 			hzc_domain_put(dom);
 			break;
 		}

@@ -421,9 +421,11 @@ std::string CompareDomain(const NlMsg &m, bool priv) {
 }
 
 // A context with @n one-page ranges, each activated (cookie = index), and @n domains of
-// two ranks where this process holds rank 0: the first kPerContext through that context,
-// the others through further contexts (each within the default max_memberships).
+// two ranks where this process holds rank 0: the first kOwnerDomains through that context
+// (every range message lists them), the others through further contexts of kPerContext
+// memberships each (within the default max_memberships).
 struct Population {
+  static constexpr size_t kOwnerDomains = 8;
   static constexpr size_t kPerContext = 200;
   int fd = -1;
   std::vector<int> member_fds;
@@ -451,8 +453,8 @@ struct Population {
       range_ids.push_back(out.out_id);
       if (with_domains) {
         int join_fd = fd;
-        if (i >= kPerContext) {
-          if (i % kPerContext == 0) {
+        if (i >= kOwnerDomains) {
+          if ((i - kOwnerDomains) % kPerContext == 0) {
             member_fds.push_back(OpenDevice());
           }
           join_fd = member_fds.back();
@@ -529,10 +531,10 @@ void CheckDumpsAgainstSysfs(size_t n) {
   if (n >= 100) {
     EXPECT_GT(ranges.reads, 2) << "a dump of " << n << " ranges fit one 4 KiB read";
   }
-  // The ranges' owner context holds the first kPerContext domains.
+  // The ranges' owner context holds the first kOwnerDomains domains.
   const std::map<std::string, uint64_t> seqs = DomainSeqs();
   std::string seq_list;
-  for (size_t i = 0; i < std::min(n, Population::kPerContext); ++i) {
+  for (size_t i = 0; i < std::min(n, Population::kOwnerDomains); ++i) {
     seq_list +=
         (seq_list.empty() ? "" : " ") + std::to_string(seqs.at(DomainIdHex(pop.domains[i])));
   }
@@ -658,15 +660,21 @@ TEST_F(Netlink, GetOneObjectAndStats) {
   r = nl.Request(HZC_NL_CMD_DOMAIN_GET, {Attr::U64(HZC_NLA_DOMAIN_SEQ, ~0ull >> 1)}, false);
   EXPECT_EQ(r.err, ENOENT);
 
-  // Filters: one range's activations; one domain's members.
-  r = nl.Request(HZC_NL_CMD_ACTIVATION_GET, {Attr::U64(HZC_NLA_RANGE_ID, pop.range_ids[2])}, true);
-  ASSERT_EQ(r.err, 0);
-  ASSERT_EQ(r.msgs.size(), 1u);
-  EXPECT_EQ(r.msgs[0].U64(HZC_NLA_RANGE_ID), pop.range_ids[2]);
-  r = nl.Request(HZC_NL_CMD_MEMBER_GET, {Attr::U64(HZC_NLA_DOMAIN_SEQ, seq)}, true);
-  ASSERT_EQ(r.err, 0);
-  ASSERT_EQ(r.msgs.size(), 1u);
-  EXPECT_EQ(r.msgs[0].U64(HZC_NLA_DOMAIN_SEQ), seq);
+  // Filters: one range's activations, one domain's members; each of the newest and of one
+  // followed by others (the dump must stop at the filtered key, also on its second call).
+  for (size_t i : {size_t{1}, size_t{2}}) {
+    r = nl.Request(HZC_NL_CMD_ACTIVATION_GET, {Attr::U64(HZC_NLA_RANGE_ID, pop.range_ids[i])},
+                   true);
+    ASSERT_EQ(r.err, 0);
+    ASSERT_EQ(r.msgs.size(), 1u) << "range filter, range " << i;
+    EXPECT_EQ(r.msgs[0].U64(HZC_NLA_RANGE_ID), pop.range_ids[i]);
+    const std::string ddir = FindDomainDir(pop.domains[i - 1]);
+    const uint64_t dseq = std::stoull(ddir.substr(ddir.rfind('/') + 1));
+    r = nl.Request(HZC_NL_CMD_MEMBER_GET, {Attr::U64(HZC_NLA_DOMAIN_SEQ, dseq)}, true);
+    ASSERT_EQ(r.err, 0);
+    ASSERT_EQ(r.msgs.size(), 1u) << "domain filter, domain " << i - 1;
+    EXPECT_EQ(r.msgs[0].U64(HZC_NLA_DOMAIN_SEQ), dseq);
+  }
 }
 
 // A dump read 4 KiB at a time while ranges come and go between the reads: every range that
