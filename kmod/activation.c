@@ -254,6 +254,7 @@ int hzc_activate(struct hzc_ucmd *ucmd)
 	up_write(&range->lock);
 	atomic64_inc(&hzc_stats.nr_activations);
 	atomic64_add(cmd->length, &hzc_stats.pinned_bytes);
+	hzc_nl_event_act(HZC_NL_CMD_EVENT_ACTIVATE, range, act);
 	cmd->out_range_id = range->id;
 	mutex_unlock(&ctx->lock);
 	hzc_range_put(range);
@@ -287,6 +288,7 @@ static void hzc_activation_remove(struct hzc_ctx *ctx, struct hzc_range *range,
 	WRITE_ONCE(range->nr_acts, range->nr_acts - 1);
 	WRITE_ONCE(range->activated_bytes, range->activated_bytes - size);
 	up_write(&range->lock);
+	hzc_nl_event_act(HZC_NL_CMD_EVENT_DEACTIVATE, range, act);
 
 	hzc_peer_revoke(range, act->node.start - hzc_range_base(range), size);
 	hzc_unpin(act->pages, act->npages, true);

@@ -54,6 +54,7 @@ static void hzc_ctx_teardown(struct hzc_ctx *ctx)
 		mutex_unlock(&ctx->lock);
 		hzc_domains_leave_all(ctx);
 		hzc_ranges_destroy(ctx);
+		hzc_nl_event_ctx_release(ctx);
 	}
 	mutex_unlock(&ctx->teardown_lock);
 }

@@ -29,10 +29,17 @@
 #include "hzc.h"
 
 /* Domains, memberships and boards. */
-static DEFINE_MUTEX(hzc_domains_lock);
+DEFINE_MUTEX(hzc_domains_lock);
 /* Domains that are not broken, by id. */
 static DEFINE_HASHTABLE(hzc_domain_table, 8);
 static atomic64_t hzc_last_domain_seq = ATOMIC64_INIT(0);
+/*
+ * Domains by seq, from the join that completes them until they are freed
+ * (broken ones too, as in sysfs), for the netlink dumps.  A domain is
+ * erased in its release, so a lookup under the xa_lock may meet it at a
+ * zero count and must skip it.
+ */
+static DEFINE_XARRAY(hzc_domains_xa);
 
 static bool hzc_id_eq(const u64 *a, const u64 *b)
 {
@@ -50,6 +57,9 @@ static void hzc_domain_free(struct kref *kref)
 	struct hzc_board_slot *slot;
 	u32 i;
 
+	/* Also releases the slot a failed join reserved. */
+	if (dom->seq)
+		xa_erase(&hzc_domains_xa, dom->seq);
 	hzc_sysfs_domain_del(dom);
 	for (i = 0; i < dom->nranks * HZC_BOARD_KEYS; i++) {
 		slot = &dom->board[i];
@@ -68,9 +78,37 @@ static void hzc_domain_free(struct kref *kref)
 	kfree(dom);
 }
 
-static void hzc_domain_put(struct hzc_domain *dom)
+void hzc_domain_put(struct hzc_domain *dom)
 {
 	kref_put(&dom->kref, hzc_domain_free);
+}
+
+/*
+ * Takes a reference on the domain of the lowest seq >= *@seq, if any, and
+ * sets *@seq to its seq.
+ */
+struct hzc_domain *hzc_domain_get_next(u64 *seq)
+{
+	unsigned long index = *seq;
+	struct hzc_domain *dom;
+
+	if (*seq > ULONG_MAX)
+		return NULL;
+	xa_lock(&hzc_domains_xa);
+	for (;;) {
+		dom = xa_find(&hzc_domains_xa, &index, ULONG_MAX, XA_PRESENT);
+		if (!dom || kref_get_unless_zero(&dom->kref))
+			break;
+		/* Being freed: it waits for the xa_lock to erase itself. */
+		if (index == ULONG_MAX) {
+			dom = NULL;
+			break;
+		}
+		index++;
+	}
+	xa_unlock(&hzc_domains_xa);
+	*seq = index;
+	return dom;
 }
 
 static struct hzc_domain *hzc_domain_alloc(const u64 *id, u32 nranks)
@@ -171,7 +209,7 @@ static void hzc_domain_revoke(struct hzc_domain *dom)
  * Leave @m.  Returns the domain, referenced, if this broke it: the caller
  * must hzc_domain_revoke() it after dropping hzc_domains_lock.
  */
-static struct hzc_domain *hzc_member_leave(struct hzc_member *m)
+static struct hzc_domain *hzc_member_leave(struct hzc_member *m, u8 event)
 {
 	struct hzc_domain *dom = m->dom;
 	struct hzc_ctx *ctx = m->ctx;
@@ -192,6 +230,7 @@ static struct hzc_domain *hzc_member_leave(struct hzc_member *m)
 	atomic_dec(&ctx->hu->nr_members);
 	dom->members[m->rank] = NULL;
 	WRITE_ONCE(dom->nr_joined, dom->nr_joined - 1);
+	hzc_nl_event_member(event, m);
 	/*
 	 * The member's blobs stay on the board: ranks woken by a key that
 	 * every rank published still read it after this rank is gone.
@@ -216,15 +255,18 @@ static int hzc_member_charge(struct hzc_ctx *ctx)
 	return 0;
 }
 
-/* Insert @m next to the context's other members of its domain, if any. */
+/*
+ * Insert @m after the context's other members of its domain: the list is
+ * ordered by domain seq, so sysfs and netlink list the domains ascending.
+ */
 static void hzc_member_link(struct hzc_ctx *ctx, struct hzc_member *m)
 {
 	struct list_head *pos = &ctx->members;
 	struct hzc_member *other;
 
 	list_for_each_entry(other, &ctx->members, ctx_node) {
-		if (other->dom == m->dom) {
-			pos = other->ctx_node.next;
+		if (other->dom->seq > m->dom->seq) {
+			pos = &other->ctx_node;
 			break;
 		}
 	}
@@ -299,6 +341,9 @@ retry:
 		created = true;
 		dom->seq = atomic64_inc_return(&hzc_last_domain_seq);
 		atomic64_inc(&hzc_stats.nr_domains);
+		ret = xa_reserve(&hzc_domains_xa, dom->seq, GFP_KERNEL_ACCOUNT);
+		if (ret)
+			goto out_uncharge;
 		ret = hzc_sysfs_domain_add(dom);
 		if (ret)
 			goto out_uncharge;
@@ -312,14 +357,19 @@ retry:
 	if (ret)
 		goto out_uncharge;
 	/* Complete: now it may be found. */
-	if (created)
+	if (created) {
 		hash_add(hzc_domain_table, &dom->hnode,
 			 hzc_id_hash(dom->id));
-	else
+		/* The slot is reserved: storing allocates nothing. */
+		WARN_ON(xa_err(xa_store(&hzc_domains_xa, dom->seq, dom,
+					GFP_KERNEL)));
+	} else {
 		kref_get(&dom->kref);
+	}
 	dom->members[cmd->rank] = m;
 	WRITE_ONCE(dom->nr_joined, dom->nr_joined + 1);
 	hzc_member_link(ctx, m);
+	hzc_nl_event_member(HZC_NL_CMD_EVENT_MEMBER_JOIN, m);
 	mutex_unlock(&hzc_domains_lock);
 	/* Allocated because the domain did not exist; it does now. */
 	if (new_dom)
@@ -353,7 +403,7 @@ int hzc_domain_leave(struct hzc_ucmd *ucmd)
 	mutex_lock(&hzc_domains_lock);
 	m = hzc_member_find(ucmd->ctx, cmd->domain_id, cmd->rank);
 	if (m)
-		broke = hzc_member_leave(m);
+		broke = hzc_member_leave(m, HZC_NL_CMD_EVENT_MEMBER_LEAVE);
 	else
 		ret = -ENOENT;
 	mutex_unlock(&hzc_domains_lock);
@@ -370,7 +420,8 @@ void hzc_domains_leave_all(struct hzc_ctx *ctx)
 	while (!list_empty(&ctx->members)) {
 		broke = hzc_member_leave(list_first_entry(&ctx->members,
 							  struct hzc_member,
-							  ctx_node));
+							  ctx_node),
+					 HZC_NL_CMD_EVENT_MEMBER_BROKEN);
 		if (broke) {
 			mutex_unlock(&hzc_domains_lock);
 			hzc_domain_revoke(broke);

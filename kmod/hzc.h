@@ -16,14 +16,21 @@
  *   hzc_grant       one peer mapping's right to a range (peer.c)
  *
  * Reachability (as iommufd does it): an object is put where others can find
- * it (sysfs, window tree, domain table, board) only once fully initialised,
- * and is taken out of reach before its teardown starts.
+ * it (sysfs, window tree, domain table, board, the id-ordered xarrays the
+ * netlink dumps walk) only once fully initialised, and is taken out of
+ * reach before its teardown starts.
  *
  * Lock order (outer first):
  *   ctx->teardown_lock -> hzc_domains_lock -> ctx->members_lock
  *   ctx->teardown_lock -> ctx->lock -> range->lock
  *   ctx->lock -> mmap_lock (VMA checks)
  *   mmap_lock (mmap, peer fault) -> range->lock -> hzc_domains_lock
+ *   ctx->lock, hzc_domains_lock -> hzc_events_lock (netlink.c; innermost
+ *	mutex: it numbers and sends events, netlink's own locks inside it)
+ *   netlink dump or doit -> hzc_domains_lock or range->lock ->
+ *	ctx->members_lock
+ * The xa_locks of hzc_ranges_xa and hzc_domains_xa are innermost spinlocks,
+ * held only to find an object and take a reference on it.
  * Pinning takes no hzc lock.  Nothing copies to or from user memory under
  * hzc_domains_lock or range->lock.  sysfs show() takes no lock but
  * ctx->members_lock, so sysfs entries may be removed under any mutex.
@@ -45,6 +52,7 @@
 #include <linux/types.h>
 #include <linux/uidgid.h>
 #include <linux/wait.h>
+#include <linux/xarray.h>
 #include <linux/hzc.h>
 
 struct mm_struct;
@@ -123,15 +131,16 @@ struct hzc_user {
  * @mm: the opener's mm (mmgrab()ed); every ioctl and mmap must come from it
  * @tgid: the opener's thread group, shown in sysfs
  * @user: the opener's user_struct, charged with pins (RLIMIT_MEMLOCK)
- * @hu: the opener's hzc_user
+ * @hu: the opener's hzc_user; its uid (the opener's real uid) owns the
+ *	context's objects for the netlink family (HZC_NLA_UID)
  * @teardown_lock: serialises teardown (mm release against close)
  * @dead: torn down; nothing new may appear
  * @lock: serialises changes of this context's ranges and activations
  * @ranges: interval tree of the ranges, by address
  * @nr_ranges: number of ranges
  * @members_lock: protects @members for sysfs readers
- * @members: memberships (struct hzc_member.ctx_node), those of one domain
- *	next to each other; changed under hzc_domains_lock and @members_lock
+ * @members: memberships (struct hzc_member.ctx_node), ordered by domain
+ *	seq; changed under hzc_domains_lock and @members_lock
  * @nr_members: number of memberships (hzc_domains_lock)
  * @board_bytes: bytes published through the memberships (hzc_domains_lock)
  */
@@ -308,6 +317,8 @@ int hzc_range_register(struct hzc_ucmd *ucmd);
 int hzc_range_unregister(struct hzc_ucmd *ucmd);
 void hzc_ranges_destroy(struct hzc_ctx *ctx);
 struct hzc_range *hzc_range_get_by_window(unsigned long pgoff);
+struct hzc_range *hzc_range_get_by_id(u64 id);
+struct hzc_range *hzc_range_get_next(u64 *id);
 void hzc_range_put(struct hzc_range *range);
 void hzc_windows_destroy(void);
 
@@ -317,6 +328,9 @@ int hzc_deactivate(struct hzc_ucmd *ucmd);
 void hzc_activations_destroy(struct hzc_ctx *ctx, struct hzc_range *range);
 
 /* domain.c */
+extern struct mutex hzc_domains_lock;
+struct hzc_domain *hzc_domain_get_next(u64 *seq);
+void hzc_domain_put(struct hzc_domain *dom);
 int hzc_domain_join(struct hzc_ucmd *ucmd);
 int hzc_domain_leave(struct hzc_ucmd *ucmd);
 int hzc_board_put(struct hzc_ucmd *ucmd);
@@ -346,5 +360,14 @@ int hzc_sysfs_domain_add(struct hzc_domain *dom);
 void hzc_sysfs_domain_del(struct hzc_domain *dom);
 int hzc_sysfs_member_add(struct hzc_member *member);
 void hzc_sysfs_member_del(struct hzc_member *member);
+
+/* netlink.c */
+int hzc_nl_init(void);
+void hzc_nl_exit(void);
+void hzc_nl_event_range(u8 cmd, struct hzc_range *range);
+void hzc_nl_event_act(u8 cmd, struct hzc_range *range,
+		      const struct hzc_activation *act);
+void hzc_nl_event_member(u8 cmd, const struct hzc_member *m);
+void hzc_nl_event_ctx_release(struct hzc_ctx *ctx);
 
 #endif /* _HZC_PRIV_H */

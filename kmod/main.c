@@ -209,11 +209,21 @@ static int __init hzc_init(void)
 	ret = hzc_peer_init();
 	if (ret)
 		goto out_sysfs;
-	ret = misc_register(&hzc_misc);
+	/*
+	 * Before the device: once /dev/hzc exists a file may be open, and a
+	 * failure after it could not be unwound.  The family shows the same
+	 * (empty) object tables as sysfs until then.
+	 */
+	ret = hzc_nl_init();
 	if (ret)
 		goto out_peer;
+	ret = misc_register(&hzc_misc);
+	if (ret)
+		goto out_nl;
 	return 0;
 
+out_nl:
+	hzc_nl_exit();
 out_peer:
 	hzc_peer_exit();
 out_sysfs:
@@ -224,6 +234,7 @@ out_sysfs:
 /* Only reached once no file is open and no peer VMA exists. */
 static void __exit hzc_exit(void)
 {
+	hzc_nl_exit();
 	misc_deregister(&hzc_misc);
 	/* Contexts whose notifiers were put are freed after a grace period. */
 	mmu_notifier_synchronize();

@@ -27,6 +27,12 @@ static struct maple_tree hzc_windows =
 	MTREE_INIT_EXT(hzc_windows, MT_FLAGS_ALLOC_RANGE | MT_FLAGS_LOCK_EXTERN,
 		       hzc_windows_lock);
 static atomic64_t hzc_last_range_id = ATOMIC64_INIT(0);
+/*
+ * Registered ranges by id, for the netlink dumps.  A range is in it while
+ * it is in its context's tree; it is erased before the tree's reference is
+ * dropped, so one found under the xa_lock can be referenced.
+ */
+static DEFINE_XARRAY(hzc_ranges_xa);
 
 /* Give @range the lowest free window of @npages pages. */
 static int hzc_window_alloc(struct hzc_range *range, unsigned long npages)
@@ -86,6 +92,39 @@ struct hzc_range *hzc_range_get_by_window(unsigned long pgoff)
 	if (range)
 		kref_get(&range->kref);
 	mutex_unlock(&hzc_windows_lock);
+	return range;
+}
+
+/* Takes a reference on the registered range @id, if any. */
+struct hzc_range *hzc_range_get_by_id(u64 id)
+{
+	struct hzc_range *range;
+
+	xa_lock(&hzc_ranges_xa);
+	range = xa_load(&hzc_ranges_xa, id);
+	if (range)
+		kref_get(&range->kref);
+	xa_unlock(&hzc_ranges_xa);
+	return range;
+}
+
+/*
+ * Takes a reference on the registered range of the lowest id >= *@id, if
+ * any, and sets *@id to its id.
+ */
+struct hzc_range *hzc_range_get_next(u64 *id)
+{
+	unsigned long index = *id;
+	struct hzc_range *range;
+
+	if (*id > ULONG_MAX)
+		return NULL;
+	xa_lock(&hzc_ranges_xa);
+	range = xa_find(&hzc_ranges_xa, &index, ULONG_MAX, XA_PRESENT);
+	if (range)
+		kref_get(&range->kref);
+	xa_unlock(&hzc_ranges_xa);
+	*id = index;
 	return range;
 }
 
@@ -192,9 +231,12 @@ int hzc_range_register(struct hzc_ucmd *ucmd)
 		goto out_uncharge;
 	/* Complete now: the last step makes it visible in sysfs. */
 	ret = hzc_sysfs_range_add(range);
+	if (ret)
+		goto out_window;
+	ret = xa_insert(&hzc_ranges_xa, range->id, range, GFP_KERNEL_ACCOUNT);
 	if (ret) {
-		hzc_window_free(range);
-		goto out_uncharge;
+		hzc_sysfs_range_del(range);
+		goto out_window;
 	}
 	interval_tree_insert(&range->node, &ctx->ranges);
 	ctx->nr_ranges++;
@@ -202,12 +244,15 @@ int hzc_range_register(struct hzc_ucmd *ucmd)
 	down_write(&range->lock);
 	range->dead = false;
 	up_write(&range->lock);
+	hzc_nl_event_range(HZC_NL_CMD_EVENT_RANGE_SET, range);
 	mutex_unlock(&ctx->lock);
 
 	cmd->out_id = range->id;
 	cmd->out_mmap_offset = (u64)range->window << PAGE_SHIFT;
 	return 0;
 
+out_window:
+	hzc_window_free(range);
 out_uncharge:
 	hzc_range_uncharge(ctx, cmd->length);
 out_unlock:
@@ -226,6 +271,7 @@ static void hzc_range_remove(struct hzc_ctx *ctx, struct hzc_range *range)
 	range->dead = true;
 	up_write(&range->lock);
 
+	xa_erase(&hzc_ranges_xa, range->id);
 	hzc_sysfs_range_del(range);
 	hzc_window_free(range);
 	interval_tree_remove(&range->node, &ctx->ranges);
@@ -234,6 +280,7 @@ static void hzc_range_remove(struct hzc_ctx *ctx, struct hzc_range *range)
 	atomic64_dec(&hzc_stats.nr_ranges);
 	/* Peer mappings keep the range; their faults now get SIGBUS. */
 	hzc_peer_revoke(range, 0, hzc_range_size(range));
+	hzc_nl_event_range(HZC_NL_CMD_EVENT_RANGE_UNSET, range);
 	hzc_range_put(range);
 }
 
@@ -287,4 +334,6 @@ void hzc_windows_destroy(void)
 	WARN_ON(!mtree_empty(&hzc_windows));
 	__mt_destroy(&hzc_windows);
 	mutex_unlock(&hzc_windows_lock);
+	WARN_ON(!xa_empty(&hzc_ranges_xa));
+	xa_destroy(&hzc_ranges_xa);
 }

@@ -615,7 +615,11 @@ struct hzc_list_activations {
  * length, an unknown attribute, or a missing required attribute EINVAL
  * (with an extended ACK naming the attribute); no such or no visible
  * object ENOENT; a doit-only command asked to dump, or a dump-only command
- * asked without NLM_F_DUMP, EOPNOTSUPP.
+ * asked without NLM_F_DUMP, EOPNOTSUPP; an object too big for one message
+ * (a range whose owner holds some 300 memberships or more, possible only
+ * with max_memberships raised above its default of 256) EMSGSIZE, for a
+ * dump in its NLMSG_DONE, and such an event is dropped (a gap in
+ * HZC_NLA_EVENT_SEQ).
  */
 #define HZC_GENL_NAME		"hzc"
 #define HZC_GENL_VERSION	1
