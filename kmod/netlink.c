@@ -40,6 +40,12 @@ static u64 hzc_event_seq;
 
 static struct genl_family hzc_genl_family;
 
+/* Who asked: privileged, or the real uid the objects must belong to. */
+struct hzc_nl_who {
+	bool priv;
+	kuid_t uid;
+};
+
 /**
  * struct hzc_nl_dump - a dump's state, kept in netlink_callback.ctx
  * @key: range id or domain seq to resume at
@@ -48,8 +54,7 @@ static struct genl_family hzc_genl_family;
  * @filter_key: dump only @filter (HZC_NLA_RANGE_ID, HZC_NLA_DOMAIN_SEQ)
  * @filter_pid: dump only objects of this owner pid
  * @has_filter_pid: @filter_pid is set
- * @priv: the sender may see everything
- * @uid: the sender's real uid
+ * @who: who asked (decided when the dump starts)
  */
 struct hzc_nl_dump {
 	u64 key;
@@ -57,9 +62,8 @@ struct hzc_nl_dump {
 	u64 filter;
 	bool filter_key;
 	bool has_filter_pid;
-	bool priv;
 	u32 filter_pid;
-	kuid_t uid;
+	struct hzc_nl_who who;
 };
 
 static struct hzc_nl_dump *hzc_nl_dump_ctx(struct netlink_callback *cb)
@@ -67,12 +71,6 @@ static struct hzc_nl_dump *hzc_nl_dump_ctx(struct netlink_callback *cb)
 	BUILD_BUG_ON(sizeof(struct hzc_nl_dump) > sizeof(cb->ctx));
 	return (struct hzc_nl_dump *)cb->ctx;
 }
-
-/* Who asked: privileged, or the real uid the objects must belong to. */
-struct hzc_nl_who {
-	bool priv;
-	kuid_t uid;
-};
 
 static struct hzc_nl_who hzc_nl_who(const struct sk_buff *skb)
 {
@@ -229,6 +227,16 @@ static void *hzc_nl_dump_put(struct sk_buff *skb, struct netlink_callback *cb,
 			   &hzc_genl_family, NLM_F_MULTI, cmd);
 }
 
+/* Close a dump message: kept if @ret is 0, else taken back; returns @ret. */
+static int hzc_nl_dump_close(struct sk_buff *skb, void *hdr, int ret)
+{
+	if (ret)
+		genlmsg_cancel(skb, hdr);
+	else
+		genlmsg_end(skb, hdr);
+	return ret;
+}
+
 /*
  * End a dumpit() call: what it added is sent; a message that did not fit
  * is sent by the next call, unless it does not fit an empty skb either.
@@ -256,11 +264,9 @@ static int hzc_nl_dump_start(struct netlink_callback *cb, int key_type,
 {
 	struct nlattr **attrs = genl_dumpit_info(cb)->attrs;
 	struct hzc_nl_dump *d = hzc_nl_dump_ctx(cb);
-	struct hzc_nl_who who = hzc_nl_who(cb->skb);
 
 	memset(d, 0, sizeof(*d));
-	d->priv = who.priv;
-	d->uid = who.uid;
+	d->who = hzc_nl_who(cb->skb);
 	if (attrs && key_type && attrs[key_type]) {
 		d->filter_key = true;
 		d->filter = nla_get_u64(attrs[key_type]);
@@ -278,9 +284,7 @@ static int hzc_nl_dump_start(struct netlink_callback *cb, int key_type,
 static bool hzc_nl_dump_wants(const struct hzc_nl_dump *d,
 			      struct hzc_range *range)
 {
-	struct hzc_nl_who who = { .priv = d->priv, .uid = d->uid };
-
-	if (!hzc_nl_range_visible(&who, range))
+	if (!hzc_nl_range_visible(&d->who, range))
 		return false;
 	return !d->has_filter_pid || pid_nr(range->ctx->tgid) == d->filter_pid;
 }
@@ -304,12 +308,9 @@ static int hzc_nl_range_dumpit(struct sk_buff *skb, struct netlink_callback *cb)
 	while ((range = hzc_range_get_next(&d->key))) {
 		if (hzc_nl_dump_wants(d, range)) {
 			hdr = hzc_nl_dump_put(skb, cb, HZC_NL_CMD_RANGE_GET);
-			ret = hdr ? hzc_nl_fill_range(skb, range, d->priv) :
+			ret = hdr ? hzc_nl_dump_close(skb, hdr,
+					hzc_nl_fill_range(skb, range, d->who.priv)) :
 				    -EMSGSIZE;
-			if (hdr && ret)
-				genlmsg_cancel(skb, hdr);
-			else if (hdr)
-				genlmsg_end(skb, hdr);
 		}
 		hzc_range_put(range);
 		if (ret)
@@ -325,6 +326,7 @@ static int hzc_nl_range_acts(struct sk_buff *skb, struct netlink_callback *cb,
 {
 	struct hzc_nl_dump *d = hzc_nl_dump_ctx(cb);
 	struct interval_tree_node *node;
+	struct hzc_activation *act;
 	void *hdr;
 	int ret = 0;
 
@@ -334,19 +336,13 @@ static int hzc_nl_range_acts(struct sk_buff *skb, struct netlink_callback *cb,
 		/* One made after the dump passed its address: skipped. */
 		if (node->start < d->key2)
 			continue;
+		act = container_of(node, struct hzc_activation, node);
 		hdr = hzc_nl_dump_put(skb, cb, HZC_NL_CMD_ACTIVATION_GET);
-		if (!hdr) {
-			ret = -EMSGSIZE;
+		ret = hdr ? hzc_nl_dump_close(skb, hdr,
+				hzc_nl_fill_act(skb, range, act, d->who.priv)) :
+			    -EMSGSIZE;
+		if (ret)
 			break;
-		}
-		ret = hzc_nl_fill_act(skb, range,
-				      container_of(node, struct hzc_activation,
-						   node), d->priv);
-		if (ret) {
-			genlmsg_cancel(skb, hdr);
-			break;
-		}
-		genlmsg_end(skb, hdr);
 		d->key2 = (u64)node->last + 1;
 	}
 	up_read(&range->lock);
@@ -393,21 +389,17 @@ static int hzc_nl_domain_dumpit(struct sk_buff *skb,
 				struct netlink_callback *cb)
 {
 	struct hzc_nl_dump *d = hzc_nl_dump_ctx(cb);
-	struct hzc_nl_who who = { .priv = d->priv, .uid = d->uid };
 	struct hzc_domain *dom;
 	void *hdr;
 	int ret = 0;
 
 	while ((dom = hzc_domain_get_next(&d->key))) {
 		mutex_lock(&hzc_domains_lock);
-		if (hzc_nl_domain_visible(&who, dom)) {
+		if (hzc_nl_domain_visible(&d->who, dom)) {
 			hdr = hzc_nl_dump_put(skb, cb, HZC_NL_CMD_DOMAIN_GET);
-			ret = hdr ? hzc_nl_fill_domain(skb, dom, d->priv) :
+			ret = hdr ? hzc_nl_dump_close(skb, hdr,
+					hzc_nl_fill_domain(skb, dom, d->who.priv)) :
 				    -EMSGSIZE;
-			if (hdr && ret)
-				genlmsg_cancel(skb, hdr);
-			else if (hdr)
-				genlmsg_end(skb, hdr);
 		}
 		mutex_unlock(&hzc_domains_lock);
 		hzc_domain_put(dom);
@@ -433,12 +425,11 @@ static int hzc_nl_domain_members(struct sk_buff *skb,
 		hdr = hzc_nl_dump_put(skb, cb, HZC_NL_CMD_MEMBER_GET);
 		if (!hdr)
 			return -EMSGSIZE;
-		ret = hzc_nl_fill_member(skb, dom->members[d->key2]);
-		if (ret) {
-			genlmsg_cancel(skb, hdr);
+		ret = hzc_nl_dump_close(skb, hdr,
+					hzc_nl_fill_member(skb,
+							   dom->members[d->key2]));
+		if (ret)
 			return ret;
-		}
-		genlmsg_end(skb, hdr);
 	}
 	return 0;
 }
@@ -452,7 +443,6 @@ static int hzc_nl_member_dumpit(struct sk_buff *skb,
 				struct netlink_callback *cb)
 {
 	struct hzc_nl_dump *d = hzc_nl_dump_ctx(cb);
-	struct hzc_nl_who who = { .priv = d->priv, .uid = d->uid };
 	struct hzc_domain *dom;
 	int ret = 0;
 
@@ -462,7 +452,7 @@ static int hzc_nl_member_dumpit(struct sk_buff *skb,
 			break;
 		}
 		mutex_lock(&hzc_domains_lock);
-		if (hzc_nl_domain_visible(&who, dom))
+		if (hzc_nl_domain_visible(&d->who, dom))
 			ret = hzc_nl_domain_members(skb, cb, dom);
 		mutex_unlock(&hzc_domains_lock);
 		hzc_domain_put(dom);
