@@ -264,13 +264,12 @@ class Staging {
       const size_t len = std::min(slot, bytes - off), elems = len / es;
       std::memcpy(area_.staging() + me_ * slot, Send() + off, len);
       HZC_RETURN_IF_ERROR(Step());
-      const size_t per = (elems + n_ - 1) / n_;
-      const size_t first = std::min(elems, me_ * per), last = std::min(elems, first + per);
-      if (last > first) {
+      const Blocks blk(elems, es, n_);
+      if (blk.size(me_) != 0) {
         for (uint32_t p = 0; p < n_; ++p) {
-          in[p] = area_.staging() + p * slot + first * es;
+          in[p] = area_.staging() + p * slot + blk.first(me_) * es;
         }
-        reduce(result + first * es, in.data(), n_, last - first);
+        reduce(result + blk.first(me_) * es, in.data(), n_, blk.size(me_));
       }
       HZC_RETURN_IF_ERROR(Step());
       std::memcpy(Recv() + off, result, len);

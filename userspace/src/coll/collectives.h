@@ -37,6 +37,7 @@
 
 #include <hccl/hccl_types.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 
@@ -82,6 +83,22 @@ struct Call {
   const uint64_t *count_matrix = nullptr;
   uint64_t recv_count = 0;
   HcclDataType recv_dtype = HCCL_DATA_TYPE_INT8;  // AlltoAll(V/VC): recvType
+};
+
+// Block @r of @n equal blocks of @count elements of @es bytes, as [first, last) elements;
+// blocks start at 64-byte boundaries so that no two ranks write one cache line.
+struct Blocks {
+  Blocks(size_t count, size_t es, uint32_t n) : count_(count) {
+    const size_t line = std::max<size_t>(1, 64 / es);
+    per_ = ((count + n - 1) / n + line - 1) / line * line;
+  }
+  size_t first(uint32_t r) const { return std::min(count_, r * per_); }
+  size_t last(uint32_t r) const { return std::min(count_, first(r) + per_); }
+  size_t size(uint32_t r) const { return last(r) - first(r); }
+
+ private:
+  size_t count_;
+  size_t per_ = 0;
 };
 
 // Whether @kind combines the ranks' inputs with an HcclReduceOp.

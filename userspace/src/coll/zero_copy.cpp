@@ -98,22 +98,6 @@ namespace {
 // larger than a core's L2, so the output would not stay there for its reader anyway.
 constexpr size_t kStreamBytes = size_t{4} << 20;
 
-// Block @r of @n equal blocks of @count elements of @es bytes, as [first, last) elements;
-// blocks start at 64-byte boundaries so that no two ranks write one cache line.
-struct Blocks {
-  Blocks(size_t count, size_t es, uint32_t n) : count_(count) {
-    const size_t line = std::max<size_t>(1, 64 / es);
-    per_ = ((count + n - 1) / n + line - 1) / line * line;
-  }
-  size_t first(uint32_t r) const { return std::min(count_, r * per_); }
-  size_t last(uint32_t r) const { return std::min(count_, first(r) + per_); }
-  size_t size(uint32_t r) const { return last(r) - first(r); }
-
- private:
-  size_t count_;
-  size_t per_ = 0;
-};
-
 }  // namespace
 
 Status ZeroCopy::Run() {
