@@ -27,6 +27,8 @@ namespace hzc::bootstrap {
 struct RankIdentity {
   std::string host;  // host identity (HostIdentity())
   uint32_t pid = 0;
+  // The rank's Listener address (bootstrap/group.h), "ip:port"; empty when the rank has none.
+  std::string address;
 };
 
 // Listen on @address (IPv4/IPv6 literal; empty: HCCL_IF_IP, else the first up non-loopback

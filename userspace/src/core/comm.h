@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "bootstrap/group.h"
 #include "bootstrap/rendezvous.h"
 #include "bootstrap/root_info.h"
 #include "core/comm_options.h"
@@ -38,6 +39,11 @@ class Communicator {
   const std::vector<bootstrap::RankIdentity> &ranks() const { return ranks_; }
   // Number of distinct servers (host identities) among the ranks.
   uint32_t ServerCount() const;
+
+  // The TCP connections to the other ranks (bootstrap/group.h): set by the factories for a
+  // communicator that spans servers, before the communicator is used; nullptr otherwise.
+  void set_group(std::unique_ptr<bootstrap::Group> group) { group_ = std::move(group); }
+  bootstrap::Group *group() const { return group_.get(); }
 
   const CommOptions &options() const { return options_; }
   // hcclCommName of the configuration, else "hzc-" and the unique id.
@@ -102,6 +108,7 @@ class Communicator {
   const std::vector<bootstrap::RankIdentity> ranks_;
   const CommOptions options_;
   std::atomic<HcclResult> async_error_{HCCL_SUCCESS};
+  std::unique_ptr<bootstrap::Group> group_;
   Device::DomainId DomainId() const;
   // The wait of EstablishLinks for every rank's card (board key 0) until @deadline; the
   // timeout and broken-domain errors name the ranks still missing and @timeout.

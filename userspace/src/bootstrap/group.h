@@ -1,0 +1,93 @@
+// SPDX-License-Identifier: Apache-2.0
+// The TCP connections between the ranks of a communicator that spans servers.
+//
+// Every rank listens (Listener, made before the rendezvous, so that its address travels in
+// the rank's hello) and, once the rendezvous gave every rank's address, Group::Connect makes
+// one connection to each other rank (the lower rank connects, the higher accepts; a handshake
+// names the communicator id and both ranks, so a stray or foreign connection is refused).
+// Over them ranks send small tagged messages: link-setup blobs (queue pairs, GIDs), memory
+// keys, and the errors a rank reports before it gives up. A connection that ends (the peer
+// process died, its server went away and the kernel reset the connection) fails every later
+// send to and receive from that peer with HCCL_E_REMOTE naming the peer.
+//
+// Messages are framed (tag, length, payload); a receive of tag T from peer p keeps frames of
+// other tags that arrive first for their own receive. One thread at a time per Group.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/status.h"
+#include "base/unique_fd.h"
+#include "bootstrap/root_info.h"
+
+namespace hzc::bootstrap {
+
+class Listener {
+ public:
+  // Listen on an ephemeral port of @address (IPv4/IPv6 literal; empty: HCCL_IF_IP, else the
+  // first up non-loopback IPv4 interface, else 127.0.0.1, as StartRoot).
+  // HCCL_E_TCP_CONNECT naming the address when the socket cannot be made or bound.
+  static Expected<Listener> Open(const std::string &address);
+
+  // "1.2.3.4:5678" or "[::1]:5678": what the other ranks connect to.
+  const std::string &address() const { return address_; }
+  int fd() const { return fd_.get(); }
+
+ private:
+  UniqueFd fd_;
+  std::string address_;
+};
+
+class Group {
+ public:
+  using Clock = std::chrono::steady_clock;
+  using Blob = std::vector<std::byte>;
+
+  // Connect rank @rank to every other rank of @addresses (rank r's listener address at [r],
+  // as the rendezvous returned them) for communicator @id, until @deadline; @listener is
+  // consumed. HCCL_E_TIMEOUT naming the ranks not connected by then, HCCL_E_TCP_CONNECT for
+  // an unreachable or malformed address (naming the rank and the address).
+  static Expected<std::unique_ptr<Group>> Connect(Listener listener, const UniqueId &id,
+                                                  uint32_t rank,
+                                                  const std::vector<std::string> &addresses,
+                                                  Clock::time_point deadline);
+  ~Group();
+  Group(const Group &) = delete;
+  Group &operator=(const Group &) = delete;
+
+  uint32_t rank() const;
+  uint32_t size() const;
+
+  // Send @data (at most 1 MiB) to @peer under @tag. HCCL_E_REMOTE when the connection to
+  // @peer ended, HCCL_E_TCP_TRANSFER for another socket error, HCCL_E_TIMEOUT at @deadline,
+  // HCCL_E_PARA for a bad peer or an oversized message. Errors name the peer.
+  Status Send(uint32_t peer, uint32_t tag, std::span<const std::byte> data,
+              Clock::time_point deadline);
+  // The next message of @tag from @peer. Errors as Send.
+  Expected<Blob> Recv(uint32_t peer, uint32_t tag, Clock::time_point deadline);
+
+  // Every member's @mine under @tag, in the order of @members (ascending ranks that include
+  // this rank; the others pass the same list): sends to every other member, then receives
+  // from each. @what names the exchange in errors ("... waiting for rank 3 (link setup): ...").
+  Expected<std::vector<Blob>> AllGather(std::span<const uint32_t> members, uint32_t tag,
+                                        std::span<const std::byte> mine,
+                                        Clock::time_point deadline, std::string_view what);
+
+  // Non-blocking: why the connection to @peer is unusable (it ended or failed), empty while it
+  // works. Reads no message.
+  std::string Broken(uint32_t peer);
+
+ private:
+  struct Impl;
+  explicit Group(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace hzc::bootstrap
