@@ -276,7 +276,7 @@ std::string ServeRootOnce(UniqueFd listener, RootInfo info, std::chrono::seconds
                  fmt::format("rank={} is out of range or already joined", r));
       continue;
     }
-    joined[r] = Joined{std::move(conn), RankIdentity{h.value("host", ""), h.value("pid", 0U)}};
+    joined[r] = Joined{std::move(conn), RankIdentity{h.value("host", ""), h.value("pid", 0U), {}}};
   }
   if (nranks != 0 && joined.size() == nranks) {
     return SendTable(joined, nranks, where);
@@ -360,7 +360,7 @@ Expected<std::vector<RankIdentity>> Exchange(const RootInfo &root, uint32_t nran
   }
   std::vector<RankIdentity> peers;
   for (const auto &p : ranks) {
-    peers.push_back(RankIdentity{p.value("host", ""), p.value("pid", 0U)});
+    peers.push_back(RankIdentity{p.value("host", ""), p.value("pid", 0U), {}});
   }
   return peers;
 }

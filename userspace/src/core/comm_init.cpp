@@ -36,7 +36,7 @@ Expected<HcclComm> FromRootInfo(const HcclRootInfo &root_info, uint32_t nranks, 
   if (!root.ok()) {
     return root.status();
   }
-  const bootstrap::RankIdentity self{bootstrap::HostIdentity(), static_cast<uint32_t>(getpid())};
+  const bootstrap::RankIdentity self{bootstrap::HostIdentity(), static_cast<uint32_t>(getpid()), {}};
   auto peers = bootstrap::Join(*root, nranks, rank, self, GetConfig().connect_timeout);
   if (!peers.ok()) {
     return Error(peers.status().code(), "rank {} of {}: {}", rank, nranks,
@@ -74,7 +74,7 @@ Expected<std::vector<HcclComm>> AllInProcess(uint32_t n) {
   if (!id.ok()) {
     return id.status();
   }
-  const bootstrap::RankIdentity self{bootstrap::HostIdentity(), static_cast<uint32_t>(getpid())};
+  const bootstrap::RankIdentity self{bootstrap::HostIdentity(), static_cast<uint32_t>(getpid()), {}};
   const std::vector<bootstrap::RankIdentity> ranks(n, self);
   std::vector<HcclComm> out;
   for (uint32_t r = 0; r < n; ++r) {
