@@ -72,7 +72,8 @@ TEST_F(ConfigTest, AllSet) {
                           {"HZC_RDMA_DEVICE", "rxe0"},
                           {"HZC_RDMA_GID_INDEX", "3"},
                           {"HZC_HOST_ID", "node-b"},
-                          {"HCCL_IF_IP", "10.0.0.1"}});
+                          {"HCCL_IF_IP", "10.0.0.1"},
+                          {"HCCL_IF_BASE_PORT", "50000"}});
   EXPECT_EQ(c.log_level, LogLevel::kDebug);
   EXPECT_EQ(c.device_path, "/tmp/x");
   EXPECT_EQ(c.connect_timeout.count(), 3);
@@ -83,23 +84,26 @@ TEST_F(ConfigTest, AllSet) {
   EXPECT_EQ(c.log_file, "/tmp/hzc.%h.%p");
   EXPECT_EQ(c.exec_timeout.count(), 40);
   EXPECT_EQ(c.if_ip, "10.0.0.1");
+  EXPECT_EQ(c.if_base_port, 50000);
   EXPECT_TRUE(c.warnings.empty());
-  EXPECT_THAT(c.Describe(), testing::ElementsAre(
-                                "HZC_LOG=DEBUG", "HZC_LOG_FILE=/tmp/hzc.%h.%p", "HZC_DEVICE=/tmp/x",
-                                "HCCL_CONNECT_TIMEOUT=3", "HCCL_EXEC_TIMEOUT=40",
-                                "HCCL_BUFFSIZE=64", "HZC_RDMA_DEVICE=rxe0", "HZC_RDMA_GID_INDEX=3",
-                                "HZC_HOST_ID=node-b", "HCCL_IF_IP=10.0.0.1",
-                                "HZC_DEVICE_COUNT=(max(online CPUs, 8))", "HZC_TRANSPORT=auto"));
+  EXPECT_THAT(
+      c.Describe(),
+      testing::ElementsAre("HZC_LOG=DEBUG", "HZC_LOG_FILE=/tmp/hzc.%h.%p", "HZC_DEVICE=/tmp/x",
+                           "HCCL_CONNECT_TIMEOUT=3", "HCCL_EXEC_TIMEOUT=40", "HCCL_BUFFSIZE=64",
+                           "HZC_RDMA_DEVICE=rxe0", "HZC_RDMA_GID_INDEX=3", "HZC_HOST_ID=node-b",
+                           "HCCL_IF_IP=10.0.0.1", "HCCL_IF_BASE_PORT=50000",
+                           "HZC_DEVICE_COUNT=(max(online CPUs, 8))", "HZC_TRANSPORT=auto"));
 }
 
 TEST_F(ConfigTest, DescribeDefaults) {
   EXPECT_THAT(Parse({}).Describe(),
-              testing::ElementsAre(
-                  "HZC_LOG=WARN", "HZC_LOG_FILE=(stderr)", "HZC_DEVICE=/dev/hzc",
-                  "HCCL_CONNECT_TIMEOUT=120", "HCCL_EXEC_TIMEOUT=1836", "HCCL_BUFFSIZE=200",
-                  "HZC_RDMA_DEVICE=(first active port)", "HZC_RDMA_GID_INDEX=(RoCE v2, IPv4 first)",
-                  "HZC_HOST_ID=(boot id + hostname)", "HCCL_IF_IP=(first up interface)",
-                  "HZC_DEVICE_COUNT=(max(online CPUs, 8))", "HZC_TRANSPORT=auto"));
+              testing::ElementsAre("HZC_LOG=WARN", "HZC_LOG_FILE=(stderr)", "HZC_DEVICE=/dev/hzc",
+                                   "HCCL_CONNECT_TIMEOUT=120", "HCCL_EXEC_TIMEOUT=1836",
+                                   "HCCL_BUFFSIZE=200", "HZC_RDMA_DEVICE=(first active port)",
+                                   "HZC_RDMA_GID_INDEX=(RoCE v2, IPv4 first)",
+                                   "HZC_HOST_ID=(boot id + hostname)",
+                                   "HCCL_IF_IP=(first up interface)", "HCCL_IF_BASE_PORT=60000",
+                                   "HZC_DEVICE_COUNT=(max(online CPUs, 8))", "HZC_TRANSPORT=auto"));
 }
 
 TEST_F(ConfigTest, Transport) {
@@ -181,6 +185,19 @@ TEST_F(ConfigTest, InvalidValuesWarnAndKeepDefaults) {
   EXPECT_NE(c.warnings[2].find("HCCL_CONNECT_TIMEOUT=\"0\""), std::string::npos);
   EXPECT_NE(c.warnings[3].find("HCCL_BUFFSIZE=\"lots\""), std::string::npos);
   EXPECT_NE(c.warnings[4].find("HZC_RDMA_GID_INDEX=\"65536\""), std::string::npos);
+}
+
+TEST_F(ConfigTest, IfBasePort) {
+  EXPECT_EQ(Parse({}).if_base_port, 60000);
+  EXPECT_EQ(Parse({{"HCCL_IF_BASE_PORT", "1024"}}).if_base_port, 1024);
+  EXPECT_EQ(Parse({{"HCCL_IF_BASE_PORT", "65520"}}).if_base_port, 65520);
+  for (const char *bad : {"1023", "65521", "-1", "port", ""}) {
+    const Config c = Parse({{"HCCL_IF_BASE_PORT", bad}});
+    EXPECT_EQ(c.if_base_port, 60000) << bad;
+    ASSERT_EQ(c.warnings.size(), 1U) << bad;
+    EXPECT_EQ(c.warnings[0], std::string("HCCL_IF_BASE_PORT=\"") + bad +
+                                 "\": not a port in [1024, 65520]; using 60000");
+  }
 }
 
 TEST_F(ConfigTest, DeviceCount) {

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "base/unique_fd.h"
+#include "bootstrap/socket_io.h"
 #include "forked_child.h"
 #include "hzc_test.h"
 
@@ -20,6 +21,11 @@ namespace {
 
 using std::chrono::seconds;
 using ::testing::HasSubstr;
+
+// The listener address rank @r says it has.
+std::string Address(uint32_t r) {
+  return "10.0.0." + std::to_string(r) + ":" + std::to_string(40000 + r);
+}
 
 class RendezvousTest : public test::Test {
  protected:
@@ -31,12 +37,14 @@ class RendezvousTest : public test::Test {
 
   std::vector<Expected<std::vector<RankIdentity>>> RunRanks(const RootInfo &root, uint32_t nranks,
                                                             std::vector<uint32_t> ranks,
-                                                            seconds timeout) {
+                                                            seconds timeout,
+                                                            bool shared_port = false) {
     std::vector<std::future<Expected<std::vector<RankIdentity>>>> futures;
     for (uint32_t r : ranks) {
       futures.push_back(std::async(std::launch::async, [=] {
-        return Join(root, nranks, r, RankIdentity{"host-" + std::to_string(r % 2), 1000 + r},
-                    timeout);
+        return Join(root, nranks, r,
+                    RankIdentity{"host-" + std::to_string(r % 2), 1000 + r, Address(r)}, timeout,
+                    shared_port);
       }));
     }
     std::vector<Expected<std::vector<RankIdentity>>> out;
@@ -57,6 +65,7 @@ TEST_F(RendezvousTest, EightRanksExchangeIdentities) {
     for (uint32_t i = 0; i < 8; ++i) {
       EXPECT_EQ((*r)[i].host, "host-" + std::to_string(i % 2));
       EXPECT_EQ((*r)[i].pid, 1000 + i);
+      EXPECT_EQ((*r)[i].address, Address(i));
     }
   }
 }
@@ -83,7 +92,7 @@ TEST_F(RendezvousTest, RootProcessExitingRightAfterJoinLeavesNoRankWithoutTheTab
       if (!test::ForkedChild::Write(pipes.out, 1)) {
         return 2;
       }
-      return Join(*root, kRanks, 0, RankIdentity{"host-0", 1000}, seconds(5)).ok() ? 0 : 3;
+      return Join(*root, kRanks, 0, RankIdentity{"host-0", 1000, ""}, seconds(5)).ok() ? 0 : 3;
     });
     uint64_t word = 0;
     ASSERT_TRUE(root_process.Receive(&word));
@@ -122,7 +131,7 @@ TEST_F(RendezvousTest, RootRankFailsWhenTheTableDidNotReachARank) {
   const linger reset{.l_onoff = 1, .l_linger = 0};              // close with a reset
   ASSERT_EQ(setsockopt(gone.get(), SOL_SOCKET, SO_LINGER, &reset, sizeof(reset)), 0);
   gone.reset();
-  auto r = Join(*root, 2, 0, RankIdentity{"h", 1}, seconds(5));
+  auto r = Join(*root, 2, 0, RankIdentity{"h", 1, ""}, seconds(5));
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), HCCL_E_TCP_TRANSFER);
   EXPECT_THAT(r.status().message(), HasSubstr("rank(s) 1 of 2 did not get the rank table"));
@@ -153,10 +162,10 @@ TEST_F(RendezvousTest, MismatchedRankCountIsParaError) {
   auto root = StartRoot("127.0.0.1", seconds(1));
   ASSERT_TRUE(root.ok());
   auto first = std::async(std::launch::async, [&] {
-    return Join(*root, 2, 0, RankIdentity{"h", 1}, seconds(1));
+    return Join(*root, 2, 0, RankIdentity{"h", 1, ""}, seconds(1));
   });
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
-  auto late = Join(*root, 3, 1, RankIdentity{"h", 2}, seconds(1));
+  auto late = Join(*root, 3, 1, RankIdentity{"h", 2, ""}, seconds(1));
   ASSERT_FALSE(late.ok());
   EXPECT_EQ(late.status().code(), HCCL_E_PARA);
   EXPECT_THAT(late.status().message(), HasSubstr("nRanks=3 differs from nRanks=2"));
@@ -171,14 +180,14 @@ TEST_F(RendezvousTest, DuplicateRankIsParaError) {
   auto root = StartRoot("127.0.0.1", seconds(5));
   ASSERT_TRUE(root.ok());
   auto first = std::async(std::launch::async, [&] {
-    return Join(*root, 2, 0, RankIdentity{"h", 1}, seconds(5));
+    return Join(*root, 2, 0, RankIdentity{"h", 1, ""}, seconds(5));
   });
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
-  auto dup = Join(*root, 2, 0, RankIdentity{"h", 2}, seconds(5));
+  auto dup = Join(*root, 2, 0, RankIdentity{"h", 2, ""}, seconds(5));
   ASSERT_FALSE(dup.ok());
   EXPECT_EQ(dup.status().code(), HCCL_E_PARA);
   EXPECT_THAT(dup.status().message(), HasSubstr("rank=0 is out of range or already joined"));
-  auto second = Join(*root, 2, 1, RankIdentity{"h", 3}, seconds(5));
+  auto second = Join(*root, 2, 1, RankIdentity{"h", 3, ""}, seconds(5));
   EXPECT_TRUE(second.ok()) << second.status().message();
   EXPECT_TRUE(first.get().ok());
 }
@@ -188,12 +197,47 @@ TEST_F(RendezvousTest, UnreachableRootIsTcpConnectError) {
   ASSERT_TRUE(root.ok());
   RootInfo wrong = *root;
   reinterpret_cast<sockaddr_in *>(&wrong.addr)->sin_port = htons(1);  // nobody listens
-  auto r = Join(wrong, 1, 0, RankIdentity{"h", 1}, seconds(0));
+  auto r = Join(wrong, 1, 0, RankIdentity{"h", 1, ""}, seconds(0));
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), HCCL_E_TCP_CONNECT);
   EXPECT_THAT(r.status().message(), HasSubstr("127.0.0.1:1"));
   // Let the real root serve its rank so its thread ends.
-  EXPECT_TRUE(Join(*root, 1, 0, RankIdentity{"h", 1}, seconds(2)).ok());
+  EXPECT_TRUE(Join(*root, 1, 0, RankIdentity{"h", 1, ""}, seconds(2)).ok());
+}
+
+// Two rendezvous (two rank tables' communicators) on one fixed port at once: the second root
+// waits for the port; its ranks, refused by the first root as another communicator's, retry.
+TEST_F(RendezvousTest, TwoRendezvousShareAFixedPort) {
+  sockaddr_storage any{};
+  ASSERT_TRUE(ParseAddress("127.0.0.1").ok());
+  any = *ParseAddress("127.0.0.1");
+  sockaddr_storage bound{};
+  {
+    auto probe = ListenOn(any, true, &bound);  // a free port, released again
+    ASSERT_TRUE(probe.ok()) << probe.status().message();
+  }
+  const uint16_t port = ntohs(reinterpret_cast<sockaddr_in *>(&bound)->sin_port);
+  const UniqueId a{1}, b{2};
+  auto root_a = StartRootAt("127.0.0.1", port, a, seconds(10));
+  ASSERT_TRUE(root_a.ok()) << root_a.status().message();
+  EXPECT_EQ(root_a->AddressString(), "127.0.0.1:" + std::to_string(port));
+  auto root_b = std::async(std::launch::async,
+                           [&] { return StartRootAt("127.0.0.1", port, b, seconds(10)); });
+  RootInfo info_b = *root_a;
+  info_b.id = b;
+  auto ranks_b = std::async(std::launch::async, [&] {
+    return RunRanks(info_b, 2, {0, 1}, seconds(10), true);
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // b's ranks reach a's root
+  for (auto &r : RunRanks(*root_a, 2, {0, 1}, seconds(10), true)) {
+    ASSERT_TRUE(r.ok()) << r.status().message();
+  }
+  auto started_b = root_b.get();
+  ASSERT_TRUE(started_b.ok()) << started_b.status().message();
+  for (auto &r : ranks_b.get()) {
+    ASSERT_TRUE(r.ok()) << r.status().message();
+    EXPECT_EQ(r->size(), 2U);
+  }
 }
 
 TEST_F(RendezvousTest, BadAddress) {

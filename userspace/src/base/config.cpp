@@ -150,6 +150,14 @@ Config Config::FromLookup(const std::function<const char *(const char *)> &geten
   if (const char *v = getenv_fn("HCCL_IF_IP"); v != nullptr) {
     c.if_ip = v;
   }
+  if (const char *v = getenv_fn("HCCL_IF_BASE_PORT"); v != nullptr) {
+    if (auto port = ParseUnsigned(v, kMinIfBasePort, kMaxIfBasePort)) {
+      c.if_base_port = static_cast<uint16_t>(*port);
+    } else {
+      c.warnings.push_back(fmt::format("HCCL_IF_BASE_PORT=\"{}\": not a port in [{}, {}]; using {}",
+                                       v, kMinIfBasePort, kMaxIfBasePort, kDefaultIfBasePort));
+    }
+  }
   if (const char *v = getenv_fn("HZC_DEVICE_COUNT"); v != nullptr) {
     if (auto n = ParseUnsigned(v, 1, kMaxDeviceCount)) {
       c.device_count = static_cast<uint32_t>(*n);
@@ -176,6 +184,7 @@ std::vector<std::string> Config::Describe() const {
                   rdma_gid_index ? std::to_string(*rdma_gid_index) : "(RoCE v2, IPv4 first)"),
       fmt::format("HZC_HOST_ID={}", host_id.empty() ? "(boot id + hostname)" : host_id),
       fmt::format("HCCL_IF_IP={}", if_ip.empty() ? "(first up interface)" : if_ip),
+      fmt::format("HCCL_IF_BASE_PORT={}", if_base_port),
       fmt::format("HZC_DEVICE_COUNT={}",
                   device_count ? std::to_string(*device_count) : "(max(online CPUs, 8))"),
       fmt::format("HZC_TRANSPORT={}", transport == TransportChoice::kKernel  ? "kernel"

@@ -42,6 +42,12 @@ struct Config {
   std::optional<uint32_t> rdma_gid_index;  // HZC_RDMA_GID_INDEX; nullopt: chosen per port
   std::string host_id;                     // empty: boot id + hostname
   std::string if_ip;  // HCCL_IF_IP: address the root listens on; empty: automatic
+  // HCCL_IF_BASE_PORT: the port of a rank table's rendezvous (HcclCommInitClusterInfo), served by
+  // its rank 0 at its server's address.
+  static constexpr uint64_t kDefaultIfBasePort = 60000;
+  static constexpr uint64_t kMinIfBasePort = 1024;
+  static constexpr uint64_t kMaxIfBasePort = 65520;
+  uint16_t if_base_port = kDefaultIfBasePort;
   // HCCL_EXEC_TIMEOUT: how long a collective waits for the other ranks.
   std::chrono::seconds exec_timeout{kDefaultExecTimeoutS};
   // HZC_DEVICE_COUNT: how many ACL devices (slots of this host) there are; nullopt: the default

@@ -1,11 +1,474 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "bootstrap/group.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <deque>
+#include <thread>
+#include <utility>
+
+#include "base/errno_string.h"
+#include "base/log.h"
+#include "base/rank_list.h"
+#include "bootstrap/socket_io.h"
+#include "bootstrap/wait_fd.h"
+
 namespace hzc::bootstrap {
 
-struct Group::Impl {};
+namespace {
+
+using Clock = Group::Clock;
+
+constexpr uint32_t kMaxPayload = 1U << 20;
+constexpr uint32_t kHelloMagic = 0x48475a31;  // "HGZ1"
+// How long an accepted connection has to send its handshake.
+constexpr std::chrono::seconds kHelloTime{2};
+
+// The handshake, each way: the connecting (lower) rank names itself, the rank it wants and the
+// communicator; the accepting rank answers in kind. Integers in network order.
+struct Hello {
+  uint32_t magic;
+  uint32_t from;
+  uint32_t to;
+  uint32_t size;
+  uint8_t id[16];
+};
+static_assert(sizeof(Hello) == 32);
+
+// Before each message's payload; network order.
+struct FrameHeader {
+  uint32_t tag;
+  uint32_t len;
+};
+
+Hello MakeHello(const UniqueId &id, uint32_t from, uint32_t to, uint32_t size) {
+  Hello h{htonl(kHelloMagic), htonl(from), htonl(to), htonl(size), {}};
+  std::memcpy(h.id, id.data(), sizeof(h.id));
+  return h;
+}
+
+// Why @h is not the hello of a rank of communicator @id (of @size ranks) to rank @to; "" if it is.
+std::string CheckHello(const Hello &h, const UniqueId &id, uint32_t to, uint32_t size) {
+  if (ntohl(h.magic) != kHelloMagic) {
+    return "not a handshake of a communicator's ranks";
+  }
+  UniqueId other{};
+  std::memcpy(other.data(), h.id, sizeof(h.id));
+  if (other != id || ntohl(h.size) != size) {
+    return fmt::format("handshake of communicator {} of {} ranks, not of this one ({} of {})",
+                       IdString(other), ntohl(h.size), IdString(id), size);
+  }
+  if (ntohl(h.to) != to || ntohl(h.from) >= size) {
+    return fmt::format("handshake from rank {} to rank {}, this is rank {}", ntohl(h.from),
+                       ntohl(h.to), to);
+  }
+  return "";
+}
+
+void SetNoDelay(int fd) {
+  const int one = 1;
+  (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+}
+
+// A connection to @addr, retried until @deadline (refused, unreachable): the peer's listener
+// exists, but a connection may fail while its network comes up. Non-blocking, close-on-exec.
+Expected<UniqueFd> Dial(const sockaddr_storage &addr, Clock::time_point deadline) {
+  int last_err = ETIMEDOUT;
+  do {
+    UniqueFd fd(socket(addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+    if (!fd.valid()) {
+      return Error(HCCL_E_TCP_CONNECT, "socket failed: {}", ErrnoString(errno));
+    }
+    int err = 0;
+    if (connect(fd.get(), reinterpret_cast<const sockaddr *>(&addr), AddrLen(addr)) != 0) {
+      err = errno;
+    }
+    if (err == EINPROGRESS) {
+      auto ready = WaitFd(fd.get(), POLLOUT, deadline);
+      socklen_t len = sizeof(err);
+      err = !ready.ok() || !*ready ? ETIMEDOUT : 0;
+      if (err == 0 && getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &err, &len) != 0) {
+        err = errno;
+      }
+    }
+    if (err == 0) {
+      return fd;
+    }
+    last_err = err;
+    if (err != ETIMEDOUT) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  } while (Clock::now() < deadline);
+  return Error(HCCL_E_TCP_CONNECT, "{}", ErrnoString(last_err));
+}
+
+}  // namespace
+
+Expected<Listener> Listener::Open(const std::string &address) {
+  const std::string chosen = ChooseAddress(address);
+  auto addr = ParseAddress(chosen);
+  if (!addr.ok()) {
+    return Error(HCCL_E_TCP_CONNECT, "cannot listen on {}", addr.status().message());
+  }
+  sockaddr_storage bound{};
+  auto fd = ListenOn(*addr, /*reuse=*/false, &bound);
+  if (!fd.ok()) {
+    return fd.status();
+  }
+  Listener l;
+  l.fd_ = std::move(*fd);
+  l.address_ = EndpointString(bound);
+  return l;
+}
+
+struct Group::Impl {
+  struct Peer {
+    UniqueFd fd;
+    std::string address;
+    std::vector<std::byte> inbuf;                  // read, not yet a whole frame
+    std::deque<std::pair<uint32_t, Blob>> frames;  // whole frames (tag, payload) not yet taken
+    HcclResult broken_code = HCCL_SUCCESS;
+    std::string broken;  // why the connection is unusable; empty while it works
+  };
+
+  UniqueId id{};
+  uint32_t rank = 0;
+  std::vector<Peer> peers;  // by rank; this rank's entry has no connection
+
+  std::string Name(uint32_t p) const { return fmt::format("rank {} ({})", p, peers[p].address); }
+  uint32_t size() const { return static_cast<uint32_t>(peers.size()); }
+  Status CheckPeer(uint32_t p, std::string_view call) const;
+  void Break(uint32_t p, HcclResult code, std::string why);
+  void Parse(uint32_t p);
+  void Pump(uint32_t p);
+  Status Write(uint32_t to, const std::byte *data, size_t len, Clock::time_point deadline);
+  // Connect's steps.
+  Status DialHigher(const std::vector<sockaddr_storage> &addrs, Clock::time_point deadline);
+  void AcceptLower(const Listener &listener, Clock::time_point deadline);
+  Status AwaitAnswers(Clock::time_point deadline);
+};
+
+Status Group::Impl::CheckPeer(uint32_t p, std::string_view call) const {
+  if (p >= size() || p == rank) {
+    return Error(HCCL_E_PARA, "{}: peer {} is not another rank of this group (rank {} of {})", call,
+                 p, rank, size());
+  }
+  return Status::Ok();
+}
+
+void Group::Impl::Break(uint32_t p, HcclResult code, std::string why) {
+  Peer &peer = peers[p];
+  if (peer.broken.empty()) {
+    peer.broken_code = code;
+    peer.broken = std::move(why);
+  }
+}
+
+// Move the whole frames at the front of @p's input to its queue.
+void Group::Impl::Parse(uint32_t p) {
+  Peer &peer = peers[p];
+  size_t used = 0;
+  while (peer.inbuf.size() - used >= sizeof(FrameHeader)) {
+    FrameHeader h{};
+    std::memcpy(&h, peer.inbuf.data() + used, sizeof(h));
+    const uint32_t len = ntohl(h.len);
+    if (len > kMaxPayload) {
+      Break(p, HCCL_E_TCP_TRANSFER,
+            fmt::format("{} sent a message of {} bytes, more than 1 MiB (not this protocol?)",
+                        Name(p), len));
+      break;
+    }
+    if (peer.inbuf.size() - used - sizeof(h) < len) {
+      break;
+    }
+    const auto *begin = peer.inbuf.data() + used + sizeof(h);
+    peer.frames.emplace_back(ntohl(h.tag), Blob(begin, begin + len));
+    used += sizeof(h) + len;
+  }
+  peer.inbuf.erase(peer.inbuf.begin(), peer.inbuf.begin() + static_cast<ptrdiff_t>(used));
+}
+
+// Read what @p has sent, without waiting, into its queue; notes the end of the connection.
+void Group::Impl::Pump(uint32_t p) {
+  Peer &peer = peers[p];
+  std::byte buf[64 * 1024];
+  while (peer.broken.empty()) {
+    const ssize_t n = recv(peer.fd.get(), buf, sizeof(buf), MSG_DONTWAIT);
+    if (n > 0) {
+      peer.inbuf.insert(peer.inbuf.end(), buf, buf + n);
+      Parse(p);
+    } else if (n == 0) {
+      Break(p, HCCL_E_REMOTE, fmt::format("{} closed the connection", Name(p)));
+    } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
+      break;
+    } else if (errno != EINTR) {
+      const int err = errno;
+      Break(p, err == ECONNRESET ? HCCL_E_REMOTE : HCCL_E_TCP_TRANSFER,
+            fmt::format("{} {}: {}", Name(p),
+                        err == ECONNRESET ? "closed the connection" : "cannot be read",
+                        ErrnoString(err)));
+    }
+  }
+}
+
+// Send @len bytes at @data to @to, reading meanwhile what every peer sends (so that ranks
+// sending each other more than their sockets hold do not wait for each other forever).
+Status Group::Impl::Write(uint32_t to, const std::byte *data, size_t len,
+                          Clock::time_point deadline) {
+  std::vector<pollfd> fds;
+  std::vector<uint32_t> who;
+  while (len > 0 && peers[to].broken.empty()) {
+    fds.clear();
+    who.clear();
+    for (uint32_t p = 0; p < size(); ++p) {
+      if (p != rank && peers[p].broken.empty()) {
+        fds.push_back({peers[p].fd.get(), static_cast<short>(POLLIN | (p == to ? POLLOUT : 0)), 0});
+        who.push_back(p);
+      }
+    }
+    const int n = poll(fds.data(), fds.size(), RemainingMs(deadline));
+    if (n < 0 && errno != EINTR) {
+      return Error(HCCL_E_SYSCALL, "poll failed: {}", ErrnoString(errno));
+    }
+    if (n == 0) {
+      return Error(HCCL_E_TIMEOUT, "timed out sending to {}", Name(to));
+    }
+    for (size_t i = 0; n > 0 && i < fds.size(); ++i) {
+      if ((fds[i].revents & (POLLIN | POLLHUP | POLLERR)) != 0) {
+        Pump(who[i]);
+      }
+      if (who[i] != to || (fds[i].revents & POLLOUT) == 0 || !peers[to].broken.empty()) {
+        continue;
+      }
+      const ssize_t k = send(peers[to].fd.get(), data, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+      if (k > 0) {
+        data += k;
+        len -= static_cast<size_t>(k);
+      } else if (errno == EPIPE || errno == ECONNRESET) {
+        Break(to, HCCL_E_REMOTE, fmt::format("{} closed the connection", Name(to)));
+      } else if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+        Break(to, HCCL_E_TCP_TRANSFER, fmt::format("send to {}: {}", Name(to), ErrnoString(errno)));
+      }
+    }
+  }
+  const Peer &peer = peers[to];
+  return len == 0 ? Status::Ok() : Status(peer.broken_code, peer.broken);
+}
+
+// Connect to every higher rank and send it the handshake.
+Status Group::Impl::DialHigher(const std::vector<sockaddr_storage> &addrs,
+                               Clock::time_point deadline) {
+  for (uint32_t r = rank + 1; r < size(); ++r) {
+    auto fd = Dial(addrs[r], deadline);
+    if (!fd.ok()) {
+      return Error(HCCL_E_TCP_CONNECT, "cannot connect to {}: {}", Name(r), fd.status().message());
+    }
+    const Hello h = MakeHello(id, rank, r, size());
+    if (Status st = SendAll(fd->get(), &h, sizeof(h), deadline); !st.ok()) {
+      return Error(st.code(), "handshake with {}: {}", Name(r), st.message());
+    }
+    SetNoDelay(fd->get());
+    peers[r].fd = std::move(*fd);
+  }
+  return Status::Ok();
+}
+
+// Accept the connection of every lower rank (until @deadline) and answer its handshake; a
+// connection that is not one of them (another communicator's, a stray one) is closed.
+void Group::Impl::AcceptLower(const Listener &listener, Clock::time_point deadline) {
+  uint32_t accepted = 0;
+  while (accepted < rank) {
+    auto ready = WaitFd(listener.fd(), POLLIN, deadline);
+    if (!ready.ok() || !*ready) {
+      return;
+    }
+    UniqueFd conn(accept4(listener.fd(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
+    if (!conn.valid()) {
+      continue;
+    }
+    Hello h{};
+    Status st = RecvAll(conn.get(), &h, sizeof(h), std::min(deadline, Clock::now() + kHelloTime));
+    std::string why = st.ok() ? CheckHello(h, id, rank, size()) : st.message();
+    const uint32_t from = ntohl(h.from);
+    if (why.empty() && (from >= rank || peers[from].fd.valid())) {
+      why = fmt::format("rank {} connects to higher ranks only, once", from);
+    }
+    const Hello answer = MakeHello(id, rank, from, size());
+    if (why.empty()) {
+      st = SendAll(conn.get(), &answer, sizeof(answer), deadline);
+      why = st.ok() ? "" : st.message();
+    }
+    if (!why.empty()) {
+      LogWarn("bootstrap: rank {} ({}): refused a connection: {}", rank, listener.address(), why);
+      continue;
+    }
+    SetNoDelay(conn.get());
+    peers[from].fd = std::move(conn);
+    ++accepted;
+  }
+}
+
+// Receive the answer of every higher rank to this rank's handshake. A rank that did not answer
+// by @deadline keeps no connection (Connect names it).
+Status Group::Impl::AwaitAnswers(Clock::time_point deadline) {
+  for (uint32_t r = rank + 1; r < size(); ++r) {
+    Hello h{};
+    Status st = RecvAll(peers[r].fd.get(), &h, sizeof(h), deadline);
+    if (st.code() == HCCL_E_TIMEOUT) {
+      peers[r].fd.reset();
+      continue;
+    }
+    if (!st.ok()) {
+      return Error(st.code(), "{} did not answer the handshake: {}", Name(r), st.message());
+    }
+    const std::string why = CheckHello(h, id, rank, size());
+    if (!why.empty() || ntohl(h.from) != r) {
+      return Error(HCCL_E_TCP_CONNECT, "{} is not rank {} of this communicator: {}", Name(r), r,
+                   why.empty() ? fmt::format("it says it is rank {}", ntohl(h.from)) : why);
+    }
+  }
+  return Status::Ok();
+}
 
 Group::Group(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Group::~Group() = default;
+
+Expected<std::unique_ptr<Group>> Group::Connect(Listener listener, const UniqueId &id,
+                                                uint32_t rank,
+                                                const std::vector<std::string> &addresses,
+                                                Clock::time_point deadline) {
+  const auto n = static_cast<uint32_t>(addresses.size());
+  if (rank >= n || listener.fd() < 0) {
+    return Error(HCCL_E_PARA, "rank {} of {} ranks{}", rank, n,
+                 listener.fd() < 0 ? " without a listener" : ": no such rank");
+  }
+  auto impl = std::make_unique<Impl>();
+  impl->id = id;
+  impl->rank = rank;
+  impl->peers.resize(n);
+  std::vector<sockaddr_storage> addrs(n);
+  for (uint32_t r = 0; r < n; ++r) {
+    impl->peers[r].address = r == rank ? listener.address() : addresses[r];
+    auto addr = ParseEndpoint(addresses[r]);
+    if (r != rank && !addr.ok()) {
+      return Error(HCCL_E_TCP_CONNECT, "rank {}'s address: {}", r, addr.status().message());
+    }
+    addrs[r] = addr.ok() ? *addr : sockaddr_storage{};
+  }
+  HZC_RETURN_IF_ERROR(impl->DialHigher(addrs, deadline));
+  impl->AcceptLower(listener, deadline);
+  HZC_RETURN_IF_ERROR(impl->AwaitAnswers(deadline));
+  const std::string missing =
+      RanksWhere(n, [&](uint32_t r) { return r != rank && !impl->peers[r].fd.valid(); });
+  if (!missing.empty()) {
+    return Error(HCCL_E_TIMEOUT, "rank {} ({}): rank(s) {} of {} did not connect in time", rank,
+                 listener.address(), missing, n);
+  }
+  LogDebug("bootstrap: rank {} ({}) connected to the other {} rank(s)", rank, listener.address(),
+           n - 1);
+  return std::unique_ptr<Group>(new Group(std::move(impl)));
+}
+
+uint32_t Group::rank() const {
+  return impl_->rank;
+}
+uint32_t Group::size() const {
+  return impl_->size();
+}
+
+Status Group::Send(uint32_t peer, uint32_t tag, std::span<const std::byte> data,
+                   Clock::time_point deadline) {
+  HZC_RETURN_IF_ERROR(impl_->CheckPeer(peer, "send"));
+  if (data.size() > kMaxPayload) {
+    return Error(HCCL_E_PARA, "a message of {} bytes to {}: more than 1 MiB", data.size(),
+                 impl_->Name(peer));
+  }
+  const FrameHeader h{htonl(tag), htonl(static_cast<uint32_t>(data.size()))};
+  Status st = impl_->Write(peer, reinterpret_cast<const std::byte *>(&h), sizeof(h), deadline);
+  if (st.ok()) {
+    st = impl_->Write(peer, data.data(), data.size(), deadline);
+  }
+  if (st.code() == HCCL_E_TIMEOUT) {
+    // The message may be cut off: what follows on the connection would be garbage.
+    impl_->Break(peer, HCCL_E_TCP_TRANSFER,
+                 fmt::format("a message to {} was cut off by a timeout", impl_->Name(peer)));
+  }
+  return st;
+}
+
+Expected<Group::Blob> Group::Recv(uint32_t peer, uint32_t tag, Clock::time_point deadline) {
+  HZC_RETURN_IF_ERROR(impl_->CheckPeer(peer, "receive"));
+  Impl::Peer &p = impl_->peers[peer];
+  for (;;) {
+    auto it = std::find_if(p.frames.begin(), p.frames.end(),
+                           [&](const auto &frame) { return frame.first == tag; });
+    if (it != p.frames.end()) {
+      Blob out = std::move(it->second);
+      p.frames.erase(it);
+      return out;
+    }
+    if (!p.broken.empty()) {
+      return Status(p.broken_code, p.broken);
+    }
+    auto ready = WaitFd(p.fd.get(), POLLIN, deadline);
+    if (!ready.ok()) {
+      return ready.status();
+    }
+    if (!*ready) {
+      return Error(HCCL_E_TIMEOUT, "timed out waiting for a message (tag {}) from {}", tag,
+                   impl_->Name(peer));
+    }
+    impl_->Pump(peer);
+  }
+}
+
+Expected<std::vector<Group::Blob>> Group::AllGather(std::span<const uint32_t> members, uint32_t tag,
+                                                    std::span<const std::byte> mine,
+                                                    Clock::time_point deadline,
+                                                    std::string_view what) {
+  const bool sorted =
+      std::adjacent_find(members.begin(), members.end(), std::greater_equal<>()) == members.end();
+  if (!sorted || members.empty() || members.back() >= size() ||
+      !std::binary_search(members.begin(), members.end(), rank())) {
+    return Error(HCCL_E_PARA, "{}: members {} are not ascending ranks of {} including rank {}",
+                 what, RankList(members), size(), rank());
+  }
+  for (uint32_t m : members) {
+    if (m == rank()) {
+      continue;
+    }
+    if (Status st = Send(m, tag, mine, deadline); !st.ok()) {
+      return Error(st.code(), "{}: {}", what, st.message());
+    }
+  }
+  std::vector<Blob> out;
+  for (uint32_t m : members) {
+    if (m == rank()) {
+      out.emplace_back(mine.begin(), mine.end());
+      continue;
+    }
+    auto blob = Recv(m, tag, deadline);
+    if (!blob.ok()) {
+      return Error(blob.status().code(), "{}: {}", what, blob.status().message());
+    }
+    out.push_back(std::move(*blob));
+  }
+  return out;
+}
+
+std::string Group::Broken(uint32_t peer) {
+  if (Status st = impl_->CheckPeer(peer, "Broken"); !st.ok()) {
+    return st.message();
+  }
+  impl_->Pump(peer);
+  return impl_->peers[peer].broken;
+}
 
 }  // namespace hzc::bootstrap

@@ -77,8 +77,8 @@ class Group {
   // this rank; the others pass the same list): sends to every other member, then receives
   // from each. @what names the exchange in errors ("... waiting for rank 3 (link setup): ...").
   Expected<std::vector<Blob>> AllGather(std::span<const uint32_t> members, uint32_t tag,
-                                        std::span<const std::byte> mine,
-                                        Clock::time_point deadline, std::string_view what);
+                                        std::span<const std::byte> mine, Clock::time_point deadline,
+                                        std::string_view what);
 
   // Non-blocking: why the connection to @peer is unusable (it ended or failed), empty while it
   // works. Reads no message.

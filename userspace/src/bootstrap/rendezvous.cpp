@@ -2,8 +2,6 @@
 #include "bootstrap/rendezvous.h"
 
 #include <arpa/inet.h>
-#include <ifaddrs.h>
-#include <net/if.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -23,6 +21,7 @@
 #include "base/log.h"
 #include "base/rank_list.h"
 #include "base/unique_fd.h"
+#include "bootstrap/socket_io.h"
 #include "bootstrap/wait_fd.h"
 
 namespace hzc::bootstrap {
@@ -35,40 +34,6 @@ using json = nlohmann::json;
 constexpr uint32_t kMaxMessage = 1U << 20;
 // How long the root thread has to answer every rank once the rendezvous is decided.
 constexpr std::chrono::seconds kAnswerTime{5};
-
-// Send (@out) or receive @len bytes at @p, waiting for the socket until @deadline.
-Status Stream(int fd, char *p, size_t len, Clock::time_point deadline, bool out) {
-  while (len > 0) {
-    auto ready = WaitFd(fd, out ? POLLOUT : POLLIN, deadline);
-    if (!ready.ok()) {
-      return ready.status();
-    }
-    if (!*ready) {
-      return Error(HCCL_E_TIMEOUT, "timed out {}", out ? "sending to peer" : "waiting for peer");
-    }
-    const ssize_t n = out ? send(fd, p, len, MSG_NOSIGNAL) : recv(fd, p, len, 0);
-    if (n == 0 && !out) {
-      return Error(HCCL_E_TCP_TRANSFER, "peer closed the connection");
-    }
-    if (n < 0) {
-      if (errno == EINTR || errno == EAGAIN) {
-        continue;
-      }
-      return Error(HCCL_E_TCP_TRANSFER, "{} failed: {}", out ? "send" : "recv", ErrnoString(errno));
-    }
-    p += n;
-    len -= static_cast<size_t>(n);
-  }
-  return Status::Ok();
-}
-
-Status SendAll(int fd, const void *data, size_t len, Clock::time_point deadline) {
-  return Stream(fd, const_cast<char *>(static_cast<const char *>(data)), len, deadline, true);
-}
-
-Status RecvAll(int fd, void *data, size_t len, Clock::time_point deadline) {
-  return Stream(fd, static_cast<char *>(data), len, deadline, false);
-}
 
 Status SendJson(int fd, const json &msg, Clock::time_point deadline) {
   const std::string body = msg.dump();
@@ -91,45 +56,6 @@ Expected<json> RecvJson(int fd, Clock::time_point deadline) {
     return Error(HCCL_E_TCP_TRANSFER, "malformed message");
   }
   return msg;
-}
-
-socklen_t AddrLen(const sockaddr_storage &a) {
-  return a.ss_family == AF_INET ? sizeof(sockaddr_in) : sizeof(sockaddr_in6);
-}
-
-Expected<sockaddr_storage> ParseAddress(const std::string &text) {
-  sockaddr_storage ss{};
-  auto *v4 = reinterpret_cast<sockaddr_in *>(&ss);
-  auto *v6 = reinterpret_cast<sockaddr_in6 *>(&ss);
-  if (inet_pton(AF_INET, text.c_str(), &v4->sin_addr) == 1) {
-    v4->sin_family = AF_INET;
-    return ss;
-  }
-  if (inet_pton(AF_INET6, text.c_str(), &v6->sin6_addr) == 1) {
-    v6->sin6_family = AF_INET6;
-    return ss;
-  }
-  return Error(HCCL_E_PARA, "\"{}\" is not an IPv4 or IPv6 address", text);
-}
-
-std::string DefaultAddress() {
-  ifaddrs *list = nullptr;
-  std::string found = "127.0.0.1";
-  if (getifaddrs(&list) != 0) {
-    return found;
-  }
-  for (ifaddrs *i = list; i != nullptr; i = i->ifa_next) {
-    if (i->ifa_addr == nullptr || i->ifa_addr->sa_family != AF_INET ||
-        (i->ifa_flags & IFF_UP) == 0 || (i->ifa_flags & IFF_LOOPBACK) != 0) {
-      continue;
-    }
-    char buf[INET_ADDRSTRLEN];
-    inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in *>(i->ifa_addr)->sin_addr, buf, sizeof(buf));
-    found = buf;
-    break;
-  }
-  freeifaddrs(list);
-  return found;
 }
 
 struct Joined {
@@ -180,7 +106,10 @@ void FinishServing(const std::string &uid, Serving &serving, std::string undeliv
     std::lock_guard lock(reg.mutex);
     serving.done = true;
     serving.undelivered = std::move(undelivered);
-    reg.by_id.erase(uid);
+    // A later rendezvous of the same id (a rank table's, served again) may have replaced it.
+    if (auto it = reg.by_id.find(uid); it != reg.by_id.end() && it->second.get() == &serving) {
+      reg.by_id.erase(it);
+    }
   }
   reg.answered.notify_all();
 }
@@ -211,7 +140,7 @@ std::string SendTable(const std::map<uint32_t, Joined> &joined, uint32_t nranks,
   const auto deadline = Clock::now() + kAnswerTime;
   json table = json::array();
   for (const auto &[r, j] : joined) {
-    table.push_back({{"host", j.peer.host}, {"pid", j.peer.pid}});
+    table.push_back({{"host", j.peer.host}, {"pid", j.peer.pid}, {"address", j.peer.address}});
   }
   const json reply{{"code", 0}, {"ranks", table}};
   std::map<uint32_t, std::string> failed;
@@ -257,7 +186,14 @@ std::string ServeRootOnce(UniqueFd listener, RootInfo info, std::chrono::seconds
     }
     const json &h = *hello;
     if (h.value("uid", "") != uid) {
-      RefuseRank(conn.get(), HCCL_E_PARA, "rootInfo is from another HcclGetRootInfo");
+      // "foreign": a rank of a rank table waits for its own rendezvous on the table's port.
+      (void)SendJson(conn.get(),
+                     json{{"code", HCCL_E_PARA},
+                          {"error",
+                           "the rendezvous is of another communicator (rootInfo from "
+                           "another HcclGetRootInfo, or another rank table's)"},
+                          {"foreign", true}},
+                     Clock::now() + std::chrono::seconds(2));
       continue;
     }
     const uint32_t n = h.value("nranks", 0U);
@@ -276,7 +212,8 @@ std::string ServeRootOnce(UniqueFd listener, RootInfo info, std::chrono::seconds
                  fmt::format("rank={} is out of range or already joined", r));
       continue;
     }
-    joined[r] = Joined{std::move(conn), RankIdentity{h.value("host", ""), h.value("pid", 0U), {}}};
+    joined[r] = Joined{std::move(conn), RankIdentity{h.value("host", ""), h.value("pid", 0U),
+                                                     h.value("address", "")}};
   }
   if (nranks != 0 && joined.size() == nranks) {
     return SendTable(joined, nranks, where);
@@ -325,21 +262,23 @@ Expected<UniqueFd> Connect(const RootInfo &root, Clock::time_point deadline,
                root.AddressString(), timeout.count(), ErrnoString(last_err));
 }
 
-// Send this rank's hello and receive the table of all ranks. *@joined: the root counted this
-// rank (it sent the table, or the rendezvous failed), rather than refusing its hello.
+// How the root took a rank's hello.
+struct Outcome {
+  bool joined = false;   // it counted the rank (sent the table, or the rendezvous failed)
+  bool foreign = false;  // it serves another communicator's rendezvous
+};
+
+// Send this rank's hello and receive the table of all ranks.
 Expected<std::vector<RankIdentity>> Exchange(const RootInfo &root, uint32_t nranks, uint32_t rank,
                                              const RankIdentity &self, Clock::time_point deadline,
-                                             std::chrono::seconds timeout, bool *joined) {
+                                             std::chrono::seconds timeout, Outcome *outcome) {
   const std::string where = root.AddressString();
   auto fd = Connect(root, deadline, timeout);
   if (!fd.ok()) {
     return fd.status();
   }
-  const json hello = {{"uid", IdString(root.id)},
-                      {"nranks", nranks},
-                      {"rank", rank},
-                      {"host", self.host},
-                      {"pid", self.pid}};
+  const json hello = {{"uid", IdString(root.id)}, {"nranks", nranks}, {"rank", rank},
+                      {"host", self.host},        {"pid", self.pid},  {"address", self.address}};
   if (Status st = SendJson(fd->get(), hello, deadline); !st.ok()) {
     return Error(st.code(), "root {}: {}", where, st.message());
   }
@@ -349,7 +288,8 @@ Expected<std::vector<RankIdentity>> Exchange(const RootInfo &root, uint32_t nran
   }
   const json &r = *reply;
   const int code = r.value("code", static_cast<int>(HCCL_E_INTERNAL));
-  *joined = code == 0 || r.value("joined", false);
+  outcome->joined = code == 0 || r.value("joined", false);
+  outcome->foreign = r.value("foreign", false);
   if (code != 0) {
     return Error(static_cast<HcclResult>(code), "root {}: {}", where,
                  r.value("error", std::string("refused")));
@@ -360,54 +300,19 @@ Expected<std::vector<RankIdentity>> Exchange(const RootInfo &root, uint32_t nran
   }
   std::vector<RankIdentity> peers;
   for (const auto &p : ranks) {
-    peers.push_back(RankIdentity{p.value("host", ""), p.value("pid", 0U), {}});
+    peers.push_back(RankIdentity{p.value("host", ""), p.value("pid", 0U), p.value("address", "")});
   }
   return peers;
 }
 
-}  // namespace
-
-Expected<RootInfo> StartRoot(const std::string &address, std::chrono::seconds timeout) {
-  auto addr = ParseAddress(address.empty() ? DefaultAddress() : address);
-  if (!addr.ok()) {
-    return addr.status();
-  }
-  UniqueFd fd(socket(addr->ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  if (!fd.valid()) {
-    return Error(HCCL_E_TCP_CONNECT, "socket failed: {}", ErrnoString(errno));
-  }
-  if (bind(fd.get(), reinterpret_cast<const sockaddr *>(&*addr), AddrLen(*addr)) != 0) {
-    return Error(HCCL_E_TCP_CONNECT, "cannot bind to {}: {}", address, ErrnoString(errno));
-  }
-  if (listen(fd.get(), 1024) != 0) {
-    return Error(HCCL_E_TCP_CONNECT, "listen failed: {}", ErrnoString(errno));
-  }
-  sockaddr_storage bound{};
-  socklen_t len = sizeof(bound);
-  if (getsockname(fd.get(), reinterpret_cast<sockaddr *>(&bound), &len) != 0) {
-    return Error(HCCL_E_TCP_CONNECT, "getsockname failed: {}", ErrnoString(errno));
-  }
-  auto id = RandomId();
-  if (!id.ok()) {
-    return id.status();
-  }
-  RootInfo info;
-  info.addr = bound;
-  info.id = *id;
-  std::thread(ServeRoot, std::move(fd), info, timeout, AddServing(IdString(info.id))).detach();
-  LogInfo("bootstrap: root listening on {} for communicator {}", info.AddressString(),
-          IdString(info.id));
-  return info;
-}
-
-Expected<std::vector<RankIdentity>> Join(const RootInfo &root, uint32_t nranks, uint32_t rank,
-                                         const RankIdentity &self, std::chrono::seconds timeout) {
-  const auto deadline = Clock::now() + timeout + std::chrono::seconds(2);
-  // Looked up before the hello: the thread cannot be done with this rank before it came.
-  const std::shared_ptr<Serving> serving = FindServing(IdString(root.id));
-  bool joined = false;
-  auto table = Exchange(root, nranks, rank, self, deadline, timeout, &joined);
-  if (serving != nullptr && joined) {
+// The outcome of Join: @table, unless this process serves the rendezvous and its thread failed to
+// answer another rank; waits for that thread when it counted this rank.
+Expected<std::vector<RankIdentity>> Answered(const RootInfo &root,
+                                             const std::shared_ptr<Serving> &serving,
+                                             const Outcome &outcome,
+                                             Expected<std::vector<RankIdentity>> table,
+                                             Clock::time_point deadline) {
+  if (serving != nullptr && outcome.joined) {
     // The thread answers within kAnswerTime of its own deadline, which is at most this one.
     Status answered = WaitAnswered(*serving, deadline + kAnswerTime);
     if (table.ok() && !answered.ok()) {
@@ -415,6 +320,61 @@ Expected<std::vector<RankIdentity>> Join(const RootInfo &root, uint32_t nranks, 
     }
   }
   return table;
+}
+
+}  // namespace
+
+Expected<RootInfo> StartRoot(const std::string &address, std::chrono::seconds timeout) {
+  auto id = RandomId();
+  if (!id.ok()) {
+    return id.status();
+  }
+  return StartRootAt(address.empty() ? DefaultAddress() : address, 0, *id, timeout);
+}
+
+Expected<RootInfo> StartRootAt(const std::string &address, uint16_t port, const UniqueId &id,
+                               std::chrono::seconds timeout) {
+  auto addr = ParseAddress(address);
+  if (!addr.ok()) {
+    return addr.status();
+  }
+  reinterpret_cast<sockaddr_in *>(&*addr)->sin_port = htons(port);  // same offset in sin6_port
+  RootInfo info;
+  info.id = id;
+  const auto deadline = Clock::now() + timeout;
+  for (;;) {
+    bool in_use = false;
+    auto fd = ListenOn(*addr, /*reuse=*/port != 0, &info.addr, &in_use);
+    if (fd.ok()) {
+      std::thread(ServeRoot, std::move(*fd), info, timeout, AddServing(IdString(info.id))).detach();
+      break;
+    }
+    if (!in_use || Clock::now() >= deadline) {
+      return Error(fd.status().code(), "{}{}", fd.status().message(),
+                   in_use ? fmt::format(" (still in use after {}s)", timeout.count()) : "");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  LogInfo("bootstrap: root listening on {} for communicator {}", info.AddressString(),
+          IdString(info.id));
+  return info;
+}
+
+Expected<std::vector<RankIdentity>> Join(const RootInfo &root, uint32_t nranks, uint32_t rank,
+                                         const RankIdentity &self, std::chrono::seconds timeout,
+                                         bool shared_port) {
+  const auto deadline = Clock::now() + timeout + std::chrono::seconds(2);
+  for (;;) {
+    // Looked up before the hello: the thread cannot be done with this rank before it came.
+    const std::shared_ptr<Serving> serving = FindServing(IdString(root.id));
+    Outcome outcome;
+    auto table = Exchange(root, nranks, rank, self, deadline, timeout, &outcome);
+    if (shared_port && outcome.foreign && Clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      continue;  // the port's current rendezvous is another communicator's
+    }
+    return Answered(root, serving, outcome, std::move(table), deadline);
+  }
 }
 
 }  // namespace hzc::bootstrap

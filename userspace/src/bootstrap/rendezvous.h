@@ -1,17 +1,17 @@
 // SPDX-License-Identifier: Apache-2.0
 // TCP rendezvous of the ranks of one communicator at the root's address.
 //
-// HcclGetRootInfo starts a root thread that listens on an ephemeral port. Every rank
-// (HcclCommInitRootInfo) connects and sends a hello (unique id, nranks, rank, host identity,
-// pid); once all nranks distinct ranks with the same id and nranks have arrived, the root sends
-// every rank the table of all ranks and exits. It waits at most the connect timeout after the
-// first hello; ranks that came get HCCL_E_TIMEOUT naming the missing ranks.
-// A rank in the process that serves the rendezvous (usually rank 0, which called
-// HcclGetRootInfo) returns from Join only once the root thread has answered every rank (or
-// failed to: HCCL_E_TCP_TRANSFER naming the ranks), so that process can exit right after
-// HcclCommInitRootInfo without cutting off the table on its way to the others. A process that
-// serves a rendezvous without joining it must stay alive until the ranks have joined.
-// Messages are a 4-byte big-endian length followed by JSON.
+// HcclGetRootInfo starts a root thread that listens on an ephemeral port (for a rank table, rank 0
+// starts one on the table's fixed port: StartRootAt). Every rank (HcclCommInitRootInfo) connects
+// and sends a hello (unique id, nranks, rank, host identity, pid, listener address); once all
+// nranks distinct ranks with the same id and nranks have arrived, the root sends every rank the
+// table of all ranks and exits. It waits at most the connect timeout after the first hello; ranks
+// that came get HCCL_E_TIMEOUT naming the missing ranks. A rank in the process that serves the
+// rendezvous (usually rank 0, which called HcclGetRootInfo) returns from Join only once the root
+// thread has answered every rank (or failed to: HCCL_E_TCP_TRANSFER naming the ranks), so that
+// process can exit right after HcclCommInitRootInfo without cutting off the table on its way to the
+// others. A process that serves a rendezvous without joining it must stay alive until the ranks
+// have joined. Messages are a 4-byte big-endian length followed by JSON.
 #pragma once
 
 #include <chrono>
@@ -35,10 +35,20 @@ struct RankIdentity {
 // IPv4 interface, else 127.0.0.1) and serve one rendezvous in a background thread.
 Expected<RootInfo> StartRoot(const std::string &address, std::chrono::seconds timeout);
 
+// Serve one rendezvous of communicator @id on @address (an IPv4/IPv6 literal) port @port (0: an
+// ephemeral one), as StartRoot. A fixed port that another rendezvous (a rank table's, of this or
+// another process) holds is waited for, at most @timeout: HCCL_E_TCP_CONNECT "... Address
+// already in use (still in use after Ns)" then.
+Expected<RootInfo> StartRootAt(const std::string &address, uint16_t port, const UniqueId &id,
+                               std::chrono::seconds timeout);
+
 // Join the rendezvous described by @root as @rank of @nranks; the table of all ranks. In the
 // process serving it, returns once every rank was answered (at most 5 s after the deadline of
-// the rendezvous).
+// the rendezvous). @shared_port (a rank table's fixed port): a root that serves another
+// communicator's rendezvous is retried until the deadline rather than an error (it has the port
+// first, this one's root waits for it).
 Expected<std::vector<RankIdentity>> Join(const RootInfo &root, uint32_t nranks, uint32_t rank,
-                                         const RankIdentity &self, std::chrono::seconds timeout);
+                                         const RankIdentity &self, std::chrono::seconds timeout,
+                                         bool shared_port = false);
 
 }  // namespace hzc::bootstrap

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "base/errno_string.h"
+#include "bootstrap/socket_io.h"
 
 namespace hzc::bootstrap {
 
@@ -32,15 +33,7 @@ static_assert(sizeof(Wire) <= HCCL_ROOT_INFO_BYTES);
 }  // namespace
 
 std::string RootInfo::AddressString() const {
-  char buf[INET6_ADDRSTRLEN] = "?";
-  if (addr.ss_family == AF_INET) {
-    const auto *a = reinterpret_cast<const sockaddr_in *>(&addr);
-    inet_ntop(AF_INET, &a->sin_addr, buf, sizeof(buf));
-    return fmt::format("{}:{}", buf, ntohs(a->sin_port));
-  }
-  const auto *a = reinterpret_cast<const sockaddr_in6 *>(&addr);
-  inet_ntop(AF_INET6, &a->sin6_addr, buf, sizeof(buf));
-  return fmt::format("[{}]:{}", buf, ntohs(a->sin6_port));
+  return EndpointString(addr);
 }
 
 void Encode(const RootInfo &info, HcclRootInfo *out) {
