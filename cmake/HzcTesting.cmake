@@ -24,3 +24,9 @@ endfunction()
 function(hzc_add_vm_test name)
   _hzc_add_test(vm-tests ${name} ${ARGN})
 endfunction()
+
+# hzc_add_hosts_test(NAME SOURCES... [LIBS libs...])
+#   A GoogleTest binary for two guests at once (scripts/vm-run --hosts 2): it runs in both.
+function(hzc_add_hosts_test name)
+  _hzc_add_test(hosts-tests ${name} ${ARGN})
+endfunction()

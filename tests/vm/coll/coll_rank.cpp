@@ -1,8 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
 // One rank of the collective tests (run as a process by coll_vm_test.cpp).
 //
-// Usage: hzc-coll-rank ROOT_INFO_HEX NRANKS RANK SCENARIO MODE
+// Usage: hzc-coll-rank ROOT_INFO_HEX|table:PATH NRANKS RANK SCENARIO MODE
+//   table:PATH: HcclCommInitClusterInfo with the rank table at PATH instead of root info
 //   MODE: staging (malloc'd buffers) or zerocopy (activated memory)
+//   HZC_TEST_PER_SERVER=L: the ranks span servers, L consecutive ranks per server; the
+//   references reduce each server's ranks first (the order of the hierarchical schedule), the
+//   arena is set and activated through a sub-communicator of the server's ranks, and
+//   HcclCommSetMemoryRange on the spanning communicator must be HCCL_E_NOT_SUPPORT (57).
 //   SCENARIO:
 //     matrix    every collective, type, op, in place or not, sizes from 1 element to ~3 MiB
 //               (not multiples of the rank count), checked against a reference made here
@@ -49,6 +54,26 @@
 namespace {
 
 using namespace hzc::coll_rank;
+
+// The reduction of @in (one input per rank) as the collectives make it: rank order, or across
+// servers each server's ranks first and then the servers' partial results in server order.
+void Reference(HcclDataType type, HcclReduceOp op, const std::vector<const void *> &in,
+               void *out, size_t count) {
+  if (g_per_server == 0) {
+    hzc::test::RefReduce(type, op, in, out, count);
+    return;
+  }
+  const size_t es = hzc::test::RefTypeSize(type), servers = in.size() / g_per_server;
+  std::vector<std::vector<uint8_t>> partial(servers, std::vector<uint8_t>(count * es));
+  std::vector<const void *> parts;
+  for (size_t s = 0; s < servers; ++s) {
+    const std::vector<const void *> mine(in.begin() + s * g_per_server,
+                                         in.begin() + (s + 1) * g_per_server);
+    hzc::test::RefReduce(type, op, mine, partial[s].data(), count);
+    parts.push_back(partial[s].data());
+  }
+  hzc::test::RefReduce(type, op, parts, out, count);
+}
 
 enum Kind { kAllGather, kBroadcast, kReduceScatter, kAllReduce };
 const char *kKindNames[] = {"AllGather", "Broadcast", "ReduceScatter", "AllReduce"};
@@ -121,13 +146,13 @@ int RunOne(Arena &arena, Kind kind, HcclDataType type, HcclReduceOp op, uint64_t
       for (uint32_t p = 0; p < n; ++p) {
         ptrs[p] = inputs[p].data() + me * b;
       }
-      hzc::test::RefReduce(type, op, ptrs, want.data(), count);
+      Reference(type, op, ptrs, want.data(), count);
       break;
     case kAllReduce:
       for (uint32_t p = 0; p < n; ++p) {
         ptrs[p] = inputs[p].data();
       }
-      hzc::test::RefReduce(type, op, ptrs, want.data(), count);
+      Reference(type, op, ptrs, want.data(), count);
       break;
   }
   const uint8_t *got = kind == kReduceScatter ? out : recv;
@@ -411,22 +436,65 @@ int Revoke(bool write) {
   return 58;
 }
 
+// The communicator from root info (hex) or a rank table ("table:PATH"); 0 or an exit status.
+int Init(const char *how) {
+  if (std::strncmp(how, "table:", 6) == 0) {
+    return HcclCommInitClusterInfo(how + 6, g_rank, &g_comm) == HCCL_SUCCESS ? 0 : 54;
+  }
+  HcclRootInfo root;
+  if (!hzc::test::RootInfoFromHex(how, &root)) {
+    return 50;
+  }
+  return HcclCommInitRootInfo(g_n, &root, g_rank, &g_comm) == HCCL_SUCCESS ? 0 : 54;
+}
+
+// Across servers: the spanning communicator refuses memory ranges; this server's ranks get a
+// sub-communicator that sets them. 0 or an exit status.
+int JoinServer() {
+  const char *per = std::getenv("HZC_TEST_PER_SERVER");
+  g_per_server = per != nullptr ? static_cast<uint32_t>(std::atoi(per)) : 0;
+  if (g_per_server == 0) {
+    return 0;
+  }
+  void *va = nullptr;
+  if (aclrtReserveMemAddress(&va, 2 << 20, 0, nullptr, 0) != ACL_SUCCESS) {
+    return 52;
+  }
+  const HcclResult set = HcclCommSetMemoryRange(g_comm, va, 2 << 20, 0, 0);
+  aclrtReleaseMemAddress(va);
+  if (set != HCCL_E_NOT_SUPPORT) {
+    std::fprintf(stderr, "rank %u: HcclCommSetMemoryRange on the spanning communicator: %d\n",
+                 g_rank, set);
+    return 57;
+  }
+  std::vector<uint32_t> ranks;
+  const uint32_t first = g_rank / g_per_server * g_per_server;
+  for (uint32_t r = first; r < first + g_per_server; ++r) {
+    ranks.push_back(r);
+  }
+  HcclCommConfig config;
+  HcclCommConfigInit(&config);
+  return HcclCreateSubCommConfig(&g_comm, g_per_server, ranks.data(), 1, g_rank - first, &config,
+                                 &g_server_comm) == HCCL_SUCCESS
+             ? 0
+             : 54;
+}
+
 }  // namespace
 
 int main(int argc, char **argv) {
-  if (argc != 6 || std::strlen(argv[1]) != 2 * sizeof(HcclRootInfo)) {
-    return 50;
-  }
-  HcclRootInfo root;
-  if (!hzc::test::RootInfoFromHex(argv[1], &root)) {
+  if (argc != 6) {
     return 50;
   }
   g_n = static_cast<uint32_t>(std::atoi(argv[2]));
   g_rank = static_cast<uint32_t>(std::atoi(argv[3]));
   const std::string scenario = argv[4];
   g_zero_copy = std::string(argv[5]) == "zerocopy";
-  if (HcclCommInitRootInfo(g_n, &root, g_rank, &g_comm) != HCCL_SUCCESS) {
-    return 54;
+  if (int rc = Init(argv[1]); rc != 0) {
+    return rc;
+  }
+  if (int rc = JoinServer(); rc != 0) {
+    return rc;
   }
   int rc = 55;
   if (scenario == "matrix") {
@@ -452,6 +520,9 @@ int main(int argc, char **argv) {
   }
   if (scenario != "die" && scenario != "absent" && scenario.rfind("revoke", 0) != 0 &&
       scenario != "refusefirst" && HcclCommDestroy(g_comm) != HCCL_SUCCESS && rc == 0) {
+    rc = 56;
+  }
+  if (g_server_comm != nullptr && HcclCommDestroy(g_server_comm) != HCCL_SUCCESS && rc == 0) {
     rc = 56;
   }
   return rc;

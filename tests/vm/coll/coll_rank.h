@@ -17,13 +17,19 @@ namespace hzc::coll_rank {
 inline uint32_t g_rank = 0, g_n = 0;
 inline HcclComm g_comm = nullptr;
 inline bool g_zero_copy = false;
+// Across servers (HZC_TEST_PER_SERVER=L: ranks sL .. sL+L-1 run on server s): L, else 0; and
+// the sub-communicator of this server's ranks that sets and activates the arena's memory
+// (g_comm, which spans servers, cannot).
+inline uint32_t g_per_server = 0;
+inline HcclComm g_server_comm = nullptr;
 
 constexpr size_t kGuard = 64;
 constexpr uint8_t kGuardByte = 0xa5;
 
 // One arena for all buffers: activated memory (zerocopy) or plain memory (staging).
 struct Arena : test::Arena {
-  Arena(size_t bytes, bool zero_copy) : test::Arena(g_comm, bytes, zero_copy) {}
+  Arena(size_t bytes, bool zero_copy)
+      : test::Arena(g_server_comm != nullptr ? g_server_comm : g_comm, bytes, zero_copy) {}
 };
 
 // The exchange scenarios (exchange_rank.cpp): the exit status of @scenario, or -1 when it is

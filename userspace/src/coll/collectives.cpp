@@ -16,6 +16,7 @@
 #include "coll/control.h"
 #include "coll/exchange.h"
 #include "coll/reduce.h"
+#include "coll/span.h"
 #include "coll/zero_copy.h"
 
 namespace hzc::coll {
@@ -92,11 +93,13 @@ bool HasRoot(Kind kind) {
   return kind == Kind::kBroadcast || kind == Kind::kReduce || kind == Kind::kScatter;
 }
 
-Status OneServer(const Communicator &comm) {
-  if (comm.ServerCount() > 1) {
+// The collectives that run only inside one server.
+Status OneServer(const Communicator &comm, Kind kind) {
+  if (comm.ServerCount() > 1 && !RunsAcrossServers(kind)) {
     return Error(HCCL_E_NOT_SUPPORT,
-                 "the communicator's {} ranks span {} servers; collectives need one server",
-                 comm.size(), comm.ServerCount());
+                 "the communicator's {} ranks span {} servers; {} needs one server (across "
+                 "servers: AllReduce, Broadcast, AllGather, ReduceScatter, Barrier)",
+                 comm.size(), comm.ServerCount(), KindName(kind));
   }
   return Status::Ok();
 }
@@ -338,7 +341,7 @@ Status Validate(const Communicator &comm, const Call &c) {
   }
   if (IsExchange(c.kind)) {
     HZC_RETURN_IF_ERROR(MakePlan(c, comm.size(), comm.rank()).status());
-    return OneServer(comm);
+    return OneServer(comm, c.kind);
   }
   const uint64_t blocks =
       (c.kind == Kind::kAllGather || c.kind == Kind::kReduceScatter) ? comm.size() : 1;
@@ -352,7 +355,7 @@ Status Validate(const Communicator &comm, const Call &c) {
   if ((in != 0 && in > UINTPTR_MAX - total) || (out != 0 && out > UINTPTR_MAX - total)) {
     return Error(HCCL_E_PARA, "count={}: the buffers wrap around the address space", c.count);
   }
-  return OneServer(comm);
+  return OneServer(comm, c.kind);
 }
 
 namespace {
@@ -370,7 +373,25 @@ Status CatchUp(State &s, Clock::time_point deadline) {
 
 }  // namespace
 
+void Abort(Communicator &comm, const Status &why) {
+  if (comm.ServerCount() > 1) {
+    return;
+  }
+  State *s = OpenState(comm);
+  if (s == nullptr) {
+    return;
+  }
+  std::lock_guard lock(s->mutex);
+  if (s->broken.ok()) {
+    s->area->Abort(static_cast<HcclResult>(why.code()));
+    s->broken = why;
+  }
+}
+
 Status Refuse(Communicator &comm, const Status &why) {
+  if (comm.ServerCount() > 1) {
+    return why;  // the state is not a control area (coll/span.h); the others time out
+  }
   State *s = OpenState(comm);
   if (s == nullptr) {
     return why;  // the control area is opened by every rank together, never just for this
@@ -399,6 +420,9 @@ Status Refuse(Communicator &comm, const Status &why) {
 Status Run(Communicator &comm, const Call &call) {
   if (Status st = Validate(comm, call); !st.ok()) {
     return Refuse(comm, st);
+  }
+  if (comm.ServerCount() > 1) {
+    return RunAcrossServers(comm, call);
   }
   auto state = GetState(comm);
   if (!state.ok()) {

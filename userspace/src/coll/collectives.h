@@ -110,6 +110,11 @@ Status Validate(const Communicator &comm, const Call &call);
 // Run @call on @comm (all ranks must make the same call). Validate's errors go through Refuse.
 Status Run(Communicator &comm, const Call &call);
 
+// Abort @comm's collectives on every rank for @why (a step outside them failed): the other
+// ranks' waits end with an error naming this rank; later calls fail. Nothing if its control
+// area is not open.
+void Abort(Communicator &comm, const Status &why);
+
 // This rank refuses a call for @why (its own argument checks failed): if the communicator's
 // control area is open, post the call as refused so that the others fail it too (after waiting
 // for the others to reach a call this rank refused just before); @why.

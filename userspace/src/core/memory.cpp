@@ -133,6 +133,21 @@ Status SetRange(HcclComm handle, Communicator &comm, uintptr_t base, size_t size
   return Status::Ok();
 }
 
+Status LinkPeers(Communicator &comm) {
+  auto transport = ChosenTransport();
+  if (!transport.ok()) {
+    return transport.status();
+  }
+  if (*transport == PeerTransport::kMemfd) {
+    return comm.EstablishMemfdLinks();
+  }
+  auto device = Device::Process();
+  if (!device.ok()) {
+    return device.status();
+  }
+  return comm.EstablishLinks(*device, GetConfig().connect_timeout);
+}
+
 Status UnsetRange(uintptr_t base) {
   RangeRegistry::Range removed;
   return Withdraw(

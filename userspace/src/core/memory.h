@@ -24,6 +24,11 @@ namespace hzc::memory {
 // establishes its links (every rank calls it together). [base, base + size) is page aligned.
 Status SetRange(HcclComm handle, Communicator &comm, uintptr_t base, size_t size);
 
+// Link the ranks of single-server communicator @comm (every rank calls it together) over the
+// process's transport, so that its collectives reach activated memory of every communicator
+// of the ranks' processes: what SetRange does first, without a range.
+Status LinkPeers(Communicator &comm);
+
 // HcclCommUnsetMemoryRange: @base is the base of a set range without activations.
 Status UnsetRange(uintptr_t base);
 

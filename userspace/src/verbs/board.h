@@ -49,25 +49,41 @@ Status BoardPutError(const Status &failed, uint32_t key, uint32_t rank);
 Status BoardWaitError(const Status &failed, std::string_view what, uint32_t key, uint32_t stride,
                       std::span<const uint32_t> missing, uint32_t nranks);
 
+// Where link setup meets: every rank publishes a blob under a key and waits for every rank's
+// blob of that key. Inside a server the kernel domain board (Board); across servers the
+// communicator's TCP connections (core/group_board.h).
+class BlobBoard {
+ public:
+  virtual ~BlobBoard() = default;
+  virtual uint32_t rank() const = 0;
+  virtual uint32_t nranks() const = 0;
+  // Publish @blob under @key (once per key and rank).
+  virtual Status Put(uint32_t key, std::span<const std::byte> blob) const = 0;
+  // Wait until @deadline for every rank's blob under @key (at most @stride bytes each).
+  virtual Expected<BoardBlobs> Wait(uint32_t key, uint32_t stride,
+                                    std::chrono::steady_clock::time_point deadline,
+                                    std::string_view what) const = 0;
+};
+
 // Rank @rank of @nranks of kernel domain @domain, which the caller joined through @device.
-class Board {
+class Board : public BlobBoard {
  public:
   Board(const Device &device, const Device::DomainId &domain, uint32_t rank, uint32_t nranks)
       : device_(device), domain_(domain), rank_(rank), nranks_(nranks) {}
 
-  uint32_t rank() const { return rank_; }
-  uint32_t nranks() const { return nranks_; }
+  uint32_t rank() const override { return rank_; }
+  uint32_t nranks() const override { return nranks_; }
 
   // Publish @blob under @key. HCCL_E_REMOTE when the domain broke (a member left or died),
   // HCCL_E_INTERNAL when this rank already published @key, as Device::BoardPut otherwise
   // (BoardPutError).
-  Status Put(uint32_t key, std::span<const std::byte> blob) const;
+  Status Put(uint32_t key, std::span<const std::byte> blob) const override;
 
   // Wait until @deadline for every rank's blob under @key (at most @stride bytes each).
   // Errors as BoardWaitError.
   Expected<BoardBlobs> Wait(uint32_t key, uint32_t stride,
                             std::chrono::steady_clock::time_point deadline,
-                            std::string_view what) const;
+                            std::string_view what) const override;
 
  private:
   const Device &device_;

@@ -63,7 +63,7 @@ Status CheckSetup(const Device &device, uint32_t rank, uint32_t nranks,
 
 // Tell peers this rank's link @state under @key (the endpoint or the ready key), so that they
 // fail (or fall back to kernel-only links) at once instead of waiting for the timeout.
-void PublishState(const Board &board, const LinkOptions &options, uint32_t key,
+void PublishState(const BlobBoard &board, const LinkOptions &options, uint32_t key,
                   EndpointHeader::State state) {
   Status st;
   if (key == options.endpoint_key) {
@@ -83,7 +83,7 @@ void PublishState(const Board &board, const LinkOptions &options, uint32_t key,
 }
 
 // Every rank's endpoint; HCCL_E_ROCE_CONNECT when a rank failed.
-Expected<PeerEndpoints> WaitForEndpoints(const Board &board, const LinkOptions &options,
+Expected<PeerEndpoints> WaitForEndpoints(const BlobBoard &board, const LinkOptions &options,
                                          Clock::time_point deadline) {
   const uint32_t stride =
       static_cast<uint32_t>(sizeof(EndpointHeader) + board.nranks() * sizeof(QpEndpoint));
@@ -100,7 +100,7 @@ Expected<PeerEndpoints> WaitForEndpoints(const Board &board, const LinkOptions &
 }
 
 // The final barrier: every rank connected its queue pairs.
-Status WaitUntilReady(const Board &board, const LinkOptions &options, Clock::time_point deadline) {
+Status WaitUntilReady(const BlobBoard &board, const LinkOptions &options, Clock::time_point deadline) {
   auto ready =
       board.Wait(options.ready_key, sizeof(ReadyBlob), deadline, "link setup: final barrier");
   if (!ready.ok()) {
@@ -358,7 +358,7 @@ Endpoint Links::LocalEndpoint() const {
   return ep;
 }
 
-Expected<std::unique_ptr<Links>> Links::Open(const Board &board, const LinkOptions &options) {
+Expected<std::unique_ptr<Links>> Links::Open(const BlobBoard &board, const LinkOptions &options) {
   auto spec = ParseRdmaDeviceSpec(options.device);
   if (!spec.ok()) {
     return spec.status();
@@ -398,7 +398,12 @@ Expected<std::unique_ptr<Links>> Links::Establish(const Device &device,
                                                   const Device::DomainId &domain, uint32_t rank,
                                                   uint32_t nranks, const LinkOptions &options) {
   HZC_RETURN_IF_ERROR(CheckSetup(device, rank, nranks, options));
-  const Board board(device, domain, rank, nranks);
+  return Establish(Board(device, domain, rank, nranks), options);
+}
+
+Expected<std::unique_ptr<Links>> Links::Establish(const BlobBoard &board,
+                                                  const LinkOptions &options) {
+  const uint32_t rank = board.rank(), nranks = board.nranks();
   const auto deadline = Clock::now() + options.timeout;
 
   // Until this rank has published its last blob, a failure publishes "failed" under the key

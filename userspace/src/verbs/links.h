@@ -186,6 +186,10 @@ class Links {
   static Expected<std::unique_ptr<Links>> Establish(const Device &device,
                                                     const Device::DomainId &domain, uint32_t rank,
                                                     uint32_t nranks, const LinkOptions &options);
+  // The same on any board (BlobBoard: e.g. the TCP connections of a communicator that spans
+  // servers), as rank board.rank() of board.nranks().
+  static Expected<std::unique_ptr<Links>> Establish(const BlobBoard &board,
+                                                    const LinkOptions &options);
 
   ~Links();
   Links(const Links &) = delete;
@@ -221,7 +225,7 @@ class Links {
   Links(uint32_t rank, uint32_t nranks, const LinkOptions &options, std::unique_ptr<Port> port);
 
   // Link setup steps (Establish), each returning the first failure.
-  static Expected<std::unique_ptr<Links>> Open(const Board &board, const LinkOptions &options);
+  static Expected<std::unique_ptr<Links>> Open(const BlobBoard &board, const LinkOptions &options);
   Status CreateQueues();
   Status ModifyToInit(uint32_t peer);
   Status Connect(const std::vector<Endpoint> &endpoints);

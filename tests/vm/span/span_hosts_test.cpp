@@ -1,0 +1,218 @@
+// SPDX-License-Identifier: Apache-2.0
+// Communicators that span two servers: this binary runs in both guests of
+// `scripts/vm-run --hosts 2` at once (scripts/vm-tests build/bin/hosts-tests/hzc_hosts_span in
+// each), and the two guests' tests meet in order: each test starts this guest's ranks of one
+// communicator (hzc-coll-rank, HZC_TEST_PER_SERVER ranks per server; guest N runs ranks
+// (N-1)*L .. N*L-1) and checks their exit statuses. Root info travels from guest 1 to guest 2
+// over a TCP port of the test's own; rank tables name the guests' addresses.
+// Outside such a pair (HZC_HOST_INDEX unset) every test skips.
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <hccl/hccl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "rank_launch.h"
+#include "root_info_hex.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr auto kMeetTime = std::chrono::seconds(180);
+
+struct Hosts {
+  uint32_t index = 0;  // 1 or 2
+  std::vector<std::string> addrs;
+};
+
+// The pair this guest belongs to, or index 0 outside one.
+Hosts GetHosts() {
+  Hosts h;
+  const char *index = std::getenv("HZC_HOST_INDEX");
+  const char *addrs = std::getenv("HZC_HOST_ADDRS");
+  if (index == nullptr || addrs == nullptr) {
+    return h;
+  }
+  std::istringstream in(addrs);
+  for (std::string a; in >> a;) {
+    h.addrs.push_back(a);
+  }
+  h.index = static_cast<uint32_t>(std::atoi(index));
+  if (h.addrs.size() != 2 || h.index < 1 || h.index > 2) {
+    h.index = 0;
+  }
+  return h;
+}
+
+std::string TmpPath(const std::string &name) {
+  const char *tmp = std::getenv("TMPDIR");
+  return std::string(tmp != nullptr ? tmp : "/tmp") + "/" + name;
+}
+
+// Guest 1 hands @hex to guest 2 on @port (one connection); guest 2 gets it. Empty on failure.
+std::string ShareText(const Hosts &h, uint16_t port, const std::string &hex) {
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(port);
+  inet_pton(AF_INET, h.addrs[0].c_str(), &addr.sin_addr);
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  std::string out;
+  if (h.index == 1) {
+    const int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    pollfd p{fd, POLLIN, 0};
+    if (bind(fd, reinterpret_cast<sockaddr *>(&addr), sizeof(addr)) == 0 && listen(fd, 1) == 0 &&
+        poll(&p, 1, static_cast<int>(kMeetTime.count() * 1000)) == 1) {
+      const int c = accept(fd, nullptr, nullptr);
+      if (c >= 0 && send(c, hex.data(), hex.size(), MSG_NOSIGNAL) == ssize_t(hex.size())) {
+        out = hex;
+      }
+      close(c);
+    }
+  } else {
+    const auto deadline = Clock::now() + kMeetTime;
+    while (connect(fd, reinterpret_cast<sockaddr *>(&addr), sizeof(addr)) != 0 &&
+           Clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+    char buf[512];
+    for (ssize_t n; (n = recv(fd, buf, sizeof(buf), 0)) > 0;) {
+      out.append(buf, n);
+    }
+  }
+  close(fd);
+  return out;
+}
+
+// A version 1.0 rank table of the two guests with @per ranks each.
+std::string WriteTable(const Hosts &h, uint32_t per, const std::string &name) {
+  std::ostringstream t;
+  t << R"({"status": "completed", "version": "1.0", "server_count": "2", "server_list": [)";
+  for (uint32_t s = 0; s < 2; ++s) {
+    t << (s ? ", " : "") << R"({"server_id": ")" << h.addrs[s] << R"(", "device": [)";
+    for (uint32_t d = 0; d < per; ++d) {
+      const uint32_t r = s * per + d;
+      t << (d ? ", " : "") << R"({"device_id": ")" << d << R"(", "device_ip": "192.168.7.)"
+        << r + 1 << R"(", "rank_id": ")" << r << R"("})";
+    }
+    t << "]}";
+  }
+  t << "]}";
+  const std::string path = TmpPath(name);
+  std::ofstream(path) << t.str();
+  return path;
+}
+
+class SpanTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    hosts_ = GetHosts();
+    if (hosts_.index == 0) {
+      GTEST_SKIP() << "needs two guests: scripts/vm-run --hosts 2 (HZC_HOST_INDEX unset)";
+    }
+  }
+
+  // How ranks meet: root info shared on a port of this test, or a rank table.
+  std::string Meeting(bool table, uint32_t per) {
+    static uint16_t port = 62000;
+    ++port;
+    if (table) {
+      return "table:" + WriteTable(hosts_, per, "hzc-span-table-" + std::to_string(port) + ".json");
+    }
+    std::string hex;
+    if (hosts_.index == 1) {
+      HcclRootInfo root;
+      EXPECT_EQ(HcclGetRootInfo(&root), HCCL_SUCCESS);
+      hex = hzc::test::RootInfoToHex(root);
+    }
+    hex = ShareText(hosts_, port, hex);
+    EXPECT_EQ(hex.size(), 2 * sizeof(HcclRootInfo)) << "root info from guest 1";
+    return hex;
+  }
+
+  // Start this guest's @per ranks of a 2 x @per communicator met by @how; @env for them.
+  std::vector<pid_t> Start(const std::string &how, uint32_t per, const char *scenario,
+                           const char *mode, const std::map<std::string, std::string> &env = {}) {
+    const uint32_t first = (hosts_.index - 1) * per;
+    return hzc::test::StartRanks(
+        per,
+        [&](uint32_t j) {
+          return std::vector<std::string>{HZC_COLL_RANK, how, std::to_string(2 * per),
+                                          std::to_string(first + j), scenario, mode};
+        },
+        [&](uint32_t j) {
+          setenv("HZC_TEST_PER_SERVER", std::to_string(per).c_str(), 1);
+          setenv("HCCL_BUFFSIZE", "1", 1);
+          setenv("HCCL_CONNECT_TIMEOUT", "120", 1);
+          setenv("HCCL_EXEC_TIMEOUT", "120", 1);
+          setenv("HZC_RDMA_DEVICE", "rxe0", 1);
+          const std::string log = TmpPath("hzc-span-rank" + std::to_string(first + j) + ".log");
+          setenv("HZC_LOG_FILE", log.c_str(), 1);
+          for (const auto &[k, v] : env) {
+            setenv(k.c_str(), v.c_str(), 1);
+          }
+        });
+  }
+
+  std::vector<int> Run(bool table, uint32_t per, const char *scenario, const char *mode,
+                       const std::map<std::string, std::string> &env = {}) {
+    const std::string how = Meeting(table, per);
+    if (HasFailure()) {
+      return {};
+    }
+    return hzc::test::WaitRanks(Start(how, per, scenario, mode, env));
+  }
+
+  // The log of this guest's rank @rank (HZC_LOG_FILE of Start).
+  static std::string RankLog(uint32_t rank) {
+    std::ifstream in(TmpPath("hzc-span-rank" + std::to_string(rank) + ".log"));
+    std::stringstream s;
+    s << in.rdbuf();
+    return s.str();
+  }
+
+  Hosts hosts_;
+};
+
+TEST_F(SpanTest, RootInfoTwoServersOfOneRankEveryCollectiveTypeAndOp) {
+  EXPECT_EQ(Run(false, 1, "matrix", "staging"), std::vector<int>(1, 0));
+}
+
+TEST_F(SpanTest, RankTableTwoServersOfTwoRanksEveryCollectiveTypeAndOp) {
+  EXPECT_EQ(Run(true, 2, "matrix", "staging"), std::vector<int>(2, 0));
+}
+
+// Memory set and activated through the server-local sub-communicator is used without staging
+// inside each server (the local calls' debug log says which path they take).
+TEST_F(SpanTest, MemoryActivatedThroughTheServersCommunicatorIsUsedZeroCopy) {
+  EXPECT_EQ(Run(true, 2, "matrix", "zerocopy", {{"HZC_LOG", "debug"}}), std::vector<int>(2, 0));
+  const uint32_t first = (hosts_.index - 1) * 2;
+  for (uint32_t r = first; r < first + 2; ++r) {
+    EXPECT_NE(RankLog(r).find("takes the zero-copy path"), std::string::npos) << "rank " << r;
+  }
+}
+
+TEST_F(SpanTest, SixtyFourMegabytesAcrossTwoServersOfTwoRanks) {
+  EXPECT_EQ(Run(false, 2, "large", "zerocopy"), std::vector<int>(2, 0));
+}
+
+TEST_F(SpanTest, CallsThatDisagreeAcrossServersFailOnEveryRankAndMoveNothing) {
+  EXPECT_EQ(Run(false, 2, "mismatch", "staging"), std::vector<int>(2, 0));
+}
+
+}  // namespace

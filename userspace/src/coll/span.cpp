@@ -1,0 +1,483 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "coll/span.h"
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "base/config.h"
+#include "base/log.h"
+#include "bootstrap/root_info.h"
+#include "coll/reduce.h"
+#include "coll/wire.h"
+#include "core/memory.h"
+
+namespace hzc::coll {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Tag of the leaders' agreement on each call (over the TCP connections).
+constexpr uint32_t kCallTag = 0x30;
+
+// What the servers' leaders compare before a call.
+struct CallWords {
+  uint64_t seq = 0;
+  uint64_t kind = 0;
+  uint64_t dtype = 0;
+  uint64_t op = 0;
+  uint64_t count = 0;
+  uint64_t root = 0;
+};
+
+// The collectives' state of a communicator that spans servers.
+struct SpanState : Communicator::CollState {
+  std::mutex mutex;  // one call at a time
+  Status broken;     // set once a call failed half-way
+  uint64_t seq = 0;
+  std::vector<std::vector<uint32_t>> servers;  // ranks of each server, by lowest rank
+  std::vector<uint32_t> server_of;             // [rank]
+  uint32_t server = 0;                         // this rank's
+  std::shared_ptr<Communicator> local;         // this server's ranks
+  std::unique_ptr<Wire> wire;                  // the leaders'
+  Status wire_status;                          // why a leader has no wire
+
+  uint32_t pos(uint32_t rank) const {
+    const auto &r = servers[server_of[rank]];
+    return static_cast<uint32_t>(std::find(r.begin(), r.end(), rank) - r.begin());
+  }
+  const std::vector<uint32_t> &mine() const { return servers[server]; }
+  bool leader() const { return local->rank() == 0; }
+  uint32_t nservers() const { return static_cast<uint32_t>(servers.size()); }
+};
+
+// The servers of @comm's ranks (ranks of one host identity), ordered by their lowest rank.
+void GroupServers(const Communicator &comm, SpanState *s) {
+  std::map<std::string, uint32_t> index;
+  s->server_of.resize(comm.size());
+  for (uint32_t r = 0; r < comm.size(); ++r) {
+    auto [it, made] = index.emplace(comm.ranks()[r].host, static_cast<uint32_t>(s->servers.size()));
+    if (made) {
+      s->servers.emplace_back();
+    }
+    s->servers[it->second].push_back(r);
+    s->server_of[r] = it->second;
+  }
+  s->server = s->server_of[comm.rank()];
+}
+
+Expected<std::unique_ptr<SpanState>> MakeState(Communicator &comm) {
+  if (comm.group() == nullptr) {
+    return Error(HCCL_E_NOT_SUPPORT,
+                 "the communicator spans {} servers but has no connections between them (made "
+                 "by HcclCreateSubCommConfig?); collectives across servers need a communicator "
+                 "from HcclCommInitRootInfo or HcclCommInitClusterInfo",
+                 comm.ServerCount());
+  }
+  auto s = std::make_unique<SpanState>();
+  GroupServers(comm, s.get());
+  std::string text = bootstrap::IdString(comm.id()) + "|server|" + std::to_string(s->server);
+  std::vector<bootstrap::RankIdentity> ids;
+  for (uint32_t r : s->mine()) {
+    ids.push_back(comm.ranks()[r]);
+  }
+  s->local = std::make_shared<Communicator>(bootstrap::DerivedId(text), s->pos(comm.rank()),
+                                            std::move(ids), comm.options());
+  if (s->local->size() > 1) {
+    if (Status st = memory::LinkPeers(*s->local); !st.ok()) {
+      LogWarn("collectives across servers: this server's ranks are not linked ({}); they meet "
+              "through the staging path",
+              st.message());
+    }
+  }
+  if (s->leader()) {
+    std::vector<uint32_t> leaders;
+    for (const auto &server : s->servers) {
+      leaders.push_back(server.front());
+    }
+    auto wire = Wire::Open(*comm.group(), std::move(leaders),
+                           Clock::now() + GetConfig().connect_timeout);
+    if (wire.ok()) {
+      s->wire = std::move(*wire);
+    } else {
+      s->wire_status = wire.status();  // told to the local ranks by the first call
+    }
+  }
+  LogInfo("collectives across servers: rank {} is rank {} of {} on server {} of {}{}",
+          comm.rank(), s->local->rank(), s->local->size(), s->server, s->nservers(),
+          s->leader() ? " (its leader)" : "");
+  return s;
+}
+
+Expected<SpanState *> GetState(Communicator &comm) {
+  std::lock_guard lock(comm.coll_state_mutex());
+  auto &slot = comm.coll_state();
+  if (!slot) {
+    auto s = MakeState(comm);
+    if (!s.ok()) {
+      return s.status();
+    }
+    slot = std::move(*s);
+  }
+  return static_cast<SpanState *>(slot.get());
+}
+
+// One call of the hierarchical schedule on rank @comm.rank().
+class Spanning {
+ public:
+  Spanning(Communicator &comm, SpanState &s, const Call &c, Clock::time_point deadline)
+      : comm_(comm), s_(s), c_(c), deadline_(deadline), es_(TypeSize(c.dtype)) {}
+
+  Status Agree();
+  Status Run();
+
+ private:
+  // A collective of the server-local communicator (a copy when the server has one rank).
+  Status Local(const Call &call);
+  Status Transfer(const std::vector<Wire::Out> &out, const std::vector<size_t> &in,
+                  const Wire::Sink &sink) {
+    return s_.wire->Transfer(out, in, sink, deadline_);
+  }
+  bool Leads() const { return s_.leader() && s_.nservers() > 1; }
+  Status AllReduce();
+  Status LeadersAllReduce(uint8_t *buf, size_t count);
+  Status Broadcast();
+  Status AllGather();
+  Status ReduceScatter();
+  Status Barrier();
+  // Copy [off, off + len) of server @p's blocks (of @block bytes, in its rank order) between
+  // @flat and the rank-ordered buffer @by_rank; @reduce combines instead of copying in.
+  void Blockwise(uint32_t p, size_t block, size_t off, const uint8_t *from, size_t len,
+                 uint8_t *by_rank, const ReduceFn *reduce) const;
+
+  Communicator &comm_;
+  SpanState &s_;
+  const Call &c_;
+  const Clock::time_point deadline_;
+  const size_t es_;
+};
+
+Status Spanning::Local(const Call &call) {
+  if (s_.local->size() > 1) {
+    return coll::Run(*s_.local, call);
+  }
+  const size_t bytes = call.count * es_;
+  switch (call.kind) {
+    case Kind::kAllReduce:
+    case Kind::kAllGather:
+    case Kind::kScatter:
+      if (call.recv != call.send && bytes != 0) {
+        std::memmove(call.recv, call.send, bytes);
+      }
+      break;
+    default:  // Broadcast, Barrier: nothing to do alone
+      break;
+  }
+  return Status::Ok();
+}
+
+// The leaders check that every server makes the same call; the verdict goes to the local ranks.
+Status Spanning::Agree() {
+  Status verdict;
+  if (s_.leader()) {
+    verdict = s_.wire ? Status::Ok() : s_.wire_status;
+    if (verdict.ok() && s_.nservers() > 1) {
+      const CallWords mine{.seq = s_.seq,
+                           .kind = static_cast<uint64_t>(c_.kind),
+                           .dtype = c_.kind == Kind::kBarrier ? 0 : uint64_t{c_.dtype},
+                           .op = Reduces(c_.kind) ? uint64_t{c_.op} : 0,
+                           .count = c_.count,
+                           .root = c_.kind == Kind::kBroadcast ? c_.root : 0};
+      std::vector<uint32_t> leaders;
+      for (const auto &server : s_.servers) {
+        leaders.push_back(server.front());
+      }
+      auto all = comm_.group()->AllGather(leaders, kCallTag, std::as_bytes(std::span(&mine, 1)),
+                                          deadline_, "the call's arguments");
+      if (!all.ok()) {
+        return all.status();
+      }
+      for (size_t i = 0; i < leaders.size() && verdict.ok(); ++i) {
+        if ((*all)[i].size() != sizeof(CallWords) ||
+            std::memcmp((*all)[i].data(), &mine, sizeof(CallWords)) != 0) {
+          verdict = Error(HCCL_E_PARA,
+                          "servers disagree on call {} ({}): rank {} made another call (kind, "
+                          "type, op, count or root); nothing was moved",
+                          s_.seq, KindName(c_.kind), leaders[i]);
+        }
+      }
+    }
+  }
+  if (s_.local->size() == 1) {
+    return verdict;
+  }
+  uint64_t word = static_cast<uint64_t>(verdict.code());
+  HZC_RETURN_IF_ERROR(coll::Run(*s_.local, {.kind = Kind::kBroadcast,
+                                            .send = &word,
+                                            .recv = &word,
+                                            .count = 1,
+                                            .dtype = HCCL_DATA_TYPE_UINT64}));
+  if (!s_.leader() && word != HCCL_SUCCESS) {
+    return Error(static_cast<HcclResult>(word),
+                 "rank {}, this server's leader, refused call {} (see its log)", s_.mine().front(),
+                 s_.seq);
+  }
+  return verdict;
+}
+
+Status Spanning::Run() {
+  switch (c_.kind) {
+    case Kind::kAllReduce:
+      return AllReduce();
+    case Kind::kBroadcast:
+      return Broadcast();
+    case Kind::kAllGather:
+      return AllGather();
+    case Kind::kReduceScatter:
+      return ReduceScatter();
+    case Kind::kBarrier:
+      return Barrier();
+    default:
+      break;
+  }
+  return Error(HCCL_E_NOT_SUPPORT, "{} across servers", KindName(c_.kind));
+}
+
+Status Spanning::AllReduce() {
+  Call local = c_;
+  HZC_RETURN_IF_ERROR(Local(local));
+  if (Leads()) {
+    HZC_RETURN_IF_ERROR(LeadersAllReduce(static_cast<uint8_t *>(c_.recv), c_.count));
+  }
+  return Local({.kind = Kind::kBroadcast,
+                .send = c_.recv,
+                .recv = c_.recv,
+                .count = c_.count,
+                .dtype = c_.dtype});
+}
+
+// Reduce-scatter then all-gather of @buf between the leaders, block i owned by server i.
+Status Spanning::LeadersAllReduce(uint8_t *buf, size_t count) {
+  ReduceFn reduce;
+  HZC_RETURN_IF_ERROR(GetReduce(c_.dtype, c_.op, &reduce));
+  const uint32_t n = s_.nservers(), me = s_.wire->index();
+  const Blocks blk(count, es_, n);
+  uint8_t *const own = buf + blk.first(me) * es_;
+  std::vector<Wire::Out> out(n);
+  std::vector<size_t> in(n);
+  for (uint32_t p = 0; p < n; ++p) {
+    out[p] = {buf + blk.first(p) * es_, blk.size(p) * es_};
+    in[p] = blk.size(me) * es_;
+  }
+  HZC_RETURN_IF_ERROR(Transfer(out, in, [&](uint32_t, size_t off, const uint8_t *d, size_t len) {
+    const void *inputs[2] = {own + off, d};
+    reduce(own + off, inputs, 2, len / es_);
+  }));
+  for (uint32_t p = 0; p < n; ++p) {
+    out[p] = {own, blk.size(me) * es_};
+    in[p] = blk.size(p) * es_;
+  }
+  return Transfer(out, in, [&](uint32_t p, size_t off, const uint8_t *d, size_t len) {
+    std::memcpy(buf + blk.first(p) * es_ + off, d, len);
+  });
+}
+
+Status Spanning::Broadcast() {
+  const uint32_t root_server = s_.server_of[c_.root];
+  auto local = [&](uint32_t root) {
+    return Local({.kind = Kind::kBroadcast,
+                  .send = c_.recv,
+                  .recv = c_.recv,
+                  .count = c_.count,
+                  .dtype = c_.dtype,
+                  .root = root});
+  };
+  if (s_.server == root_server) {
+    HZC_RETURN_IF_ERROR(local(s_.pos(c_.root)));
+  }
+  if (Leads()) {
+    auto *buf = static_cast<uint8_t *>(c_.recv);
+    const size_t bytes = c_.count * es_;
+    std::vector<Wire::Out> out(s_.nservers());
+    std::vector<size_t> in(s_.nservers());
+    if (s_.server == root_server) {
+      std::fill(out.begin(), out.end(), Wire::Out{buf, bytes});
+    } else {
+      in[root_server] = bytes;
+    }
+    HZC_RETURN_IF_ERROR(
+        Transfer(out, in, [&](uint32_t, size_t off, const uint8_t *d, size_t len) {
+          std::memcpy(buf + off, d, len);
+        }));
+  }
+  return s_.server == root_server ? Status::Ok() : local(0);
+}
+
+void Spanning::Blockwise(uint32_t p, size_t block, size_t off, const uint8_t *from, size_t len,
+                         uint8_t *by_rank, const ReduceFn *reduce) const {
+  const auto &ranks = s_.servers[p];
+  while (len > 0) {
+    const size_t j = off / block, at = off % block, n = std::min(len, block - at);
+    uint8_t *to = by_rank + ranks[j] * block + at;
+    if (reduce != nullptr) {
+      const void *inputs[2] = {to, from};
+      (*reduce)(to, inputs, 2, n / es_);
+    } else {
+      std::memcpy(to, from, n);
+    }
+    off += n, from += n, len -= n;
+  }
+}
+
+// Whether @ranks are consecutive.
+bool Consecutive(const std::vector<uint32_t> &ranks) {
+  return ranks.back() - ranks.front() + 1 == ranks.size();
+}
+
+Status Spanning::AllGather() {
+  const size_t block = c_.count * es_;
+  auto *recv = static_cast<uint8_t *>(c_.recv);
+  const auto &mine = s_.mine();
+  std::vector<uint8_t> tmp;
+  uint8_t *seg = recv + mine.front() * block;
+  if (!Consecutive(mine)) {
+    tmp.resize(mine.size() * block);
+    seg = tmp.data();
+  }
+  HZC_RETURN_IF_ERROR(Local({.kind = Kind::kAllGather,
+                             .send = c_.send,
+                             .recv = seg,
+                             .count = c_.count,
+                             .dtype = c_.dtype}));
+  if (s_.leader() && !tmp.empty()) {
+    Blockwise(s_.server, block, 0, seg, tmp.size(), recv, nullptr);
+  }
+  if (Leads()) {
+    std::vector<Wire::Out> out(s_.nservers(), Wire::Out{seg, mine.size() * block});
+    std::vector<size_t> in(s_.nservers());
+    for (uint32_t p = 0; p < s_.nservers(); ++p) {
+      in[p] = s_.servers[p].size() * block;
+    }
+    HZC_RETURN_IF_ERROR(
+        Transfer(out, in, [&](uint32_t p, size_t off, const uint8_t *d, size_t len) {
+          Blockwise(p, block, off, d, len, recv, nullptr);
+        }));
+  }
+  return Local({.kind = Kind::kBroadcast,
+                .send = recv,
+                .recv = recv,
+                .count = c_.count * comm_.size(),
+                .dtype = c_.dtype});
+}
+
+Status Spanning::ReduceScatter() {
+  const size_t block = c_.count * es_;
+  std::vector<uint8_t> part(comm_.size() * block);
+  HZC_RETURN_IF_ERROR(Local({.kind = Kind::kAllReduce,
+                             .send = c_.send,
+                             .recv = part.data(),
+                             .count = c_.count * comm_.size(),
+                             .dtype = c_.dtype,
+                             .op = c_.op}));
+  const auto &mine = s_.mine();
+  if (Leads()) {
+    ReduceFn reduce;
+    HZC_RETURN_IF_ERROR(GetReduce(c_.dtype, c_.op, &reduce));
+    std::vector<std::vector<uint8_t>> gathered(s_.nservers());
+    std::vector<Wire::Out> out(s_.nservers());
+    std::vector<size_t> in(s_.nservers(), mine.size() * block);
+    for (uint32_t p = 0; p < s_.nservers(); ++p) {
+      const auto &ranks = s_.servers[p];
+      if (Consecutive(ranks)) {
+        out[p] = {part.data() + ranks.front() * block, ranks.size() * block};
+        continue;
+      }
+      for (uint32_t r : ranks) {
+        gathered[p].insert(gathered[p].end(), part.data() + r * block,
+                           part.data() + (r + 1) * block);
+      }
+      out[p] = {gathered[p].data(), gathered[p].size()};
+    }
+    HZC_RETURN_IF_ERROR(
+        Transfer(out, in, [&](uint32_t, size_t off, const uint8_t *d, size_t len) {
+          Blockwise(s_.server, block, off, d, len, part.data(), &reduce);
+        }));
+  }
+  std::vector<uint8_t> seg;
+  const uint8_t *send = part.data() + mine.front() * block;
+  if (!Consecutive(mine)) {
+    for (uint32_t r : mine) {
+      seg.insert(seg.end(), part.data() + r * block, part.data() + (r + 1) * block);
+    }
+    send = seg.data();
+  }
+  return Local({.kind = Kind::kScatter,
+                .send = send,
+                .recv = c_.recv,
+                .count = c_.count,
+                .dtype = c_.dtype,
+                .root = 0});
+}
+
+Status Spanning::Barrier() {
+  HZC_RETURN_IF_ERROR(Local({.kind = Kind::kBarrier}));
+  if (Leads()) {
+    static const uint64_t token = 0;
+    std::vector<Wire::Out> out(s_.nservers(),
+                               Wire::Out{reinterpret_cast<const uint8_t *>(&token), 8});
+    std::vector<size_t> in(s_.nservers(), 8);
+    HZC_RETURN_IF_ERROR(Transfer(out, in, [](uint32_t, size_t, const uint8_t *, size_t) {}));
+  }
+  return Local({.kind = Kind::kBarrier});
+}
+
+}  // namespace
+
+bool RunsAcrossServers(Kind kind) {
+  return kind == Kind::kAllReduce || kind == Kind::kBroadcast || kind == Kind::kAllGather ||
+         kind == Kind::kReduceScatter || kind == Kind::kBarrier;
+}
+
+Status RunAcrossServers(Communicator &comm, const Call &call) {
+  auto state = GetState(comm);
+  if (!state.ok()) {
+    return state.status();
+  }
+  SpanState &s = **state;
+  std::lock_guard lock(s.mutex);
+  if (!s.broken.ok()) {
+    return Error(s.broken.code(), "an earlier call failed half-way ({}); destroy the communicator",
+                 s.broken.message());
+  }
+  ++s.seq;
+  Spanning run(comm, s, call, Clock::now() + comm.ExecTimeout());
+  Status st = run.Agree();
+  if (st.ok()) {
+    st = run.Run();
+  } else if (st.code() == HCCL_E_PARA) {
+    return st;  // nothing moved: the communicator stays usable
+  }
+  if (!st.ok()) {
+    // Whoever waits for this rank learns of the failure now, not at its timeout.
+    if (s.wire) {
+      s.wire->Abort(static_cast<HcclResult>(st.code()));
+    }
+    Abort(*s.local, st);
+    s.broken = st;
+    comm.RecordAsyncError(static_cast<HcclResult>(st.code()));
+    return st;
+  }
+  LogDebug("collectives: call {} ({}) across {} servers done{}", s.seq, KindName(call.kind),
+           s.nservers(),
+           s.wire ? fmt::format(" ({} chunks sent and {} received over the wire so far)",
+                                s.wire->chunks_sent(), s.wire->chunks_received())
+                  : std::string());
+  return Status::Ok();
+}
+
+}  // namespace hzc::coll

@@ -1,0 +1,328 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "coll/wire.h"
+
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <thread>
+#include <utility>
+
+#include "base/errno_string.h"
+#include "base/log.h"
+#include "core/group_board.h"
+
+namespace hzc::coll {
+
+namespace {
+
+constexpr size_t kLine = 64;
+constexpr size_t kPage = 4096;
+// Flag lines in the area (written by peers) and in the out region (what this member writes
+// to peers, and where a probe reads into).
+constexpr uint32_t kReady = 0;
+constexpr uint32_t kCredit = 1;
+constexpr uint32_t kProbe = 2;
+constexpr uint32_t kAbort = 3;
+constexpr uint32_t kLines = 4;
+// Tag of the key exchange on the TCP connections (below GroupBoard::kTagBase).
+constexpr uint32_t kKeysTag = 0x20;
+// A wait without progress for this long probes the peer.
+constexpr std::chrono::milliseconds kProbeAfter{1000};
+
+size_t FlagBytes(size_t n) {
+  return (kLines * n * kLine + kPage - 1) / kPage * kPage;
+}
+
+}  // namespace
+
+Wire::Wire(bootstrap::Group &group, std::vector<uint32_t> members, uint32_t me)
+    : group_(group),
+      members_(std::move(members)),
+      me_(me),
+      sent_(members_.size()),
+      received_(members_.size()) {}
+
+Wire::~Wire() = default;
+
+Expected<std::unique_ptr<Wire>> Wire::Open(bootstrap::Group &group, std::vector<uint32_t> members,
+                                           Clock::time_point deadline) {
+  const auto it = std::find(members.begin(), members.end(), group.rank());
+  if (it == members.end()) {
+    return Error(HCCL_E_INTERNAL, "wire: rank {} is not among its members", group.rank());
+  }
+  const auto me = static_cast<uint32_t>(it - members.begin());
+  std::unique_ptr<Wire> w(new Wire(group, std::move(members), me));
+  const GroupBoard board(group, w->members_);
+  verbs::LinkOptions options = verbs::LinkOptions::FromEnvironment();
+  options.timeout = std::chrono::duration_cast<std::chrono::milliseconds>(
+      std::max(deadline - Clock::now(), Clock::duration::zero()));
+  auto links = verbs::Links::Establish(board, options);
+  if (!links.ok()) {
+    return Error(links.status().code(), "links between the servers: {}",
+                 links.status().message());
+  }
+  if (!*links) {
+    return Error(HCCL_E_NOT_SUPPORT,
+                 "links between the servers: a server has no RDMA device with an active port "
+                 "(HZC_RDMA_DEVICE); collectives across servers need one");
+  }
+  w->links_ = std::move(*links);
+  HZC_RETURN_IF_ERROR(w->Register());
+  HZC_RETURN_IF_ERROR(w->ExchangeKeys(deadline));
+  LogDebug("wire: rank {} is member {} of {} ({} port {})", group.rank(), me, w->size(),
+           w->links_->port().device, w->links_->port().port_num);
+  return w;
+}
+
+Status Wire::Register() {
+  const size_t n = members_.size();
+  const size_t len = 2 * FlagBytes(n) + 2 * n * kChunk;
+  area_ = UniqueMapping::Map(len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1);
+  if (!area_.valid()) {
+    return Error(HCCL_E_MEMORY, "wire: cannot map {} bytes for the landing slots: {}", len,
+                 ErrnoString(errno));
+  }
+  auto mr = links_->Register(area_.get(), len);
+  if (!mr.ok()) {
+    return mr.status();
+  }
+  mr_ = std::move(*mr);
+  return Status::Ok();
+}
+
+Status Wire::ExchangeKeys(Clock::time_point deadline) {
+  const verbs::RemoteBuffer mine = mr_->remote();
+  auto all = group_.AllGather(members_, kKeysTag, verbs::Bytes(mine), deadline,
+                              "the landing slots of the servers");
+  if (!all.ok()) {
+    return all.status();
+  }
+  remote_.resize(members_.size());
+  for (size_t i = 0; i < members_.size(); ++i) {
+    const auto &blob = (*all)[i];
+    if (blob.size() != sizeof(verbs::RemoteBuffer)) {
+      return Error(HCCL_E_ROCE_CONNECT, "wire: rank {} sent {} bytes for its landing slots",
+                   members_[i], blob.size());
+    }
+    std::memcpy(&remote_[i], blob.data(), sizeof(verbs::RemoteBuffer));
+  }
+  return Status::Ok();
+}
+
+uint64_t Wire::FlagOffset(uint32_t line, uint32_t p) const {
+  return (uint64_t{line} * members_.size() + p) * kLine;
+}
+
+uint64_t Wire::LandingOffset(uint32_t p) const {
+  return 2 * FlagBytes(members_.size()) + uint64_t{p} * kChunk;
+}
+
+uint64_t *Wire::Flag(uint32_t line, uint32_t p) const {
+  return reinterpret_cast<uint64_t *>(area_.as<uint8_t>() + FlagOffset(line, p));
+}
+
+uint64_t *Wire::OutFlag(uint32_t line, uint32_t p) const {
+  return reinterpret_cast<uint64_t *>(area_.as<uint8_t>() + FlagBytes(members_.size()) +
+                                      FlagOffset(line, p));
+}
+
+uint8_t *Wire::Landing(uint32_t p) const {
+  return area_.as<uint8_t>() + LandingOffset(p);
+}
+
+uint8_t *Wire::Outbox(uint32_t p) const {
+  return Landing(p) + members_.size() * kChunk;
+}
+
+Status Wire::Probe(uint32_t p) {
+  if (std::string why = group_.Broken(members_[p]); !why.empty()) {
+    return Error(HCCL_E_REMOTE, "rank {} (another server) is gone: {}", members_[p], why);
+  }
+  // Where the peer writes our flags lies in its area like ours does in ours.
+  const verbs::WorkRequest read{.op = verbs::WorkRequest::kRead,
+                                .peer = p,
+                                .mr = mr_.get(),
+                                .local = OutFlag(kProbe, p),
+                                .length = sizeof(uint64_t),
+                                .remote_addr = remote_[p].addr + FlagOffset(kReady, me_),
+                                .rkey = remote_[p].rkey};
+  if (Status st = Execute({&read, 1}); !st.ok()) {
+    return Error(st.code(), "rank {} (another server) does not answer: {}", members_[p],
+                 st.message());
+  }
+  return Status::Ok();
+}
+
+Status Wire::WaitFlag(uint32_t line, uint32_t p, uint64_t value, const char *what,
+                      Clock::time_point deadline) {
+  const std::atomic_ref<uint64_t> flag(*Flag(line, p));
+  auto last = Clock::now();
+  for (uint32_t spins = 0;; ++spins) {
+    if (flag.load(std::memory_order_acquire) >= value) {
+      return Status::Ok();
+    }
+    HZC_RETURN_IF_ERROR(CheckAborts());
+    const auto now = Clock::now();
+    if (now >= deadline) {
+      return Error(HCCL_E_TIMEOUT, "rank {} (another server): no {} within HCCL_EXEC_TIMEOUT",
+                   members_[p], what);
+    }
+    if (now - last >= kProbeAfter) {
+      HZC_RETURN_IF_ERROR(Probe(p));
+      last = Clock::now();
+    }
+    if (spins > 64) {
+      // The CPU also runs the RDMA device's work on soft-RoCE: do not spin it away.
+      std::this_thread::sleep_for(std::chrono::microseconds(20));
+    }
+  }
+}
+
+Status Wire::Send(const std::vector<Out> &out, std::vector<size_t> *done,
+                  Clock::time_point deadline) {
+  std::vector<verbs::WorkRequest> wrs;
+  for (uint32_t p = 0; p < size(); ++p) {
+    if (p == me_ || (*done)[p] >= out[p].len) {
+      continue;
+    }
+    HZC_RETURN_IF_ERROR(WaitFlag(kCredit, p, sent_[p], "room for the next chunk", deadline));
+    const size_t len = std::min(kChunk, out[p].len - (*done)[p]);
+    std::memcpy(Outbox(p), out[p].data + (*done)[p], len);
+    *OutFlag(kReady, p) = ++sent_[p];
+    (*done)[p] += len;
+    wrs.push_back({.peer = p,
+                   .mr = mr_.get(),
+                   .local = Outbox(p),
+                   .length = len,
+                   .remote_addr = remote_[p].addr + LandingOffset(me_),
+                   .rkey = remote_[p].rkey});
+    wrs.push_back({.peer = p,
+                   .mr = mr_.get(),
+                   .local = OutFlag(kReady, p),
+                   .length = sizeof(uint64_t),
+                   .remote_addr = remote_[p].addr + FlagOffset(kReady, me_),
+                   .rkey = remote_[p].rkey});
+  }
+  return wrs.empty() ? Status::Ok() : Execute(wrs);
+}
+
+Status Wire::Receive(const std::vector<size_t> &in, std::vector<size_t> *done, const Sink &sink,
+                     Clock::time_point deadline) {
+  std::vector<verbs::WorkRequest> credits;
+  for (uint32_t p = 0; p < size(); ++p) {
+    if (p == me_ || (*done)[p] >= in[p]) {
+      continue;
+    }
+    HZC_RETURN_IF_ERROR(WaitFlag(kReady, p, received_[p] + 1, "data", deadline));
+    const size_t len = std::min(kChunk, in[p] - (*done)[p]);
+    sink(p, (*done)[p], Landing(p), len);
+    (*done)[p] += len;
+    *OutFlag(kCredit, p) = ++received_[p];
+    credits.push_back({.peer = p,
+                       .mr = mr_.get(),
+                       .local = OutFlag(kCredit, p),
+                       .length = sizeof(uint64_t),
+                       .remote_addr = remote_[p].addr + FlagOffset(kCredit, me_),
+                       .rkey = remote_[p].rkey});
+  }
+  return credits.empty() ? Status::Ok() : Execute(credits);
+}
+
+Status Wire::Transfer(const std::vector<Out> &out, const std::vector<size_t> &in,
+                      const Sink &sink, Clock::time_point deadline) {
+  if (!broken_.ok()) {
+    return Error(broken_.code(), "an earlier transfer failed: {}", broken_.message());
+  }
+  std::vector<size_t> sent(size()), received(size());
+  auto more = [&] {
+    for (uint32_t p = 0; p < size(); ++p) {
+      if (p != me_ && (sent[p] < out[p].len || received[p] < in[p])) {
+        return true;
+      }
+    }
+    return false;
+  };
+  while (more()) {
+    Status st = Send(out, &sent, deadline);
+    if (st.ok()) {
+      st = Receive(in, &received, sink, deadline);
+    }
+    if (!st.ok()) {
+      broken_ = st;
+      return st;
+    }
+  }
+  return Status::Ok();
+}
+
+Status Wire::Execute(std::span<const verbs::WorkRequest> wrs) {
+  Status st = links_->Execute(wrs);
+  if (!st.ok()) {
+    std::string who;
+    for (uint32_t i = 0; i < size(); ++i) {
+      who += fmt::format("{}{} = rank {}", i == 0 ? "" : ", ", i, members_[i]);
+    }
+    return Error(st.code(), "{} (between the servers' leaders: {})", st.message(), who);
+  }
+  return st;
+}
+
+Status Wire::CheckAborts() const {
+  for (uint32_t p = 0; p < size(); ++p) {
+    const uint64_t code = std::atomic_ref<uint64_t>(*Flag(kAbort, p)).load(std::memory_order_acquire);
+    if (p != me_ && code != 0) {
+      return Error(HCCL_E_REMOTE, "rank {} (another server's leader) failed the call with code {}",
+                   members_[p], code);
+    }
+  }
+  return Status::Ok();
+}
+
+void Wire::Abort(HcclResult code) {
+  if (broken_.ok()) {
+    broken_ = Error(code, "this rank aborted the communicator's collectives");
+  }
+  if (!mr_ || remote_.size() != size()) {
+    return;  // no peer knows our area yet: they fail on their own
+  }
+  std::vector<verbs::WorkRequest> wrs;
+  for (uint32_t p = 0; p < size(); ++p) {
+    if (p == me_) {
+      continue;
+    }
+    *OutFlag(kAbort, p) = static_cast<uint64_t>(code == HCCL_SUCCESS ? HCCL_E_INTERNAL : code);
+    wrs.push_back({.peer = p,
+                   .mr = mr_.get(),
+                   .local = OutFlag(kAbort, p),
+                   .length = sizeof(uint64_t),
+                   .remote_addr = remote_[p].addr + FlagOffset(kAbort, me_),
+                   .rkey = remote_[p].rkey});
+  }
+  // Each request goes alone: a broken link to one member must not keep the others uninformed.
+  for (const verbs::WorkRequest &wr : wrs) {
+    if (Status st = links_->Execute({&wr, 1}); !st.ok()) {
+      LogDebug("wire: cannot tell rank {} of the abort: {}", members_[wr.peer], st.message());
+    }
+  }
+}
+
+uint64_t Wire::chunks_sent() const {
+  uint64_t n = 0;
+  for (uint64_t s : sent_) {
+    n += s;
+  }
+  return n;
+}
+
+uint64_t Wire::chunks_received() const {
+  uint64_t n = 0;
+  for (uint64_t r : received_) {
+    n += r;
+  }
+  return n;
+}
+
+}  // namespace hzc::coll
