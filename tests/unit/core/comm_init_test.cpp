@@ -1,15 +1,22 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "core/comm_init.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <future>
 #include <string>
 #include <thread>
 
+#include "base/unique_fd.h"
+#include "bootstrap/group.h"
+#include "bootstrap/host_id.h"
 #include "core/comm.h"
 #include "hzc_test.h"
 
@@ -18,23 +25,58 @@ namespace {
 
 using ::testing::HasSubstr;
 
+// A port of loopback nobody listens on now (bound once, then released), for a rank table's
+// rendezvous: not HCCL_IF_BASE_PORT's 60000, which other tests on this host may use.
+uint16_t FreePort() {
+  UniqueFd fd(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(a);
+  if (bind(fd.get(), reinterpret_cast<sockaddr *>(&a), sizeof(a)) != 0 ||
+      getsockname(fd.get(), reinterpret_cast<sockaddr *>(&a), &len) != 0) {
+    return 0;
+  }
+  return ntohs(a.sin_port);
+}
+
 class CommInitTest : public test::Test {
  protected:
   void TearDown() override {
     for (HcclComm h : made_) {
       EXPECT_TRUE(CommRegistry::Process().Remove(h).ok());
     }
-    std::remove(path_.c_str());
+    for (const std::string &path : paths_) {
+      std::remove(path.c_str());
+    }
     test::Test::TearDown();
   }
-  // Write a one-server table of two ranks on @server.
-  const char *Table(const std::string &server) {
-    std::ofstream(path_) << R"({"status": "completed", "version": "1.0", "server_count": "1",
-      "server_list": [{"server_id": ")"
-                         << server << R"(", "device": [
-        {"device_id": "0", "device_ip": "192.168.1.10", "rank_id": "0"},
-        {"device_id": "1", "device_ip": "192.168.1.11", "rank_id": "1"}]}]})";
-    return path_.c_str();
+  // Write a table of two ranks: on one server @server, or (@second not empty) rank 0 on @server
+  // and rank 1 on @second.
+  std::string Table(const std::string &server, const std::string &second = "") {
+    const std::string path = std::string(getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp") +
+                             "/hzc-comm-init-" + std::to_string(getpid()) + "-" +
+                             std::to_string(paths_.size()) + ".json";
+    paths_.push_back(path);
+    const std::string rank1 = R"({"device_id": "1", "device_ip": "192.168.1.11", "rank_id": "1"})";
+    std::ofstream(path) << R"({"status": "completed", "version": "1.0", "server_count": ")"
+                        << (second.empty() ? 1 : 2) << R"(", "server_list": [{"server_id": ")"
+                        << server << R"(", "device": [
+        {"device_id": "0", "device_ip": "192.168.1.10", "rank_id": "0"})"
+                        << (second.empty() ? ", " + rank1 + "]}"
+                                           : R"(]}, {"server_id": ")" + second +
+                                                 R"(", "device": [)" + rank1 + "]}")
+                        << "]}";
+    return path;
+  }
+  // Both ranks of the table at @path, each in a thread, on @port.
+  std::vector<Expected<HcclComm>> BothRanks(const std::string &path, uint16_t port) {
+    auto r1 =
+        std::async(std::launch::async, [&] { return FromRankTable(path.c_str(), 1, {}, port); });
+    std::vector<Expected<HcclComm>> out;
+    out.push_back(FromRankTable(path.c_str(), 0, {}, port));
+    out.push_back(r1.get());
+    return out;
   }
   std::shared_ptr<Communicator> Made(Expected<HcclComm> handle) {
     EXPECT_TRUE(handle.ok()) << handle.status().message();
@@ -45,30 +87,76 @@ class CommInitTest : public test::Test {
     return CommRegistry::Process().Get(*handle).value();
   }
 
-  std::string path_ = std::string(getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp") +
-                      "/hzc-comm-init-" + std::to_string(getpid()) + ".json";
+  std::vector<std::string> paths_;
   std::vector<HcclComm> made_;
 };
 
-// Every rank that reads the same table joins the same communicator; another table is another.
-TEST_F(CommInitTest, RankTableRanksShareTheTablesId) {
-  auto r0 = Made(FromRankTable(Table("node-a"), 0));
-  auto r1 = Made(FromRankTable(Table("node-a"), 1));
-  auto other = Made(FromRankTable(Table("node-b"), 0));
+// The ranks of one table (as threads) meet at rank 0's rendezvous and join the same
+// communicator; another table is another. Their identities are their real ones.
+TEST_F(CommInitTest, RankTableRanksRendezvous) {
+  const uint16_t port = FreePort();
+  ASSERT_NE(port, 0);
+  auto a = BothRanks(Table("node-a"), port);
+  auto b = BothRanks(Table("node-b"), port);  // the same port again, once a's root is done
+  auto r0 = Made(std::move(a[0]));
+  auto r1 = Made(std::move(a[1]));
+  auto other = Made(std::move(b[0]));
+  Made(std::move(b[1]));
   ASSERT_TRUE(r0 && r1 && other);
   EXPECT_EQ(r0->id(), r1->id());
   EXPECT_NE(r0->id(), other->id());
   EXPECT_EQ(r0->size(), 2U);
   EXPECT_EQ(r1->rank(), 1U);
   EXPECT_EQ(r0->ServerCount(), 1U);
-  EXPECT_EQ(r0->ranks()[1].host, "node-a");
+  EXPECT_EQ(r0->ranks()[1].host, bootstrap::HostIdentity());
+  EXPECT_EQ(r0->ranks()[1].pid, static_cast<uint32_t>(getpid()));
+  EXPECT_NE(r0->ranks()[0].address, r0->ranks()[1].address);
+  EXPECT_EQ(r0->group(), nullptr);  // one server: no connections between the ranks
+}
+
+// Two tables' communicators at once on one port: the second waits for it.
+TEST_F(CommInitTest, TwoRankTablesAtOnceShareThePort) {
+  const uint16_t port = FreePort();
+  ASSERT_NE(port, 0);
+  const std::string a = Table("node-a");
+  const std::string b = Table("node-b");
+  auto second = std::async(std::launch::async, [&] { return BothRanks(b, port); });
+  for (auto &h : BothRanks(a, port)) {
+    Made(std::move(h));
+  }
+  for (auto &h : second.get()) {
+    Made(std::move(h));
+  }
+  EXPECT_EQ(made_.size(), 4U);
+}
+
+TEST_F(CommInitTest, RankTableServerCountMustMatch) {
+  auto both = BothRanks(Table("127.0.0.1", "127.0.0.2"), FreePort());
+  for (auto &r : both) {
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), HCCL_E_PARA);
+    EXPECT_THAT(r.status().message(),
+                HasSubstr("the rank table lists 2 server(s) but the ranks run on 1"));
+  }
+}
+
+TEST_F(CommInitTest, RankTableFirstServerNeedsAnIp) {
+  const std::string path = Table("node-a", "127.0.0.2");
+  for (uint32_t rank : {0U, 1U}) {
+    auto r = FromRankTable(path.c_str(), rank, {}, FreePort());
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), HCCL_E_PARA);
+    EXPECT_THAT(r.status().message(),
+                HasSubstr("server_list[0].server_id \"node-a\" (the server of rank 0"));
+  }
 }
 
 TEST_F(CommInitTest, RankTableWithoutTheRank) {
-  auto st = FromRankTable(Table("node-a"), 2);
+  const std::string path = Table("node-a");
+  auto st = FromRankTable(path.c_str(), 2);
   ASSERT_FALSE(st.ok());
   EXPECT_EQ(st.status().code(), HCCL_E_PARA);
-  EXPECT_EQ(st.status().message(), "rank=2: no such rank_id in " + path_ + " (ranks 0..1)");
+  EXPECT_EQ(st.status().message(), "rank=2: no such rank_id in " + path + " (ranks 0..1)");
   EXPECT_EQ(FromRankTable("/nonexistent.json", 0).status().code(), HCCL_E_OPEN_FILE_FAILURE);
 }
 

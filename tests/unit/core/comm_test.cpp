@@ -15,7 +15,7 @@ namespace {
 std::shared_ptr<Communicator> MakeComm(uint32_t rank, const std::vector<std::string> &hosts) {
   std::vector<bootstrap::RankIdentity> ranks;
   for (uint32_t r = 0; r < hosts.size(); ++r) {
-    ranks.push_back({.host = hosts[r], .pid = 100 + r});
+    ranks.push_back({.host = hosts[r], .pid = 100 + r, .address = ""});
   }
   return std::make_shared<Communicator>(bootstrap::UniqueId{}, rank, std::move(ranks));
 }

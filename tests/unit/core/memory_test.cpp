@@ -27,7 +27,7 @@ const size_t kPage = static_cast<size_t>(getpagesize());
 std::shared_ptr<Communicator> MakeComm(std::vector<std::string> hosts) {
   std::vector<bootstrap::RankIdentity> ranks;
   for (auto &host : hosts) {
-    ranks.push_back(bootstrap::RankIdentity{.host = std::move(host), .pid = 0});
+    ranks.push_back(bootstrap::RankIdentity{.host = std::move(host), .pid = 0, .address = ""});
   }
   return std::make_shared<Communicator>(bootstrap::UniqueId{}, 0, std::move(ranks));
 }

@@ -9,6 +9,7 @@
 
 #include <cerrno>
 #include <condition_variable>
+#include <cstddef>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -332,19 +333,31 @@ Expected<RootInfo> StartRoot(const std::string &address, std::chrono::seconds ti
   return StartRootAt(address.empty() ? DefaultAddress() : address, 0, *id, timeout);
 }
 
-Expected<RootInfo> StartRootAt(const std::string &address, uint16_t port, const UniqueId &id,
-                               std::chrono::seconds timeout) {
+Expected<RootInfo> RootAt(const std::string &address, uint16_t port, const UniqueId &id) {
   auto addr = ParseAddress(address);
   if (!addr.ok()) {
     return addr.status();
   }
-  reinterpret_cast<sockaddr_in *>(&*addr)->sin_port = htons(port);  // same offset in sin6_port
+  static_assert(offsetof(sockaddr_in, sin_port) == offsetof(sockaddr_in6, sin6_port));
+  reinterpret_cast<sockaddr_in *>(&*addr)->sin_port = htons(port);
   RootInfo info;
+  info.addr = *addr;
   info.id = id;
+  return info;
+}
+
+Expected<RootInfo> StartRootAt(const std::string &address, uint16_t port, const UniqueId &id,
+                               std::chrono::seconds timeout) {
+  auto at = RootAt(address, port, id);
+  if (!at.ok()) {
+    return at.status();
+  }
+  const sockaddr_storage addr = at->addr;
+  RootInfo info = *at;
   const auto deadline = Clock::now() + timeout;
   for (;;) {
     bool in_use = false;
-    auto fd = ListenOn(*addr, /*reuse=*/port != 0, &info.addr, &in_use);
+    auto fd = ListenOn(addr, /*reuse=*/port != 0, &info.addr, &in_use);
     if (fd.ok()) {
       std::thread(ServeRoot, std::move(*fd), info, timeout, AddServing(IdString(info.id))).detach();
       break;

@@ -39,6 +39,10 @@ Expected<RootInfo> StartRoot(const std::string &address, std::chrono::seconds ti
 // ephemeral one), as StartRoot. A fixed port that another rendezvous (a rank table's, of this or
 // another process) holds is waited for, at most @timeout: HCCL_E_TCP_CONNECT "... Address
 // already in use (still in use after Ns)" then.
+// The rendezvous of communicator @id served (by another process, usually) on @address (an IPv4/IPv6
+// literal; HCCL_E_PARA naming it otherwise) port @port.
+Expected<RootInfo> RootAt(const std::string &address, uint16_t port, const UniqueId &id);
+
 Expected<RootInfo> StartRootAt(const std::string &address, uint16_t port, const UniqueId &id,
                                std::chrono::seconds timeout);
 

@@ -5,12 +5,15 @@
 
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
+#include <string>
 #include <utility>
 #include <vector>
 
 #include "base/config.h"
 #include "base/log.h"
+#include "bootstrap/group.h"
 #include "bootstrap/host_id.h"
 #include "bootstrap/rank_table.h"
 #include "bootstrap/rendezvous.h"
@@ -29,6 +32,102 @@ Status NewRootInfo(HcclRootInfo *out) {
   return Status::Ok();
 }
 
+namespace {
+
+uint32_t HostCount(const std::vector<bootstrap::RankIdentity> &ranks) {
+  std::set<std::string> hosts;
+  for (const auto &r : ranks) {
+    hosts.insert(r.host);
+  }
+  return static_cast<uint32_t>(hosts.size());
+}
+
+// This rank's identity in the rendezvous, with the address of its @listener.
+bootstrap::RankIdentity Self(const bootstrap::Listener &listener) {
+  return bootstrap::RankIdentity{bootstrap::HostIdentity(), static_cast<uint32_t>(getpid()),
+                                 listener.address()};
+}
+
+// Rank @rank of communicator @id, whose ranks the rendezvous gave as @peers. When they span
+// servers, it connects to every other rank (a Group, within the connect timeout); else
+// @listener is dropped.
+Expected<std::shared_ptr<Communicator>> Connected(const bootstrap::UniqueId &id, uint32_t rank,
+                                                  std::vector<bootstrap::RankIdentity> peers,
+                                                  bootstrap::Listener listener,
+                                                  CommOptions options) {
+  const auto n = static_cast<uint32_t>(peers.size());
+  std::unique_ptr<bootstrap::Group> group;
+  if (HostCount(peers) > 1) {
+    std::vector<std::string> addresses;
+    for (const auto &p : peers) {
+      addresses.push_back(p.address);
+    }
+    auto g =
+        bootstrap::Group::Connect(std::move(listener), id, rank, addresses,
+                                  bootstrap::Group::Clock::now() + GetConfig().connect_timeout);
+    if (!g.ok()) {
+      return Error(g.status().code(), "rank {} of {}: {}", rank, n, g.status().message());
+    }
+    group = std::move(*g);
+  }
+  auto c = std::make_shared<Communicator>(id, rank, std::move(peers), std::move(options));
+  if (group != nullptr) {
+    c->set_group(std::move(group));
+  }
+  return c;
+}
+
+// Where rank 0 of @table serves its rendezvous: its server's server_id, else its host_ip, if an
+// IP address; 127.0.0.1 for a table of one server without one.
+Expected<std::string> TableRootAddress(const bootstrap::RankTable &table, const char *path) {
+  const uint32_t s = table.server_of_rank[0];
+  const auto &server = table.servers[s];
+  for (const std::string *address : {&server.server_id, &server.host_ip}) {
+    if (bootstrap::RootAt(*address, 0, {}).ok()) {
+      return *address;
+    }
+  }
+  if (table.servers.size() == 1) {
+    return std::string("127.0.0.1");
+  }
+  return Error(HCCL_E_PARA,
+               "{}: server_list[{}].server_id \"{}\" (the server of rank 0, which serves the "
+               "rendezvous) is not an IP address, and neither is its host_ip \"{}\"",
+               path, s, server.server_id, server.host_ip);
+}
+
+// The ranks of @table as the rendezvous on @port (rank 0 serves it) found them.
+Expected<std::vector<bootstrap::RankIdentity>> TableRendezvous(
+    const bootstrap::RankTable &table, const char *path, uint32_t rank, uint16_t port,
+    const bootstrap::Listener &listener) {
+  auto address = TableRootAddress(table, path);
+  if (!address.ok()) {
+    return address.status();
+  }
+  const std::chrono::seconds timeout = GetConfig().connect_timeout;
+  const bootstrap::UniqueId id = bootstrap::RankTableId(table);
+  auto root = rank == 0 ? bootstrap::StartRootAt(*address, port, id, timeout)
+                        : bootstrap::RootAt(*address, port, id);
+  if (!root.ok()) {
+    return Error(root.status().code(), "rank {} of {}: the rendezvous at {} port {}: {}", rank,
+                 table.nranks, *address, port, root.status().message());
+  }
+  auto peers = bootstrap::Join(*root, table.nranks, rank, Self(listener), timeout,
+                               /*shared_port=*/true);
+  if (!peers.ok()) {
+    return Error(peers.status().code(), "rank {} of {}: {}", rank, table.nranks,
+                 peers.status().message());
+  }
+  const uint32_t hosts = HostCount(*peers);
+  if (hosts != table.servers.size()) {
+    return Error(HCCL_E_PARA, "{}: the rank table lists {} server(s) but the ranks run on {}", path,
+                 table.servers.size(), hosts);
+  }
+  return peers;
+}
+
+}  // namespace
+
 Expected<HcclComm> FromRootInfo(const HcclRootInfo &root_info, uint32_t nranks, uint32_t rank,
                                 CommOptions options) {
   SetLogRank(rank);
@@ -36,19 +135,27 @@ Expected<HcclComm> FromRootInfo(const HcclRootInfo &root_info, uint32_t nranks, 
   if (!root.ok()) {
     return root.status();
   }
-  const bootstrap::RankIdentity self{bootstrap::HostIdentity(), static_cast<uint32_t>(getpid()), {}};
-  auto peers = bootstrap::Join(*root, nranks, rank, self, GetConfig().connect_timeout);
+  auto listener = bootstrap::Listener::Open("");
+  if (!listener.ok()) {
+    return Error(listener.status().code(), "rank {} of {}: {}", rank, nranks,
+                 listener.status().message());
+  }
+  auto peers = bootstrap::Join(*root, nranks, rank, Self(*listener), GetConfig().connect_timeout);
   if (!peers.ok()) {
     return Error(peers.status().code(), "rank {} of {}: {}", rank, nranks,
                  peers.status().message());
   }
-  auto c = std::make_shared<Communicator>(root->id, rank, std::move(*peers), std::move(options));
+  auto c = Connected(root->id, rank, std::move(*peers), std::move(*listener), std::move(options));
+  if (!c.ok()) {
+    return c.status();
+  }
   LogInfo("HcclCommInitRootInfo: rank {} of {} in communicator {} ({} server(s))", rank, nranks,
-          bootstrap::IdString(c->id()), c->ServerCount());
-  return CommRegistry::Process().Add(std::move(c));
+          bootstrap::IdString((*c)->id()), (*c)->ServerCount());
+  return CommRegistry::Process().Add(std::move(*c));
 }
 
-Expected<HcclComm> FromRankTable(const char *path, uint32_t rank, CommOptions options) {
+Expected<HcclComm> FromRankTable(const char *path, uint32_t rank, CommOptions options,
+                                 std::optional<uint16_t> port) {
   auto table = bootstrap::LoadRankTable(path);
   if (!table.ok()) {
     return table.status();
@@ -58,15 +165,24 @@ Expected<HcclComm> FromRankTable(const char *path, uint32_t rank, CommOptions op
                  table->nranks - 1);
   }
   SetLogRank(rank);
-  std::vector<bootstrap::RankIdentity> peers(table->nranks);
-  for (uint32_t r = 0; r < table->nranks; ++r) {
-    peers[r].host = table->servers[table->server_of_rank[r]].server_id;
+  auto listener = bootstrap::Listener::Open("");
+  if (!listener.ok()) {
+    return Error(listener.status().code(), "rank {} of {}: {}", rank, table->nranks,
+                 listener.status().message());
   }
-  auto c = std::make_shared<Communicator>(bootstrap::RankTableId(*table), rank, std::move(peers),
-                                          std::move(options));
+  auto peers =
+      TableRendezvous(*table, path, rank, port.value_or(GetConfig().if_base_port), *listener);
+  if (!peers.ok()) {
+    return peers.status();
+  }
+  auto c = Connected(bootstrap::RankTableId(*table), rank, std::move(*peers), std::move(*listener),
+                     std::move(options));
+  if (!c.ok()) {
+    return c.status();
+  }
   LogInfo("HcclCommInitClusterInfo: rank {} of {} from {} ({} server(s))", rank, table->nranks,
-          path, c->ServerCount());
-  return CommRegistry::Process().Add(std::move(c));
+          path, (*c)->ServerCount());
+  return CommRegistry::Process().Add(std::move(*c));
 }
 
 Expected<std::vector<HcclComm>> AllInProcess(uint32_t n) {
@@ -74,7 +190,8 @@ Expected<std::vector<HcclComm>> AllInProcess(uint32_t n) {
   if (!id.ok()) {
     return id.status();
   }
-  const bootstrap::RankIdentity self{bootstrap::HostIdentity(), static_cast<uint32_t>(getpid()), {}};
+  const bootstrap::RankIdentity self{bootstrap::HostIdentity(), static_cast<uint32_t>(getpid()),
+                                     ""};
   const std::vector<bootstrap::RankIdentity> ranks(n, self);
   std::vector<HcclComm> out;
   for (uint32_t r = 0; r < n; ++r) {

@@ -7,6 +7,7 @@
 #include <hccl/hccl_types.h>
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "base/status.h"
@@ -18,13 +19,23 @@ namespace hzc {
 Status NewRootInfo(HcclRootInfo *out);
 
 // Rank @rank of @nranks (@rank < @nranks) of the communicator whose rendezvous @root_info
-// describes: waits until every rank has joined.
+// describes: waits until every rank has joined. Ranks that span servers then connect to each
+// other (bootstrap::Group, Communicator::group()) within the connect timeout; every rank listens
+// for that (on HCCL_IF_IP, else the first up interface) from before the rendezvous.
 Expected<HcclComm> FromRootInfo(const HcclRootInfo &root_info, uint32_t nranks, uint32_t rank,
                                 CommOptions options = {});
 
 // Rank @rank of the communicator the rank table at @path describes; HCCL_E_PARA when the
-// table has no such rank.
-Expected<HcclComm> FromRankTable(const char *path, uint32_t rank, CommOptions options = {});
+// table has no such rank. The ranks meet at a rendezvous that the table's rank 0 serves on @port
+// (default HCCL_IF_BASE_PORT) at its server's address (server_id, else host_ip, if an IP address;
+// 127.0.0.1 for a table of one server without one; HCCL_E_PARA naming the field for a table of
+// more servers); the other ranks retry until the connect timeout. Every rank's identity comes
+// from that rendezvous: HCCL_E_PARA when the table's server count differs from the number of
+// servers the ranks run on. A second rank table's communicator set up at once in one server on
+// the same port waits for the port (its rank 0 for the first rendezvous to end, its other ranks
+// retry while the port serves the other communicator), at most the connect timeout.
+Expected<HcclComm> FromRankTable(const char *path, uint32_t rank, CommOptions options = {},
+                                 std::optional<uint16_t> port = std::nullopt);
 
 // @n ranks in this process (HcclCommInitAll): a new unique id, every rank this process.
 Expected<std::vector<HcclComm>> AllInProcess(uint32_t n);
