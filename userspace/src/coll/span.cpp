@@ -35,8 +35,17 @@ struct CallWords {
   uint64_t root = 0;
 };
 
+// How long a destroyed communicator's leader waits for the other leaders' goodbye.
+constexpr std::chrono::seconds kGoodbyeTime{10};
+
 // The collectives' state of a communicator that spans servers.
 struct SpanState : Communicator::CollState {
+  ~SpanState() override {
+    if (wire) {
+      wire->Close(Clock::now() + kGoodbyeTime);
+    }
+  }
+
   std::mutex mutex;  // one call at a time
   Status broken;     // set once a call failed half-way
   uint64_t seq = 0;

@@ -27,8 +27,15 @@ constexpr uint32_t kCredit = 1;
 constexpr uint32_t kProbe = 2;
 constexpr uint32_t kAbort = 3;
 constexpr uint32_t kLines = 4;
-// Tag of the key exchange on the TCP connections (below GroupBoard::kTagBase).
+// Tags on the TCP connections (below GroupBoard::kTagBase): the key exchange, the goodbye.
 constexpr uint32_t kKeysTag = 0x20;
+constexpr uint32_t kByeTag = 0x21;
+// The wire's queue pairs: local ACK timeout 4.096 us * 2^18 (1.07 s), 6 retries (7 would mean
+// retrying for ever): a dead peer fails a transfer after about 7.5 s; a transfer that sees no
+// completion for 30 s is abandoned.
+constexpr uint8_t kAckTimeout = 18;
+constexpr uint8_t kRetryCount = 6;
+constexpr std::chrono::milliseconds kProgressTimeout{30'000};
 // A wait without progress for this long probes the peer.
 constexpr std::chrono::milliseconds kProbeAfter{1000};
 
@@ -47,6 +54,18 @@ Wire::Wire(bootstrap::Group &group, std::vector<uint32_t> members, uint32_t me)
 
 Wire::~Wire() = default;
 
+void Wire::Close(Clock::time_point deadline) {
+  if (!broken_.ok() || !links_) {
+    return;
+  }
+  const uint8_t bye = 1;
+  auto all = group_.AllGather(members_, kByeTag, std::as_bytes(std::span(&bye, 1)), deadline,
+                              "the goodbye of the servers' leaders");
+  if (!all.ok()) {
+    LogDebug("wire: {}", all.status().message());
+  }
+}
+
 Expected<std::unique_ptr<Wire>> Wire::Open(bootstrap::Group &group, std::vector<uint32_t> members,
                                            Clock::time_point deadline) {
   const auto it = std::find(members.begin(), members.end(), group.rank());
@@ -59,6 +78,11 @@ Expected<std::unique_ptr<Wire>> Wire::Open(bootstrap::Group &group, std::vector<
   verbs::LinkOptions options = verbs::LinkOptions::FromEnvironment();
   options.timeout = std::chrono::duration_cast<std::chrono::milliseconds>(
       std::max(deadline - Clock::now(), Clock::duration::zero()));
+  // Between servers the network and a loaded peer stall for longer than inside one: longer
+  // between retries, and patience with a link that only stalls.
+  options.ack_timeout = kAckTimeout;
+  options.retry_count = kRetryCount;
+  options.progress_timeout = kProgressTimeout;
   auto links = verbs::Links::Establish(board, options);
   if (!links.ok()) {
     return Error(links.status().code(), "links between the servers: {}",

@@ -50,6 +50,12 @@ class Wire {
                                               Clock::time_point deadline);
   ~Wire();
   Wire(const Wire &) = delete;
+
+  // Before the queue pairs go: wait until @deadline for every member to have finished its
+  // transfers (each says goodbye once its last one completed), so that no member tears down
+  // a queue pair whose peer still waits for an acknowledgement to be resent. Skipped once the
+  // wire failed; a member that is gone or late only costs the wait.
+  void Close(Clock::time_point deadline);
   Wire &operator=(const Wire &) = delete;
 
   uint32_t index() const { return me_; }  // this rank's position in the members
