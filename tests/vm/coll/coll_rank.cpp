@@ -66,8 +66,8 @@ using namespace hzc::coll_rank;
 
 // The reduction of @in (one input per rank) as the collectives make it: rank order, or across
 // servers each server's ranks first and then the servers' partial results in server order.
-void Reference(HcclDataType type, HcclReduceOp op, const std::vector<const void *> &in,
-               void *out, size_t count) {
+void Reference(HcclDataType type, HcclReduceOp op, const std::vector<const void *> &in, void *out,
+               size_t count) {
   if (g_per_server == 0) {
     hzc::test::RefReduce(type, op, in, out, count);
     return;
@@ -504,8 +504,8 @@ int Cut() {
     return 53;
   }
   const char *tmp = std::getenv("TMPDIR");
-  const std::string ready = std::string(tmp != nullptr ? tmp : "/tmp") + "/hzc-span-ready-" +
-                            std::to_string(g_rank);
+  const std::string ready =
+      std::string(tmp != nullptr ? tmp : "/tmp") + "/hzc-span-ready-" + std::to_string(g_rank);
   std::fclose(std::fopen(ready.c_str(), "w"));
   const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(180);
   HcclResult r = HCCL_SUCCESS;
@@ -595,7 +595,8 @@ int main(int argc, char **argv) {
     rc = x;
   }
   if (scenario != "die" && scenario != "absent" && scenario.rfind("revoke", 0) != 0 &&
-      scenario != "refusefirst" && scenario != "cut" && HcclCommDestroy(g_comm) != HCCL_SUCCESS && rc == 0) {
+      scenario != "refusefirst" && scenario != "cut" && HcclCommDestroy(g_comm) != HCCL_SUCCESS &&
+      rc == 0) {
     rc = 56;
   }
   if (g_server_comm != nullptr && HcclCommDestroy(g_server_comm) != HCCL_SUCCESS && rc == 0) {

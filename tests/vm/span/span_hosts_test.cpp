@@ -118,8 +118,8 @@ std::string WriteTable(const Hosts &h, uint32_t per, const std::string &name) {
     t << (s ? ", " : "") << R"({"server_id": ")" << h.addrs[s] << R"(", "device": [)";
     for (uint32_t d = 0; d < per; ++d) {
       const uint32_t r = s * per + d;
-      t << (d ? ", " : "") << R"({"device_id": ")" << d << R"(", "device_ip": "192.168.7.)"
-        << r + 1 << R"(", "rank_id": ")" << r << R"("})";
+      t << (d ? ", " : "") << R"({"device_id": ")" << d << R"(", "device_ip": "192.168.7.)" << r + 1
+        << R"(", "rank_id": ")" << r << R"("})";
     }
     t << "]}";
   }
@@ -163,8 +163,9 @@ class SpanTest : public ::testing::Test {
     return hzc::test::StartRanks(
         per,
         [&](uint32_t j) {
-          return std::vector<std::string>{HZC_COLL_RANK, how, std::to_string(2 * per),
-                                          std::to_string(first + j), scenario, mode};
+          return std::vector<std::string>{
+              HZC_COLL_RANK, how, std::to_string(2 * per), std::to_string(first + j),
+              scenario,      mode};
         },
         [&](uint32_t j) {
           setenv("HZC_TEST_PER_SERVER", std::to_string(per).c_str(), 1);

@@ -11,6 +11,7 @@
 
 #include "base/config.h"
 #include "base/log.h"
+#include "base/rank_list.h"
 #include "bootstrap/root_info.h"
 #include "coll/reduce.h"
 #include "coll/wire.h"
@@ -99,9 +100,10 @@ Expected<std::unique_ptr<SpanState>> MakeState(Communicator &comm) {
                                             std::move(ids), comm.options());
   if (s->local->size() > 1) {
     if (Status st = memory::LinkPeers(*s->local); !st.ok()) {
-      LogWarn("collectives across servers: this server's ranks are not linked ({}); they meet "
-              "through the staging path",
-              st.message());
+      LogWarn(
+          "collectives across servers: this server's ranks are not linked ({}); they meet "
+          "through the staging path",
+          st.message());
     }
   }
   if (s->leader()) {
@@ -109,16 +111,16 @@ Expected<std::unique_ptr<SpanState>> MakeState(Communicator &comm) {
     for (const auto &server : s->servers) {
       leaders.push_back(server.front());
     }
-    auto wire = Wire::Open(*comm.group(), std::move(leaders),
-                           Clock::now() + GetConfig().connect_timeout);
+    auto wire =
+        Wire::Open(*comm.group(), std::move(leaders), Clock::now() + GetConfig().connect_timeout);
     if (wire.ok()) {
       s->wire = std::move(*wire);
     } else {
       s->wire_status = wire.status();  // told to the local ranks by the first call
     }
   }
-  LogInfo("collectives across servers: rank {} is rank {} of {} on server {} of {}{}",
-          comm.rank(), s->local->rank(), s->local->size(), s->server, s->nservers(),
+  LogInfo("collectives across servers: rank {} is rank {} of {} on server {} of {}{}", comm.rank(),
+          s->local->rank(), s->local->size(), s->server, s->nservers(),
           s->leader() ? " (its leader)" : "");
   return s;
 }
@@ -148,6 +150,8 @@ class Spanning {
  private:
   // A collective of the server-local communicator (a copy when the server has one rank).
   Status Local(const Call &call);
+  // @call on the server-local communicator, its errors saying which ranks its numbers mean.
+  Status OnServer(const Call &call);
   Status Transfer(const std::vector<Wire::Out> &out, const std::vector<size_t> &in,
                   const Wire::Sink &sink) {
     return s_.wire->Transfer(out, in, sink, deadline_);
@@ -171,9 +175,18 @@ class Spanning {
   const size_t es_;
 };
 
+Status Spanning::OnServer(const Call &call) {
+  Status st = coll::Run(*s_.local, call);
+  if (!st.ok()) {
+    return Error(st.code(), "among this server's ranks {} (numbered from 0 there): {}",
+                 RankList(s_.mine()), st.message());
+  }
+  return st;
+}
+
 Status Spanning::Local(const Call &call) {
   if (s_.local->size() > 1) {
-    return coll::Run(*s_.local, call);
+    return OnServer(call);
   }
   const size_t bytes = call.count * es_;
   switch (call.kind) {
@@ -226,11 +239,11 @@ Status Spanning::Agree() {
     return verdict;
   }
   uint64_t word = static_cast<uint64_t>(verdict.code());
-  HZC_RETURN_IF_ERROR(coll::Run(*s_.local, {.kind = Kind::kBroadcast,
-                                            .send = &word,
-                                            .recv = &word,
-                                            .count = 1,
-                                            .dtype = HCCL_DATA_TYPE_UINT64}));
+  HZC_RETURN_IF_ERROR(OnServer({.kind = Kind::kBroadcast,
+                                .send = &word,
+                                .recv = &word,
+                                .count = 1,
+                                .dtype = HCCL_DATA_TYPE_UINT64}));
   if (!s_.leader() && word != HCCL_SUCCESS) {
     return Error(static_cast<HcclResult>(word),
                  "rank {}, this server's leader, refused call {} (see its log)", s_.mine().front(),
@@ -319,10 +332,9 @@ Status Spanning::Broadcast() {
     } else {
       in[root_server] = bytes;
     }
-    HZC_RETURN_IF_ERROR(
-        Transfer(out, in, [&](uint32_t, size_t off, const uint8_t *d, size_t len) {
-          std::memcpy(buf + off, d, len);
-        }));
+    HZC_RETURN_IF_ERROR(Transfer(out, in, [&](uint32_t, size_t off, const uint8_t *d, size_t len) {
+      std::memcpy(buf + off, d, len);
+    }));
   }
   return s_.server == root_server ? Status::Ok() : local(0);
 }
@@ -412,10 +424,9 @@ Status Spanning::ReduceScatter() {
       }
       out[p] = {gathered[p].data(), gathered[p].size()};
     }
-    HZC_RETURN_IF_ERROR(
-        Transfer(out, in, [&](uint32_t, size_t off, const uint8_t *d, size_t len) {
-          Blockwise(s_.server, block, off, d, len, part.data(), &reduce);
-        }));
+    HZC_RETURN_IF_ERROR(Transfer(out, in, [&](uint32_t, size_t off, const uint8_t *d, size_t len) {
+      Blockwise(s_.server, block, off, d, len, part.data(), &reduce);
+    }));
   }
   std::vector<uint8_t> seg;
   const uint8_t *send = part.data() + mine.front() * block;

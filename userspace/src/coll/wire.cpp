@@ -85,8 +85,7 @@ Expected<std::unique_ptr<Wire>> Wire::Open(bootstrap::Group &group, std::vector<
   options.progress_timeout = kProgressTimeout;
   auto links = verbs::Links::Establish(board, options);
   if (!links.ok()) {
-    return Error(links.status().code(), "links between the servers: {}",
-                 links.status().message());
+    return Error(links.status().code(), "links between the servers: {}", links.status().message());
   }
   if (!*links) {
     return Error(HCCL_E_NOT_SUPPORT,
@@ -255,8 +254,8 @@ Status Wire::Receive(const std::vector<size_t> &in, std::vector<size_t> *done, c
   return credits.empty() ? Status::Ok() : Execute(credits);
 }
 
-Status Wire::Transfer(const std::vector<Out> &out, const std::vector<size_t> &in,
-                      const Sink &sink, Clock::time_point deadline) {
+Status Wire::Transfer(const std::vector<Out> &out, const std::vector<size_t> &in, const Sink &sink,
+                      Clock::time_point deadline) {
   if (!broken_.ok()) {
     return Error(broken_.code(), "an earlier transfer failed: {}", broken_.message());
   }
@@ -296,7 +295,8 @@ Status Wire::Execute(std::span<const verbs::WorkRequest> wrs) {
 
 Status Wire::CheckAborts() const {
   for (uint32_t p = 0; p < size(); ++p) {
-    const uint64_t code = std::atomic_ref<uint64_t>(*Flag(kAbort, p)).load(std::memory_order_acquire);
+    const uint64_t code =
+        std::atomic_ref<uint64_t>(*Flag(kAbort, p)).load(std::memory_order_acquire);
     if (p != me_ && code != 0) {
       return Error(HCCL_E_REMOTE, "rank {} (another server's leader) failed the call with code {}",
                    members_[p], code);

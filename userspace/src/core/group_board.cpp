@@ -23,8 +23,7 @@ GroupBoard::GroupBoard(bootstrap::Group &group, std::vector<uint32_t> members)
 
 Status GroupBoard::Put(uint32_t key, std::span<const std::byte> blob) const {
   if (mine_.contains(key)) {
-    return Error(HCCL_E_INTERNAL, "board key {}: rank {} already published it", key,
-                 group_.rank());
+    return Error(HCCL_E_INTERNAL, "board key {}: rank {} already published it", key, group_.rank());
   }
   mine_[key].assign(blob.begin(), blob.end());
   const auto deadline = std::chrono::steady_clock::now() + kPutTime;

@@ -100,7 +100,8 @@ Expected<PeerEndpoints> WaitForEndpoints(const BlobBoard &board, const LinkOptio
 }
 
 // The final barrier: every rank connected its queue pairs.
-Status WaitUntilReady(const BlobBoard &board, const LinkOptions &options, Clock::time_point deadline) {
+Status WaitUntilReady(const BlobBoard &board, const LinkOptions &options,
+                      Clock::time_point deadline) {
   auto ready =
       board.Wait(options.ready_key, sizeof(ReadyBlob), deadline, "link setup: final barrier");
   if (!ready.ok()) {
