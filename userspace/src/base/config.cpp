@@ -95,6 +95,20 @@ uint16_t ParseIfBasePort(const char *v, std::vector<std::string> *warnings) {
   return Config::kDefaultIfBasePort;
 }
 
+// HZC_DEVICE_COUNT's value (nullptr: unset, nullopt); anything else is nullopt with a warning.
+std::optional<uint32_t> ParseDeviceCount(const char *v, std::vector<std::string> *warnings) {
+  if (v == nullptr) {
+    return std::nullopt;
+  }
+  if (auto n = ParseUnsigned(v, 1, Config::kMaxDeviceCount)) {
+    return static_cast<uint32_t>(*n);
+  }
+  warnings->push_back(
+      fmt::format("HZC_DEVICE_COUNT=\"{}\": not a number of devices in [1, {}]; using max(CPUs, 8)",
+                  v, Config::kMaxDeviceCount));
+  return std::nullopt;
+}
+
 }  // namespace
 
 Config Config::FromLookup(const std::function<const char *(const char *)> &getenv_fn) {
@@ -166,15 +180,7 @@ Config Config::FromLookup(const std::function<const char *(const char *)> &geten
     c.if_ip = v;
   }
   c.if_base_port = ParseIfBasePort(getenv_fn("HCCL_IF_BASE_PORT"), &c.warnings);
-  if (const char *v = getenv_fn("HZC_DEVICE_COUNT"); v != nullptr) {
-    if (auto n = ParseUnsigned(v, 1, kMaxDeviceCount)) {
-      c.device_count = static_cast<uint32_t>(*n);
-    } else {
-      c.warnings.push_back(fmt::format(
-          "HZC_DEVICE_COUNT=\"{}\": not a number of devices in [1, {}]; using max(CPUs, 8)", v,
-          kMaxDeviceCount));
-    }
-  }
+  c.device_count = ParseDeviceCount(getenv_fn("HZC_DEVICE_COUNT"), &c.warnings);
   c.transport = ParseTransport(getenv_fn("HZC_TRANSPORT"), &c.warnings);
   return c;
 }
