@@ -164,6 +164,13 @@ TEST(CommInitChild, RankOfTwoServerTable) {
   const auto rank = static_cast<uint32_t>(std::atoi(getenv("HZC_TEST_RANK")));
   const auto port = static_cast<uint16_t>(std::atoi(getenv("HZC_TEST_PORT")));
   auto h = FromRankTable(path, rank, {}, port);
+  if (const char *fails = getenv("HZC_TEST_FAILS"); fails != nullptr) {
+    ASSERT_FALSE(h.ok());
+    EXPECT_EQ(h.status().code(), HCCL_E_TCP_CONNECT);
+    EXPECT_THAT(h.status().message(), HasSubstr(rank == 0 ? "rank 1's address: none"
+                                                          : "cannot listen for their connections"));
+    return;
+  }
   ASSERT_TRUE(h.ok()) << h.status().message();
   auto c = CommRegistry::Process().Get(*h).value();
   EXPECT_EQ(c->ServerCount(), 2U);
@@ -182,9 +189,9 @@ TEST(CommInitChild, RankOfTwoServerTable) {
   EXPECT_TRUE(CommRegistry::Process().Remove(*h).ok());
 }
 
-// Two ranks of a table of two servers, as processes with a host identity each.
-TEST_F(CommInitTest, TwoServerRankTable) {
-  const std::string path = Table("127.0.0.1", "127.0.0.2");
+// Two ranks of a table of two servers, as processes with a host identity each; with
+// @bad_if_ip, rank 1 has an HCCL_IF_IP it cannot listen on: both fail to connect, saying why.
+void RunTwoServerTable(const std::string &path, bool bad_if_ip) {
   const std::string port = std::to_string(FreePort());
   const auto pids = test::StartRanks(
       2,
@@ -197,11 +204,25 @@ TEST_F(CommInitTest, TwoServerRankTable) {
         setenv("HZC_TEST_TABLE", path.c_str(), 1);
         setenv("HZC_TEST_RANK", std::to_string(r).c_str(), 1);
         setenv("HZC_TEST_PORT", port.c_str(), 1);
+        if (bad_if_ip) {
+          setenv("HZC_TEST_FAILS", "1", 1);
+          if (r == 1) {
+            setenv("HCCL_IF_IP", "not-an-ip", 1);
+          }
+        }
       });
   ASSERT_EQ(pids.size(), 2U);
   for (int status : test::WaitRanks(pids)) {
     EXPECT_EQ(status, 0);
   }
+}
+
+TEST_F(CommInitTest, TwoServerRankTable) {
+  RunTwoServerTable(Table("127.0.0.1", "127.0.0.2"), false);
+}
+
+TEST_F(CommInitTest, TwoServerRankTableFailsWhenARankCannotListen) {
+  RunTwoServerTable(Table("127.0.0.1", "127.0.0.2"), true);
 }
 
 TEST_F(CommInitTest, RankTableWithoutTheRank) {
