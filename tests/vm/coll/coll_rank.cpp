@@ -28,6 +28,13 @@
 //     revoke    (zerocopy) rank 1 deactivates its input during a large AllGather: the readers
 //               get HCCL_E_REMOTE and do not crash (58: the deactivation never came inside a
 //               call in 10 attempts)
+//     cut       (across servers) after a first AllReduce this rank touches
+//               $TMPDIR/hzc-span-ready-RANK and makes 4 MiB AllReduce calls until one fails,
+//               as it must once the test takes a server's link down (or the server away): the
+//               failure must be HCCL_E_ROCE_TRANSFER or HCCL_E_REMOTE, within
+//               HCCL_EXEC_TIMEOUT; HcclCommDestroy must return within 10 s and leave no queue
+//               pair or memory region of this process (76: no call failed within 180 s; 77:
+//               destroy too slow; 78: verbs objects left; 74: the failure took too long)
 //     revokewrite  (zerocopy) the same during a large Broadcast from rank 0, which writes its
 //               share of the buffer into rank 1's: the writer gets HCCL_E_REMOTE as well
 // Exit status: 0 success; an HcclResult for an unexpected result; 60 wrong data; 61 bytes
@@ -48,6 +55,7 @@
 #include <vector>
 
 #include "coll_rank.h"
+#include "rdma_tool.h"
 #include "reference.h"
 #include "root_info_hex.h"
 
@@ -480,6 +488,69 @@ int JoinServer() {
              : 54;
 }
 
+int Cut() {
+  Arena arena(8 << 20, g_zero_copy);
+  if (!arena.ok) {
+    return 52;
+  }
+  const uint64_t count = (4 << 20) / sizeof(float);
+  auto *buf = reinterpret_cast<float *>(arena.base);
+  std::fill(buf, buf + count, 1.0f);
+  if (HcclAllReduce(buf, buf, count, HCCL_DATA_TYPE_FP32, HCCL_REDUCE_SUM, g_comm, nullptr) !=
+      HCCL_SUCCESS) {
+    return 53;
+  }
+  const char *tmp = std::getenv("TMPDIR");
+  const std::string ready = std::string(tmp != nullptr ? tmp : "/tmp") + "/hzc-span-ready-" +
+                            std::to_string(g_rank);
+  std::fclose(std::fopen(ready.c_str(), "w"));
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(180);
+  HcclResult r = HCCL_SUCCESS;
+  auto start = std::chrono::steady_clock::now();
+  while (r == HCCL_SUCCESS && std::chrono::steady_clock::now() < give_up) {
+    start = std::chrono::steady_clock::now();
+    r = HcclAllReduce(buf, buf, count, HCCL_DATA_TYPE_FP32, HCCL_REDUCE_SUM, g_comm, nullptr);
+  }
+  const auto seconds = [](auto since) {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() -
+                                                                 since)
+               .count() /
+           1000.0;
+  };
+  const double failed_after = seconds(start);
+  std::fprintf(stderr, "rank %u: the call failed with %d after %.1f s\n", g_rank, r, failed_after);
+  if (r == HCCL_SUCCESS) {
+    return 76;
+  }
+  if (r != HCCL_E_ROCE_TRANSFER && r != HCCL_E_REMOTE) {
+    return r;
+  }
+  const char *exec = std::getenv("HCCL_EXEC_TIMEOUT");
+  if (exec != nullptr && failed_after >= std::atof(exec)) {
+    return 74;
+  }
+  const auto destroy = std::chrono::steady_clock::now();
+  if (g_server_comm != nullptr && HcclCommDestroy(g_server_comm) != HCCL_SUCCESS) {
+    return 56;
+  }
+  g_server_comm = nullptr;
+  const HcclResult d = HcclCommDestroy(g_comm);
+  std::fprintf(stderr, "rank %u: HcclCommDestroy: %d after %.1f s\n", g_rank, d, seconds(destroy));
+  if (d != HCCL_SUCCESS || seconds(destroy) > 10) {
+    return 77;
+  }
+  const pid_t me = getpid();
+  for (const char *kind : {"qp", "mr"}) {
+    const int left = hzc::test::ShowAndCountRdmaObjects(
+        kind, [&](const nlohmann::json &o) { return hzc::test::RdmaObjectOf(o, me); });
+    if (left != 0) {
+      std::fprintf(stderr, "rank %u: %d %s objects left\n", g_rank, left, kind);
+      return 78;
+    }
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char **argv) {
@@ -515,11 +586,13 @@ int main(int argc, char **argv) {
     rc = Refuse(2, true, true);
   } else if (scenario == "refusefirst") {
     rc = Refuse(1, false, false);
+  } else if (scenario == "cut") {
+    rc = Cut();
   } else if (int x = ExchangeScenario(scenario); x >= 0) {
     rc = x;
   }
   if (scenario != "die" && scenario != "absent" && scenario.rfind("revoke", 0) != 0 &&
-      scenario != "refusefirst" && HcclCommDestroy(g_comm) != HCCL_SUCCESS && rc == 0) {
+      scenario != "refusefirst" && scenario != "cut" && HcclCommDestroy(g_comm) != HCCL_SUCCESS && rc == 0) {
     rc = 56;
   }
   if (g_server_comm != nullptr && HcclCommDestroy(g_server_comm) != HCCL_SUCCESS && rc == 0) {

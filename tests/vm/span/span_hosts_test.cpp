@@ -186,6 +186,57 @@ class SpanTest : public ::testing::Test {
     return s.str();
   }
 
+  // Guest 2: wait until this guest's ranks from @first on (@per of them) made their first
+  // call (hzc-coll-rank's "cut" scenario), then take eth0 down.
+  void CutWhenReady(uint32_t first, uint32_t per) {
+    const auto deadline = Clock::now() + kMeetTime;
+    for (uint32_t r = first; r < first + per; ++r) {
+      const std::string ready = TmpPath("hzc-span-ready-" + std::to_string(r));
+      while (access(ready.c_str(), F_OK) != 0 && Clock::now() < deadline) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      }
+      EXPECT_EQ(access(ready.c_str(), F_OK), 0) << "rank " << r << " never made its first call";
+    }
+    std::this_thread::sleep_for(std::chrono::seconds(2));  // inside the calls that follow
+    EXPECT_EQ(std::system("ip link set eth0 down"), 0);
+  }
+
+  // Guest 2: eth0 up again and rxe0's port active, for the tests after this one.
+  static void Reconnect() {
+    EXPECT_EQ(std::system("ip link set eth0 up"), 0);
+    const auto deadline = Clock::now() + std::chrono::seconds(60);
+    std::string state;
+    while (state.find("ACTIVE") == std::string::npos && Clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      std::ifstream in("/sys/class/infiniband/rxe0/ports/1/state");
+      std::getline(in, state);
+    }
+    EXPECT_NE(state.find("ACTIVE"), std::string::npos) << "rxe0 after eth0 came back: " << state;
+  }
+
+  // A server's link is cut (@kill: and its ranks die with it, so nothing of it answers
+  // again) during calls: every rank that lives fails cleanly (hzc-coll-rank "cut").
+  void Fault(uint32_t per, bool kill) {
+    const std::string how = Meeting(false, per);
+    ASSERT_FALSE(HasFailure());
+    const uint32_t first = (hosts_.index - 1) * per;
+    const auto pids = Start(how, per, "cut", "staging", {{"HCCL_EXEC_TIMEOUT", "60"}});
+    std::vector<int> want(per, 0);
+    if (hosts_.index == 2) {
+      CutWhenReady(first, per);
+      if (kill) {
+        for (pid_t pid : pids) {
+          ::kill(pid, SIGKILL);
+        }
+        want.assign(per, -SIGKILL);
+      }
+    }
+    EXPECT_EQ(hzc::test::WaitRanks(pids), want);
+    if (hosts_.index == 2) {
+      Reconnect();
+    }
+  }
+
   Hosts hosts_;
 };
 
@@ -213,6 +264,19 @@ TEST_F(SpanTest, SixtyFourMegabytesAcrossTwoServersOfTwoRanks) {
 
 TEST_F(SpanTest, CallsThatDisagreeAcrossServersFailOnEveryRankAndMoveNothing) {
   EXPECT_EQ(Run(false, 2, "mismatch", "staging"), std::vector<int>(2, 0));
+}
+
+// The link of server 2 goes down in the middle of calls: the ranks of both servers fail with
+// HCCL_E_ROCE_TRANSFER or HCCL_E_REMOTE within HCCL_EXEC_TIMEOUT, destroy their communicators
+// at once and leave no verbs object behind.
+TEST_F(SpanTest, ACutLinkFailsTheCallsOfBothServersCleanly) {
+  Fault(2, false);
+}
+
+// Server 2 goes away for good (its link down, its ranks killed: nothing answers, nothing
+// closes a connection): server 1's ranks fail the same way.
+TEST_F(SpanTest, AServerThatDiesFailsTheOthersCleanly) {
+  Fault(1, true);
 }
 
 }  // namespace
