@@ -176,24 +176,37 @@ TEST_F(HcclApiTest, DeactivateAndUnsetArguments) {
   EXPECT_EQ(HcclCommUnsetMemoryRange(&foreign, &foreign), HCCL_E_PARA);
 }
 
+// Both ranks of a one-server table, each in a thread, meet at rank 0's rendezvous
+// (HCCL_IF_BASE_PORT); a rank the table lacks is refused before any.
 TEST_F(HcclApiTest, ClusterInfoRankMustBeInTheTable) {
   ExpectErrorLog("HcclCommInitClusterInfo: rank=2: no such rank_id");
   const std::string path = std::string(getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp") +
                            "/hzc-unit-table-" + std::to_string(getpid()) + ".json";
+  // The server's name makes the communicator's id this process's own: another test process
+  // using the port at the same time sets up another communicator, waited for.
   std::ofstream(path) << R"({"status": "completed", "version": "1.0", "server_count": "1",
-    "server_list": [{"server_id": "node-a", "device": [
+    "server_list": [{"server_id": "node-)"
+                      << getpid() << R"(", "device": [
       {"device_id": "0", "device_ip": "192.168.1.10", "rank_id": "0"},
       {"device_id": "1", "device_ip": "192.168.1.11", "rank_id": "1"}]}]})";
   HcclComm c = nullptr;
   EXPECT_EQ(HcclCommInitClusterInfo(path.c_str(), 2, &c), HCCL_E_PARA);
   EXPECT_EQ(c, nullptr);
+  HcclComm c0 = nullptr;
+  std::thread rank0(
+      [&] { EXPECT_EQ(HcclCommInitClusterInfo(path.c_str(), 0, &c0), HCCL_SUCCESS); });
   ASSERT_EQ(HcclCommInitClusterInfo(path.c_str(), 1, &c), HCCL_SUCCESS);
+  rank0.join();
+  ASSERT_NE(c0, nullptr);
   uint32_t n = 0, r = 0;
   EXPECT_EQ(HcclGetRankSize(c, &n), HCCL_SUCCESS);
   EXPECT_EQ(HcclGetRankId(c, &r), HCCL_SUCCESS);
   EXPECT_EQ(n, 2U);
   EXPECT_EQ(r, 1U);
+  EXPECT_EQ(HcclGetRankId(c0, &r), HCCL_SUCCESS);
+  EXPECT_EQ(r, 0U);
   EXPECT_EQ(HcclCommDestroy(c), HCCL_SUCCESS);
+  EXPECT_EQ(HcclCommDestroy(c0), HCCL_SUCCESS);
   std::remove(path.c_str());
 }
 

@@ -236,6 +236,25 @@ TEST_F(GroupTest, PeerThatClosesIsRemoteNamingIt) {
               StartsWith("link setup: rank 2 (" + addresses_[2] + ") closed the connection"));
 }
 
+// A peer that goes away with a message it did not read resets the connection (as when its
+// process dies): the same HCCL_E_REMOTE naming it.
+TEST_F(GroupTest, PeerThatResetsIsRemoteNamingIt) {
+  auto groups = All(2);
+  ASSERT_EQ(groups.size(), 2U);
+  const auto deadline = Clock::now() + seconds(5);
+  ASSERT_TRUE(groups[0]->Send(1, 1, Bytes("never read"), deadline).ok());
+  std::this_thread::sleep_for(milliseconds(50));  // in rank 1's socket, unread
+  groups[1].reset();
+  std::string broken;
+  for (int i = 0; i < 100 && broken.empty(); ++i) {
+    std::this_thread::sleep_for(milliseconds(20));
+    broken = groups[0]->Broken(1);
+  }
+  EXPECT_THAT(broken, StartsWith("rank 1 (" + addresses_[1] + ") closed the connection"));
+  EXPECT_EQ(groups[0]->Recv(1, 1, deadline).status().code(), HCCL_E_REMOTE);
+  EXPECT_EQ(groups[0]->Send(1, 1, Bytes("x"), deadline).code(), HCCL_E_REMOTE);
+}
+
 // A connection of another communicator's rank and one that sends junk reach rank 1 first: it
 // refuses both and connects with its real rank 0.
 TEST_F(GroupTest, ForeignHandshakesAreRefused) {

@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <future>
+#include <span>
 #include <string>
 #include <thread>
 
@@ -19,6 +20,7 @@
 #include "bootstrap/host_id.h"
 #include "core/comm.h"
 #include "hzc_test.h"
+#include "rank_launch.h"
 
 namespace hzc {
 namespace {
@@ -149,6 +151,78 @@ TEST_F(CommInitTest, RankTableFirstServerNeedsAnIp) {
     EXPECT_THAT(r.status().message(),
                 HasSubstr("server_list[0].server_id \"node-a\" (the server of rank 0"));
   }
+}
+
+// A rank of a two-server table in a process of its own (the environment names the table, the
+// rank and the port; HZC_HOST_ID its server): it joins, is connected to the other rank, and
+// gathers over the connections. Skipped unless CommInitTest.TwoServerRankTable started it.
+TEST(CommInitChild, RankOfTwoServerTable) {
+  const char *path = getenv("HZC_TEST_TABLE");
+  if (path == nullptr) {
+    GTEST_SKIP() << "a rank process of CommInitTest.TwoServerRankTable";
+  }
+  const auto rank = static_cast<uint32_t>(std::atoi(getenv("HZC_TEST_RANK")));
+  const auto port = static_cast<uint16_t>(std::atoi(getenv("HZC_TEST_PORT")));
+  auto h = FromRankTable(path, rank, {}, port);
+  if (const char *fails = getenv("HZC_TEST_FAILS"); fails != nullptr) {
+    ASSERT_FALSE(h.ok());
+    EXPECT_EQ(h.status().code(), HCCL_E_TCP_CONNECT);
+    EXPECT_THAT(h.status().message(), HasSubstr(rank == 0 ? "rank 1's address: none"
+                                                          : "cannot listen for their connections"));
+    return;
+  }
+  ASSERT_TRUE(h.ok()) << h.status().message();
+  auto c = CommRegistry::Process().Get(*h).value();
+  EXPECT_EQ(c->ServerCount(), 2U);
+  ASSERT_NE(c->group(), nullptr);
+  const std::string mine = "rank " + std::to_string(rank);
+  const std::vector<uint32_t> members{0, 1};
+  auto all =
+      c->group()->AllGather(members, 1, std::as_bytes(std::span(mine.data(), mine.size())),
+                            bootstrap::Group::Clock::now() + std::chrono::seconds(10), "test");
+  ASSERT_TRUE(all.ok()) << all.status().message();
+  for (uint32_t r = 0; r < 2; ++r) {
+    EXPECT_EQ(std::string(reinterpret_cast<const char *>((*all)[r].data()), (*all)[r].size()),
+              "rank " + std::to_string(r));
+  }
+  c.reset();
+  EXPECT_TRUE(CommRegistry::Process().Remove(*h).ok());
+}
+
+// Two ranks of a table of two servers, as processes with a host identity each; with
+// @bad_if_ip, rank 1 has an HCCL_IF_IP it cannot listen on: both fail to connect, saying why.
+void RunTwoServerTable(const std::string &path, bool bad_if_ip) {
+  const std::string port = std::to_string(FreePort());
+  const auto pids = test::StartRanks(
+      2,
+      [](uint32_t) {
+        return std::vector<std::string>{"/proc/self/exe",
+                                        "--gtest_filter=CommInitChild.RankOfTwoServerTable"};
+      },
+      [&](uint32_t r) {
+        setenv("HZC_HOST_ID", r == 0 ? "server-a" : "server-b", 1);
+        setenv("HZC_TEST_TABLE", path.c_str(), 1);
+        setenv("HZC_TEST_RANK", std::to_string(r).c_str(), 1);
+        setenv("HZC_TEST_PORT", port.c_str(), 1);
+        if (bad_if_ip) {
+          setenv("HZC_TEST_FAILS", "1", 1);
+          if (r == 1) {
+            setenv("HCCL_IF_IP", "not-an-ip", 1);
+          }
+        }
+      });
+  ASSERT_EQ(pids.size(), 2U);
+  for (int status : test::WaitRanks(pids)) {
+    EXPECT_EQ(status, 0);
+  }
+}
+
+TEST_F(CommInitTest, TwoServerRankTable) {
+  RunTwoServerTable(Table("127.0.0.1", "127.0.0.2"), false);
+}
+
+TEST_F(CommInitTest, TwoServerRankTableFailsWhenARankCannotListen) {
+  RunTwoServerTable(Table("127.0.0.1", "127.0.0.2"), true);
 }
 
 TEST_F(CommInitTest, RankTableWithoutTheRank) {

@@ -80,6 +80,35 @@ TransportChoice ParseTransport(const char *v, std::vector<std::string> *warnings
   return TransportChoice::kAuto;
 }
 
+// HCCL_IF_BASE_PORT's value (nullptr: unset, the default); anything else is the default with a
+// warning.
+uint16_t ParseIfBasePort(const char *v, std::vector<std::string> *warnings) {
+  if (v == nullptr) {
+    return Config::kDefaultIfBasePort;
+  }
+  if (auto port = ParseUnsigned(v, Config::kMinIfBasePort, Config::kMaxIfBasePort)) {
+    return static_cast<uint16_t>(*port);
+  }
+  warnings->push_back(fmt::format("HCCL_IF_BASE_PORT=\"{}\": not a port in [{}, {}]; using {}", v,
+                                  Config::kMinIfBasePort, Config::kMaxIfBasePort,
+                                  Config::kDefaultIfBasePort));
+  return Config::kDefaultIfBasePort;
+}
+
+// HZC_DEVICE_COUNT's value (nullptr: unset, nullopt); anything else is nullopt with a warning.
+std::optional<uint32_t> ParseDeviceCount(const char *v, std::vector<std::string> *warnings) {
+  if (v == nullptr) {
+    return std::nullopt;
+  }
+  if (auto n = ParseUnsigned(v, 1, Config::kMaxDeviceCount)) {
+    return static_cast<uint32_t>(*n);
+  }
+  warnings->push_back(
+      fmt::format("HZC_DEVICE_COUNT=\"{}\": not a number of devices in [1, {}]; using max(CPUs, 8)",
+                  v, Config::kMaxDeviceCount));
+  return std::nullopt;
+}
+
 }  // namespace
 
 Config Config::FromLookup(const std::function<const char *(const char *)> &getenv_fn) {
@@ -150,23 +179,8 @@ Config Config::FromLookup(const std::function<const char *(const char *)> &geten
   if (const char *v = getenv_fn("HCCL_IF_IP"); v != nullptr) {
     c.if_ip = v;
   }
-  if (const char *v = getenv_fn("HCCL_IF_BASE_PORT"); v != nullptr) {
-    if (auto port = ParseUnsigned(v, kMinIfBasePort, kMaxIfBasePort)) {
-      c.if_base_port = static_cast<uint16_t>(*port);
-    } else {
-      c.warnings.push_back(fmt::format("HCCL_IF_BASE_PORT=\"{}\": not a port in [{}, {}]; using {}",
-                                       v, kMinIfBasePort, kMaxIfBasePort, kDefaultIfBasePort));
-    }
-  }
-  if (const char *v = getenv_fn("HZC_DEVICE_COUNT"); v != nullptr) {
-    if (auto n = ParseUnsigned(v, 1, kMaxDeviceCount)) {
-      c.device_count = static_cast<uint32_t>(*n);
-    } else {
-      c.warnings.push_back(fmt::format(
-          "HZC_DEVICE_COUNT=\"{}\": not a number of devices in [1, {}]; using max(CPUs, 8)", v,
-          kMaxDeviceCount));
-    }
-  }
+  c.if_base_port = ParseIfBasePort(getenv_fn("HCCL_IF_BASE_PORT"), &c.warnings);
+  c.device_count = ParseDeviceCount(getenv_fn("HZC_DEVICE_COUNT"), &c.warnings);
   c.transport = ParseTransport(getenv_fn("HZC_TRANSPORT"), &c.warnings);
   return c;
 }

@@ -41,7 +41,9 @@ struct Config {
   std::string rdma_device;                 // empty: first active port
   std::optional<uint32_t> rdma_gid_index;  // HZC_RDMA_GID_INDEX; nullopt: chosen per port
   std::string host_id;                     // empty: boot id + hostname
-  std::string if_ip;  // HCCL_IF_IP: address the root listens on; empty: automatic
+  // HCCL_IF_IP: the address the root and every rank (for the connections of a communicator that
+  // spans servers) listen on; empty: automatic.
+  std::string if_ip;
   // HCCL_IF_BASE_PORT: the port of a rank table's rendezvous (HcclCommInitClusterInfo), served by
   // its rank 0 at its server's address.
   static constexpr uint64_t kDefaultIfBasePort = 60000;

@@ -358,7 +358,8 @@ Expected<std::unique_ptr<Group>> Group::Connect(Listener listener, const UniqueI
     impl->peers[r].address = r == rank ? listener.address() : addresses[r];
     auto addr = ParseEndpoint(addresses[r]);
     if (r != rank && !addr.ok()) {
-      return Error(HCCL_E_TCP_CONNECT, "rank {}'s address: {}", r, addr.status().message());
+      return Error(HCCL_E_TCP_CONNECT, "rank {}'s address: {}", r,
+                   addresses[r].empty() ? "none (it could not listen)" : addr.status().message());
     }
     addrs[r] = addr.ok() ? *addr : sockaddr_storage{};
   }

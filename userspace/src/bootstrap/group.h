@@ -10,8 +10,11 @@
 // process died, its server went away and the kernel reset the connection) fails every later
 // send to and receive from that peer with HCCL_E_REMOTE naming the peer.
 //
-// Messages are framed (tag, length, payload); a receive of tag T from peer p keeps frames of
-// other tags that arrive first for their own receive. One thread at a time per Group.
+// Messages are framed (tag, length, payload; at most 1 MiB); a receive of tag T from peer p keeps
+// frames of other tags that arrive first for their own receive. While a send waits for its
+// socket, the group reads what every peer sends (so ranks sending each other large messages do
+// not wait for each other). Sockets are close-on-exec, non-blocking, TCP_NODELAY; sends use
+// MSG_NOSIGNAL. One thread at a time per Group.
 #pragma once
 
 #include <chrono>
@@ -52,8 +55,11 @@ class Group {
 
   // Connect rank @rank to every other rank of @addresses (rank r's listener address at [r],
   // as the rendezvous returned them) for communicator @id, until @deadline; @listener is
-  // consumed. HCCL_E_TIMEOUT naming the ranks not connected by then, HCCL_E_TCP_CONNECT for
-  // an unreachable or malformed address (naming the rank and the address).
+  // consumed. A connection whose handshake is not of this communicator and rank is refused
+  // (logged at WARN) and the wait goes on. HCCL_E_TIMEOUT naming the ranks not connected by then
+  // ("rank(s) 2,3 of 4 did not connect in time"), HCCL_E_TCP_CONNECT for a malformed address or
+  // one refused until @deadline (naming the rank and the address), HCCL_E_PARA for @rank out
+  // of range.
   static Expected<std::unique_ptr<Group>> Connect(Listener listener, const UniqueId &id,
                                                   uint32_t rank,
                                                   const std::vector<std::string> &addresses,
@@ -66,22 +72,27 @@ class Group {
   uint32_t size() const;
 
   // Send @data (at most 1 MiB) to @peer under @tag. HCCL_E_REMOTE when the connection to
-  // @peer ended, HCCL_E_TCP_TRANSFER for another socket error, HCCL_E_TIMEOUT at @deadline,
-  // HCCL_E_PARA for a bad peer or an oversized message. Errors name the peer.
+  // @peer ended ("rank 3 (10.77.0.2:41234) closed the connection"), HCCL_E_TCP_TRANSFER for
+  // another socket error, HCCL_E_TIMEOUT at @deadline (the connection is unusable after a
+  // message cut off so), HCCL_E_PARA for a bad peer (this rank, out of range) or an oversized
+  // message. Errors name the peer.
   Status Send(uint32_t peer, uint32_t tag, std::span<const std::byte> data,
               Clock::time_point deadline);
-  // The next message of @tag from @peer. Errors as Send.
+  // The next message of @tag from @peer; messages that arrived before the connection ended are
+  // still received. Errors as Send.
   Expected<Blob> Recv(uint32_t peer, uint32_t tag, Clock::time_point deadline);
 
   // Every member's @mine under @tag, in the order of @members (ascending ranks that include
   // this rank; the others pass the same list): sends to every other member, then receives
-  // from each. @what names the exchange in errors ("... waiting for rank 3 (link setup): ...").
+  // from each. @what prefixes errors ("link setup: rank 3 (10.77.0.2:41234) closed the
+  // connection"); HCCL_E_PARA when @members is not such a list.
   Expected<std::vector<Blob>> AllGather(std::span<const uint32_t> members, uint32_t tag,
                                         std::span<const std::byte> mine, Clock::time_point deadline,
                                         std::string_view what);
 
   // Non-blocking: why the connection to @peer is unusable (it ended or failed), empty while it
-  // works. Reads no message.
+  // works. Reads what has arrived into the queue of later receives; takes no message. For a
+  // @peer that is not another rank: why not.
   std::string Broken(uint32_t peer);
 
  private:

@@ -265,8 +265,9 @@ Expected<UniqueFd> Connect(const RootInfo &root, Clock::time_point deadline,
 
 // How the root took a rank's hello.
 struct Outcome {
-  bool joined = false;   // it counted the rank (sent the table, or the rendezvous failed)
-  bool foreign = false;  // it serves another communicator's rendezvous
+  bool joined = false;    // it counted the rank (sent the table, or the rendezvous failed)
+  bool foreign = false;   // it serves another communicator's rendezvous
+  bool answered = false;  // it answered at all (else it went away, or never came)
 };
 
 // Send this rank's hello and receive the table of all ranks.
@@ -289,6 +290,7 @@ Expected<std::vector<RankIdentity>> Exchange(const RootInfo &root, uint32_t nran
   }
   const json &r = *reply;
   const int code = r.value("code", static_cast<int>(HCCL_E_INTERNAL));
+  outcome->answered = true;
   outcome->joined = code == 0 || r.value("joined", false);
   outcome->foreign = r.value("foreign", false);
   if (code != 0) {
@@ -382,9 +384,11 @@ Expected<std::vector<RankIdentity>> Join(const RootInfo &root, uint32_t nranks, 
     const std::shared_ptr<Serving> serving = FindServing(IdString(root.id));
     Outcome outcome;
     auto table = Exchange(root, nranks, rank, self, deadline, timeout, &outcome);
-    if (shared_port && outcome.foreign && Clock::now() < deadline) {
+    // On a shared port, another communicator's root may have it now (it refuses this rank, or
+    // ends with this rank's connection still waiting for it).
+    if (shared_port && (outcome.foreign || !outcome.answered) && Clock::now() < deadline) {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
-      continue;  // the port's current rendezvous is another communicator's
+      continue;
     }
     return Answered(root, serving, outcome, std::move(table), deadline);
   }

@@ -49,8 +49,8 @@ Expected<RootInfo> StartRootAt(const std::string &address, uint16_t port, const 
 // Join the rendezvous described by @root as @rank of @nranks; the table of all ranks. In the
 // process serving it, returns once every rank was answered (at most 5 s after the deadline of
 // the rendezvous). @shared_port (a rank table's fixed port): a root that serves another
-// communicator's rendezvous is retried until the deadline rather than an error (it has the port
-// first, this one's root waits for it).
+// communicator's rendezvous (it has the port first, this one's root waits for it) is retried
+// until the deadline rather than an error, and so is a connection that ends without an answer.
 Expected<std::vector<RankIdentity>> Join(const RootInfo &root, uint32_t nranks, uint32_t rank,
                                          const RankIdentity &self, std::chrono::seconds timeout,
                                          bool shared_port = false);

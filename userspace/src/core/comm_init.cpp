@@ -42,10 +42,11 @@ uint32_t HostCount(const std::vector<bootstrap::RankIdentity> &ranks) {
   return static_cast<uint32_t>(hosts.size());
 }
 
-// This rank's identity in the rendezvous, with the address of its @listener.
-bootstrap::RankIdentity Self(const bootstrap::Listener &listener) {
+// This rank's identity in the rendezvous, with the address of its @listener (none if it could
+// not listen: only a communicator that spans servers needs one).
+bootstrap::RankIdentity Self(const Expected<bootstrap::Listener> &listener) {
   return bootstrap::RankIdentity{bootstrap::HostIdentity(), static_cast<uint32_t>(getpid()),
-                                 listener.address()};
+                                 listener.ok() ? listener->address() : ""};
 }
 
 // Rank @rank of communicator @id, whose ranks the rendezvous gave as @peers. When they span
@@ -53,17 +54,23 @@ bootstrap::RankIdentity Self(const bootstrap::Listener &listener) {
 // @listener is dropped.
 Expected<std::shared_ptr<Communicator>> Connected(const bootstrap::UniqueId &id, uint32_t rank,
                                                   std::vector<bootstrap::RankIdentity> peers,
-                                                  bootstrap::Listener listener,
+                                                  Expected<bootstrap::Listener> listener,
                                                   CommOptions options) {
   const auto n = static_cast<uint32_t>(peers.size());
   std::unique_ptr<bootstrap::Group> group;
-  if (HostCount(peers) > 1) {
+  if (const uint32_t servers = HostCount(peers); servers > 1) {
+    if (!listener.ok()) {
+      return Error(listener.status().code(),
+                   "rank {} of {}: the ranks run on {} servers, but this rank cannot listen for "
+                   "their connections: {}",
+                   rank, n, servers, listener.status().message());
+    }
     std::vector<std::string> addresses;
     for (const auto &p : peers) {
       addresses.push_back(p.address);
     }
     auto g =
-        bootstrap::Group::Connect(std::move(listener), id, rank, addresses,
+        bootstrap::Group::Connect(std::move(*listener), id, rank, addresses,
                                   bootstrap::Group::Clock::now() + GetConfig().connect_timeout);
     if (!g.ok()) {
       return Error(g.status().code(), "rank {} of {}: {}", rank, n, g.status().message());
@@ -99,7 +106,7 @@ Expected<std::string> TableRootAddress(const bootstrap::RankTable &table, const 
 // The ranks of @table as the rendezvous on @port (rank 0 serves it) found them.
 Expected<std::vector<bootstrap::RankIdentity>> TableRendezvous(
     const bootstrap::RankTable &table, const char *path, uint32_t rank, uint16_t port,
-    const bootstrap::Listener &listener) {
+    const Expected<bootstrap::Listener> &listener) {
   auto address = TableRootAddress(table, path);
   if (!address.ok()) {
     return address.status();
@@ -136,16 +143,12 @@ Expected<HcclComm> FromRootInfo(const HcclRootInfo &root_info, uint32_t nranks, 
     return root.status();
   }
   auto listener = bootstrap::Listener::Open("");
-  if (!listener.ok()) {
-    return Error(listener.status().code(), "rank {} of {}: {}", rank, nranks,
-                 listener.status().message());
-  }
-  auto peers = bootstrap::Join(*root, nranks, rank, Self(*listener), GetConfig().connect_timeout);
+  auto peers = bootstrap::Join(*root, nranks, rank, Self(listener), GetConfig().connect_timeout);
   if (!peers.ok()) {
     return Error(peers.status().code(), "rank {} of {}: {}", rank, nranks,
                  peers.status().message());
   }
-  auto c = Connected(root->id, rank, std::move(*peers), std::move(*listener), std::move(options));
+  auto c = Connected(root->id, rank, std::move(*peers), std::move(listener), std::move(options));
   if (!c.ok()) {
     return c.status();
   }
@@ -166,16 +169,12 @@ Expected<HcclComm> FromRankTable(const char *path, uint32_t rank, CommOptions op
   }
   SetLogRank(rank);
   auto listener = bootstrap::Listener::Open("");
-  if (!listener.ok()) {
-    return Error(listener.status().code(), "rank {} of {}: {}", rank, table->nranks,
-                 listener.status().message());
-  }
   auto peers =
-      TableRendezvous(*table, path, rank, port.value_or(GetConfig().if_base_port), *listener);
+      TableRendezvous(*table, path, rank, port.value_or(GetConfig().if_base_port), listener);
   if (!peers.ok()) {
     return peers.status();
   }
-  auto c = Connected(bootstrap::RankTableId(*table), rank, std::move(*peers), std::move(*listener),
+  auto c = Connected(bootstrap::RankTableId(*table), rank, std::move(*peers), std::move(listener),
                      std::move(options));
   if (!c.ok()) {
     return c.status();
