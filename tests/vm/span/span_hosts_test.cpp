@@ -274,6 +274,28 @@ TEST_F(SpanTest, CallsThatDisagreeAcrossServersFailOnEveryRankAndMoveNothing) {
   EXPECT_EQ(Run(false, 2, "mismatch", "staging"), std::vector<int>(2, 0));
 }
 
+// A rank whose own arguments fail its checks (rank 1: an unknown type, not its server's first
+// rank; rank 2: a null buffer, server 2's first rank) tells the others, which fail the call
+// at once with HCCL_E_PARA; the communicator stays usable (hzc-coll-rank "refuse*").
+TEST_F(SpanTest, ARankThatRefusesACallTellsEveryServer) {
+  std::vector<int> want{HCCL_E_PARA, HCCL_E_PARA};
+  if (hosts_.index == 1) {
+    want[1] = HCCL_E_PARA;  // rank 1 itself: an unknown dataType
+  }
+  EXPECT_EQ(Run(false, 2, "refuse", "staging"), want);
+  want = {HCCL_E_PARA, HCCL_E_PARA};
+  if (hosts_.index == 2) {
+    want[0] = HCCL_E_PTR;  // rank 2 itself: sendBuf NULL
+  }
+  EXPECT_EQ(Run(false, 2, "refusenull", "staging"), want);
+}
+
+// The collectives that do not run across servers are HCCL_E_NOT_SUPPORT on every rank at
+// once, and the communicator goes on.
+TEST_F(SpanTest, ACollectiveThatDoesNotSpanServersIsNotSupportedOnEveryRank) {
+  EXPECT_EQ(Run(false, 2, "unsupported", "staging"), std::vector<int>(2, 0));
+}
+
 // The link of server 2 goes down in the middle of calls: the ranks of both servers fail with
 // HCCL_E_ROCE_TRANSFER or HCCL_E_REMOTE within HCCL_EXEC_TIMEOUT, destroy their communicators
 // at once and leave no verbs object behind.

@@ -390,7 +390,7 @@ void Abort(Communicator &comm, const Status &why) {
 
 Status Refuse(Communicator &comm, const Status &why) {
   if (comm.ServerCount() > 1) {
-    return why;  // the state is not a control area (coll/span.h); the others time out
+    return RefuseAcrossServers(comm, why);
   }
   State *s = OpenState(comm);
   if (s == nullptr) {

@@ -26,7 +26,7 @@ using Clock = std::chrono::steady_clock;
 // Tag of the leaders' agreement on each call (over the TCP connections).
 constexpr uint32_t kCallTag = 0x30;
 
-// What the servers' leaders compare before a call.
+// What the ranks compare before a call; a rank that refused the call says so in kind.
 struct CallWords {
   uint64_t seq = 0;
   uint64_t kind = 0;
@@ -34,7 +34,10 @@ struct CallWords {
   uint64_t op = 0;
   uint64_t count = 0;
   uint64_t root = 0;
+  uint64_t verdict = 0;  // between the leaders: their server's verdict (an HcclResult)
 };
+constexpr uint64_t kWords = sizeof(CallWords) / sizeof(uint64_t);
+constexpr uint64_t kRefusedWord = UINT64_MAX;
 
 // How long a destroyed communicator's leader waits for the other leaders' goodbye.
 constexpr std::chrono::seconds kGoodbyeTime{10};
@@ -144,10 +147,15 @@ class Spanning {
   Spanning(Communicator &comm, SpanState &s, const Call &c, Clock::time_point deadline)
       : comm_(comm), s_(s), c_(c), deadline_(deadline), es_(TypeSize(c.dtype)) {}
 
-  Status Agree();
+  // Check the call on every rank, @refused when this rank refused it: HCCL_E_PARA (on every
+  // rank alike) when a rank refused it or made another call; nothing moved then.
+  Status Agree(const Status *refused);
   Status Run();
 
  private:
+  CallWords Words(const Status *refused) const;
+  Status Compare(const std::vector<CallWords> &words, const std::vector<uint32_t> &ranks) const;
+  Status AgreeAcrossServers(Status *verdict);
   // A collective of the server-local communicator (a copy when the server has one rank).
   Status Local(const Call &call);
   // @call on the server-local communicator, its errors saying which ranks its numbers mean.
@@ -203,53 +211,110 @@ Status Spanning::Local(const Call &call) {
   return Status::Ok();
 }
 
-// The leaders check that every server makes the same call; the verdict goes to the local ranks.
-Status Spanning::Agree() {
-  Status verdict;
+// Every rank's word on the call, checked on every rank of each server, then between the
+// servers' leaders, whose verdict goes back to their server's ranks.
+Status Spanning::Agree(const Status *refused) {
+  const CallWords mine = Words(refused);
+  std::vector<CallWords> local(s_.local->size());
+  local[0] = mine;
+  if (local.size() > 1) {
+    HZC_RETURN_IF_ERROR(OnServer({.kind = Kind::kAllGather,
+                                  .send = &mine,
+                                  .recv = local.data(),
+                                  .count = kWords,
+                                  .dtype = HCCL_DATA_TYPE_UINT64}));
+  }
+  Status verdict = Compare(local, s_.mine());
   if (s_.leader()) {
-    verdict = s_.wire ? Status::Ok() : s_.wire_status;
-    if (verdict.ok() && s_.nservers() > 1) {
-      const CallWords mine{.seq = s_.seq,
-                           .kind = static_cast<uint64_t>(c_.kind),
-                           .dtype = c_.kind == Kind::kBarrier ? 0 : uint64_t{c_.dtype},
-                           .op = Reduces(c_.kind) ? uint64_t{c_.op} : 0,
-                           .count = c_.count,
-                           .root = c_.kind == Kind::kBroadcast ? c_.root : 0};
-      std::vector<uint32_t> leaders;
-      for (const auto &server : s_.servers) {
-        leaders.push_back(server.front());
-      }
-      auto all = comm_.group()->AllGather(leaders, kCallTag, std::as_bytes(std::span(&mine, 1)),
-                                          deadline_, "the call's arguments");
-      if (!all.ok()) {
-        return all.status();
-      }
-      for (size_t i = 0; i < leaders.size() && verdict.ok(); ++i) {
-        if ((*all)[i].size() != sizeof(CallWords) ||
-            std::memcmp((*all)[i].data(), &mine, sizeof(CallWords)) != 0) {
-          verdict = Error(HCCL_E_PARA,
-                          "servers disagree on call {} ({}): rank {} made another call (kind, "
-                          "type, op, count or root); nothing was moved",
-                          s_.seq, KindName(c_.kind), leaders[i]);
-        }
-      }
+    HZC_RETURN_IF_ERROR(AgreeAcrossServers(&verdict));
+  }
+  if (local.size() > 1) {
+    uint64_t word = static_cast<uint64_t>(verdict.code());
+    HZC_RETURN_IF_ERROR(OnServer({.kind = Kind::kBroadcast,
+                                  .send = &word,
+                                  .recv = &word,
+                                  .count = 1,
+                                  .dtype = HCCL_DATA_TYPE_UINT64}));
+    if (verdict.ok() && word != HCCL_SUCCESS) {
+      verdict = Error(static_cast<HcclResult>(word),
+                      "rank {}, this server's first rank, failed call {} before it started (see "
+                      "its log); nothing was moved",
+                      s_.mine().front(), s_.seq);
     }
   }
-  if (s_.local->size() == 1) {
-    return verdict;
-  }
-  uint64_t word = static_cast<uint64_t>(verdict.code());
-  HZC_RETURN_IF_ERROR(OnServer({.kind = Kind::kBroadcast,
-                                .send = &word,
-                                .recv = &word,
-                                .count = 1,
-                                .dtype = HCCL_DATA_TYPE_UINT64}));
-  if (!s_.leader() && word != HCCL_SUCCESS) {
-    return Error(static_cast<HcclResult>(word),
-                 "rank {}, this server's leader, refused call {} (see its log)", s_.mine().front(),
-                 s_.seq);
-  }
   return verdict;
+}
+
+// This rank's word on the call (@refused: it refused it).
+CallWords Spanning::Words(const Status *refused) const {
+  if (refused != nullptr) {
+    return {.seq = s_.seq, .kind = kRefusedWord};
+  }
+  return {.seq = s_.seq,
+          .kind = static_cast<uint64_t>(c_.kind),
+          .dtype = c_.kind == Kind::kBarrier ? 0 : uint64_t{c_.dtype},
+          .op = Reduces(c_.kind) ? uint64_t{c_.op} : 0,
+          .count = c_.count,
+          .root = c_.kind == Kind::kBroadcast ? c_.root : 0};
+}
+
+// HCCL_E_PARA naming the first of @ranks whose word in @words refuses the call or differs from
+// the first rank's.
+Status Spanning::Compare(const std::vector<CallWords> &words,
+                         const std::vector<uint32_t> &ranks) const {
+  for (size_t i = 0; i < words.size(); ++i) {
+    if (words[i].kind == kRefusedWord) {
+      return Error(HCCL_E_PARA,
+                   "rank {} refused call {}: its arguments failed its own checks (see its log); "
+                   "nothing was moved",
+                   ranks[i], s_.seq);
+    }
+    if (std::memcmp(&words[i], &words[0], sizeof(CallWords)) != 0) {
+      return Error(HCCL_E_PARA,
+                   "ranks disagree on call {}: rank {} made another call than rank {} "
+                   "(collective, type, op, count or root); nothing was moved",
+                   s_.seq, ranks[i], ranks[0]);
+    }
+  }
+  return Status::Ok();
+}
+
+// The leaders' part of Agree: every server's word and verdict to every leader; @verdict
+// becomes the first failure among them (and the wire's, if this leader has none).
+Status Spanning::AgreeAcrossServers(Status *verdict) {
+  std::vector<uint32_t> leaders;
+  for (const auto &server : s_.servers) {
+    leaders.push_back(server.front());
+  }
+  CallWords mine = Words(nullptr);
+  mine.verdict = static_cast<uint64_t>(verdict->code());
+  auto all = comm_.group()->AllGather(leaders, kCallTag, std::as_bytes(std::span(&mine, 1)),
+                                      deadline_, "the call's arguments");
+  if (!all.ok()) {
+    return all.status();
+  }
+  std::vector<CallWords> words(leaders.size());
+  for (size_t i = 0; i < leaders.size(); ++i) {
+    if ((*all)[i].size() != sizeof(CallWords)) {
+      return Error(HCCL_E_INTERNAL, "rank {} sent {} bytes for call {}", leaders[i],
+                   (*all)[i].size(), s_.seq);
+    }
+    std::memcpy(&words[i], (*all)[i].data(), sizeof(CallWords));
+    if (verdict->ok() && words[i].verdict != HCCL_SUCCESS) {
+      *verdict = Error(static_cast<HcclResult>(words[i].verdict),
+                       "the server of rank {} failed call {} before it started (see its log); "
+                       "nothing was moved",
+                       leaders[i], s_.seq);
+    }
+    words[i].verdict = 0;
+  }
+  if (verdict->ok()) {
+    *verdict = Compare(words, leaders);
+  }
+  if (verdict->ok() && !s_.wire) {
+    *verdict = s_.wire_status;
+  }
+  return Status::Ok();
 }
 
 Status Spanning::Run() {
@@ -463,24 +528,34 @@ bool RunsAcrossServers(Kind kind) {
          kind == Kind::kReduceScatter || kind == Kind::kBarrier;
 }
 
-Status RunAcrossServers(Communicator &comm, const Call &call) {
+namespace {
+
+// One call across servers: @call, or a call this rank refused for @refused (its other fields
+// unused).
+Status RunOrRefuse(Communicator &comm, const Call &call, const Status *refused) {
   auto state = GetState(comm);
   if (!state.ok()) {
-    return state.status();
+    return refused != nullptr ? *refused : state.status();
   }
   SpanState &s = **state;
   std::lock_guard lock(s.mutex);
   if (!s.broken.ok()) {
-    return Error(s.broken.code(), "an earlier call failed half-way ({}); destroy the communicator",
-                 s.broken.message());
+    return refused != nullptr ? *refused
+                              : Error(s.broken.code(),
+                                      "an earlier call failed half-way ({}); destroy the "
+                                      "communicator",
+                                      s.broken.message());
   }
   ++s.seq;
   Spanning run(comm, s, call, Clock::now() + comm.ExecTimeout());
-  Status st = run.Agree();
-  if (st.ok()) {
+  Status st = run.Agree(refused);
+  if (st.ok() && refused == nullptr) {
     st = run.Run();
-  } else if (st.code() == HCCL_E_PARA) {
-    return st;  // nothing moved: the communicator stays usable
+  } else if (st.code() == HCCL_E_PARA || (st.ok() && refused != nullptr)) {
+    // Nothing moved: the communicator stays usable.
+    return refused == nullptr ? st
+                              : Error(refused->code(), "{}; the other ranks fail call {} too",
+                                      refused->message(), s.seq);
   }
   if (!st.ok()) {
     // Whoever waits for this rank learns of the failure now, not at its timeout.
@@ -490,7 +565,7 @@ Status RunAcrossServers(Communicator &comm, const Call &call) {
     Abort(*s.local, st);
     s.broken = st;
     comm.RecordAsyncError(static_cast<HcclResult>(st.code()));
-    return st;
+    return refused != nullptr ? *refused : st;
   }
   LogDebug("collectives: call {} ({}) across {} servers done{}", s.seq, KindName(call.kind),
            s.nservers(),
@@ -498,6 +573,16 @@ Status RunAcrossServers(Communicator &comm, const Call &call) {
                                 s.wire->chunks_sent(), s.wire->chunks_received())
                   : std::string());
   return Status::Ok();
+}
+
+}  // namespace
+
+Status RunAcrossServers(Communicator &comm, const Call &call) {
+  return RunOrRefuse(comm, call, nullptr);
+}
+
+Status RefuseAcrossServers(Communicator &comm, const Status &why) {
+  return RunOrRefuse(comm, Call{}, &why);
 }
 
 }  // namespace hzc::coll
