@@ -51,8 +51,8 @@ class WireTest : public ::testing::Test {
     for (uint32_t r = 0; r < n; ++r) {
       threads.emplace_back([&, r] {
         const auto deadline = Clock::now() + std::chrono::seconds(60);
-        auto group = bootstrap::Group::Connect(std::move(*listeners[r]), *id, r, addresses,
-                                               deadline);
+        auto group =
+            bootstrap::Group::Connect(std::move(*listeners[r]), *id, r, addresses, deadline);
         ASSERT_TRUE(group.ok()) << group.status().message();
         std::vector<uint32_t> members(n);
         for (uint32_t m = 0; m < n; ++m) {
@@ -73,8 +73,8 @@ class WireTest : public ::testing::Test {
 // twice in a row: every byte arrives once, at its offset, from the right member.
 TEST_F(WireTest, MessagesOfEveryLengthArriveWhole) {
   constexpr uint32_t kN = 3;
-  const size_t lengths[] = {0, 1, Wire::kChunk - 1, Wire::kChunk, Wire::kChunk + 1,
-                            3 * Wire::kChunk + 5};
+  const size_t lengths[] = {
+      0, 1, Wire::kChunk - 1, Wire::kChunk, Wire::kChunk + 1, 3 * Wire::kChunk + 5};
   auto length = [&](uint32_t from, uint32_t to, int round) {
     return lengths[(from * 2 + to * 3 + round) % std::size(lengths)];
   };
@@ -133,9 +133,9 @@ TEST_F(WireTest, AnAbortEndsTheOthersWaitsNamingTheMember) {
     EXPECT_NE(st.message().find("rank 1"), std::string::npos) << st.message();
     EXPECT_LT(Clock::now() - start, std::chrono::seconds(10));
     // The wire stays failed.
-    EXPECT_FALSE(wire
-                     .Transfer(std::vector<Wire::Out>(3), std::vector<size_t>(3),
-                               [](uint32_t, size_t, const uint8_t *, size_t) {}, Clock::now())
+    EXPECT_FALSE(wire.Transfer(
+                         std::vector<Wire::Out>(3), std::vector<size_t>(3),
+                         [](uint32_t, size_t, const uint8_t *, size_t) {}, Clock::now())
                      .ok());
   });
 }
