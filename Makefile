@@ -9,6 +9,9 @@
 #   make bench      install the bench deps, build, run the benchmarks in the guest
 #   make bench-native  install the bench deps, build, run the collectives natively on this
 #                   host next to Open MPI, MPICH and memcpy (scripts/bench-native)
+#   make bench-hosts  install the bench deps, build, run AllReduce across the two
+#                   guests of scripts/vm-run --hosts 2 next to ib_write_bw and Open MPI
+#                   (scripts/bench-hosts)
 #   make install    install libhzc, its headers, CMake package and pkg-config
 #                   file, the tools, the uapi header and hzc.ko
 #                   (PREFIX, default /usr/local; DESTDIR for staging)
@@ -40,7 +43,7 @@ export BUILD HZC_DEPS
 
 CMAKE_CONFIGURE = cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=$(CMAKE_BUILD_TYPE)
 
-.PHONY: all deps kmod lib lib-check lib-bench lib-demo check demo bench bench-native install dkms-install deb deb-check \
+.PHONY: all deps kmod lib lib-check lib-bench lib-demo check demo bench bench-native bench-hosts install dkms-install deb deb-check \
 	lint format clean
 
 all: kmod lib
@@ -99,6 +102,11 @@ bench-native:
 	@"$(HZC_DEPS)" bench
 	@$(MAKE) --no-print-directory lib-bench
 	@scripts/bench-native
+
+bench-hosts:
+	@"$(HZC_DEPS)" bench
+	@$(MAKE) --no-print-directory kmod lib-bench
+	@scripts/bench-hosts
 
 install: kmod lib
 	DESTDIR=$(DESTDIR) cmake --install $(BUILD) --prefix $(PREFIX)

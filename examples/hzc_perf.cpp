@@ -16,6 +16,22 @@
 // AllGather and ReduceScatter (n-1)/n, Broadcast 1), and the "# Out of bounds values" and
 // "# Avg bus bandwidth" footer. Exit status 0; 1 if a call failed, a check found wrong
 // elements or the average is below NCCL_TESTS_MIN_BW x 0.9; 2 on a usage error.
+//
+// Across servers: with --rank-table FILE the communicator is the rank table's
+// (HcclCommInitClusterInfo), and the -t x -g ranks forked here are its ranks R .. R+g-1 (R =
+// --first-rank, default 0), this server's share; every server runs hzc-perf with the same table
+// and options and its own R, e.g. with two servers of two ranks each
+//
+//   server 1: hzc-perf all_reduce -g 2 -b 4M -e 16M -f 4 --rank-table t.json --first-rank 0
+//   server 2: hzc-perf all_reduce -g 2 -b 4M -e 16M -f 4 --rank-table t.json --first-rank 2
+//
+// Only the table's rank 0 prints (its "# Using devices" list names every rank's pid and host);
+// the other ranks print nothing on stdout but time and check as well, and their exit status
+// says whether their checks found wrong elements. busbw factors use the total number of ranks
+// of the table. In zerocopy mode the buffers are activated through a communicator of this
+// server's ranks (HcclCreateSubCommConfig of R .. R+g-1: HcclCommSetMemoryRange on a
+// communicator that spans servers is HCCL_E_NOT_SUPPORT), so R .. R+g-1 must be ranks of one
+// server of the table.
 #include <acl/acl.h>
 #include <hccl/hccl.h>
 #include <sys/mman.h>
@@ -96,8 +112,11 @@ struct Options {
   std::vector<TypeName> types;
   std::vector<OpName> ops;
   std::string mode = "zerocopy";
+  std::string rank_table;   // --rank-table: the ranks forked here are some of the table's
+  uint32_t first_rank = 0;  // --first-rank: the table's rank of the first one forked here
 
-  uint32_t nranks() const { return nthreads * ngpus; }
+  uint32_t nranks() const { return nthreads * ngpus; }  // ranks forked here
+  bool zero_copy() const { return mode == "zerocopy"; }
 };
 
 // "1024", "1.5M", "64k", "1G" (nccl-tests' sizes); nullopt for anything else.
@@ -182,7 +201,20 @@ void PrintHeader(const Options &o) {
               "");
 }
 
-void PrintPreamble(const Options &o, const std::vector<pid_t> &pids, const char *device) {
+// One line of the "# Using devices" list.
+struct Device {
+  pid_t pid = 0;
+  std::string host;
+  uint32_t index = 0;  // the rank's device on its server
+};
+
+std::string HostName() {
+  char host[HOST_NAME_MAX + 1] = {};
+  gethostname(host, sizeof(host) - 1);
+  return host;
+}
+
+void PrintPreamble(const Options &o, const std::vector<Device> &devices, const char *device) {
   const bool by_factor = o.step_factor > 1;
   std::printf(
       "# nThread %u nGpus %u minBytes %zu maxBytes %zu step: %zu(%s) warmup iters: %d "
@@ -194,11 +226,10 @@ void PrintPreamble(const Options &o, const std::vector<pid_t> &pids, const char 
     std::printf("# Blocking Enabled: wait for completion and barrier after each collective \n");
   }
   std::printf("#\n# Using devices\n");
-  char host[HOST_NAME_MAX + 1] = {};
-  gethostname(host, sizeof(host) - 1);
-  for (size_t r = 0; r < pids.size(); ++r) {
-    std::printf("#  Rank %2zu Group  0 Pid %6d on %10s device %2zu [0x%02x] %s\n", r,
-                static_cast<int>(pids[r]), host, r, 0, device);
+  for (size_t r = 0; r < devices.size(); ++r) {
+    std::printf("#  Rank %2zu Group  0 Pid %6d on %10s device %2u [0x%02x] %s\n", r,
+                static_cast<int>(devices[r].pid), devices[r].host.c_str(), devices[r].index, 0,
+                device);
   }
   std::printf("#\n");
 }
@@ -245,7 +276,7 @@ double UsSince(std::chrono::steady_clock::time_point t0) {
 
 // One process copying: out-of-place memcpy, in-place an overlapping memmove.
 int MemcpyRows(const Options &o) {
-  PrintPreamble(o, {getpid()}, "memcpy (one process)");
+  PrintPreamble(o, {{getpid(), HostName(), 0}}, "memcpy (one process)");
   PrintHeader(o);
   std::vector<uint8_t> a(o.max_bytes + 64, 1), b(o.max_bytes + 64, 2);
   Totals totals;
@@ -343,19 +374,33 @@ struct Buffers {
   }
 };
 
-// Shared by the ranks (a MAP_SHARED page made before the fork): their pids, for rank 0's device
-// list.
+// Shared by the ranks forked here (a MAP_SHARED page made before the fork): their pids, for
+// rank 0's device list.
 struct Shared {
   std::atomic<int32_t> pid[64];
 };
 
+// The communicators of one rank: the one measured and the one its buffers are activated through
+// (the same one on a single server; this server's ranks across servers).
+struct Comms {
+  HcclComm comm = nullptr, memory = nullptr;
+  uint32_t rank = 0, n = 0;  // the rank in comm and comm's ranks
+  uint32_t local = 0;        // which of the ranks forked here
+};
+
 class Rank {
  public:
-  Rank(const Options &o, HcclComm comm, uint32_t rank, Shared *shared)
-      : o_(o), comm_(comm), rank_(rank), n_(o.nranks()), shared_(shared) {}
+  Rank(const Options &o, const Comms &c, Shared *shared)
+      : o_(o),
+        comm_(c.comm),
+        memory_(c.memory),
+        rank_(c.rank),
+        n_(c.n),
+        local_(c.local),
+        shared_(shared) {}
 
   int Run() {
-    if (!buf_.Init(comm_, o_.max_bytes, o_.mode == "zerocopy")) {
+    if (!buf_.Init(memory_, o_.max_bytes, o_.zero_copy())) {
       return Fail("cannot set up the buffers");
     }
     // Reductions of the ranks' times and error counts go through plain memory.
@@ -364,12 +409,12 @@ class Rank {
     if (small_ == MAP_FAILED) {
       return Fail("mmap");
     }
+    std::vector<Device> devices;
+    if (!Devices(&devices)) {
+      return 1;
+    }
     if (rank_ == 0) {
-      std::vector<pid_t> pids(n_);
-      for (uint32_t r = 0; r < n_; ++r) {
-        pids[r] = shared_->pid[r].load();
-      }
-      PrintPreamble(o_, pids, o_.mode == "zerocopy" ? "hzc zero-copy" : "hzc staging");
+      PrintPreamble(o_, devices, o_.zero_copy() ? "hzc zero-copy" : "hzc staging");
       PrintHeader(o_);
       std::fflush(stdout);
     }
@@ -390,6 +435,34 @@ class Rank {
   }
 
  private:
+  // The "# Using devices" list: the pids of the shared page on a single server; across servers
+  // every rank's pid, host and device, gathered from the ranks (on every rank: a collective).
+  bool Devices(std::vector<Device> *out) {
+    if (o_.rank_table.empty()) {
+      for (uint32_t r = 0; r < n_; ++r) {
+        out->push_back({shared_->pid[r].load(), HostName(), r});
+      }
+      return true;
+    }
+    struct Record {
+      int32_t pid;
+      uint32_t index;
+      char host[56];
+    };
+    Record mine{getpid(), local_, {}};
+    std::snprintf(mine.host, sizeof(mine.host), "%s", HostName().c_str());
+    std::vector<Record> all(n_);
+    if (!Check(
+            HcclAllGather(&mine, all.data(), sizeof(Record), HCCL_DATA_TYPE_INT8, comm_, nullptr),
+            "HcclAllGather of the ranks' pids")) {
+      return false;
+    }
+    for (const Record &r : all) {
+      out->push_back({r.pid, std::string(r.host, strnlen(r.host, sizeof(r.host))), r.index});
+    }
+    return true;
+  }
+
   int Fail(const char *what) const {
     std::fprintf(stderr, "hzc-perf: rank %u: %s\n", rank_, what);
     return 1;
@@ -575,8 +648,8 @@ class Rank {
   }
 
   const Options &o_;
-  HcclComm comm_;
-  const uint32_t rank_, n_;
+  HcclComm comm_, memory_;
+  const uint32_t rank_, n_, local_;
   Shared *shared_;
   Buffers buf_;
   uint8_t *small_ = nullptr;
@@ -584,21 +657,70 @@ class Rank {
   Totals totals_;
 };
 
-int RunRank(const Options &o, const HcclRootInfo &root, uint32_t rank, Shared *shared) {
-  shared->pid[rank].store(getpid());
-  HcclComm comm = nullptr;
-  const HcclResult rc = HcclCommInitRootInfo(o.nranks(), &root, rank, &comm);
+bool Succeeded(HcclResult rc, uint32_t rank, const char *call) {
   if (rc != HCCL_SUCCESS) {
-    std::fprintf(stderr, "hzc-perf: rank %u: HcclCommInitRootInfo: %s (%d)\n", rank,
-                 HcclGetErrorString(rc), static_cast<int>(rc));
+    std::fprintf(stderr, "hzc-perf: rank %u: %s: %s (%d)\n", rank, call, HcclGetErrorString(rc),
+                 static_cast<int>(rc));
+  }
+  return rc == HCCL_SUCCESS;
+}
+
+// Across servers (--rank-table): the table's size, checked against -r, and in zerocopy mode the
+// communicator of this server's ranks (first_rank .. first_rank + nranks - 1) that the buffers
+// are activated through. False after printing why.
+bool JoinServer(const Options &o, Comms *c) {
+  if (!Succeeded(HcclGetRankSize(c->comm, &c->n), c->rank, "HcclGetRankSize")) {
+    return false;
+  }
+  if (o.root >= c->n) {
+    std::fprintf(stderr, "hzc-perf: rank %u: -r,--root: %u: not below the %u ranks of %s\n",
+                 c->rank, o.root, c->n, o.rank_table.c_str());
+    return false;
+  }
+  if (!o.zero_copy()) {
+    return true;
+  }
+  std::vector<uint32_t> ranks(o.nranks());
+  for (uint32_t j = 0; j < o.nranks(); ++j) {
+    ranks[j] = o.first_rank + j;
+  }
+  HcclCommConfig config;
+  HcclCommConfigInit(&config);
+  const std::string call = "HcclCreateSubCommConfig of ranks " + std::to_string(o.first_rank) +
+                           ".." + std::to_string(o.first_rank + o.nranks() - 1) +
+                           " (this server's; they must be ranks of one server of the table)";
+  return Succeeded(
+      HcclCreateSubCommConfig(&c->comm, o.nranks(), ranks.data(), 1, c->local, &config, &c->memory),
+      c->rank, call.c_str());
+}
+
+// Rank @local of the ranks forked here: rank @local of the root info's communicator, or rank
+// first_rank + @local of the rank table's.
+int RunRank(const Options &o, const HcclRootInfo &root, uint32_t local, Shared *shared) {
+  shared->pid[local].store(getpid());
+  Comms c;
+  c.local = local;
+  c.rank = o.first_rank + local;
+  c.n = o.nranks();
+  const bool joined =
+      o.rank_table.empty()
+          ? Succeeded(HcclCommInitRootInfo(o.nranks(), &root, local, &c.comm), c.rank,
+                      "HcclCommInitRootInfo")
+          : Succeeded(HcclCommInitClusterInfo(o.rank_table.c_str(), c.rank, &c.comm), c.rank,
+                      "HcclCommInitClusterInfo");
+  if (!joined) {
     return 1;
   }
-  int status = 0;
-  {
-    Rank r(o, comm, rank, shared);
+  c.memory = c.comm;
+  int status = 1;
+  if (o.rank_table.empty() || JoinServer(o, &c)) {
+    Rank r(o, c, shared);
     status = r.Run();
   }
-  HcclCommDestroy(comm);
+  if (c.memory != c.comm && c.memory != nullptr) {
+    HcclCommDestroy(c.memory);
+  }
+  HcclCommDestroy(c.comm);
   return status;
 }
 
@@ -640,7 +762,10 @@ int main(int argc, char **argv) {
   app.footer(
       "COLL is all_reduce (default), all_gather, broadcast or reduce_scatter (nccl-tests' "
       "all_reduce_perf and so on), or memcpy (one process copying: the bound). The ranks are "
-      "-t x -g processes on this server. Sizes take K, M and G suffixes. -p, -y: accepted for "
+      "-t x -g processes on this server: the whole communicator, or with --rank-table this "
+      "server's ranks of the table's communicator (every server runs hzc-perf with the same "
+      "options and its own --first-rank; only the table's rank 0 prints; busbw factors count all "
+      "the table's ranks). Sizes take K, M and G suffixes. -p, -y: accepted for "
       "nccl-tests' command lines; hzc calls are synchronous and ranks always start in parallel.\n"
       "Exit status: 0; 1 if a call failed, a check found wrong elements or the average bus "
       "bandwidth is below NCCL_TESTS_MIN_BW x 0.9; 2 on a usage error.");
@@ -697,6 +822,16 @@ int main(int argc, char **argv) {
                  "zerocopy: buffers in activated memory (default); staging: "
                  "plain memory")
       ->check(CLI::IsMember({"zerocopy", "staging"}));
+  auto *table = app.add_option("--rank-table", o.rank_table,
+                               "rank table (JSON) of a communicator that spans servers: the ranks "
+                               "forked here are its ranks R .. R+g-1 (HcclCommInitClusterInfo); "
+                               "zerocopy buffers are activated through a communicator of these "
+                               "ranks, which must be one server's")
+                    ->check(CLI::ExistingFile);
+  app.add_option("--first-rank", o.first_rank,
+                 "R: the table's rank of the first rank forked here (default 0)")
+      ->check(CLI::Range(0u, 1u << 20))
+      ->needs(table);
   if (auto status = hzc::tool::Parse(app, argc, argv)) {
     return *status;
   }
@@ -724,9 +859,12 @@ int main(int argc, char **argv) {
   if (o.nranks() > 64) {
     return usage("-t x -g: " + std::to_string(o.nranks()) + " ranks; at most 64");
   }
-  if (o.root >= o.nranks()) {
+  if (o.rank_table.empty() && o.root >= o.nranks()) {
     return usage("-r,--root: " + std::to_string(o.root) + ": not below the " +
                  std::to_string(o.nranks()) + " ranks");
+  }
+  if (o.coll == Coll::kMemcpy && !o.rank_table.empty()) {
+    return usage("--rank-table: memcpy is one process on this server, not a communicator");
   }
   setlinebuf(stdout);
   if (o.coll == Coll::kMemcpy) {
@@ -736,8 +874,8 @@ int main(int argc, char **argv) {
   if (o.timeout > 0) {
     setenv("HCCL_EXEC_TIMEOUT", std::to_string(o.timeout).c_str(), 1);
   }
-  HcclRootInfo root;
-  if (HcclGetRootInfo(&root) != HCCL_SUCCESS) {
+  HcclRootInfo root{};
+  if (o.rank_table.empty() && HcclGetRootInfo(&root) != HCCL_SUCCESS) {
     std::fprintf(stderr, "hzc-perf: HcclGetRootInfo failed\n");
     return 1;
   }
