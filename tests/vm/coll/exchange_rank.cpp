@@ -8,7 +8,8 @@
 //              across servers an eighth of them);
 //              every rank's whole output (gaps included) and the bytes around its buffers are
 //              checked against a reference made here
-//   xmismatch  (3 ranks) calls whose ranks disagree (a pair's counts, arrays that must be the
+//   xmismatch  (3 ranks or more) calls whose ranks disagree (a pair's counts, arrays that must be
+//   the
 //              same everywhere, count, root, op, collective) fail with HCCL_E_PARA on every
 //              rank and change no byte; then a matching call works
 //   xrefuse    (3 ranks) calls where one rank's own arguments are bad (NULL arrays or buffers,
@@ -381,19 +382,22 @@ int RunSteps(Arena &arena, const std::vector<Step> &steps) {
 
 int XMismatch() {
   Arena arena(1 << 20, g_zero_copy);
-  if (!arena.ok || g_n != 3) {
+  if (!arena.ok || g_n < 3) {
     return 52;
   }
   std::memset(arena.base, kGuardByte, arena.size);
   uint8_t *in = arena.base, *out = arena.base + (512 << 10);
   const uint32_t me = g_rank;
-  const std::vector<uint64_t> c16(3, 16), packed{0, 16, 32};
-  std::vector<uint64_t> rc = c16, rd = packed, m(9, 8);
+  std::vector<uint64_t> c16(g_n, 16), packed(g_n);
+  for (uint32_t i = 0; i < g_n; ++i) {
+    packed[i] = 16 * i;
+  }
+  std::vector<uint64_t> rc = c16, rd = packed, m(size_t{g_n} * g_n, 8);
   rc[0] = me == 1 ? 17 : 16;  // rank 1 expects 17 elements from rank 0, which sends 16
   rd[1] = me == 2 ? 40 : 16;  // rank 2's recvDispls differ
   m[2] = me == 1 ? 9 : 8;     // rank 1's matrix differs (in an entry it does not use)
   const HcclResult para = HCCL_E_PARA;
-  const std::vector<HcclResult> all_para(3, para);
+  const std::vector<HcclResult> all_para(g_n, para);
   const std::vector<Step> steps = {
       {all_para,
        [&] {
