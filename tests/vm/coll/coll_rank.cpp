@@ -29,8 +29,9 @@
 //     revoke    (zerocopy) rank 1 deactivates its input during a large AllGather: the readers
 //               get HCCL_E_REMOTE and do not crash (58: the deactivation never came inside a
 //               call in 10 attempts)
-//     unsupported  (across servers) an HcclReduce, which does not run across servers, is
-//               HCCL_E_NOT_SUPPORT on every rank at once (74 after 5 s); then an AllReduce
+//     unsupported  (across servers) HcclSend/HcclRecv (even ranks to the next, odd from the
+//               one before), which do not run across servers, are HCCL_E_NOT_SUPPORT on every
+//               rank at once (74 after 5 s); then an AllReduce
 //               works (75 if it does not)
 //     cut       (across servers) after a first AllReduce this rank touches
 //               $TMPDIR/hzc-span-ready-RANK and makes 4 MiB AllReduce calls until one fails,
@@ -63,12 +64,8 @@
 #include "reference.h"
 #include "root_info_hex.h"
 
-namespace {
+namespace hzc::coll_rank {
 
-using namespace hzc::coll_rank;
-
-// The reduction of @in (one input per rank) as the collectives make it: rank order, or across
-// servers each server's ranks first and then the servers' partial results in server order.
 void Reference(HcclDataType type, HcclReduceOp op, const std::vector<const void *> &in, void *out,
                size_t count) {
   if (g_per_server == 0) {
@@ -86,6 +83,12 @@ void Reference(HcclDataType type, HcclReduceOp op, const std::vector<const void 
   }
   hzc::test::RefReduce(type, op, parts, out, count);
 }
+
+}  // namespace hzc::coll_rank
+
+namespace {
+
+using namespace hzc::coll_rank;
 
 enum Kind { kAllGather, kBroadcast, kReduceScatter, kAllReduce };
 const char *kKindNames[] = {"AllGather", "Broadcast", "ReduceScatter", "AllReduce"};
@@ -497,8 +500,9 @@ int JoinServer() {
 int Unsupported() {
   float x = 1, y = 0;
   const auto start = std::chrono::steady_clock::now();
-  const HcclResult r =
-      HcclReduce(&x, &y, 1, HCCL_DATA_TYPE_FP32, HCCL_REDUCE_SUM, 0, g_comm, nullptr);
+  const HcclResult r = g_rank % 2 == 0
+                           ? HcclSend(&x, 1, HCCL_DATA_TYPE_FP32, g_rank ^ 1, g_comm, nullptr)
+                           : HcclRecv(&y, 1, HCCL_DATA_TYPE_FP32, g_rank ^ 1, g_comm, nullptr);
   if (std::chrono::steady_clock::now() - start > std::chrono::seconds(5)) {
     return 74;
   }

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <string>
+#include <vector>
 
 #include "arena.h"
 
@@ -31,6 +32,12 @@ struct Arena : test::Arena {
   Arena(size_t bytes, bool zero_copy)
       : test::Arena(g_server_comm != nullptr ? g_server_comm : g_comm, bytes, zero_copy) {}
 };
+
+// The reduction of @in (one input per rank, @count elements) as the collectives make it: rank
+// order, or across servers each server's ranks first and then the servers' partial results in
+// server order.
+void Reference(HcclDataType type, HcclReduceOp op, const std::vector<const void *> &in, void *out,
+               size_t count);
 
 // The exchange scenarios (exchange_rank.cpp): the exit status of @scenario, or -1 when it is
 // not one of them.

@@ -4,10 +4,12 @@
 //   xmatrix    every exchange with every type (the reducing ones: every reducible type and op),
 //              counts 0, 1, 7 and 1001, per-pair counts that vary (some 0) and layouts with
 //              gaps, some calls in place and with the buffers that matter only on the root NULL
-//              elsewhere, then sizes above the staging area (the tests set HCCL_BUFFSIZE=1);
+//              elsewhere, then sizes above the staging area (the tests set HCCL_BUFFSIZE=1;
+//              across servers an eighth of them);
 //              every rank's whole output (gaps included) and the bytes around its buffers are
 //              checked against a reference made here
-//   xmismatch  (3 ranks) calls whose ranks disagree (a pair's counts, arrays that must be the
+//   xmismatch  (3 ranks or more) calls whose ranks disagree (a pair's counts, arrays that must be
+//   the
 //              same everywhere, count, root, op, collective) fail with HCCL_E_PARA on every
 //              rank and change no byte; then a matching call works
 //   xrefuse    (3 ranks) calls where one rank's own arguments are bad (NULL arrays or buffers,
@@ -197,7 +199,7 @@ std::vector<uint8_t> Want(const World &w, const std::vector<std::vector<uint8_t>
       for (uint32_t p = 0; p < g_n; ++p) {
         ptrs.push_back(inputs[p].data() + w.sd[p][me] * es);
       }
-      hzc::test::RefReduce(w.type, w.op, ptrs, out.data(), out.size() / es);
+      Reference(w.type, w.op, ptrs, out.data(), out.size() / es);
     }
     return out;
   }
@@ -335,7 +337,9 @@ int XMatrix() {
   for (const Big &b : bigs) {
     const size_t es = hzc::test::RefTypeSize(b.type);
     const bool per_rank = b.kind != X::kReduce && b.kind != X::kAllGatherV;
-    const uint64_t count = b.bytes / es / (per_rank ? g_n : 1) + 3;
+    // Across servers (the wire moves a few MB/s under emulation): an eighth.
+    const uint64_t bytes = g_per_server != 0 ? b.bytes / 8 : b.bytes;
+    const uint64_t count = bytes / es / (per_rank ? g_n : 1) + 3;
     ++seed;
     if (int rc =
             RunX(arena, MakeWorld(b.kind, b.type, b.op, count, seed), seed, b.in_place, false)) {
@@ -378,19 +382,22 @@ int RunSteps(Arena &arena, const std::vector<Step> &steps) {
 
 int XMismatch() {
   Arena arena(1 << 20, g_zero_copy);
-  if (!arena.ok || g_n != 3) {
+  if (!arena.ok || g_n < 3) {
     return 52;
   }
   std::memset(arena.base, kGuardByte, arena.size);
   uint8_t *in = arena.base, *out = arena.base + (512 << 10);
   const uint32_t me = g_rank;
-  const std::vector<uint64_t> c16(3, 16), packed{0, 16, 32};
-  std::vector<uint64_t> rc = c16, rd = packed, m(9, 8);
+  std::vector<uint64_t> c16(g_n, 16), packed(g_n);
+  for (uint32_t i = 0; i < g_n; ++i) {
+    packed[i] = 16 * i;
+  }
+  std::vector<uint64_t> rc = c16, rd = packed, m(size_t{g_n} * g_n, 8);
   rc[0] = me == 1 ? 17 : 16;  // rank 1 expects 17 elements from rank 0, which sends 16
   rd[1] = me == 2 ? 40 : 16;  // rank 2's recvDispls differ
   m[2] = me == 1 ? 9 : 8;     // rank 1's matrix differs (in an entry it does not use)
   const HcclResult para = HCCL_E_PARA;
-  const std::vector<HcclResult> all_para(3, para);
+  const std::vector<HcclResult> all_para(g_n, para);
   const std::vector<Step> steps = {
       {all_para,
        [&] {

@@ -270,6 +270,25 @@ TEST_F(SpanTest, SixtyFourMegabytesAcrossTwoServersOfTwoRanks) {
   EXPECT_EQ(Run(false, 2, "large", "zerocopy"), std::vector<int>(2, 0));
 }
 
+// Every exchange (Reduce, Scatter, AllGatherV, ReduceScatterV, AlltoAll, AlltoAllV,
+// AlltoAllVC) with every type and op, counts 0, 1, 7 and 1001, in place and with the root-only
+// buffers NULL elsewhere, then larger sizes (hzc-coll-rank "xmatrix"; the references reduce
+// each server's ranks first).
+TEST_F(SpanTest, EveryExchangeAcrossTwoServersOfTwoRanks) {
+  EXPECT_EQ(Run(false, 2, "xmatrix", "staging"), std::vector<int>(2, 0));
+}
+
+TEST_F(SpanTest, EveryExchangeAcrossTwoServersOfOneRank) {
+  EXPECT_EQ(Run(true, 1, "xmatrix", "staging"), std::vector<int>(1, 0));
+}
+
+// Exchanges whose ranks disagree (a pair's counts, the arrays every rank shares, count, root,
+// op, collective) fail with HCCL_E_PARA on every rank of both servers and move nothing; then
+// an AlltoAllV works (hzc-coll-rank "xmismatch").
+TEST_F(SpanTest, ExchangesThatDisagreeAcrossServersFailOnEveryRankAndMoveNothing) {
+  EXPECT_EQ(Run(false, 2, "xmismatch", "staging"), std::vector<int>(2, 0));
+}
+
 TEST_F(SpanTest, CallsThatDisagreeAcrossServersFailOnEveryRankAndMoveNothing) {
   EXPECT_EQ(Run(false, 2, "mismatch", "staging"), std::vector<int>(2, 0));
 }
@@ -290,9 +309,9 @@ TEST_F(SpanTest, ARankThatRefusesACallTellsEveryServer) {
   EXPECT_EQ(Run(false, 2, "refusenull", "staging"), want);
 }
 
-// The collectives that do not run across servers are HCCL_E_NOT_SUPPORT on every rank at
-// once, and the communicator goes on.
-TEST_F(SpanTest, ACollectiveThatDoesNotSpanServersIsNotSupportedOnEveryRank) {
+// What does not run across servers (point-to-point transfers) is HCCL_E_NOT_SUPPORT on every
+// rank at once, and the communicator goes on.
+TEST_F(SpanTest, APointToPointTransferIsNotSupportedAcrossServersOnEveryRank) {
   EXPECT_EQ(Run(false, 2, "unsupported", "staging"), std::vector<int>(2, 0));
 }
 

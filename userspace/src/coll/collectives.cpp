@@ -97,8 +97,7 @@ bool HasRoot(Kind kind) {
 Status OneServer(const Communicator &comm, Kind kind) {
   if (comm.ServerCount() > 1 && !RunsAcrossServers(kind)) {
     return Error(HCCL_E_NOT_SUPPORT,
-                 "the communicator's {} ranks span {} servers; {} needs one server (across "
-                 "servers: AllReduce, Broadcast, AllGather, ReduceScatter, Barrier)",
+                 "the communicator's {} ranks span {} servers; {} runs only inside one server",
                  comm.size(), comm.ServerCount(), KindName(kind));
   }
   return Status::Ok();

@@ -13,6 +13,7 @@
 #include "base/log.h"
 #include "base/rank_list.h"
 #include "bootstrap/root_info.h"
+#include "coll/exchange.h"
 #include "coll/reduce.h"
 #include "coll/wire.h"
 #include "core/memory.h"
@@ -34,6 +35,7 @@ struct CallWords {
   uint64_t op = 0;
   uint64_t count = 0;
   uint64_t root = 0;
+  uint64_t args = 0;     // the exchanges: the hash of the arrays every rank must share
   uint64_t verdict = 0;  // between the leaders: their server's verdict (an HcclResult)
 };
 constexpr uint64_t kWords = sizeof(CallWords) / sizeof(uint64_t);
@@ -153,6 +155,17 @@ class Spanning {
   Status Run();
 
  private:
+  // The exchanges: every rank's plan (MakePlan) to every rank, checked (CheckPlans) alike on
+  // every rank: HCCL_E_PARA when two ranks disagree on a pair; nothing moved then.
+  Status GatherPlans();
+  // @call (a hierarchical collective) as a step of this one.
+  Status Sub(const Call &call) { return Spanning(comm_, s_, call, deadline_).Run(); }
+  Status Reduce();
+  Status Scatter();
+  Status ReduceScatterV();
+  // AllGatherV, AlltoAll(V/VC): every rank's whole input region to every rank.
+  Status Regions();
+  const Plan &Mine() const { return plans_[comm_.rank()]; }
   CallWords Words(const Status *refused) const;
   Status Compare(const std::vector<CallWords> &words, const std::vector<uint32_t> &ranks) const;
   Status AgreeAcrossServers(Status *verdict);
@@ -181,6 +194,7 @@ class Spanning {
   const Call &c_;
   const Clock::time_point deadline_;
   const size_t es_;
+  std::vector<Plan> plans_;  // the exchanges': by rank
 };
 
 Status Spanning::OnServer(const Call &call) {
@@ -242,6 +256,9 @@ Status Spanning::Agree(const Status *refused) {
                       s_.mine().front(), s_.seq);
     }
   }
+  if (verdict.ok() && IsExchange(c_.kind)) {
+    verdict = GatherPlans();  // every rank alike: an agreed call, nobody refused it
+  }
   return verdict;
 }
 
@@ -250,12 +267,15 @@ CallWords Spanning::Words(const Status *refused) const {
   if (refused != nullptr) {
     return {.seq = s_.seq, .kind = kRefusedWord};
   }
+  const bool rooted =
+      c_.kind == Kind::kBroadcast || c_.kind == Kind::kReduce || c_.kind == Kind::kScatter;
   return {.seq = s_.seq,
           .kind = static_cast<uint64_t>(c_.kind),
           .dtype = c_.kind == Kind::kBarrier ? 0 : uint64_t{c_.dtype},
           .op = Reduces(c_.kind) ? uint64_t{c_.op} : 0,
-          .count = c_.count,
-          .root = c_.kind == Kind::kBroadcast ? c_.root : 0};
+          .count = IsVector(c_.kind) ? 0 : c_.count,  // the vector ones compare their plans
+          .root = rooted ? c_.root : 0,
+          .args = SharedArgsHash(c_, comm_.size())};
 }
 
 // HCCL_E_PARA naming the first of @ranks whose word in @words refuses the call or differs from
@@ -272,7 +292,8 @@ Status Spanning::Compare(const std::vector<CallWords> &words,
     if (std::memcmp(&words[i], &words[0], sizeof(CallWords)) != 0) {
       return Error(HCCL_E_PARA,
                    "ranks disagree on call {}: rank {} made another call than rank {} "
-                   "(collective, type, op, count or root); nothing was moved",
+                   "(collective, type, op, count, root or the arrays every rank shares); nothing "
+                   "was moved",
                    s_.seq, ranks[i], ranks[0]);
     }
   }
@@ -329,6 +350,17 @@ Status Spanning::Run() {
       return ReduceScatter();
     case Kind::kBarrier:
       return Barrier();
+    case Kind::kReduce:
+      return Reduce();
+    case Kind::kScatter:
+      return Scatter();
+    case Kind::kReduceScatterV:
+      return ReduceScatterV();
+    case Kind::kAllGatherV:
+    case Kind::kAlltoAll:
+    case Kind::kAlltoAllV:
+    case Kind::kAlltoAllVC:
+      return Regions();
     default:
       break;
   }
@@ -521,11 +553,132 @@ Status Spanning::Barrier() {
   return Local({.kind = Kind::kBarrier});
 }
 
+Status Spanning::GatherPlans() {
+  const uint32_t n = comm_.size();
+  auto mine = MakePlan(c_, n, comm_.rank());
+  if (!mine.ok()) {
+    return Error(HCCL_E_INTERNAL, "plan of a validated call: {}", mine.status().message());
+  }
+  std::vector<uint64_t> words;
+  for (const auto *a : {&mine->send_off, &mine->send_len, &mine->recv_off, &mine->recv_len}) {
+    words.insert(words.end(), a->begin(), a->end());
+  }
+  std::vector<uint64_t> all(words.size() * n);
+  HZC_RETURN_IF_ERROR(Sub({.kind = Kind::kAllGather,
+                           .send = words.data(),
+                           .recv = all.data(),
+                           .count = words.size(),
+                           .dtype = HCCL_DATA_TYPE_UINT64}));
+  plans_.assign(n, Plan{});
+  for (uint32_t r = 0; r < n; ++r) {
+    const uint64_t *w = all.data() + size_t{r} * words.size();
+    plans_[r].send_off.assign(w, w + n);
+    plans_[r].send_len.assign(w + n, w + 2 * n);
+    plans_[r].recv_off.assign(w + 2 * n, w + 3 * n);
+    plans_[r].recv_len.assign(w + 3 * n, w + 4 * n);
+  }
+  return CheckPlans(plans_, s_.seq);
+}
+
+// AllReduce of the whole input into a temporary; the root copies it out.
+Status Spanning::Reduce() {
+  if (c_.count == 0) {
+    return Status::Ok();
+  }
+  std::vector<uint8_t> tmp(c_.count * es_);
+  HZC_RETURN_IF_ERROR(Sub({.kind = Kind::kAllReduce,
+                           .send = c_.send,
+                           .recv = tmp.data(),
+                           .count = c_.count,
+                           .dtype = c_.dtype,
+                           .op = c_.op}));
+  if (const Plan &p = Mine(); comm_.rank() == c_.root) {
+    std::memcpy(static_cast<uint8_t *>(c_.recv) + p.recv_off[0], tmp.data(), p.recv_len[0]);
+  }
+  return Status::Ok();
+}
+
+// Broadcast of the root's whole input (its plan's extent) into a temporary; each rank copies
+// its block.
+Status Spanning::Scatter() {
+  const Plan &root = plans_[c_.root], &p = Mine();
+  const uint64_t bytes = root.SendExtent();
+  if (bytes == 0) {
+    return Status::Ok();
+  }
+  std::vector<uint8_t> tmp(bytes);
+  if (comm_.rank() == c_.root) {
+    std::memcpy(tmp.data(), c_.send, bytes);
+  }
+  HZC_RETURN_IF_ERROR(Sub({.kind = Kind::kBroadcast,
+                           .send = tmp.data(),
+                           .recv = tmp.data(),
+                           .count = bytes,
+                           .dtype = HCCL_DATA_TYPE_UINT8,
+                           .root = c_.root}));
+  std::memmove(static_cast<uint8_t *>(c_.recv) + p.recv_off[c_.root],
+               tmp.data() + root.send_off[comm_.rank()], p.recv_len[c_.root]);
+  return Status::Ok();
+}
+
+// AllReduce of the whole input region (the same on every rank: its arrays are shared); each
+// rank copies its block.
+Status Spanning::ReduceScatterV() {
+  const Plan &p = Mine();
+  const uint64_t bytes = p.SendExtent();
+  if (bytes == 0) {
+    return Status::Ok();
+  }
+  std::vector<uint8_t> tmp(bytes);
+  HZC_RETURN_IF_ERROR(Sub({.kind = Kind::kAllReduce,
+                           .send = c_.send,
+                           .recv = tmp.data(),
+                           .count = bytes / es_,
+                           .dtype = c_.dtype,
+                           .op = c_.op}));
+  const uint32_t me = comm_.rank();
+  if (p.recv_len[me] != 0) {
+    std::memcpy(static_cast<uint8_t *>(c_.recv) + p.recv_off[me], tmp.data() + p.send_off[me],
+                p.recv_len[me]);
+  }
+  return Status::Ok();
+}
+
+// AllGather of every rank's input region, padded to the largest, into a temporary; each rank
+// takes the blocks addressed to it (in-place forms are safe: the input is copied first).
+Status Spanning::Regions() {
+  const uint32_t n = comm_.size(), me = comm_.rank();
+  uint64_t most = 0;
+  for (const Plan &p : plans_) {
+    most = std::max(most, p.SendExtent());
+  }
+  if (most == 0) {
+    return Status::Ok();
+  }
+  std::vector<uint8_t> region(most), all(most * n);
+  if (const uint64_t own = Mine().SendExtent(); own != 0) {
+    std::memcpy(region.data(), c_.send, own);
+  }
+  HZC_RETURN_IF_ERROR(Sub({.kind = Kind::kAllGather,
+                           .send = region.data(),
+                           .recv = all.data(),
+                           .count = most,
+                           .dtype = HCCL_DATA_TYPE_UINT8}));
+  const Plan &mine = Mine();
+  for (uint32_t p = 0; p < n; ++p) {
+    if (mine.recv_len[p] != 0) {
+      std::memcpy(static_cast<uint8_t *>(c_.recv) + mine.recv_off[p],
+                  all.data() + p * most + plans_[p].send_off[me], mine.recv_len[p]);
+    }
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 bool RunsAcrossServers(Kind kind) {
   return kind == Kind::kAllReduce || kind == Kind::kBroadcast || kind == Kind::kAllGather ||
-         kind == Kind::kReduceScatter || kind == Kind::kBarrier;
+         kind == Kind::kReduceScatter || kind == Kind::kBarrier || IsExchange(kind);
 }
 
 namespace {

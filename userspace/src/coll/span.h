@@ -19,6 +19,16 @@
 // - ReduceScatter: local AllReduce of the whole input; the leaders exchange the other servers'
 //   blocks and reduce their own; local Scatter of the server's blocks.
 // - Barrier: local Barrier, the leaders meet, local Barrier.
+// The exchanges (coll/exchange.h) are compositions of these: correct, not bandwidth-optimal.
+// Their check also gathers every rank's plan (MakePlan) on every rank, which checks every pair
+// alike (CheckPlans), so a disagreement fails with HCCL_E_PARA on every rank before any byte
+// moves; the arrays every rank must share are part of the words compared. Then:
+// - Reduce: AllReduce of the input into a temporary; the root copies it to its output.
+// - Scatter: Broadcast of the root's whole input into a temporary; each rank copies its block.
+// - ReduceScatterV: AllReduce of the whole input region; each rank copies its block.
+// - AllGatherV, AlltoAll, AlltoAllV, AlltoAllVC: AllGather of every rank's whole input region,
+//   padded to the largest, into a temporary; each rank copies the blocks addressed to it. So
+//   every rank's whole input reaches every server (AlltoAll moves n times what it must).
 // A failure half-way aborts the call on every rank of every server (the local communicators
 // and the wire carry the abort) and leaves the communicator's collectives unusable.
 #pragma once
@@ -36,7 +46,8 @@ Status RunAcrossServers(Communicator &comm, const Call &call);
 // check, so that every other rank fails the call at once with HCCL_E_PARA naming it; @why.
 Status RefuseAcrossServers(Communicator &comm, const Status &why);
 
-// The kinds RunAcrossServers runs; the others are HCCL_E_NOT_SUPPORT across servers.
+// The kinds RunAcrossServers runs (all of coll::Kind; point-to-point transfers, coll/p2p.h,
+// stay HCCL_E_NOT_SUPPORT across servers).
 bool RunsAcrossServers(Kind kind);
 
 }  // namespace hzc::coll
