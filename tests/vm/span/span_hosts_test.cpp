@@ -278,10 +278,6 @@ TEST_F(SpanTest, EveryExchangeAcrossTwoServersOfTwoRanks) {
   EXPECT_EQ(Run(false, 2, "xmatrix", "staging"), std::vector<int>(2, 0));
 }
 
-TEST_F(SpanTest, EveryExchangeAcrossTwoServersOfOneRank) {
-  EXPECT_EQ(Run(true, 1, "xmatrix", "staging"), std::vector<int>(1, 0));
-}
-
 // Exchanges whose ranks disagree (a pair's counts, the arrays every rank shares, count, root,
 // op, collective) fail with HCCL_E_PARA on every rank of both servers and move nothing; then
 // an AlltoAllV works (hzc-coll-rank "xmismatch").
