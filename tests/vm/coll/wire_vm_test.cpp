@@ -58,7 +58,7 @@ class WireTest : public ::testing::Test {
         for (uint32_t m = 0; m < n; ++m) {
           members[m] = m;
         }
-        auto wire = Wire::Open(**group, members, deadline);
+        auto wire = Wire::Open(**group, members, {.tags = 0x1000}, deadline);
         ASSERT_TRUE(wire.ok()) << wire.status().message();
         body(r, **wire);
       });
@@ -165,7 +165,7 @@ TEST_F(WireTest, ARankOutsideItsMembersIsRefused) {
   auto group = bootstrap::Group::Connect(std::move(*l), *id, 0, addresses,
                                          Clock::now() + std::chrono::seconds(5));
   ASSERT_TRUE(group.ok()) << group.status().message();
-  auto wire = Wire::Open(**group, {1, 2}, Clock::now() + std::chrono::seconds(5));
+  auto wire = Wire::Open(**group, {1, 2}, {.tags = 0x1000}, Clock::now() + std::chrono::seconds(5));
   EXPECT_EQ(wire.status().code(), HCCL_E_INTERNAL);
 }
 

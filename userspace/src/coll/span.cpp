@@ -24,8 +24,10 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Tag of the leaders' agreement on each call (over the TCP connections).
+// Tag of the leaders' agreement on each call (over the TCP connections), and the tags of
+// their wire (point-to-point transfers use others, coll/p2p_wire.h).
 constexpr uint32_t kCallTag = 0x30;
+constexpr uint32_t kWireTags = 0x1000;
 
 // What the ranks compare before a call; a rank that refused the call says so in kind.
 struct CallWords {
@@ -116,8 +118,8 @@ Expected<std::unique_ptr<SpanState>> MakeState(Communicator &comm) {
     for (const auto &server : s->servers) {
       leaders.push_back(server.front());
     }
-    auto wire =
-        Wire::Open(*comm.group(), std::move(leaders), Clock::now() + GetConfig().connect_timeout);
+    auto wire = Wire::Open(*comm.group(), std::move(leaders), {.tags = kWireTags},
+                           Clock::now() + GetConfig().connect_timeout);
     if (wire.ok()) {
       s->wire = std::move(*wire);
     } else {

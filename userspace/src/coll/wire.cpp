@@ -27,9 +27,10 @@ constexpr uint32_t kCredit = 1;
 constexpr uint32_t kProbe = 2;
 constexpr uint32_t kAbort = 3;
 constexpr uint32_t kLines = 4;
-// Tags on the TCP connections (below GroupBoard::kTagBase): the key exchange, the goodbye.
-constexpr uint32_t kKeysTag = 0x20;
-constexpr uint32_t kByeTag = 0x21;
+// Tags on the TCP connections, from Options::tags: the key exchange, the goodbye, the board.
+constexpr uint32_t kKeysTag = 0;
+constexpr uint32_t kByeTag = 1;
+constexpr uint32_t kBoardTags = 0x100;
 // The wire's queue pairs: local ACK timeout 4.096 us * 2^18 (1.07 s), 6 retries (7 would mean
 // retrying for ever): a dead peer fails a transfer after about 7.5 s; a transfer that sees no
 // completion for 30 s is abandoned.
@@ -45,10 +46,12 @@ size_t FlagBytes(size_t n) {
 
 }  // namespace
 
-Wire::Wire(bootstrap::Group &group, std::vector<uint32_t> members, uint32_t me)
+Wire::Wire(bootstrap::Group &group, std::vector<uint32_t> members, uint32_t me,
+           const Options &options)
     : group_(group),
       members_(std::move(members)),
       me_(me),
+      options_(options),
       sent_(members_.size()),
       received_(members_.size()) {}
 
@@ -59,22 +62,22 @@ void Wire::Close(Clock::time_point deadline) {
     return;
   }
   const uint8_t bye = 1;
-  auto all = group_.AllGather(members_, kByeTag, std::as_bytes(std::span(&bye, 1)), deadline,
-                              "the goodbye of the servers' leaders");
+  auto all = group_.AllGather(members_, options_.tags + kByeTag, std::as_bytes(std::span(&bye, 1)),
+                              deadline, "the goodbye of the servers' leaders");
   if (!all.ok()) {
     LogDebug("wire: {}", all.status().message());
   }
 }
 
 Expected<std::unique_ptr<Wire>> Wire::Open(bootstrap::Group &group, std::vector<uint32_t> members,
-                                           Clock::time_point deadline) {
+                                           const Options &options, Clock::time_point deadline) {
   const auto it = std::find(members.begin(), members.end(), group.rank());
   if (it == members.end()) {
     return Error(HCCL_E_INTERNAL, "wire: rank {} is not among its members", group.rank());
   }
   const auto me = static_cast<uint32_t>(it - members.begin());
-  std::unique_ptr<Wire> w(new Wire(group, std::move(members), me));
-  const GroupBoard board(group, w->members_);
+  std::unique_ptr<Wire> w(new Wire(group, std::move(members), me, options));
+  const GroupBoard board(group, w->members_, options.tags + kBoardTags);
   verbs::LinkOptions options = verbs::LinkOptions::FromEnvironment();
   options.timeout = std::chrono::duration_cast<std::chrono::milliseconds>(
       std::max(deadline - Clock::now(), Clock::duration::zero()));
@@ -118,7 +121,7 @@ Status Wire::Register() {
 
 Status Wire::ExchangeKeys(Clock::time_point deadline) {
   const verbs::RemoteBuffer mine = mr_->remote();
-  auto all = group_.AllGather(members_, kKeysTag, verbs::Bytes(mine), deadline,
+  auto all = group_.AllGather(members_, options_.tags + kKeysTag, verbs::Bytes(mine), deadline,
                               "the landing slots of the servers");
   if (!all.ok()) {
     return all.status();

@@ -42,11 +42,21 @@ class Wire {
   // A received chunk: bytes [offset, offset + len) of member @from's message.
   using Sink = std::function<void(uint32_t from, size_t offset, const uint8_t *data, size_t len)>;
 
-  // Links among @members (ascending ranks of @group, one per server, this rank among them),
-  // the areas registered and their keys exchanged, until @deadline. HCCL_E_NOT_SUPPORT when a
-  // member has no RDMA device; the errors of verbs::Links::Establish and the group otherwise.
+  struct Options {
+    // The wire's tags on the group's connections: tags (the keys), tags + 1 (the goodbye)
+    // and tags + 0x100 + the link-setup board's keys. Wires that may be open on one pair of
+    // ranks at once need ranges at least 0x1000 apart.
+    uint32_t tags = 0;
+    // Landing slots of kChunk bytes per peer (each member registers 2 * slots * kChunk bytes
+    // per peer): chunks a sender may write ahead of the receiver.
+    uint32_t slots = 1;
+  };
+
+  // Links among @members (ascending ranks of @group, this rank among them), the areas
+  // registered and their keys exchanged, until @deadline. HCCL_E_NOT_SUPPORT when a member has
+  // no RDMA device; the errors of verbs::Links::Establish and the group otherwise.
   static Expected<std::unique_ptr<Wire>> Open(bootstrap::Group &group,
-                                              std::vector<uint32_t> members,
+                                              std::vector<uint32_t> members, const Options &options,
                                               Clock::time_point deadline);
   ~Wire();
   Wire(const Wire &) = delete;
@@ -81,7 +91,7 @@ class Wire {
   uint64_t chunks_received() const;
 
  private:
-  Wire(bootstrap::Group &group, std::vector<uint32_t> members, uint32_t me);
+  Wire(bootstrap::Group &group, std::vector<uint32_t> members, uint32_t me, const Options &options);
 
   Status Register();
   Status ExchangeKeys(Clock::time_point deadline);
@@ -107,6 +117,7 @@ class Wire {
   bootstrap::Group &group_;
   const std::vector<uint32_t> members_;
   const uint32_t me_;
+  const Options options_;
   std::unique_ptr<verbs::Links> links_;
   UniqueMapping area_;
   std::unique_ptr<verbs::MemoryRegion> mr_;

@@ -15,8 +15,8 @@ constexpr std::chrono::seconds kPutTime{30};
 
 }  // namespace
 
-GroupBoard::GroupBoard(bootstrap::Group &group, std::vector<uint32_t> members)
-    : group_(group), members_(std::move(members)) {
+GroupBoard::GroupBoard(bootstrap::Group &group, std::vector<uint32_t> members, uint32_t tag_base)
+    : group_(group), members_(std::move(members)), tag_base_(tag_base) {
   const auto it = std::find(members_.begin(), members_.end(), group_.rank());
   rank_ = static_cast<uint32_t>(it - members_.begin());
 }
@@ -29,7 +29,7 @@ Status GroupBoard::Put(uint32_t key, std::span<const std::byte> blob) const {
   const auto deadline = std::chrono::steady_clock::now() + kPutTime;
   for (uint32_t m : members_) {
     if (m != group_.rank()) {
-      HZC_RETURN_IF_ERROR(group_.Send(m, kTagBase + key, blob, deadline));
+      HZC_RETURN_IF_ERROR(group_.Send(m, tag_base_ + key, blob, deadline));
     }
   }
   return Status::Ok();
@@ -48,7 +48,7 @@ Expected<verbs::BoardBlobs> GroupBoard::Wait(uint32_t key, uint32_t stride,
       }
       blob = it->second;
     } else {
-      auto got = group_.Recv(members_[i], kTagBase + key, deadline);
+      auto got = group_.Recv(members_[i], tag_base_ + key, deadline);
       if (!got.ok()) {
         return Error(got.status().code(), "{}: {}", what, got.status().message());
       }

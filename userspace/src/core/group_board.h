@@ -15,9 +15,10 @@ namespace hzc {
 class GroupBoard : public verbs::BlobBoard {
  public:
   // Board of @members (ascending ranks of @group, including its own rank): board rank i is
-  // member i. Keys become tags from kTagBase on.
+  // member i. Key k is sent under tag @tag_base + k (boards that may be in use on one pair of
+  // ranks at once need tag ranges apart).
   static constexpr uint32_t kTagBase = 0x100;
-  GroupBoard(bootstrap::Group &group, std::vector<uint32_t> members);
+  GroupBoard(bootstrap::Group &group, std::vector<uint32_t> members, uint32_t tag_base = kTagBase);
 
   uint32_t rank() const override { return rank_; }
   uint32_t nranks() const override { return static_cast<uint32_t>(members_.size()); }
@@ -32,6 +33,7 @@ class GroupBoard : public verbs::BlobBoard {
  private:
   bootstrap::Group &group_;
   const std::vector<uint32_t> members_;
+  const uint32_t tag_base_;
   uint32_t rank_ = 0;
   mutable std::map<uint32_t, bootstrap::Group::Blob> mine_;  // by key
 };
