@@ -155,6 +155,42 @@ TEST_F(GroupTest, AllGatherOfOneMiBEach) {
   }
 }
 
+// Threads of each rank use one group at once, each on a tag of its own, with messages large
+// enough to fill the sockets: every frame arrives whole, in order, at the receive of its tag.
+TEST_F(GroupTest, ThreadsShareAGroupTagByTag) {
+  auto groups = All(3);
+  ASSERT_EQ(groups.size(), 3U);
+  constexpr uint32_t kThreads = 4, kRounds = 20;
+  const auto deadline = Clock::now() + seconds(60);
+  std::vector<std::future<std::string>> futures;
+  for (uint32_t r = 0; r < 3; ++r) {
+    for (uint32_t t = 0; t < kThreads; ++t) {
+      futures.push_back(std::async(std::launch::async, [&, r, t]() -> std::string {
+        const std::vector<uint32_t> members{0, 1, 2};
+        for (uint32_t i = 0; i < kRounds; ++i) {
+          // Sizes vary with the thread and the round, up to 256 KiB + 3 bytes.
+          const size_t len = ((t * kRounds + i) % 5) * 65536 + t + 1;
+          const Group::Blob mine(len, std::byte(r * 64 + t * 16 + i % 16));
+          auto all = groups[r]->AllGather(members, 100 + t, mine, deadline, "threads");
+          if (!all.ok()) {
+            return all.status().message();
+          }
+          for (uint32_t s = 0; s < 3; ++s) {
+            if ((*all)[s] != Group::Blob(len, std::byte(s * 64 + t * 16 + i % 16))) {
+              return "rank " + std::to_string(r) + " thread " + std::to_string(t) + " round " +
+                     std::to_string(i) + ": rank " + std::to_string(s) + "'s blob is wrong";
+            }
+          }
+        }
+        return "";
+      }));
+    }
+  }
+  for (auto &f : futures) {
+    EXPECT_EQ(f.get(), "");
+  }
+}
+
 TEST_F(GroupTest, ReceivesByTagInAnyOrder) {
   auto groups = All(2);
   ASSERT_EQ(groups.size(), 2U);

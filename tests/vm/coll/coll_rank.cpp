@@ -29,10 +29,8 @@
 //     revoke    (zerocopy) rank 1 deactivates its input during a large AllGather: the readers
 //               get HCCL_E_REMOTE and do not crash (58: the deactivation never came inside a
 //               call in 10 attempts)
-//     unsupported  (across servers) HcclSend/HcclRecv (even ranks to the next, odd from the
-//               one before), which do not run across servers, are HCCL_E_NOT_SUPPORT on every
-//               rank at once (74 after 5 s); then an AllReduce
-//               works (75 if it does not)
+//     p2p       (across servers) point-to-point transfers between the servers: see
+//               p2p_span_rank.cpp
 //     cut       (across servers) after a first AllReduce this rank touches
 //               $TMPDIR/hzc-span-ready-RANK and makes 4 MiB AllReduce calls until one fails,
 //               as it must once the test takes a server's link down (or the server away): the
@@ -497,27 +495,6 @@ int JoinServer() {
              : 54;
 }
 
-int Unsupported() {
-  float x = 1, y = 0;
-  const auto start = std::chrono::steady_clock::now();
-  const HcclResult r = g_rank % 2 == 0
-                           ? HcclSend(&x, 1, HCCL_DATA_TYPE_FP32, g_rank ^ 1, g_comm, nullptr)
-                           : HcclRecv(&y, 1, HCCL_DATA_TYPE_FP32, g_rank ^ 1, g_comm, nullptr);
-  if (std::chrono::steady_clock::now() - start > std::chrono::seconds(5)) {
-    return 74;
-  }
-  if (r != HCCL_E_NOT_SUPPORT) {
-    return r == HCCL_SUCCESS ? 70 : r;
-  }
-  float sum = static_cast<float>(g_rank + 1);
-  if (HcclAllReduce(&sum, &sum, 1, HCCL_DATA_TYPE_FP32, HCCL_REDUCE_SUM, g_comm, nullptr) !=
-          HCCL_SUCCESS ||
-      sum != static_cast<float>(g_n * (g_n + 1) / 2)) {
-    return 75;
-  }
-  return 0;
-}
-
 int Cut() {
   Arena arena(8 << 20, g_zero_copy);
   if (!arena.ok) {
@@ -616,8 +593,8 @@ int main(int argc, char **argv) {
     rc = Refuse(2, true, true);
   } else if (scenario == "refusefirst") {
     rc = Refuse(1, false, false);
-  } else if (scenario == "unsupported") {
-    rc = Unsupported();
+  } else if (int p = P2pScenario(scenario); p >= 0) {
+    rc = p;
   } else if (scenario == "cut") {
     rc = Cut();
   } else if (int x = ExchangeScenario(scenario); x >= 0) {

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// What the scenarios of hzc-coll-rank share (coll_rank.cpp, exchange_rank.cpp): the rank's
+// What the scenarios of hzc-coll-rank share (coll_rank.cpp, exchange_rank.cpp,
+// p2p_span_rank.cpp): the rank's
 // communicator and the arena its buffers live in.
 #pragma once
 
@@ -42,5 +43,8 @@ void Reference(HcclDataType type, HcclReduceOp op, const std::vector<const void 
 // The exchange scenarios (exchange_rank.cpp): the exit status of @scenario, or -1 when it is
 // not one of them.
 int ExchangeScenario(const std::string &scenario);
+
+// The point-to-point scenario across servers (p2p_span_rank.cpp): the same.
+int P2pScenario(const std::string &scenario);
 
 }  // namespace hzc::coll_rank

@@ -11,6 +11,8 @@
 #include <cerrno>
 #include <cstring>
 #include <deque>
+#include <memory>
+#include <mutex>
 #include <thread>
 #include <utility>
 
@@ -27,6 +29,9 @@ namespace {
 using Clock = Group::Clock;
 
 constexpr uint32_t kMaxPayload = 1U << 20;
+// A receive waits for its socket in slices of this length: another thread may take the bytes
+// it waits for (and queue the frame for it) without waking it.
+constexpr std::chrono::milliseconds kRecvSlice{10};
 constexpr uint32_t kHelloMagic = 0x48475a31;  // "HGZ1"
 // How long an accepted connection has to send its handshake.
 constexpr std::chrono::seconds kHelloTime{2};
@@ -136,11 +141,16 @@ struct Group::Impl {
     std::deque<std::pair<uint32_t, Blob>> frames;  // whole frames (tag, payload) not yet taken
     HcclResult broken_code = HCCL_SUCCESS;
     std::string broken;  // why the connection is unusable; empty while it works
+    // Held for a whole frame sent to the peer, so that frames of two threads never mix.
+    std::unique_ptr<std::mutex> sending = std::make_unique<std::mutex>();
   };
 
   UniqueId id{};
   uint32_t rank = 0;
   std::vector<Peer> peers;  // by rank; this rank's entry has no connection
+  // Guards every peer's inbuf, frames and broken state, and the reads and writes of the
+  // sockets once the group is connected; never held while waiting.
+  std::mutex mutex;
 
   std::string Name(uint32_t p) const { return fmt::format("rank {} ({})", p, peers[p].address); }
   uint32_t size() const { return static_cast<uint32_t>(peers.size()); }
@@ -224,6 +234,7 @@ Status Group::Impl::Write(uint32_t to, const std::byte *data, size_t len,
                           Clock::time_point deadline) {
   std::vector<pollfd> fds;
   std::vector<uint32_t> who;
+  std::unique_lock lock(mutex);
   while (len > 0 && peers[to].broken.empty()) {
     fds.clear();
     who.clear();
@@ -233,7 +244,9 @@ Status Group::Impl::Write(uint32_t to, const std::byte *data, size_t len,
         who.push_back(p);
       }
     }
+    lock.unlock();
     const int n = poll(fds.data(), fds.size(), RemainingMs(deadline));
+    lock.lock();
     if (n < 0 && errno != EINTR) {
       return Error(HCCL_E_SYSCALL, "poll failed: {}", ErrnoString(errno));
     }
@@ -392,12 +405,14 @@ Status Group::Send(uint32_t peer, uint32_t tag, std::span<const std::byte> data,
                  impl_->Name(peer));
   }
   const FrameHeader h{htonl(tag), htonl(static_cast<uint32_t>(data.size()))};
+  const std::lock_guard sending(*impl_->peers[peer].sending);
   Status st = impl_->Write(peer, reinterpret_cast<const std::byte *>(&h), sizeof(h), deadline);
   if (st.ok()) {
     st = impl_->Write(peer, data.data(), data.size(), deadline);
   }
   if (st.code() == HCCL_E_TIMEOUT) {
     // The message may be cut off: what follows on the connection would be garbage.
+    const std::lock_guard lock(impl_->mutex);
     impl_->Break(peer, HCCL_E_TCP_TRANSFER,
                  fmt::format("a message to {} was cut off by a timeout", impl_->Name(peer)));
   }
@@ -407,6 +422,7 @@ Status Group::Send(uint32_t peer, uint32_t tag, std::span<const std::byte> data,
 Expected<Group::Blob> Group::Recv(uint32_t peer, uint32_t tag, Clock::time_point deadline) {
   HZC_RETURN_IF_ERROR(impl_->CheckPeer(peer, "receive"));
   Impl::Peer &p = impl_->peers[peer];
+  std::unique_lock lock(impl_->mutex);
   for (;;) {
     auto it = std::find_if(p.frames.begin(), p.frames.end(),
                            [&](const auto &frame) { return frame.first == tag; });
@@ -418,13 +434,15 @@ Expected<Group::Blob> Group::Recv(uint32_t peer, uint32_t tag, Clock::time_point
     if (!p.broken.empty()) {
       return Status(p.broken_code, p.broken);
     }
-    auto ready = WaitFd(p.fd.get(), POLLIN, deadline);
-    if (!ready.ok()) {
-      return ready.status();
-    }
-    if (!*ready) {
+    if (Clock::now() >= deadline) {
       return Error(HCCL_E_TIMEOUT, "timed out waiting for a message (tag {}) from {}", tag,
                    impl_->Name(peer));
+    }
+    lock.unlock();
+    auto ready = WaitFd(p.fd.get(), POLLIN, std::min(deadline, Clock::now() + kRecvSlice));
+    lock.lock();
+    if (!ready.ok()) {
+      return ready.status();
     }
     impl_->Pump(peer);
   }
@@ -468,6 +486,7 @@ std::string Group::Broken(uint32_t peer) {
   if (Status st = impl_->CheckPeer(peer, "Broken"); !st.ok()) {
     return st.message();
   }
+  const std::lock_guard lock(impl_->mutex);
   impl_->Pump(peer);
   return impl_->peers[peer].broken;
 }

@@ -14,7 +14,9 @@
 // frames of other tags that arrive first for their own receive. While a send waits for its
 // socket, the group reads what every peer sends (so ranks sending each other large messages do
 // not wait for each other). Sockets are close-on-exec, non-blocking, TCP_NODELAY; sends use
-// MSG_NOSIGNAL. One thread at a time per Group.
+// MSG_NOSIGNAL. Threads may use one Group at once (the collectives and point-to-point
+// transfers of a communicator run on different streams): frames to one peer go whole, one
+// after the other, and each receive takes only frames of its own tag.
 #pragma once
 
 #include <chrono>

@@ -29,6 +29,7 @@
 #include "bootstrap/root_info.h"
 #include "coll/control.h"
 #include "coll/guard.h"
+#include "coll/p2p_wire.h"
 #include "coll/reduce.h"
 #include "core/peer_memory.h"
 
@@ -266,6 +267,7 @@ Expected<std::unique_ptr<Channel>> Channel::Open(const Communicator &comm, uint3
 struct State : Communicator::CollState {
   std::mutex mutex;  // one call at a time
   std::map<uint32_t, std::unique_ptr<Channel>> channels;
+  std::unique_ptr<RemoteP2p> remote;  // peers on other servers (made by their first item)
 };
 
 std::mutex g_state_mutex;
@@ -789,12 +791,6 @@ Status ValidateP2p(const Communicator &comm, const P2pItem &item) {
                  item.peer_name, item.peer,
                  item.dir == P2pItem::kSend ? "send to" : "receive from");
   }
-  if (comm.ServerCount() > 1) {
-    return Error(HCCL_E_NOT_SUPPORT,
-                 "the communicator's {} ranks span {} servers; point-to-point transfers need "
-                 "one server",
-                 comm.size(), comm.ServerCount());
-  }
   return Status::Ok();
 }
 
@@ -804,7 +800,21 @@ Status RefuseP2p(Communicator &comm, const std::vector<P2pItem> &all, const Stat
   std::lock_guard lock(s.mutex);
   const Clock::time_point deadline = Clock::now() + comm.ExecTimeout();
   std::string told;
+  if (s.remote) {
+    std::vector<P2pItem> remote;
+    for (const P2pItem &item : items) {
+      if (item.peer < comm.size() && OnOtherServer(comm, item.peer)) {
+        remote.push_back(item);
+      }
+    }
+    for (uint32_t peer : s.remote->Refuse(remote, deadline)) {
+      told += (told.empty() ? "" : ",") + std::to_string(peer);
+    }
+  }
   for (const P2pItem &item : items) {
+    if (item.peer < comm.size() && OnOtherServer(comm, item.peer)) {
+      continue;
+    }
     auto it = s.channels.find(item.peer);
     if (item.dir == P2pItem::kInvalid || it == s.channels.end() || !it->second->Check().ok()) {
       continue;  // no channel: the peer times out
@@ -825,12 +835,19 @@ Status RefuseP2p(Communicator &comm, const std::vector<P2pItem> &all, const Stat
 
 Status RunP2p(Communicator &comm, const std::vector<P2pItem> &all) {
   std::vector<Op> ops;
+  std::vector<P2pItem> remote;  // peers on other servers
+  std::vector<size_t> remote_index;
   for (size_t i = 0; i < all.size(); ++i) {
     if (all[i].count == 0) {
       continue;  // NonEmpty
     }
     if (Status st = ValidateP2p(comm, all[i]); !st.ok()) {
       return RefuseP2p(comm, all, ItemError(all, i, st));
+    }
+    if (OnOtherServer(comm, all[i].peer)) {
+      remote.push_back(all[i]);
+      remote_index.push_back(i);
+      continue;
     }
     Op &op = ops.emplace_back();
     op.item = all[i];
@@ -850,14 +867,37 @@ Status RunP2p(Communicator &comm, const std::vector<P2pItem> &all) {
       HZC_RETURN_IF_ERROR(it->second->Check());
     }
   }
-  Batch batch(comm, s, ops, Clock::now() + comm.ExecTimeout());
-  const Status st = batch.Run();
+  const Clock::time_point deadline = Clock::now() + comm.ExecTimeout();
+  // The items with peers on other servers progress at the same time as the others: a peer of
+  // one may wait for this rank's other items first.
+  std::vector<Status> remote_results;
+  std::thread across;
+  if (!remote.empty()) {
+    if (!s.remote) {
+      s.remote = std::make_unique<RemoteP2p>(comm);
+    }
+    across = std::thread([&] { s.remote->Run(remote, &remote_results, deadline); });
+  }
+  Status st;
+  {
+    Batch batch(comm, s, ops, deadline);
+    st = batch.Run();
+  }
+  if (across.joinable()) {
+    across.join();
+  }
   for (const Op &op : ops) {
     if (!op.result.ok()) {
       return ItemError(all, op.index, op.result);
     }
   }
-  return st;
+  HZC_RETURN_IF_ERROR(st);
+  for (size_t i = 0; i < remote.size(); ++i) {
+    if (!remote_results[i].ok()) {
+      return ItemError(all, remote_index[i], remote_results[i]);
+    }
+  }
+  return Status::Ok();
 }
 
 }  // namespace hzc::coll

@@ -1,5 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-// Point-to-point transfers (HcclSend, HcclRecv, HcclBatchSendRecv) between ranks of one server.
+// Point-to-point transfers (HcclSend, HcclRecv, HcclBatchSendRecv) between ranks of one server
+// (below); items whose peer is on another server go over RDMA (coll/p2p_wire.h), at the same
+// time as the call's other items.
 //
 // Channels. Only the two ranks of a transfer call, so the collectives' control area (opened by
 // every rank together) cannot carry them. Each unordered pair of ranks {lo, hi} has its own
@@ -53,7 +55,7 @@
 // dataType and rank are not looked at); a rank cannot send to or receive from itself
 // (HCCL_E_NOT_SUPPORT, in batches too: CANN's batches may copy locally, hzc's do not). hzc
 // allows several items of one direction of one pair in a batch (CANN forbids them) and
-// matches them in list order. Communicators that span servers: HCCL_E_NOT_SUPPORT.
+// matches them in list order.
 //
 // A rank that destroys its communicator (or dies) breaks the kernel domain of its peer
 // mappings for every rank (core/peer_memory.h): zero-copy transfers between the remaining

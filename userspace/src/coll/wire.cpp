@@ -78,15 +78,15 @@ Expected<std::unique_ptr<Wire>> Wire::Open(bootstrap::Group &group, std::vector<
   const auto me = static_cast<uint32_t>(it - members.begin());
   std::unique_ptr<Wire> w(new Wire(group, std::move(members), me, options));
   const GroupBoard board(group, w->members_, options.tags + kBoardTags);
-  verbs::LinkOptions options = verbs::LinkOptions::FromEnvironment();
-  options.timeout = std::chrono::duration_cast<std::chrono::milliseconds>(
+  verbs::LinkOptions link = verbs::LinkOptions::FromEnvironment();
+  link.timeout = std::chrono::duration_cast<std::chrono::milliseconds>(
       std::max(deadline - Clock::now(), Clock::duration::zero()));
   // Between servers the network and a loaded peer stall for longer than inside one: longer
   // between retries, and patience with a link that only stalls.
-  options.ack_timeout = kAckTimeout;
-  options.retry_count = kRetryCount;
-  options.progress_timeout = kProgressTimeout;
-  auto links = verbs::Links::Establish(board, options);
+  link.ack_timeout = kAckTimeout;
+  link.retry_count = kRetryCount;
+  link.progress_timeout = kProgressTimeout;
+  auto links = verbs::Links::Establish(board, link);
   if (!links.ok()) {
     return Error(links.status().code(), "links between the servers: {}", links.status().message());
   }
