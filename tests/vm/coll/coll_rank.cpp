@@ -38,6 +38,8 @@
 //               HCCL_EXEC_TIMEOUT; HcclCommDestroy must return within 10 s and leave no queue
 //               pair or memory region of this process (76: no call failed within 180 s; 77:
 //               destroy too slow; 78: verbs objects left; 74: the failure took too long)
+//     cutp2p    (across servers) the same with HcclBatchSendRecv calls (4 MiB each way
+//               between this rank and rank + L mod n, on the other server)
 //     revokewrite  (zerocopy) the same during a large Broadcast from rank 0, which writes its
 //               share of the buffer into rank 1's: the writer gets HCCL_E_REMOTE as well
 // Exit status: 0 success; an HcclResult for an unexpected result; 60 wrong data; 61 bytes
@@ -495,16 +497,26 @@ int JoinServer() {
              : 54;
 }
 
-int Cut() {
+int Cut(bool p2p) {
   Arena arena(8 << 20, g_zero_copy);
   if (!arena.ok) {
     return 52;
   }
   const uint64_t count = (4 << 20) / sizeof(float);
   auto *buf = reinterpret_cast<float *>(arena.base);
-  std::fill(buf, buf + count, 1.0f);
-  if (HcclAllReduce(buf, buf, count, HCCL_DATA_TYPE_FP32, HCCL_REDUCE_SUM, g_comm, nullptr) !=
-      HCCL_SUCCESS) {
+  std::fill(buf, buf + 2 * count, 1.0f);
+  // p2p: this rank and its partner on the other server send each other 4 MiB at once.
+  const uint32_t partner = (g_rank + g_per_server) % g_n;
+  HcclSendRecvItem items[] = {
+      {HCCL_SEND, buf, count, HCCL_DATA_TYPE_FP32, partner},
+      {HCCL_RECV, buf + count, count, HCCL_DATA_TYPE_FP32, partner},
+  };
+  auto call = [&] {
+    return p2p ? HcclBatchSendRecv(items, 2, g_comm, nullptr)
+               : HcclAllReduce(buf, buf, count, HCCL_DATA_TYPE_FP32, HCCL_REDUCE_SUM, g_comm,
+                               nullptr);
+  };
+  if (call() != HCCL_SUCCESS) {
     return 53;
   }
   const char *tmp = std::getenv("TMPDIR");
@@ -516,7 +528,7 @@ int Cut() {
   auto start = std::chrono::steady_clock::now();
   while (r == HCCL_SUCCESS && std::chrono::steady_clock::now() < give_up) {
     start = std::chrono::steady_clock::now();
-    r = HcclAllReduce(buf, buf, count, HCCL_DATA_TYPE_FP32, HCCL_REDUCE_SUM, g_comm, nullptr);
+    r = call();
   }
   const auto seconds = [](auto since) {
     return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() -
@@ -595,14 +607,14 @@ int main(int argc, char **argv) {
     rc = Refuse(1, false, false);
   } else if (int p = P2pScenario(scenario); p >= 0) {
     rc = p;
-  } else if (scenario == "cut") {
-    rc = Cut();
+  } else if (scenario == "cut" || scenario == "cutp2p") {
+    rc = Cut(scenario == "cutp2p");
   } else if (int x = ExchangeScenario(scenario); x >= 0) {
     rc = x;
   }
   if (scenario != "die" && scenario != "absent" && scenario.rfind("revoke", 0) != 0 &&
-      scenario != "refusefirst" && scenario != "cut" && HcclCommDestroy(g_comm) != HCCL_SUCCESS &&
-      rc == 0) {
+      scenario != "refusefirst" && scenario.rfind("cut", 0) != 0 &&
+      HcclCommDestroy(g_comm) != HCCL_SUCCESS && rc == 0) {
     rc = 56;
   }
   if (g_server_comm != nullptr && HcclCommDestroy(g_server_comm) != HCCL_SUCCESS && rc == 0) {

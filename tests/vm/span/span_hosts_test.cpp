@@ -226,12 +226,13 @@ class SpanTest : public ::testing::Test {
   }
 
   // A server's link is cut (@kill: and its ranks die with it, so nothing of it answers
-  // again) during calls: every rank that lives fails cleanly (hzc-coll-rank "cut").
-  void Fault(uint32_t per, bool kill) {
+  // again) during calls: every rank that lives fails cleanly (hzc-coll-rank @scenario, "cut"
+  // or "cutp2p").
+  void Fault(uint32_t per, bool kill, const char *scenario = "cut") {
     const std::string how = Meeting(false, per);
     ASSERT_FALSE(HasFailure());
     const uint32_t first = (hosts_.index - 1) * per;
-    const auto pids = Start(how, per, "cut", "staging", {{"HCCL_EXEC_TIMEOUT", "60"}});
+    const auto pids = Start(how, per, scenario, "staging", {{"HCCL_EXEC_TIMEOUT", "60"}});
     std::vector<int> want(per, 0);
     if (hosts_.index == 2) {
       CutWhenReady(first, per);
@@ -323,6 +324,12 @@ TEST_F(SpanTest, PointToPointAcrossTwoServersOfTwoRanksByRankTable) {
 // at once and leave no verbs object behind.
 TEST_F(SpanTest, ACutLinkFailsTheCallsOfBothServersCleanly) {
   Fault(2, false);
+}
+
+// The same during point-to-point transfers between the servers (HcclBatchSendRecv, each rank
+// with its partner on the other server, both ways at once).
+TEST_F(SpanTest, ACutLinkFailsPointToPointTransfersOfBothServersCleanly) {
+  Fault(2, false, "cutp2p");
 }
 
 // Server 2 goes away for good (its link down, its ranks killed: nothing answers, nothing

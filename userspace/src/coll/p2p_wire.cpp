@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <set>
 #include <thread>
 #include <tuple>
 #include <utility>
@@ -98,10 +99,17 @@ RemoteP2p::RemoteP2p(Communicator &comm) : comm_(comm) {}
 RemoteP2p::~RemoteP2p() {
   // Every pair closes its wires in the same order (by pair, then the wire's direction), so no
   // two ranks wait for each other's goodbye on different wires.
+  // A peer one of whose links broke is not waited for on the other (it may be gone).
   std::vector<std::tuple<uint32_t, uint32_t, uint32_t, Wire *>> wires;
   const uint32_t me = comm_.rank();
+  std::set<uint32_t> broken;
   for (auto &[key, link] : links_) {
-    if (link->wire) {
+    if (!link->broken.ok()) {
+      broken.insert(link->peer);
+    }
+  }
+  for (auto &[key, link] : links_) {
+    if (link->wire && !broken.contains(link->peer)) {
       const uint32_t s = link->dir == P2pItem::kSend ? me : link->peer;
       wires.emplace_back(std::min(me, link->peer), std::max(me, link->peer),
                          s == std::min(me, link->peer) ? kUpTags : kDownTags, link->wire.get());
