@@ -58,6 +58,7 @@ struct SpanState : Communicator::CollState {
   Status broken;     // set once a call failed half-way
   uint64_t seq = 0;
   std::vector<std::vector<uint32_t>> servers;  // ranks of each server, by lowest rank
+  std::vector<uint32_t> leaders;               // each server's first rank
   std::vector<uint32_t> server_of;             // [rank]
   uint32_t server = 0;                         // this rank's
   std::shared_ptr<Communicator> local;         // this server's ranks
@@ -84,6 +85,9 @@ void GroupServers(const Communicator &comm, SpanState *s) {
     }
     s->servers[it->second].push_back(r);
     s->server_of[r] = it->second;
+  }
+  for (const auto &server : s->servers) {
+    s->leaders.push_back(server.front());
   }
   s->server = s->server_of[comm.rank()];
 }
@@ -114,11 +118,7 @@ Expected<std::unique_ptr<SpanState>> MakeState(Communicator &comm) {
     }
   }
   if (s->leader()) {
-    std::vector<uint32_t> leaders;
-    for (const auto &server : s->servers) {
-      leaders.push_back(server.front());
-    }
-    auto wire = Wire::Open(*comm.group(), std::move(leaders), {.tags = kWireTags},
+    auto wire = Wire::Open(*comm.group(), s->leaders, {.tags = kWireTags},
                            Clock::now() + GetConfig().connect_timeout);
     if (wire.ok()) {
       s->wire = std::move(*wire);
@@ -305,10 +305,7 @@ Status Spanning::Compare(const std::vector<CallWords> &words,
 // The leaders' part of Agree: every server's word and verdict to every leader; @verdict
 // becomes the first failure among them (and the wire's, if this leader has none).
 Status Spanning::AgreeAcrossServers(Status *verdict) {
-  std::vector<uint32_t> leaders;
-  for (const auto &server : s_.servers) {
-    leaders.push_back(server.front());
-  }
+  const std::vector<uint32_t> &leaders = s_.leaders;
   CallWords mine = Words(nullptr);
   mine.verdict = static_cast<uint64_t>(verdict->code());
   auto all = comm_.group()->AllGather(leaders, kCallTag, std::as_bytes(std::span(&mine, 1)),
