@@ -118,7 +118,7 @@ Expected<std::unique_ptr<SpanState>> MakeState(Communicator &comm) {
     for (const auto &server : s->servers) {
       leaders.push_back(server.front());
     }
-    auto wire = Wire::Open(*comm.group(), std::move(leaders), {.tags = kWireTags},
+    auto wire = Wire::Open(*comm.group(), std::move(leaders), {.tags = kWireTags, .slots = 4},
                            Clock::now() + GetConfig().connect_timeout);
     if (wire.ok()) {
       s->wire = std::move(*wire);
