@@ -4,8 +4,11 @@
 // own verbs context, so every byte crosses rxe0 as it would between servers.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -35,8 +38,11 @@ class WireTest : public ::testing::Test {
     }
   }
 
-  // @n members, each a thread running @body(member, wire) on its open wire.
-  static void RunMembers(uint32_t n, const std::function<void(uint32_t, Wire &)> &body) {
+  // @n members, each a thread opening its wire with @slots(member) landing slots per peer and
+  // running @body(member, what Open returned).
+  static void OpenMembers(
+      uint32_t n, const std::function<uint32_t(uint32_t)> &slots,
+      const std::function<void(uint32_t, Expected<std::unique_ptr<Wire>> &)> &body) {
     std::vector<std::optional<bootstrap::Listener>> listeners(n);
     std::vector<std::string> addresses(n);
     for (uint32_t r = 0; r < n; ++r) {
@@ -58,14 +64,24 @@ class WireTest : public ::testing::Test {
         for (uint32_t m = 0; m < n; ++m) {
           members[m] = m;
         }
-        auto wire = Wire::Open(**group, members, {.tags = 0x1000}, deadline);
-        ASSERT_TRUE(wire.ok()) << wire.status().message();
-        body(r, **wire);
+        auto wire = Wire::Open(**group, members, {.tags = 0x1000, .slots = slots(r)}, deadline);
+        body(r, wire);
       });
     }
     for (auto &t : threads) {
       t.join();
     }
+  }
+
+  // @n members, each a thread running @body(member, wire) on its open wire of @slots slots.
+  static void RunMembers(uint32_t n, const std::function<void(uint32_t, Wire &)> &body,
+                         uint32_t slots = 1) {
+    OpenMembers(
+        n, [&](uint32_t) { return slots; },
+        [&](uint32_t r, Expected<std::unique_ptr<Wire>> &wire) {
+          ASSERT_TRUE(wire.ok()) << wire.status().message();
+          body(r, **wire);
+        });
   }
 };
 
@@ -168,6 +184,167 @@ TEST_F(WireTest, ARankOutsideItsMembersIsRefused) {
   auto wire = Wire::Open(**group, {1, 2}, {.tags = 0x1000}, Clock::now() + std::chrono::seconds(5));
   EXPECT_EQ(wire.status().code(), HCCL_E_INTERNAL);
 }
+
+TEST_F(WireTest, ASlotCountOfZeroOrTooManyIsRefused) {
+  auto l = bootstrap::Listener::Open("127.0.0.1");
+  ASSERT_TRUE(l.ok());
+  auto id = bootstrap::RandomId();
+  ASSERT_TRUE(id.ok());
+  const std::vector<std::string> addresses{l->address()};
+  auto group = bootstrap::Group::Connect(std::move(*l), *id, 0, addresses,
+                                         Clock::now() + std::chrono::seconds(5));
+  ASSERT_TRUE(group.ok()) << group.status().message();
+  for (const uint32_t slots : {0u, Wire::kMaxSlots + 1, ~0u}) {
+    auto wire = Wire::Open(**group, {0}, {.tags = 0x1000, .slots = slots},
+                           Clock::now() + std::chrono::seconds(5));
+    EXPECT_EQ(wire.status().code(), HCCL_E_PARA) << slots;
+    EXPECT_NE(wire.status().message().find("slots"), std::string::npos) << wire.status().message();
+  }
+}
+
+// Members that disagree on the slot count would write past each other's slots: every one of
+// them refuses the wire.
+TEST_F(WireTest, MembersWithDifferentSlotCountsRefuseTheWire) {
+  OpenMembers(
+      2, [](uint32_t r) { return r + 1; },
+      [](uint32_t, Expected<std::unique_ptr<Wire>> &wire) {
+        EXPECT_EQ(wire.status().code(), HCCL_E_PARA) << wire.status().message();
+        EXPECT_NE(wire.status().message().find("slot counts differ"), std::string::npos)
+            << wire.status().message();
+      });
+}
+
+// With S slots a sender writes S chunks into a peer that consumes none of them yet, and not
+// one more: the next chunk waits for the peer's credit (here until the deadline).
+TEST_F(WireTest, ASenderRunsAheadByItsSlotsAndNoFurther) {
+  constexpr uint32_t kSlots = 4;
+  constexpr size_t kLen = kSlots * Wire::kChunk;
+  std::atomic<bool> sent{false}, received{false};
+  // Until @flag is set or a minute has passed: whether it was set.
+  auto await = [](const std::atomic<bool> &flag) {
+    const auto until = Clock::now() + std::chrono::seconds(60);
+    while (!flag && Clock::now() < until) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return flag.load();
+  };
+  RunMembers(
+      2,
+      [&](uint32_t me, Wire &wire) {
+        if (me == 0) {
+          std::vector<uint8_t> out(kLen + 1);
+          for (size_t i = 0; i < out.size(); ++i) {
+            out[i] = Byte(0, 1, i, 0);
+          }
+          const auto none = [](uint32_t, size_t, const uint8_t *, size_t) {};
+          const Status ahead = wire.Transfer({{}, {out.data(), kLen}}, {0, 0}, none,
+                                             Clock::now() + std::chrono::seconds(60));
+          const uint64_t chunks = wire.chunks_sent();
+          const Status beyond = wire.Transfer({{}, {out.data() + kLen, 1}}, {0, 0}, none,
+                                              Clock::now() + std::chrono::seconds(3));
+          sent = true;
+          // The queue pair stays until member 1 has returned its credits.
+          EXPECT_TRUE(await(received));
+          ASSERT_TRUE(ahead.ok()) << ahead.message();
+          EXPECT_EQ(chunks, kSlots);
+          EXPECT_EQ(beyond.code(), HCCL_E_TIMEOUT) << beyond.message();
+          EXPECT_NE(beyond.message().find("rank 1"), std::string::npos) << beyond.message();
+          EXPECT_NE(beyond.message().find("room"), std::string::npos) << beyond.message();
+          EXPECT_EQ(wire.chunks_sent(), kSlots);
+          return;
+        }
+        // Member 1 starts receiving once member 0 is done with both transfers.
+        const bool started = await(sent);
+        std::vector<uint8_t> got(kLen);
+        const Status st = wire.Transfer(
+            std::vector<Wire::Out>(2), {kLen, 0},
+            [&](uint32_t, size_t off, const uint8_t *d, size_t len) {
+              std::memcpy(got.data() + off, d, len);
+            },
+            Clock::now() + std::chrono::seconds(60));
+        received = true;
+        ASSERT_TRUE(started) << "member 0 never finished";
+        ASSERT_TRUE(st.ok()) << st.message();
+        EXPECT_EQ(wire.chunks_received(), kSlots);
+        for (size_t i = 0; i < kLen; ++i) {
+          ASSERT_EQ(got[i], Byte(0, 1, i, 0)) << "byte " << i;
+        }
+      },
+      kSlots);
+}
+
+// Every length (0, 1, around a chunk, several chunks and odd bytes), a different one on each
+// pair and direction at once, for several rounds in a row (so the chunk streams start at any
+// slot): every byte arrives once, at its offset, from the right member, each member's chunks in
+// order, with 1, 2 and 4 slots.
+class WireSlotsTest : public WireTest, public ::testing::WithParamInterface<uint32_t> {};
+
+TEST_P(WireSlotsTest, EveryLengthArrivesWholeAndInOrderBothWays) {
+  constexpr uint32_t kN = 3;
+  constexpr int kRounds = 3;
+  const size_t lengths[] = {0,
+                            1,
+                            Wire::kChunk - 1,
+                            Wire::kChunk,
+                            Wire::kChunk + 1,
+                            2 * Wire::kChunk + 7,
+                            5 * Wire::kChunk + 3};
+  // Distinct for the 6 ordered pairs of one round.
+  auto length = [&](uint32_t from, uint32_t to, int round) {
+    return lengths[(from * 2 + to * 3 + round) % std::size(lengths)];
+  };
+  auto chunks = [](size_t len) { return (len + Wire::kChunk - 1) / Wire::kChunk; };
+  RunMembers(
+      kN,
+      [&](uint32_t me, Wire &wire) {
+        uint64_t sent_chunks = 0, received_chunks = 0;
+        for (int round = 0; round < kRounds; ++round) {
+          std::vector<std::vector<uint8_t>> out(kN), got(kN);
+          std::vector<Wire::Out> outs(kN);
+          std::vector<size_t> in(kN), next(kN);
+          for (uint32_t p = 0; p < kN; ++p) {
+            out[p].resize(p == me ? 0 : length(me, p, round));
+            for (size_t i = 0; i < out[p].size(); ++i) {
+              out[p][i] = Byte(me, p, i, round);
+            }
+            outs[p] = {out[p].data(), out[p].size()};
+            in[p] = p == me ? 0 : length(p, me, round);
+            got[p].assign(in[p], 0);
+            sent_chunks += chunks(out[p].size());
+            received_chunks += chunks(in[p]);
+          }
+          const Status st = wire.Transfer(
+              outs, in,
+              [&](uint32_t from, size_t off, const uint8_t *d, size_t len) {
+                ASSERT_LT(from, kN);
+                ASSERT_NE(from, me);
+                // In order, whole chunks but the last.
+                ASSERT_EQ(off, next[from]) << "from " << from;
+                ASSERT_EQ(len, std::min(Wire::kChunk, in[from] - off)) << "from " << from;
+                std::memcpy(got[from].data() + off, d, len);
+                next[from] += len;
+              },
+              Clock::now() + std::chrono::seconds(120));
+          ASSERT_TRUE(st.ok()) << st.message();
+          for (uint32_t p = 0; p < kN; ++p) {
+            if (p == me) {
+              continue;
+            }
+            ASSERT_EQ(next[p], in[p]) << "from " << p << " in round " << round;
+            for (size_t i = 0; i < got[p].size(); ++i) {
+              ASSERT_EQ(got[p][i], Byte(p, me, i, round))
+                  << "from " << p << " byte " << i << " in round " << round;
+            }
+          }
+        }
+        EXPECT_EQ(wire.chunks_sent(), sent_chunks);
+        EXPECT_EQ(wire.chunks_received(), received_chunks);
+      },
+      GetParam());
+}
+
+INSTANTIATE_TEST_SUITE_P(Slots, WireSlotsTest, ::testing::Values(1u, 2u, 4u),
+                         [](const auto &param) { return "Slots" + std::to_string(param.param); });
 
 }  // namespace
 }  // namespace hzc::coll

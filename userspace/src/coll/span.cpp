@@ -28,6 +28,8 @@ using Clock = std::chrono::steady_clock;
 // their wire (point-to-point transfers use others, coll/p2p_wire.h).
 constexpr uint32_t kCallTag = 0x30;
 constexpr uint32_t kWireTags = 0x1000;
+// Landing slots per peer of the leaders' wire (8 MiB registered per peer).
+constexpr uint32_t kWireSlots = 4;
 
 // What the ranks compare before a call; a rank that refused the call says so in kind.
 struct CallWords {
@@ -118,7 +120,7 @@ Expected<std::unique_ptr<SpanState>> MakeState(Communicator &comm) {
     }
   }
   if (s->leader()) {
-    auto wire = Wire::Open(*comm.group(), s->leaders, {.tags = kWireTags},
+    auto wire = Wire::Open(*comm.group(), s->leaders, {.tags = kWireTags, .slots = kWireSlots},
                            Clock::now() + GetConfig().connect_timeout);
     if (wire.ok()) {
       s->wire = std::move(*wire);

@@ -40,10 +40,6 @@ constexpr std::chrono::milliseconds kProgressTimeout{30'000};
 // A wait without progress for this long probes the peer.
 constexpr std::chrono::milliseconds kProbeAfter{1000};
 
-size_t FlagBytes(size_t n) {
-  return (kLines * n * kLine + kPage - 1) / kPage * kPage;
-}
-
 }  // namespace
 
 Wire::Wire(bootstrap::Group &group, std::vector<uint32_t> members, uint32_t me,
@@ -63,7 +59,7 @@ void Wire::Close(Clock::time_point deadline) {
   }
   const uint8_t bye = 1;
   auto all = group_.AllGather(members_, options_.tags + kByeTag, std::as_bytes(std::span(&bye, 1)),
-                              deadline, "the goodbye of the servers' leaders");
+                              deadline, "the goodbye of the wire's members");
   if (!all.ok()) {
     LogDebug("wire: {}", all.status().message());
   }
@@ -71,6 +67,10 @@ void Wire::Close(Clock::time_point deadline) {
 
 Expected<std::unique_ptr<Wire>> Wire::Open(bootstrap::Group &group, std::vector<uint32_t> members,
                                            const Options &options, Clock::time_point deadline) {
+  if (options.slots == 0 || options.slots > kMaxSlots) {
+    return Error(HCCL_E_PARA, "wire: {} landing slots per peer (1 to {})", options.slots,
+                 kMaxSlots);
+  }
   const auto it = std::find(members.begin(), members.end(), group.rank());
   if (it == members.end()) {
     return Error(HCCL_E_INTERNAL, "wire: rank {} is not among its members", group.rank());
@@ -104,8 +104,7 @@ Expected<std::unique_ptr<Wire>> Wire::Open(bootstrap::Group &group, std::vector<
 }
 
 Status Wire::Register() {
-  const size_t n = members_.size();
-  const size_t len = 2 * FlagBytes(n) + 2 * n * kChunk;
+  const size_t len = AreaBytes();
   area_ = UniqueMapping::Map(len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1);
   if (!area_.valid()) {
     return Error(HCCL_E_MEMORY, "wire: cannot map {} bytes for the landing slots: {}", len,
@@ -134,16 +133,35 @@ Status Wire::ExchangeKeys(Clock::time_point deadline) {
                    members_[i], blob.size());
     }
     std::memcpy(&remote_[i], blob.data(), sizeof(verbs::RemoteBuffer));
+    // The area's size follows from the member count and the slot count alone.
+    if (remote_[i].length != mr_->length()) {
+      return Error(HCCL_E_PARA,
+                   "wire: rank {} registered {} bytes for its landing slots, rank {} {} ({} "
+                   "slots per peer): the members' slot counts differ",
+                   members_[i], remote_[i].length, group_.rank(), mr_->length(), options_.slots);
+    }
   }
   return Status::Ok();
+}
+
+// The area: the flag lines peers write (kLines per member), the out flag lines this member
+// writes from (the same, then one ready source per member and slot), the landing slots
+// ([member][slot]) and the outbox slots ([member][slot]).
+size_t Wire::FlagBytes() const {
+  const size_t lines = (kLines + options_.slots) * members_.size();
+  return (lines * kLine + kPage - 1) / kPage * kPage;
+}
+
+size_t Wire::AreaBytes() const {
+  return 2 * FlagBytes() + 2 * members_.size() * options_.slots * kChunk;
 }
 
 uint64_t Wire::FlagOffset(uint32_t line, uint32_t p) const {
   return (uint64_t{line} * members_.size() + p) * kLine;
 }
 
-uint64_t Wire::LandingOffset(uint32_t p) const {
-  return 2 * FlagBytes(members_.size()) + uint64_t{p} * kChunk;
+uint64_t Wire::LandingOffset(uint32_t p, uint32_t slot) const {
+  return 2 * FlagBytes() + (uint64_t{p} * options_.slots + slot) * kChunk;
 }
 
 uint64_t *Wire::Flag(uint32_t line, uint32_t p) const {
@@ -151,16 +169,28 @@ uint64_t *Wire::Flag(uint32_t line, uint32_t p) const {
 }
 
 uint64_t *Wire::OutFlag(uint32_t line, uint32_t p) const {
-  return reinterpret_cast<uint64_t *>(area_.as<uint8_t>() + FlagBytes(members_.size()) +
-                                      FlagOffset(line, p));
+  return reinterpret_cast<uint64_t *>(area_.as<uint8_t>() + FlagBytes() + FlagOffset(line, p));
 }
 
-uint8_t *Wire::Landing(uint32_t p) const {
-  return area_.as<uint8_t>() + LandingOffset(p);
+uint64_t *Wire::ReadySource(uint32_t p, uint32_t slot) const {
+  return OutFlag(kLines, 0) + (uint64_t{p} * options_.slots + slot) * (kLine / sizeof(uint64_t));
 }
 
-uint8_t *Wire::Outbox(uint32_t p) const {
-  return Landing(p) + members_.size() * kChunk;
+uint8_t *Wire::Landing(uint32_t p, uint32_t slot) const {
+  return area_.as<uint8_t>() + LandingOffset(p, slot);
+}
+
+uint8_t *Wire::Outbox(uint32_t p, uint32_t slot) const {
+  return Landing(p, slot) + members_.size() * options_.slots * kChunk;
+}
+
+verbs::WorkRequest Wire::FlagWrite(uint32_t line, uint32_t p) const {
+  return {.peer = p,
+          .mr = mr_.get(),
+          .local = OutFlag(line, p),
+          .length = sizeof(uint64_t),
+          .remote_addr = remote_[p].addr + FlagOffset(line, me_),
+          .rkey = remote_[p].rkey};
 }
 
 Status Wire::Probe(uint32_t p) {
@@ -182,79 +212,93 @@ Status Wire::Probe(uint32_t p) {
   return Status::Ok();
 }
 
-Status Wire::WaitFlag(uint32_t line, uint32_t p, uint64_t value, const char *what,
-                      Clock::time_point deadline) {
-  const std::atomic_ref<uint64_t> flag(*Flag(line, p));
-  auto last = Clock::now();
-  for (uint32_t spins = 0;; ++spins) {
-    if (flag.load(std::memory_order_acquire) >= value) {
-      return Status::Ok();
+Status Wire::Turn(const std::vector<Out> &out, const std::vector<size_t> &in, const Sink &sink,
+                  std::vector<size_t> *sent, std::vector<size_t> *received, bool *moved,
+                  std::vector<Clock::time_point> *progress) {
+  const uint32_t slots = options_.slots;
+  std::vector<verbs::WorkRequest> wrs;
+  std::vector<bool> touched(size());
+  // What has arrived, each member's chunks in order; the credits go first in the batch, so
+  // each peer's sender gets its room back before this member's own chunks follow.
+  for (uint32_t p = 0; p < size(); ++p) {
+    if (p == me_ || (*received)[p] >= in[p]) {
+      continue;
     }
-    HZC_RETURN_IF_ERROR(CheckAborts());
-    const auto now = Clock::now();
+    const std::atomic_ref<uint64_t> ready(*Flag(kReady, p));
+    const uint64_t before = received_[p];
+    while ((*received)[p] < in[p] && ready.load(std::memory_order_acquire) > received_[p]) {
+      const size_t len = std::min(kChunk, in[p] - (*received)[p]);
+      sink(p, (*received)[p], Landing(p, received_[p] % slots), len);
+      (*received)[p] += len;
+      ++received_[p];
+    }
+    if (received_[p] != before) {
+      *OutFlag(kCredit, p) = received_[p];
+      wrs.push_back(FlagWrite(kCredit, p));
+      touched[p] = true;
+    }
+  }
+  // Every chunk the peers' credits allow: chunk k needs chunk k - slots consumed.
+  for (uint32_t p = 0; p < size(); ++p) {
+    if (p == me_ || (*sent)[p] >= out[p].len) {
+      continue;
+    }
+    const uint64_t credit =
+        std::atomic_ref<uint64_t>(*Flag(kCredit, p)).load(std::memory_order_acquire);
+    while ((*sent)[p] < out[p].len && sent_[p] < credit + slots) {
+      const auto slot = static_cast<uint32_t>(sent_[p] % slots);
+      const size_t len = std::min(kChunk, out[p].len - (*sent)[p]);
+      std::memcpy(Outbox(p, slot), out[p].data + (*sent)[p], len);
+      *ReadySource(p, slot) = ++sent_[p];
+      (*sent)[p] += len;
+      wrs.push_back({.peer = p,
+                     .mr = mr_.get(),
+                     .local = Outbox(p, slot),
+                     .length = len,
+                     .remote_addr = remote_[p].addr + LandingOffset(me_, slot),
+                     .rkey = remote_[p].rkey});
+      wrs.push_back({.peer = p,
+                     .mr = mr_.get(),
+                     .local = ReadySource(p, slot),
+                     .length = sizeof(uint64_t),
+                     .remote_addr = remote_[p].addr + FlagOffset(kReady, me_),
+                     .rkey = remote_[p].rkey});
+      touched[p] = true;
+    }
+  }
+  *moved = !wrs.empty();
+  if (wrs.empty()) {
+    return Status::Ok();
+  }
+  const auto now = Clock::now();
+  for (uint32_t p = 0; p < size(); ++p) {
+    if (touched[p]) {
+      (*progress)[p] = now;
+    }
+  }
+  return Execute(wrs);
+}
+
+Status Wire::Idle(const std::vector<Out> &out, const std::vector<size_t> &in,
+                  const std::vector<size_t> &sent, const std::vector<size_t> &received,
+                  std::vector<Clock::time_point> *progress, Clock::time_point deadline) {
+  HZC_RETURN_IF_ERROR(CheckAborts());
+  const auto now = Clock::now();
+  for (uint32_t p = 0; p < size(); ++p) {
+    const bool data = received[p] < in[p];
+    if (p == me_ || (!data && sent[p] >= out[p].len)) {
+      continue;
+    }
     if (now >= deadline) {
       return Error(HCCL_E_TIMEOUT, "rank {} (another server): no {} within HCCL_EXEC_TIMEOUT",
-                   members_[p], what);
+                   members_[p], data ? "data" : "room for the next chunk");
     }
-    if (now - last >= kProbeAfter) {
+    if (now - (*progress)[p] >= kProbeAfter) {
       HZC_RETURN_IF_ERROR(Probe(p));
-      last = Clock::now();
-    }
-    if (spins > 64) {
-      // The CPU also runs the RDMA device's work on soft-RoCE: do not spin it away.
-      std::this_thread::sleep_for(std::chrono::microseconds(20));
+      (*progress)[p] = Clock::now();
     }
   }
-}
-
-Status Wire::Send(const std::vector<Out> &out, std::vector<size_t> *done,
-                  Clock::time_point deadline) {
-  std::vector<verbs::WorkRequest> wrs;
-  for (uint32_t p = 0; p < size(); ++p) {
-    if (p == me_ || (*done)[p] >= out[p].len) {
-      continue;
-    }
-    HZC_RETURN_IF_ERROR(WaitFlag(kCredit, p, sent_[p], "room for the next chunk", deadline));
-    const size_t len = std::min(kChunk, out[p].len - (*done)[p]);
-    std::memcpy(Outbox(p), out[p].data + (*done)[p], len);
-    *OutFlag(kReady, p) = ++sent_[p];
-    (*done)[p] += len;
-    wrs.push_back({.peer = p,
-                   .mr = mr_.get(),
-                   .local = Outbox(p),
-                   .length = len,
-                   .remote_addr = remote_[p].addr + LandingOffset(me_),
-                   .rkey = remote_[p].rkey});
-    wrs.push_back({.peer = p,
-                   .mr = mr_.get(),
-                   .local = OutFlag(kReady, p),
-                   .length = sizeof(uint64_t),
-                   .remote_addr = remote_[p].addr + FlagOffset(kReady, me_),
-                   .rkey = remote_[p].rkey});
-  }
-  return wrs.empty() ? Status::Ok() : Execute(wrs);
-}
-
-Status Wire::Receive(const std::vector<size_t> &in, std::vector<size_t> *done, const Sink &sink,
-                     Clock::time_point deadline) {
-  std::vector<verbs::WorkRequest> credits;
-  for (uint32_t p = 0; p < size(); ++p) {
-    if (p == me_ || (*done)[p] >= in[p]) {
-      continue;
-    }
-    HZC_RETURN_IF_ERROR(WaitFlag(kReady, p, received_[p] + 1, "data", deadline));
-    const size_t len = std::min(kChunk, in[p] - (*done)[p]);
-    sink(p, (*done)[p], Landing(p), len);
-    (*done)[p] += len;
-    *OutFlag(kCredit, p) = ++received_[p];
-    credits.push_back({.peer = p,
-                       .mr = mr_.get(),
-                       .local = OutFlag(kCredit, p),
-                       .length = sizeof(uint64_t),
-                       .remote_addr = remote_[p].addr + FlagOffset(kCredit, me_),
-                       .rkey = remote_[p].rkey});
-  }
-  return credits.empty() ? Status::Ok() : Execute(credits);
+  return Status::Ok();
 }
 
 Status Wire::Transfer(const std::vector<Out> &out, const std::vector<size_t> &in, const Sink &sink,
@@ -263,6 +307,7 @@ Status Wire::Transfer(const std::vector<Out> &out, const std::vector<size_t> &in
     return Error(broken_.code(), "an earlier transfer failed: {}", broken_.message());
   }
   std::vector<size_t> sent(size()), received(size());
+  std::vector<Clock::time_point> progress(size(), Clock::now());
   auto more = [&] {
     for (uint32_t p = 0; p < size(); ++p) {
       if (p != me_ && (sent[p] < out[p].len || received[p] < in[p])) {
@@ -271,10 +316,17 @@ Status Wire::Transfer(const std::vector<Out> &out, const std::vector<size_t> &in
     }
     return false;
   };
-  while (more()) {
-    Status st = Send(out, &sent, deadline);
-    if (st.ok()) {
-      st = Receive(in, &received, sink, deadline);
+  for (uint32_t idle = 0; more();) {
+    bool moved = false;
+    Status st = Turn(out, in, sink, &sent, &received, &moved, &progress);
+    if (st.ok() && !moved) {
+      st = Idle(out, in, sent, received, &progress, deadline);
+      if (++idle > 64) {
+        // The CPU also runs the RDMA device's work on soft-RoCE: do not spin it away.
+        std::this_thread::sleep_for(std::chrono::microseconds(20));
+      }
+    } else {
+      idle = 0;
     }
     if (!st.ok()) {
       broken_ = st;
@@ -291,7 +343,7 @@ Status Wire::Execute(std::span<const verbs::WorkRequest> wrs) {
     for (uint32_t i = 0; i < size(); ++i) {
       who += fmt::format("{}{} = rank {}", i == 0 ? "" : ", ", i, members_[i]);
     }
-    return Error(st.code(), "{} (between the servers' leaders: {})", st.message(), who);
+    return Error(st.code(), "{} (members of the wire between the servers: {})", st.message(), who);
   }
   return st;
 }
@@ -301,7 +353,7 @@ Status Wire::CheckAborts() const {
     const uint64_t code =
         std::atomic_ref<uint64_t>(*Flag(kAbort, p)).load(std::memory_order_acquire);
     if (p != me_ && code != 0) {
-      return Error(HCCL_E_REMOTE, "rank {} (another server's leader) failed the call with code {}",
+      return Error(HCCL_E_REMOTE, "rank {} (another server) failed the call with code {}",
                    members_[p], code);
     }
   }
@@ -321,12 +373,7 @@ void Wire::Abort(HcclResult code) {
       continue;
     }
     *OutFlag(kAbort, p) = static_cast<uint64_t>(code == HCCL_SUCCESS ? HCCL_E_INTERNAL : code);
-    wrs.push_back({.peer = p,
-                   .mr = mr_.get(),
-                   .local = OutFlag(kAbort, p),
-                   .length = sizeof(uint64_t),
-                   .remote_addr = remote_[p].addr + FlagOffset(kAbort, me_),
-                   .rkey = remote_[p].rkey});
+    wrs.push_back(FlagWrite(kAbort, p));
   }
   // Each request goes alone: a broken link to one member must not keep the others uninformed.
   for (const verbs::WorkRequest &wr : wrs) {

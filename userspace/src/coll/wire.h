@@ -2,17 +2,20 @@
 // The wire between the servers of a communicator that spans servers: RDMA links among one
 // rank per server (the servers' leaders), set up over the communicator's TCP connections.
 //
-// Each member registers one area: a landing slot of kChunk bytes per peer, an outbox slot
-// per peer and two flag lines per peer. A transfer moves each peer's message in chunks: the
-// sender waits until the peer has consumed its previous chunk (the peer's credit flag), copies
-// the chunk into its outbox, RDMA-WRITEs it into its landing slot at the peer and then WRITEs
-// the chunk's sequence number into the peer's ready flag (writes of one queue pair land in
-// order); the receiver waits for the ready flag, hands the chunk to the caller and WRITEs its
-// credit back. Chunk sequence numbers count up for the communicator's life, so no flag is ever
-// reset. A wait that sees nothing for a while probes the peer (an 8-byte RDMA READ of its
-// flags, which fails once the queue pair's retries run out when the peer's server or its link
-// is gone) and asks the TCP connection, so a dead peer fails the transfer with
-// HCCL_E_ROCE_TRANSFER or HCCL_E_REMOTE naming it long before the deadline.
+// Each member registers one area: per peer, Options::slots landing slots of kChunk bytes,
+// as many outbox slots and the flag lines. A transfer moves each peer's message in chunks,
+// chunk k of the stream to a peer (counted over the wire's life) through slot k % slots: the
+// sender may write chunk k once the peer has consumed chunk k - slots (the peer's credit
+// flag), copies it into its outbox slot, RDMA-WRITEs it into the matching landing slot at the
+// peer and then WRITEs k + 1 into the peer's ready flag (writes of one queue pair land in
+// order); the receiver sees the ready flag, hands the chunk to the caller and WRITEs its
+// credit back. One loop does both: each turn it consumes whatever has arrived from any peer,
+// then posts the credits and every chunk the credits allow to every peer in one batch, and it
+// waits only when it can do neither. Chunk sequence numbers count up for the communicator's
+// life, so no flag is ever reset. A wait that sees nothing for a while probes the peer (an
+// 8-byte RDMA READ of its flags, which fails once the queue pair's retries run out when the
+// peer's server or its link is gone) and asks the TCP connection, so a dead peer fails the
+// transfer with HCCL_E_ROCE_TRANSFER or HCCL_E_REMOTE naming it long before the deadline.
 #pragma once
 
 #include <chrono>
@@ -34,6 +37,7 @@ class Wire {
  public:
   using Clock = std::chrono::steady_clock;
   static constexpr size_t kChunk = size_t{1} << 20;
+  static constexpr uint32_t kMaxSlots = 16;
 
   struct Out {
     const uint8_t *data = nullptr;
@@ -48,13 +52,15 @@ class Wire {
     // ranks at once need ranges at least 0x1000 apart.
     uint32_t tags = 0;
     // Landing slots of kChunk bytes per peer (each member registers 2 * slots * kChunk bytes
-    // per peer): chunks a sender may write ahead of the receiver.
+    // per peer): chunks a sender may write ahead of the receiver. 1 to kMaxSlots, the same on
+    // every member.
     uint32_t slots = 1;
   };
 
   // Links among @members (ascending ranks of @group, this rank among them), the areas
-  // registered and their keys exchanged, until @deadline. HCCL_E_NOT_SUPPORT when a member has
-  // no RDMA device; the errors of verbs::Links::Establish and the group otherwise.
+  // registered and their keys exchanged, until @deadline. HCCL_E_PARA for a slot count outside
+  // 1..kMaxSlots or one that differs between members; HCCL_E_NOT_SUPPORT when a member has no
+  // RDMA device; the errors of verbs::Links::Establish and the group otherwise.
   static Expected<std::unique_ptr<Wire>> Open(bootstrap::Group &group,
                                               std::vector<uint32_t> members, const Options &options,
                                               Clock::time_point deadline);
@@ -74,8 +80,9 @@ class Wire {
 
   // Send @out[p] to member p and receive @in[p] bytes from member p, for every other member
   // p (entries for this member are ignored; zero lengths are fine), chunk by chunk: @sink gets
-  // every received chunk, members in ascending order within each round. The sender's and the
-  // receiver's lengths must agree (the caller checked the call's arguments across servers).
+  // every received chunk, each member's in the order of their offsets, the members' chunks
+  // interleaved as they arrive. The sender's and the receiver's lengths must agree (the caller
+  // checked the call's arguments across servers).
   // Errors name the member's rank: HCCL_E_ROCE_TRANSFER (a transfer failed), HCCL_E_REMOTE
   // (its TCP connection ended), HCCL_E_TIMEOUT at @deadline. After an error the wire is
   // unusable.
@@ -95,24 +102,38 @@ class Wire {
 
   Status Register();
   Status ExchangeKeys(Clock::time_point deadline);
-  Status Send(const std::vector<Out> &out, std::vector<size_t> *done, Clock::time_point deadline);
-  Status Receive(const std::vector<size_t> &in, std::vector<size_t> *done, const Sink &sink,
-                 Clock::time_point deadline);
-  // Wait until flag @line of member @p reaches @value.
-  Status WaitFlag(uint32_t line, uint32_t p, uint64_t value, const char *what,
-                  Clock::time_point deadline);
+  // One turn of Transfer on the chunks still to go (@sent, @received: bytes per member):
+  // hand every chunk that has arrived to @sink, then post the credits for them and every chunk
+  // the peers' credits allow. *@moved: whether anything was consumed or posted; @progress[p]
+  // is set to now for each member something moved with.
+  Status Turn(const std::vector<Out> &out, const std::vector<size_t> &in, const Sink &sink,
+              std::vector<size_t> *sent, std::vector<size_t> *received, bool *moved,
+              std::vector<Clock::time_point> *progress);
+  // Nothing could move: check for aborts and @deadline, probe the members that have been
+  // quiet for a while (@progress) and have chunks to go to or from them.
+  Status Idle(const std::vector<Out> &out, const std::vector<size_t> &in,
+              const std::vector<size_t> &sent, const std::vector<size_t> &received,
+              std::vector<Clock::time_point> *progress, Clock::time_point deadline);
   Status Probe(uint32_t p);
   // A member that aborted (Abort), as an error.
   Status CheckAborts() const;
   // links_->Execute, its errors naming the members' ranks.
   Status Execute(std::span<const verbs::WorkRequest> wrs);
 
+  // An RDMA WRITE of this member's out flag @line for @p into @p's flag @line for this member.
+  verbs::WorkRequest FlagWrite(uint32_t line, uint32_t p) const;
+
   uint64_t *Flag(uint32_t line, uint32_t p) const;
   uint64_t *OutFlag(uint32_t line, uint32_t p) const;
-  uint8_t *Landing(uint32_t p) const;
-  uint8_t *Outbox(uint32_t p) const;
+  // Where the ready flag of chunk slot @slot to @p is written from (one per slot: a batch
+  // carries several chunks' ready values to one peer).
+  uint64_t *ReadySource(uint32_t p, uint32_t slot) const;
+  uint8_t *Landing(uint32_t p, uint32_t slot) const;
+  uint8_t *Outbox(uint32_t p, uint32_t slot) const;
   uint64_t FlagOffset(uint32_t line, uint32_t p) const;
-  uint64_t LandingOffset(uint32_t p) const;
+  uint64_t LandingOffset(uint32_t p, uint32_t slot) const;
+  size_t FlagBytes() const;
+  size_t AreaBytes() const;
 
   bootstrap::Group &group_;
   const std::vector<uint32_t> members_;
