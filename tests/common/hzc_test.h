@@ -95,7 +95,11 @@ class Test : public ::testing::Test {
     std::fflush(stderr);
     capture_fd_ = memfd_create("hzc-test-stderr", MFD_CLOEXEC);
     saved_stderr_ = fcntl(2, F_DUPFD_CLOEXEC, 3);
-    if (capture_fd_ < 0 || saved_stderr_ < 0 || dup2(capture_fd_, 2) < 0) {
+    // O_APPEND: child processes write through the same open file, and a memfd's shared file
+    // offset is not updated atomically, so two lines written at once could land at the same
+    // offset, the later one over the other (a lost log line).
+    if (capture_fd_ < 0 || saved_stderr_ < 0 || fcntl(capture_fd_, F_SETFL, O_APPEND) != 0 ||
+        dup2(capture_fd_, 2) < 0) {
       ADD_FAILURE() << "cannot capture stderr";
     }
   }

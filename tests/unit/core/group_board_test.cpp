@@ -6,44 +6,18 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
-#include <functional>
-#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "loopback_groups.h"
 #include "verbs/links.h"
 
 namespace hzc {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-// @n ranks, each a thread running @body(rank, group) on its connected group.
-void RunRanks(uint32_t n, const std::function<void(uint32_t, bootstrap::Group &)> &body) {
-  std::vector<std::optional<bootstrap::Listener>> listeners(n);
-  std::vector<std::string> addresses(n);
-  for (uint32_t r = 0; r < n; ++r) {
-    auto l = bootstrap::Listener::Open("127.0.0.1");
-    ASSERT_TRUE(l.ok()) << l.status().message();
-    addresses[r] = l->address();
-    listeners[r] = std::move(*l);
-  }
-  auto id = bootstrap::RandomId();
-  ASSERT_TRUE(id.ok());
-  std::vector<std::thread> threads;
-  for (uint32_t r = 0; r < n; ++r) {
-    threads.emplace_back([&, r] {
-      auto group = bootstrap::Group::Connect(std::move(*listeners[r]), *id, r, addresses,
-                                             Clock::now() + std::chrono::seconds(20));
-      ASSERT_TRUE(group.ok()) << group.status().message();
-      body(r, **group);
-    });
-  }
-  for (auto &t : threads) {
-    t.join();
-  }
-}
+using test::RunGroupRanks;
 
 std::vector<std::byte> Blob(uint32_t rank, uint32_t key, size_t len) {
   std::vector<std::byte> b(len);
@@ -56,7 +30,7 @@ std::vector<std::byte> Blob(uint32_t rank, uint32_t key, size_t len) {
 // Members 0, 2 and 3 of four ranks: board ranks 0..2, every member's blob of each key.
 TEST(GroupBoardTest, MembersSeeEveryMembersBlobOfAKey) {
   const std::vector<uint32_t> members{0, 2, 3};
-  RunRanks(4, [&](uint32_t rank, bootstrap::Group &group) {
+  RunGroupRanks(4, [&](uint32_t rank, bootstrap::Group &group) {
     if (rank == 1) {
       return;  // not a member: never asked
     }
@@ -78,7 +52,7 @@ TEST(GroupBoardTest, MembersSeeEveryMembersBlobOfAKey) {
 }
 
 TEST(GroupBoardTest, ABlobLargerThanTheStrideIsAnError) {
-  RunRanks(2, [&](uint32_t rank, bootstrap::Group &group) {
+  RunGroupRanks(2, [&](uint32_t rank, bootstrap::Group &group) {
     GroupBoard board(group, {0, 1});
     ASSERT_TRUE(board.Put(5, Blob(rank, 5, rank == 1 ? 40 : 8)).ok());
     auto blobs = board.Wait(5, 16, Clock::now() + std::chrono::seconds(10), "test");
@@ -92,7 +66,7 @@ TEST(GroupBoardTest, ABlobLargerThanTheStrideIsAnError) {
 
 // A rank that never publishes: the others' wait ends at the deadline naming it.
 TEST(GroupBoardTest, AMissingBlobTimesOutNamingTheRank) {
-  RunRanks(2, [&](uint32_t rank, bootstrap::Group &group) {
+  RunGroupRanks(2, [&](uint32_t rank, bootstrap::Group &group) {
     if (rank == 1) {
       std::this_thread::sleep_for(std::chrono::seconds(2));
       return;
@@ -110,7 +84,7 @@ TEST(GroupBoardTest, AMissingBlobTimesOutNamingTheRank) {
 // Link setup runs over the board: on this host (no RDMA device) every rank learns that the
 // links are kernel-only, at once, without waiting for a timeout.
 TEST(GroupBoardTest, LinkSetupOverTheBoardAgreesOnNoRdmaDevice) {
-  RunRanks(3, [&](uint32_t, bootstrap::Group &group) {
+  RunGroupRanks(3, [&](uint32_t, bootstrap::Group &group) {
     GroupBoard board(group, {0, 1, 2});
     verbs::LinkOptions options;
     options.device = "hzc-no-such-rdma-device-anywhere";

@@ -18,6 +18,7 @@
 #include "bootstrap/group.h"
 #include "bootstrap/root_info.h"
 #include "coll/wire.h"
+#include "loopback_groups.h"
 #include "rdma_tool.h"
 
 namespace hzc::coll {
@@ -43,34 +44,18 @@ class WireTest : public ::testing::Test {
   static void OpenMembers(
       uint32_t n, const std::function<uint32_t(uint32_t)> &slots,
       const std::function<void(uint32_t, Expected<std::unique_ptr<Wire>> &)> &body) {
-    std::vector<std::optional<bootstrap::Listener>> listeners(n);
-    std::vector<std::string> addresses(n);
-    for (uint32_t r = 0; r < n; ++r) {
-      auto l = bootstrap::Listener::Open("127.0.0.1");
-      ASSERT_TRUE(l.ok()) << l.status().message();
-      addresses[r] = l->address();
-      listeners[r] = std::move(*l);
-    }
-    auto id = bootstrap::RandomId();
-    ASSERT_TRUE(id.ok());
-    std::vector<std::thread> threads;
-    for (uint32_t r = 0; r < n; ++r) {
-      threads.emplace_back([&, r] {
-        const auto deadline = Clock::now() + std::chrono::seconds(60);
-        auto group =
-            bootstrap::Group::Connect(std::move(*listeners[r]), *id, r, addresses, deadline);
-        ASSERT_TRUE(group.ok()) << group.status().message();
-        std::vector<uint32_t> members(n);
-        for (uint32_t m = 0; m < n; ++m) {
-          members[m] = m;
-        }
-        auto wire = Wire::Open(**group, members, {.tags = 0x1000, .slots = slots(r)}, deadline);
-        body(r, wire);
-      });
-    }
-    for (auto &t : threads) {
-      t.join();
-    }
+    test::RunGroupRanks(
+        n,
+        [&](uint32_t r, bootstrap::Group &group) {
+          const auto deadline = Clock::now() + std::chrono::seconds(60);
+          std::vector<uint32_t> members(n);
+          for (uint32_t m = 0; m < n; ++m) {
+            members[m] = m;
+          }
+          auto wire = Wire::Open(group, members, {.tags = 0x1000, .slots = slots(r)}, deadline);
+          body(r, wire);
+        },
+        std::chrono::seconds(60));
   }
 
   // @n members, each a thread running @body(member, wire) on its open wire of @slots slots.

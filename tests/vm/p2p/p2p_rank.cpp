@@ -23,7 +23,8 @@
 //               to rank 1 has to progress while its channel with rank 2 waits to be opened
 //     revoke    (2 ranks, zerocopy) rank 0 deactivates its send buffer while rank 1 copies
 //               from it: HCCL_E_REMOTE on both, no crash (58: the deactivation never came
-//               inside the copy in 10 attempts)
+//               inside the copy in 10 attempts; 70: this rank's transfer succeeded and its
+//               peer's failed; 59: no sync page, HZC_P2P_SYNC_FD, from the test)
 //     timeout   (3 ranks, HCCL_EXEC_TIMEOUT=1) rank 0 receives from rank 1 which never sends
 //               (their channel is open) and sends to rank 2 which never receives (no channel
 //               yet): HCCL_E_TIMEOUT both times; ranks 1 and 2 only wait
@@ -51,6 +52,7 @@
 #include "arena.h"
 #include "reference.h"
 #include "root_info_hex.h"
+#include "shared_sync.h"
 
 namespace {
 
@@ -404,7 +406,10 @@ int LateOpen() {
 
 // Rank 0 deactivates its send buffer while rank 1 copies from it (zero-copy): both get
 // HCCL_E_REMOTE and nobody crashes. A deactivation that lands before the receiver mapped the
-// buffer makes a staged transfer that succeeds: then again (58 after 10 attempts).
+// buffer makes a staged transfer that succeeds (one after the copy, a zero-copy transfer that
+// succeeds): then again (58 after 10 attempts). After each attempt the ranks count their
+// failures on the test's sync page (HZC_P2P_SYNC_FD, shared_sync.h; 59 if it is missing or the
+// peer does not arrive), so neither exits while the other's call runs.
 int Revoke() {
   const size_t bytes = 32 << 20;
   Arena arena(bytes, true);
@@ -412,6 +417,11 @@ int Revoke() {
     return 52;
   }
   std::memset(arena.base, 1, bytes);
+  const char *fd = std::getenv("HZC_P2P_SYNC_FD");
+  auto *sync = fd != nullptr ? hzc::test::SharedSync::Attach(std::atoi(fd)) : nullptr;
+  if (sync == nullptr) {
+    return 59;
+  }
   for (int attempt = 0; attempt < 10; ++attempt) {
     if (attempt > 0 && g_rank == 0 &&
         HcclCommActivateCommMemory(g_comm, arena.va, arena.size, 0, arena.handle, 0) !=
@@ -439,11 +449,25 @@ int Revoke() {
     if (revoker.joinable()) {
       revoker.join();
     }
+    // Both ranks count the failures before either goes on or exits, outside the library (its
+    // last call would race the peer's exit just the same). Rank 1 returning at once would exit
+    // while rank 0's send may still be waiting for its verdict: rank 0 could then see a peer
+    // that died instead of the failed receive this scenario is about.
     if (r != HCCL_SUCCESS) {
+      sync->flags[attempt].fetch_add(1);
+    }
+    if (!sync->Barrier(attempt, 2, std::chrono::seconds(120))) {
+      return 59;
+    }
+    const uint32_t failed = sync->flags[attempt].load();
+    if (failed == 2) {
       return r;
     }
-    std::fprintf(stderr, "rank %u: attempt %d: the deactivation came before the copy\n", g_rank,
-                 attempt);
+    if (failed == 1) {
+      return Fail("the transfer failed on one side only", r);  // 70 on the side that succeeded
+    }
+    std::fprintf(stderr, "rank %u: attempt %d: the deactivation did not land inside the copy\n",
+                 g_rank, attempt);
   }
   return 58;
 }

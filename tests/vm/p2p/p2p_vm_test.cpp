@@ -12,6 +12,7 @@
 
 #include "hzc_test.h"
 #include "rank_launch.h"
+#include "shared_sync.h"
 
 namespace {
 
@@ -94,6 +95,9 @@ TEST_F(P2pTest, BatchProgressesWhileAChannelWaitsToOpen) {
             std::vector<int>(3, 0));
 }
 
+// Rank 1's receive faults on the deactivated buffer and fails; rank 0's send learns it from
+// rank 1's verdict. The ranks wait for each other on a sync page after each attempt, so that
+// neither exits while the other's call still runs (p2p_rank.cpp).
 TEST_F(P2pTest, SendBufferDeactivatedDuringTheCopyIsAnError) {
   if (!HaveTransport()) {
     GTEST_SKIP() << hzc_device_path() << " is absent and HZC_TRANSPORT=kernel";
@@ -101,7 +105,13 @@ TEST_F(P2pTest, SendBufferDeactivatedDuringTheCopyIsAnError) {
   ExpectErrorLog("HcclRecv: rank 0's send buffer became inaccessible during receive");
   ExpectErrorLog("HcclSend: rank 1 failed to receive send");
   ExpectErrorLog("HcclCommDeactivateCommMemory: ");  // the rank's clean-up, already done
-  EXPECT_EQ(RunRanks(2, "revoke", "zerocopy"), (std::vector<int>{HCCL_E_REMOTE, HCCL_E_REMOTE}));
+  int fd = -1;
+  hzc::test::SharedSync *sync = hzc::test::SharedSync::Create(&fd);
+  ASSERT_NE(sync, nullptr);
+  EXPECT_EQ(RunRanks(2, "revoke", "zerocopy", {{"HZC_P2P_SYNC_FD", std::to_string(fd)}}),
+            (std::vector<int>{HCCL_E_REMOTE, HCCL_E_REMOTE}));
+  hzc::test::SharedSync::Detach(sync);
+  close(fd);
 }
 
 TEST_F(P2pTest, PeerThatNeverMatchesTimesOut) {
