@@ -289,11 +289,13 @@ Status ControlArea::WaitStep(uint32_t r, uint32_t target, Clock::time_point dead
           std::clamp<std::chrono::nanoseconds>(left, std::chrono::nanoseconds(0), kSleepSlice));
     }
     s.waiters.fetch_sub(1, std::memory_order_seq_cst);
+    // The peers before the step: a rank that arrived and then exited has arrived, not died.
+    const Status alive = CheckPeers();
     if (Reached(s.step.load(std::memory_order_acquire), target)) {
       return Status::Ok();
     }
     HZC_RETURN_IF_ERROR(CheckAbort());
-    HZC_RETURN_IF_ERROR(CheckPeers());
+    HZC_RETURN_IF_ERROR(alive);
     if (Clock::now() >= deadline) {
       const std::string missing = RanksWhere(nranks_, [&](uint32_t q) {
         return !Reached(slot(q).step.load(std::memory_order_acquire), target);

@@ -502,14 +502,21 @@ std::string Awaited(const Op &op) {
   return fmt::format("post send {} to this rank", op.seq);
 }
 
-// The first unfinished op's failure to wait: the channel broken or the peer dead, or the
-// deadline passed.
-Status CheckWait(std::vector<Op> &ops, Clock::time_point deadline, std::chrono::seconds timeout) {
+// The first unfinished op's channel that is broken or whose peer died. Taken before a pass
+// over the ops: a peer that finished its part and then exited is seen finished by the pass,
+// not dead.
+Status CheckPeers(std::vector<Op> &ops) {
   for (Op &op : ops) {
     if (op.phase != Op::kFinished && op.ch != nullptr) {
       HZC_RETURN_IF_ERROR(op.ch->Check());
     }
   }
+  return Status::Ok();
+}
+
+// The first unfinished op's failure to wait once the deadline passed.
+Status CheckDeadline(std::vector<Op> &ops, Clock::time_point deadline,
+                     std::chrono::seconds timeout) {
   if (Clock::now() < deadline) {
     return Status::Ok();
   }
@@ -652,6 +659,7 @@ bool Batch::PollAll(Op **waiting, uint32_t *bell, bool *unfinished) {
 Status Batch::Run() {
   Start();
   for (;;) {
+    const Status alive = CheckPeers(ops_);
     const bool opened = Collect();
     Op *waiting = nullptr;
     uint32_t bell = 0;
@@ -663,7 +671,8 @@ Status Batch::Run() {
     if (opened || progressed) {
       continue;
     }
-    if (Status st = CheckWait(ops_, deadline_, comm_.ExecTimeout()); !st.ok()) {
+    if (Status st = alive.ok() ? CheckDeadline(ops_, deadline_, comm_.ExecTimeout()) : alive;
+        !st.ok()) {
       failed_ = st;
       for (Op &op : ops_) {
         if (op.phase != Op::kFinished && op.ch != nullptr) {
@@ -715,10 +724,11 @@ template <typename Ready>
 Status WaitOn(const Channel &ch, Ready ready, Clock::time_point deadline, const char *what) {
   for (;;) {
     const uint32_t bell = ch.bell().load(std::memory_order_seq_cst);
+    const Status alive = ch.Check();  // before: a peer that made @ready() true and exited is done
     if (ready()) {
       return Status::Ok();
     }
-    HZC_RETURN_IF_ERROR(ch.Check());
+    HZC_RETURN_IF_ERROR(alive);
     if (Clock::now() >= deadline) {
       return Error(HCCL_E_TIMEOUT, "rank {} did not {} within HCCL_EXEC_TIMEOUT", ch.peer(), what);
     }
