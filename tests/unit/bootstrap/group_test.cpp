@@ -10,6 +10,7 @@
 #include <thread>
 #include <vector>
 
+#include "base/rank_list.h"
 #include "bootstrap/socket_io.h"
 #include "hzc_test.h"
 
@@ -87,6 +88,207 @@ class GroupTest : public test::Test {
   std::vector<Listener> listeners_;
   std::vector<std::string> addresses_;
 };
+
+// A view of ranks @members of @parent in @space, or nullptr (with a failure).
+std::unique_ptr<Group> View(const Group &parent, std::vector<uint32_t> members, uint64_t space) {
+  auto v = Group::Subgroup(parent, std::move(members), space);
+  EXPECT_TRUE(v.ok()) << v.status().message();
+  return v.ok() ? std::move(*v) : nullptr;
+}
+
+// A view numbers its ranks in the order of its members: rank 3 of four is rank 1 of {1, 3}.
+TEST_F(GroupTest, SubgroupTranslatesRanks) {
+  auto groups = All(4);
+  ASSERT_EQ(groups.size(), 4U);
+  auto one = View(*groups[1], {1, 3}, 5);
+  auto three = View(*groups[3], {1, 3}, 5);
+  ASSERT_TRUE(one && three);
+  EXPECT_EQ(one->rank(), 0U);
+  EXPECT_EQ(three->rank(), 1U);
+  EXPECT_EQ(three->size(), 2U);
+  EXPECT_EQ(three->space(), 5U);
+  EXPECT_EQ(groups[3]->space(), 0U);
+  const auto deadline = Clock::now() + seconds(5);
+  ASSERT_TRUE(three->Send(0, 1, Bytes("to view rank 0"), deadline).ok());
+  ASSERT_TRUE(one->Send(1, 1, Bytes("to view rank 1"), deadline).ok());
+  auto at_one = one->Recv(1, 1, deadline);
+  auto at_three = three->Recv(0, 1, deadline);
+  ASSERT_TRUE(at_one.ok()) << at_one.status().message();
+  ASSERT_TRUE(at_three.ok()) << at_three.status().message();
+  EXPECT_EQ(Text(*at_one), "to view rank 0");
+  EXPECT_EQ(Text(*at_three), "to view rank 1");
+  // Three ranks of four gather over a view of them.
+  const std::vector<uint32_t> members{0, 2, 3};
+  std::vector<std::unique_ptr<Group>> views;
+  for (uint32_t r : members) {
+    views.push_back(View(*groups[r], members, 6));
+    ASSERT_TRUE(views.back());
+  }
+  std::vector<std::future<Expected<std::vector<Group::Blob>>>> futures;
+  for (uint32_t v = 0; v < 3; ++v) {
+    futures.push_back(std::async(std::launch::async, [&, v] {
+      return views[v]->AllGather(std::vector<uint32_t>{0, 1, 2}, 5,
+                                 Bytes("view rank " + std::to_string(v)), deadline, "view");
+    }));
+  }
+  for (uint32_t v = 0; v < 3; ++v) {
+    auto all = futures[v].get();
+    ASSERT_TRUE(all.ok()) << all.status().message();
+    ASSERT_EQ(all->size(), 3U);
+    for (uint32_t s = 0; s < 3; ++s) {
+      EXPECT_EQ(Text((*all)[s]), "view rank " + std::to_string(s));
+    }
+  }
+}
+
+// The connections and two views of the same two ranks send under one tag: each receive takes
+// its own group's message, whatever the order, and none takes another's.
+TEST_F(GroupTest, SpacesKeepMessagesOfOneTagApart) {
+  auto groups = All(2);
+  ASSERT_EQ(groups.size(), 2U);
+  auto a0 = View(*groups[0], {0, 1}, 11), a1 = View(*groups[1], {0, 1}, 11);
+  auto b0 = View(*groups[0], {0, 1}, 12), b1 = View(*groups[1], {0, 1}, 12);
+  ASSERT_TRUE(a0 && a1 && b0 && b1);
+  const auto deadline = Clock::now() + seconds(5);
+  ASSERT_TRUE(a0->Send(1, 7, Bytes("a"), deadline).ok());
+  ASSERT_TRUE(groups[0]->Send(1, 7, Bytes("parent"), deadline).ok());
+  ASSERT_TRUE(b0->Send(1, 7, Bytes("b"), deadline).ok());
+  ASSERT_TRUE(a0->Send(1, 7, Bytes("a again"), deadline).ok());
+  auto b = b1->Recv(0, 7, deadline);
+  auto parent = groups[1]->Recv(0, 7, deadline);
+  auto a = a1->Recv(0, 7, deadline);
+  auto again = a1->Recv(0, 7, deadline);
+  ASSERT_TRUE(a.ok() && b.ok() && parent.ok() && again.ok());
+  EXPECT_EQ(Text(*b), "b");
+  EXPECT_EQ(Text(*parent), "parent");
+  EXPECT_EQ(Text(*a), "a");
+  EXPECT_EQ(Text(*again), "a again");
+  // A message of view b waits for b: the others time out.
+  ASSERT_TRUE(b1->Send(0, 7, Bytes("only b"), deadline).ok());
+  EXPECT_EQ(groups[0]->Recv(1, 7, Clock::now() + milliseconds(100)).status().code(),
+            HCCL_E_TIMEOUT);
+  EXPECT_EQ(a0->Recv(1, 7, Clock::now() + milliseconds(100)).status().code(), HCCL_E_TIMEOUT);
+  auto only = b0->Recv(1, 7, deadline);
+  ASSERT_TRUE(only.ok()) << only.status().message();
+  EXPECT_EQ(Text(*only), "only b");
+}
+
+// A view of a view: rank 1 of {0, 2} of {0, 1, 3} is rank 3 of the connections, and its
+// messages are kept apart from those of the outer view and of the connections.
+TEST_F(GroupTest, NestedSubgroupsCompose) {
+  auto groups = All(4);
+  ASSERT_EQ(groups.size(), 4U);
+  auto outer0 = View(*groups[0], {0, 1, 3}, 21), outer3 = View(*groups[3], {0, 1, 3}, 21);
+  ASSERT_TRUE(outer0 && outer3);
+  auto inner0 = View(*outer0, {0, 2}, 22), inner3 = View(*outer3, {0, 2}, 22);
+  ASSERT_TRUE(inner0 && inner3);
+  EXPECT_EQ(inner3->rank(), 1U);
+  EXPECT_EQ(inner3->size(), 2U);
+  const auto deadline = Clock::now() + seconds(5);
+  ASSERT_TRUE(inner3->Send(0, 3, Bytes("inner"), deadline).ok());
+  ASSERT_TRUE(outer3->Send(0, 3, Bytes("outer"), deadline).ok());
+  ASSERT_TRUE(groups[3]->Send(0, 3, Bytes("connections"), deadline).ok());
+  auto connections = groups[0]->Recv(3, 3, deadline);
+  auto inner = inner0->Recv(1, 3, deadline);
+  auto outer = outer0->Recv(2, 3, deadline);
+  ASSERT_TRUE(inner.ok() && outer.ok() && connections.ok());
+  EXPECT_EQ(Text(*inner), "inner");
+  EXPECT_EQ(Text(*outer), "outer");
+  EXPECT_EQ(Text(*connections), "connections");
+  ASSERT_TRUE(inner0->Send(1, 3, Bytes("back"), deadline).ok());
+  auto back = inner3->Recv(0, 3, deadline);
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(Text(*back), "back");
+  // Its errors name its own ranks: rank 1 is rank 3's address.
+  auto none = inner0->Recv(1, 3, Clock::now() + milliseconds(100));
+  ASSERT_FALSE(none.ok());
+  EXPECT_THAT(none.status().message(), HasSubstr("(tag 3) from rank 1 (" + addresses_[3] + ")"));
+}
+
+// HCCL lets a communicator be destroyed before its sub-communicators: a view keeps the
+// connections, which close with the last view.
+TEST_F(GroupTest, SubgroupOutlivesItsParent) {
+  auto groups = All(3);
+  ASSERT_EQ(groups.size(), 3U);
+  auto v0 = View(*groups[0], {0, 2}, 31), v2 = View(*groups[2], {0, 2}, 31);
+  ASSERT_TRUE(v0 && v2);
+  groups.clear();
+  const auto deadline = Clock::now() + seconds(5);
+  const Group::Blob big(1U << 20, std::byte{0x5a});
+  auto sent = std::async(std::launch::async, [&] { return v2->Send(0, 1, big, deadline); });
+  auto got = v0->Recv(1, 1, deadline);
+  ASSERT_TRUE(sent.get().ok());
+  ASSERT_TRUE(got.ok()) << got.status().message();
+  EXPECT_EQ(*got, big);
+  EXPECT_EQ(v0->Broken(1), "");
+  // Rank 2's connections close with its last view.
+  v2.reset();
+  std::string broken;
+  for (int i = 0; i < 100 && broken.empty(); ++i) {
+    std::this_thread::sleep_for(milliseconds(20));
+    broken = v0->Broken(1);
+  }
+  EXPECT_EQ(broken, "rank 1 (" + addresses_[2] + ") closed the connection");
+}
+
+// The errors of a view name peers by the view's ranks, the connections' by theirs.
+TEST_F(GroupTest, SubgroupErrorsNameItsRanks) {
+  auto groups = All(3);
+  ASSERT_EQ(groups.size(), 3U);
+  auto v0 = View(*groups[0], {0, 2}, 41), v2 = View(*groups[2], {0, 2}, 41);
+  ASSERT_TRUE(v0 && v2);
+  const auto deadline = Clock::now() + seconds(5);
+  Status over = v0->Send(1, 1, Group::Blob((1U << 20) + 1), deadline);
+  EXPECT_EQ(over.code(), HCCL_E_PARA);
+  EXPECT_THAT(over.message(), HasSubstr("1048577 bytes to rank 1 (" + addresses_[2] + ")"));
+  EXPECT_EQ(v0->Send(2, 1, Bytes("x"), deadline).code(), HCCL_E_PARA);  // no rank 2
+  EXPECT_EQ(v0->Recv(0, 1, deadline).status().code(), HCCL_E_PARA);     // itself
+  EXPECT_THAT(v0->Broken(2), HasSubstr("peer 2 is not another rank of this group (rank 0 of 2)"));
+  v2.reset();
+  groups[2].reset();
+  std::string broken;
+  for (int i = 0; i < 100 && broken.empty(); ++i) {
+    std::this_thread::sleep_for(milliseconds(20));
+    broken = v0->Broken(1);
+  }
+  EXPECT_EQ(broken, "rank 1 (" + addresses_[2] + ") closed the connection");
+  EXPECT_EQ(groups[0]->Broken(2), "rank 2 (" + addresses_[2] + ") closed the connection");
+  Status sent = v0->Send(1, 1, Bytes("x"), deadline);
+  EXPECT_EQ(sent.code(), HCCL_E_REMOTE);
+  EXPECT_EQ(sent.message(), broken);
+  auto all = v0->AllGather(std::vector<uint32_t>{0, 1}, 2, Bytes("y"), deadline, "link setup");
+  ASSERT_FALSE(all.ok());
+  EXPECT_EQ(all.status().message(), "link setup: " + broken);
+  EXPECT_THAT(v0->Broken(0), HasSubstr("peer 0 is not another rank"));  // itself: why not
+  EXPECT_TRUE(groups[0]->Broken(1).empty());
+}
+
+TEST_F(GroupTest, BadSubgroupsAreRefused) {
+  auto groups = All(3);
+  ASSERT_EQ(groups.size(), 3U);
+  const Group &g = *groups[1];
+  for (const std::vector<uint32_t> &members :
+       std::vector<std::vector<uint32_t>>{{}, {2, 1}, {1, 1, 2}, {1, 3}, {0, 2}}) {
+    auto v = Group::Subgroup(g, members, 1);
+    ASSERT_FALSE(v.ok()) << RankList(members);
+    EXPECT_EQ(v.status().code(), HCCL_E_PARA);
+    EXPECT_THAT(v.status().message(), HasSubstr("ranks " + RankList(members) + " of a group of 3"));
+  }
+  auto zero = Group::Subgroup(g, {0, 1}, 0);
+  ASSERT_FALSE(zero.ok());
+  EXPECT_EQ(zero.status().code(), HCCL_E_PARA);
+  auto view = View(g, {1, 2}, 8);
+  ASSERT_TRUE(view);
+  auto same = Group::Subgroup(*view, {0, 1}, 8);  // the parent's space
+  ASSERT_FALSE(same.ok());
+  EXPECT_EQ(same.status().code(), HCCL_E_PARA);
+  EXPECT_THAT(same.status().message(), HasSubstr("its parent's"));
+  auto outside = Group::Subgroup(*view, {1}, 9);  // rank 0 of the view is rank 1
+  ASSERT_FALSE(outside.ok());
+  auto alone = Group::Subgroup(*view, {0}, 9);
+  ASSERT_TRUE(alone.ok()) << alone.status().message();
+  EXPECT_EQ((*alone)->size(), 1U);
+}
 
 TEST_F(GroupTest, ListenerAddress) {
   auto l = Listener::Open("127.0.0.1");

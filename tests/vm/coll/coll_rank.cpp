@@ -31,6 +31,8 @@
 //               call in 10 attempts)
 //     p2p       (across servers) point-to-point transfers between the servers: see
 //               p2p_span_rank.cpp
+//     subcomm   (across servers, 2 x 2 ranks) sub-communicators whose ranks span the servers:
+//               see subcomm_span_rank.cpp
 //     cut       (across servers) after a first AllReduce this rank touches
 //               $TMPDIR/hzc-span-ready-RANK and makes 4 MiB AllReduce calls until one fails,
 //               as it must once the test takes a server's link down (or the server away): the
@@ -607,13 +609,15 @@ int main(int argc, char **argv) {
     rc = Refuse(1, false, false);
   } else if (int p = P2pScenario(scenario); p >= 0) {
     rc = p;
+  } else if (int s = SubcommScenario(scenario); s >= 0) {
+    rc = s;
   } else if (scenario == "cut" || scenario == "cutp2p") {
     rc = Cut(scenario == "cutp2p");
   } else if (int x = ExchangeScenario(scenario); x >= 0) {
     rc = x;
   }
   if (scenario != "die" && scenario != "absent" && scenario.rfind("revoke", 0) != 0 &&
-      scenario != "refusefirst" && scenario.rfind("cut", 0) != 0 &&
+      scenario != "refusefirst" && scenario.rfind("cut", 0) != 0 && scenario != "subcomm" &&
       HcclCommDestroy(g_comm) != HCCL_SUCCESS && rc == 0) {
     rc = 56;
   }

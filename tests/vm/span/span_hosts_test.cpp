@@ -323,6 +323,16 @@ TEST_F(SpanTest, PointToPointAcrossTwoServersOfTwoRanksByRankTable) {
   EXPECT_EQ(Run(true, 2, "p2p", "staging"), std::vector<int>(2, 0));
 }
 
+// Sub-communicators whose ranks span the servers, of a 2 x 2 communicator from a rank table
+// (hzc-coll-rank "subcomm"): {0,2} and {1,3} (one rank per server) and {0,1,2}, the first two
+// and the last at once from two threads of each rank. AllReduce (several types and ops, up to
+// 3 MiB + odd bytes), AllGather, Broadcast from each server, Send and Recv, an AllReduce whose
+// members disagree (HCCL_E_PARA on both), and calls after the parent was destroyed; every byte
+// checked against a reference.
+TEST_F(SpanTest, SubCommunicatorsThatSpanTwoServersOfTwoRanks) {
+  EXPECT_EQ(Run(true, 2, "subcomm", "staging"), std::vector<int>(2, 0));
+}
+
 // The link of server 2 goes down in the middle of calls: the ranks of both servers fail with
 // HCCL_E_ROCE_TRANSFER or HCCL_E_REMOTE within HCCL_EXEC_TIMEOUT, destroy their communicators
 // at once and leave no verbs object behind.

@@ -98,8 +98,10 @@ HcclResult HcclCommInitAll(uint32_t ndev, int32_t *devices, HcclComm *comms);
  * caller among them at position @subCommRankId).  Every member calls it with the same
  * rankIds and @subCommId (a new one for each sub-communicator of *@comm); it returns without
  * waiting for them (the members meet on the new communicator's first collective or memory
- * range, where differing lists time out).  A rank of *@comm outside the sub-communicator may
- * call it with @rankIds NULL and @subCommId 0xFFFFFFFF: HCCL_SUCCESS, *@subComm untouched.
+ * range, where differing lists time out).  Members on different servers talk over *@comm's
+ * connections, which stay open until *@comm and all its sub-communicators are destroyed (in any
+ * order).  A rank of *@comm outside the sub-communicator may call it with @rankIds NULL and
+ * @subCommId 0xFFFFFFFF: HCCL_SUCCESS, *@subComm untouched.
  * @config as HcclCommInitRootInfoConfig.
  */
 HcclResult HcclCreateSubCommConfig(HcclComm *comm, uint32_t rankNum, uint32_t *rankIds,

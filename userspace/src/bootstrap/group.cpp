@@ -2,6 +2,7 @@
 #include "bootstrap/group.h"
 
 #include <arpa/inet.h>
+#include <endian.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -47,11 +48,13 @@ struct Hello {
 };
 static_assert(sizeof(Hello) == 32);
 
-// Before each message's payload; network order.
+// Before each message's payload; network order. @space is the sending Group's (0, or a view's).
 struct FrameHeader {
+  uint64_t space;
   uint32_t tag;
   uint32_t len;
 };
+static_assert(sizeof(FrameHeader) == 16);
 
 Hello MakeHello(const UniqueId &id, uint32_t from, uint32_t to, uint32_t size) {
   Hello h{htonl(kHelloMagic), htonl(from), htonl(to), htonl(size), {}};
@@ -133,16 +136,31 @@ Expected<Listener> Listener::Open(const std::string &address) {
   return l;
 }
 
+// The connections, shared by the Group that Connect made and its views; in the ranks of the
+// former.
 struct Group::Impl {
+  struct Frame {
+    uint64_t space;
+    uint32_t tag;
+    Blob payload;
+  };
   struct Peer {
     UniqueFd fd;
     std::string address;
-    std::vector<std::byte> inbuf;                  // read, not yet a whole frame
-    std::deque<std::pair<uint32_t, Blob>> frames;  // whole frames (tag, payload) not yet taken
+    std::vector<std::byte> inbuf;  // read, not yet a whole frame
+    std::deque<Frame> frames;      // whole frames not yet taken
+    // Why the connection is unusable (HCCL_SUCCESS while it works), said around the peer's
+    // name: each Group names the peer by its own rank numbers.
     HcclResult broken_code = HCCL_SUCCESS;
-    std::string broken;  // why the connection is unusable; empty while it works
+    std::string broken_before, broken_after;
     // Held for a whole frame sent to the peer, so that frames of two threads never mix.
     std::unique_ptr<std::mutex> sending = std::make_unique<std::mutex>();
+
+    bool broken() const { return broken_code != HCCL_SUCCESS; }
+    // Why the connection is unusable, naming the peer @name; "" while it works.
+    std::string Why(std::string_view name) const {
+      return broken() ? broken_before + std::string(name) + broken_after : "";
+    }
   };
 
   UniqueId id{};
@@ -154,30 +172,25 @@ struct Group::Impl {
 
   std::string Name(uint32_t p) const { return fmt::format("rank {} ({})", p, peers[p].address); }
   uint32_t size() const { return static_cast<uint32_t>(peers.size()); }
-  Status CheckPeer(uint32_t p, std::string_view call) const;
-  void Break(uint32_t p, HcclResult code, std::string why);
+  // Note why @p's connection is unusable (@before, the peer's name, @after), unless it was.
+  void Break(uint32_t p, HcclResult code, std::string before, std::string after);
   void Parse(uint32_t p);
   void Pump(uint32_t p);
-  Status Write(uint32_t to, const std::byte *data, size_t len, Clock::time_point deadline);
+  // Errors name @to as @name.
+  Status Write(uint32_t to, std::string_view name, const std::byte *data, size_t len,
+               Clock::time_point deadline);
   // Connect's steps.
   Status DialHigher(const std::vector<sockaddr_storage> &addrs, Clock::time_point deadline);
   void AcceptLower(const Listener &listener, Clock::time_point deadline);
   Status AwaitAnswers(Clock::time_point deadline);
 };
 
-Status Group::Impl::CheckPeer(uint32_t p, std::string_view call) const {
-  if (p >= size() || p == rank) {
-    return Error(HCCL_E_PARA, "{}: peer {} is not another rank of this group (rank {} of {})", call,
-                 p, rank, size());
-  }
-  return Status::Ok();
-}
-
-void Group::Impl::Break(uint32_t p, HcclResult code, std::string why) {
+void Group::Impl::Break(uint32_t p, HcclResult code, std::string before, std::string after) {
   Peer &peer = peers[p];
-  if (peer.broken.empty()) {
+  if (!peer.broken()) {
     peer.broken_code = code;
-    peer.broken = std::move(why);
+    peer.broken_before = std::move(before);
+    peer.broken_after = std::move(after);
   }
 }
 
@@ -190,16 +203,15 @@ void Group::Impl::Parse(uint32_t p) {
     std::memcpy(&h, peer.inbuf.data() + used, sizeof(h));
     const uint32_t len = ntohl(h.len);
     if (len > kMaxPayload) {
-      Break(p, HCCL_E_TCP_TRANSFER,
-            fmt::format("{} sent a message of {} bytes, more than 1 MiB (not this protocol?)",
-                        Name(p), len));
+      Break(p, HCCL_E_TCP_TRANSFER, "",
+            fmt::format(" sent a message of {} bytes, more than 1 MiB (not this protocol?)", len));
       break;
     }
     if (peer.inbuf.size() - used - sizeof(h) < len) {
       break;
     }
     const auto *begin = peer.inbuf.data() + used + sizeof(h);
-    peer.frames.emplace_back(ntohl(h.tag), Blob(begin, begin + len));
+    peer.frames.push_back({be64toh(h.space), ntohl(h.tag), Blob(begin, begin + len)});
     used += sizeof(h) + len;
   }
   peer.inbuf.erase(peer.inbuf.begin(), peer.inbuf.begin() + static_cast<ptrdiff_t>(used));
@@ -209,20 +221,19 @@ void Group::Impl::Parse(uint32_t p) {
 void Group::Impl::Pump(uint32_t p) {
   Peer &peer = peers[p];
   std::byte buf[64 * 1024];
-  while (peer.broken.empty()) {
+  while (!peer.broken()) {
     const ssize_t n = recv(peer.fd.get(), buf, sizeof(buf), MSG_DONTWAIT);
     if (n > 0) {
       peer.inbuf.insert(peer.inbuf.end(), buf, buf + n);
       Parse(p);
     } else if (n == 0) {
-      Break(p, HCCL_E_REMOTE, fmt::format("{} closed the connection", Name(p)));
+      Break(p, HCCL_E_REMOTE, "", " closed the connection");
     } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
       break;
     } else if (errno != EINTR) {
       const int err = errno;
-      Break(p, err == ECONNRESET ? HCCL_E_REMOTE : HCCL_E_TCP_TRANSFER,
-            fmt::format("{} {}: {}", Name(p),
-                        err == ECONNRESET ? "closed the connection" : "cannot be read",
+      Break(p, err == ECONNRESET ? HCCL_E_REMOTE : HCCL_E_TCP_TRANSFER, "",
+            fmt::format(" {}: {}", err == ECONNRESET ? "closed the connection" : "cannot be read",
                         ErrnoString(err)));
     }
   }
@@ -230,16 +241,16 @@ void Group::Impl::Pump(uint32_t p) {
 
 // Send @len bytes at @data to @to, reading meanwhile what every peer sends (so that ranks
 // sending each other more than their sockets hold do not wait for each other forever).
-Status Group::Impl::Write(uint32_t to, const std::byte *data, size_t len,
+Status Group::Impl::Write(uint32_t to, std::string_view name, const std::byte *data, size_t len,
                           Clock::time_point deadline) {
   std::vector<pollfd> fds;
   std::vector<uint32_t> who;
   std::unique_lock lock(mutex);
-  while (len > 0 && peers[to].broken.empty()) {
+  while (len > 0 && !peers[to].broken()) {
     fds.clear();
     who.clear();
     for (uint32_t p = 0; p < size(); ++p) {
-      if (p != rank && peers[p].broken.empty()) {
+      if (p != rank && !peers[p].broken()) {
         fds.push_back({peers[p].fd.get(), static_cast<short>(POLLIN | (p == to ? POLLOUT : 0)), 0});
         who.push_back(p);
       }
@@ -251,13 +262,13 @@ Status Group::Impl::Write(uint32_t to, const std::byte *data, size_t len,
       return Error(HCCL_E_SYSCALL, "poll failed: {}", ErrnoString(errno));
     }
     if (n == 0) {
-      return Error(HCCL_E_TIMEOUT, "timed out sending to {}", Name(to));
+      return Error(HCCL_E_TIMEOUT, "timed out sending to {}", name);
     }
     for (size_t i = 0; n > 0 && i < fds.size(); ++i) {
       if ((fds[i].revents & (POLLIN | POLLHUP | POLLERR)) != 0) {
         Pump(who[i]);
       }
-      if (who[i] != to || (fds[i].revents & POLLOUT) == 0 || !peers[to].broken.empty()) {
+      if (who[i] != to || (fds[i].revents & POLLOUT) == 0 || peers[to].broken()) {
         continue;
       }
       const ssize_t k = send(peers[to].fd.get(), data, len, MSG_NOSIGNAL | MSG_DONTWAIT);
@@ -265,14 +276,14 @@ Status Group::Impl::Write(uint32_t to, const std::byte *data, size_t len,
         data += k;
         len -= static_cast<size_t>(k);
       } else if (errno == EPIPE || errno == ECONNRESET) {
-        Break(to, HCCL_E_REMOTE, fmt::format("{} closed the connection", Name(to)));
+        Break(to, HCCL_E_REMOTE, "", " closed the connection");
       } else if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
-        Break(to, HCCL_E_TCP_TRANSFER, fmt::format("send to {}: {}", Name(to), ErrnoString(errno)));
+        Break(to, HCCL_E_TCP_TRANSFER, "send to ", fmt::format(": {}", ErrnoString(errno)));
       }
     }
   }
   const Peer &peer = peers[to];
-  return len == 0 ? Status::Ok() : Status(peer.broken_code, peer.broken);
+  return len == 0 ? Status::Ok() : Status(peer.broken_code, peer.Why(name));
 }
 
 // Connect to every higher rank and send it the handshake.
@@ -350,7 +361,8 @@ Status Group::Impl::AwaitAnswers(Clock::time_point deadline) {
   return Status::Ok();
 }
 
-Group::Group(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Group::Group(std::shared_ptr<Impl> impl, uint64_t space, std::vector<uint32_t> ranks, uint32_t rank)
+    : impl_(std::move(impl)), space_(space), ranks_(std::move(ranks)), rank_(rank) {}
 Group::~Group() = default;
 
 Expected<std::unique_ptr<Group>> Group::Connect(Listener listener, const UniqueId &id,
@@ -387,56 +399,92 @@ Expected<std::unique_ptr<Group>> Group::Connect(Listener listener, const UniqueI
   }
   LogDebug("bootstrap: rank {} ({}) connected to the other {} rank(s)", rank, listener.address(),
            n - 1);
-  return std::unique_ptr<Group>(new Group(std::move(impl)));
+  std::vector<uint32_t> ranks(n);
+  for (uint32_t r = 0; r < n; ++r) {
+    ranks[r] = r;
+  }
+  return std::unique_ptr<Group>(new Group(std::move(impl), 0, std::move(ranks), rank));
 }
 
-uint32_t Group::rank() const {
-  return impl_->rank;
+Expected<std::unique_ptr<Group>> Group::Subgroup(const Group &parent, std::vector<uint32_t> members,
+                                                 uint64_t space) {
+  const bool sorted =
+      std::adjacent_find(members.begin(), members.end(), std::greater_equal<>()) == members.end();
+  if (!sorted || members.empty() || members.back() >= parent.size() ||
+      !std::binary_search(members.begin(), members.end(), parent.rank())) {
+    return Error(HCCL_E_PARA,
+                 "a group of ranks {} of a group of {}: not ascending ranks of it including "
+                 "its rank {}",
+                 RankList(members), parent.size(), parent.rank());
+  }
+  if (space == 0 || space == parent.space_) {
+    return Error(HCCL_E_PARA, "a group of ranks {} of a group of {}: space {:#x} is {}",
+                 RankList(members), parent.size(), space,
+                 space == 0 ? "the connections' own" : "its parent's");
+  }
+  const auto rank = static_cast<uint32_t>(
+      std::lower_bound(members.begin(), members.end(), parent.rank()) - members.begin());
+  for (uint32_t &m : members) {
+    m = parent.ranks_[m];
+  }
+  return std::unique_ptr<Group>(new Group(parent.impl_, space, std::move(members), rank));
 }
-uint32_t Group::size() const {
-  return impl_->size();
+
+std::string Group::Name(uint32_t peer) const {
+  return fmt::format("rank {} ({})", peer, impl_->peers[ranks_[peer]].address);
+}
+
+Status Group::CheckPeer(uint32_t peer, std::string_view call) const {
+  if (peer >= size() || peer == rank_) {
+    return Error(HCCL_E_PARA, "{}: peer {} is not another rank of this group (rank {} of {})", call,
+                 peer, rank_, size());
+  }
+  return Status::Ok();
 }
 
 Status Group::Send(uint32_t peer, uint32_t tag, std::span<const std::byte> data,
                    Clock::time_point deadline) {
-  HZC_RETURN_IF_ERROR(impl_->CheckPeer(peer, "send"));
+  HZC_RETURN_IF_ERROR(CheckPeer(peer, "send"));
+  const std::string name = Name(peer);
   if (data.size() > kMaxPayload) {
-    return Error(HCCL_E_PARA, "a message of {} bytes to {}: more than 1 MiB", data.size(),
-                 impl_->Name(peer));
+    return Error(HCCL_E_PARA, "a message of {} bytes to {}: more than 1 MiB", data.size(), name);
   }
-  const FrameHeader h{htonl(tag), htonl(static_cast<uint32_t>(data.size()))};
-  const std::lock_guard sending(*impl_->peers[peer].sending);
-  Status st = impl_->Write(peer, reinterpret_cast<const std::byte *>(&h), sizeof(h), deadline);
+  const uint32_t to = ranks_[peer];
+  const FrameHeader h{htobe64(space_), htonl(tag), htonl(static_cast<uint32_t>(data.size()))};
+  const std::lock_guard sending(*impl_->peers[to].sending);
+  Status st = impl_->Write(to, name, reinterpret_cast<const std::byte *>(&h), sizeof(h), deadline);
   if (st.ok()) {
-    st = impl_->Write(peer, data.data(), data.size(), deadline);
+    st = impl_->Write(to, name, data.data(), data.size(), deadline);
   }
   if (st.code() == HCCL_E_TIMEOUT) {
-    // The message may be cut off: what follows on the connection would be garbage.
+    // The message may be cut off: what follows on the connection would be garbage (for every
+    // view of it).
     const std::lock_guard lock(impl_->mutex);
-    impl_->Break(peer, HCCL_E_TCP_TRANSFER,
-                 fmt::format("a message to {} was cut off by a timeout", impl_->Name(peer)));
+    impl_->Break(to, HCCL_E_TCP_TRANSFER, "a message to ", " was cut off by a timeout");
   }
   return st;
 }
 
 Expected<Group::Blob> Group::Recv(uint32_t peer, uint32_t tag, Clock::time_point deadline) {
-  HZC_RETURN_IF_ERROR(impl_->CheckPeer(peer, "receive"));
-  Impl::Peer &p = impl_->peers[peer];
+  HZC_RETURN_IF_ERROR(CheckPeer(peer, "receive"));
+  const uint32_t from = ranks_[peer];
+  Impl::Peer &p = impl_->peers[from];
   std::unique_lock lock(impl_->mutex);
   for (;;) {
-    auto it = std::find_if(p.frames.begin(), p.frames.end(),
-                           [&](const auto &frame) { return frame.first == tag; });
+    auto it = std::find_if(p.frames.begin(), p.frames.end(), [&](const Impl::Frame &frame) {
+      return frame.space == space_ && frame.tag == tag;
+    });
     if (it != p.frames.end()) {
-      Blob out = std::move(it->second);
+      Blob out = std::move(it->payload);
       p.frames.erase(it);
       return out;
     }
-    if (!p.broken.empty()) {
-      return Status(p.broken_code, p.broken);
+    if (p.broken()) {
+      return Status(p.broken_code, p.Why(Name(peer)));
     }
     if (Clock::now() >= deadline) {
       return Error(HCCL_E_TIMEOUT, "timed out waiting for a message (tag {}) from {}", tag,
-                   impl_->Name(peer));
+                   Name(peer));
     }
     lock.unlock();
     auto ready = WaitFd(p.fd.get(), POLLIN, std::min(deadline, Clock::now() + kRecvSlice));
@@ -444,7 +492,7 @@ Expected<Group::Blob> Group::Recv(uint32_t peer, uint32_t tag, Clock::time_point
     if (!ready.ok()) {
       return ready.status();
     }
-    impl_->Pump(peer);
+    impl_->Pump(from);
   }
 }
 
@@ -483,12 +531,13 @@ Expected<std::vector<Group::Blob>> Group::AllGather(std::span<const uint32_t> me
 }
 
 std::string Group::Broken(uint32_t peer) {
-  if (Status st = impl_->CheckPeer(peer, "Broken"); !st.ok()) {
+  if (Status st = CheckPeer(peer, "Broken"); !st.ok()) {
     return st.message();
   }
+  const uint32_t p = ranks_[peer];
   const std::lock_guard lock(impl_->mutex);
-  impl_->Pump(peer);
-  return impl_->peers[peer].broken;
+  impl_->Pump(p);
+  return impl_->peers[p].Why(Name(peer));
 }
 
 }  // namespace hzc::bootstrap

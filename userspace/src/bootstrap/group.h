@@ -10,13 +10,19 @@
 // process died, its server went away and the kernel reset the connection) fails every later
 // send to and receive from that peer with HCCL_E_REMOTE naming the peer.
 //
-// Messages are framed (tag, length, payload; at most 1 MiB); a receive of tag T from peer p keeps
-// frames of other tags that arrive first for their own receive. While a send waits for its
-// socket, the group reads what every peer sends (so ranks sending each other large messages do
-// not wait for each other). Sockets are close-on-exec, non-blocking, TCP_NODELAY; sends use
-// MSG_NOSIGNAL. Threads may use one Group at once (the collectives and point-to-point
-// transfers of a communicator run on different streams): frames to one peer go whole, one
-// after the other, and each receive takes only frames of its own tag.
+// Messages are framed (space, tag, length, payload; at most 1 MiB); a receive of tag T from peer
+// p keeps frames of other spaces and tags that arrive first for their own receive. While a send
+// waits for its socket, the group reads what every peer sends (so ranks sending each other large
+// messages do not wait for each other). Sockets are close-on-exec, non-blocking, TCP_NODELAY; sends
+// use MSG_NOSIGNAL. Threads may use one Group at once (the collectives and point-to-point transfers
+// of a communicator run on different streams): frames to one peer go whole, one after the other,
+// and each receive takes only frames of its own space and tag.
+//
+// A sub-communicator whose ranks span servers uses its parent's connections through a view
+// (Group::Subgroup): its own rank numbers, translated to the parent's, and a space of its own,
+// so that its messages never meet those of the parent or of another view on the same
+// connections, whatever their tags. A view keeps the connections open after the Group it was
+// made from is destroyed; they close with the last of them.
 #pragma once
 
 #include <chrono>
@@ -66,12 +72,22 @@ class Group {
                                                   uint32_t rank,
                                                   const std::vector<std::string> &addresses,
                                                   Clock::time_point deadline);
+  // A view of @parent's connections for its ranks @members (ascending, distinct, ranks of
+  // @parent that include @parent's own rank): rank i of the view is @parent's rank @members[i],
+  // and the view's messages travel in @space, which must differ from @parent's and from every
+  // other view's of the same connections (the members of one view pass the same @space; a
+  // Group from Connect has space 0). A view of a view translates to the connections' ranks in
+  // turn. Errors of the view name peers by its own rank numbers. HCCL_E_PARA for a bad member
+  // list or space.
+  static Expected<std::unique_ptr<Group>> Subgroup(const Group &parent,
+                                                   std::vector<uint32_t> members, uint64_t space);
   ~Group();
   Group(const Group &) = delete;
   Group &operator=(const Group &) = delete;
 
-  uint32_t rank() const;
-  uint32_t size() const;
+  uint32_t rank() const { return rank_; }
+  uint32_t size() const { return static_cast<uint32_t>(ranks_.size()); }
+  uint64_t space() const { return space_; }
 
   // Send @data (at most 1 MiB) to @peer under @tag. HCCL_E_REMOTE when the connection to
   // @peer ended ("rank 3 (10.77.0.2:41234) closed the connection"), HCCL_E_TCP_TRANSFER for
@@ -99,8 +115,15 @@ class Group {
 
  private:
   struct Impl;
-  explicit Group(std::unique_ptr<Impl> impl);
-  std::unique_ptr<Impl> impl_;
+  Group(std::shared_ptr<Impl> impl, uint64_t space, std::vector<uint32_t> ranks, uint32_t rank);
+  // "rank 3 (10.77.0.2:41234)", 3 being @peer, a rank of this group.
+  std::string Name(uint32_t peer) const;
+  Status CheckPeer(uint32_t peer, std::string_view call) const;
+
+  std::shared_ptr<Impl> impl_;  // the connections, shared by the views of them
+  uint64_t space_ = 0;
+  std::vector<uint32_t> ranks_;  // [rank of this group]: the rank of the connections
+  uint32_t rank_ = 0;            // this rank, in this group's numbers
 };
 
 }  // namespace hzc::bootstrap

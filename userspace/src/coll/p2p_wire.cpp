@@ -134,10 +134,10 @@ RemoteP2p::Link &RemoteP2p::Get(const Key &key) {
 
 Status RemoteP2p::Open(Link &link, Clock::time_point deadline) {
   if (comm_.group() == nullptr) {
-    return Error(HCCL_E_NOT_SUPPORT,
-                 "rank {} is on another server and the communicator has no connections between "
-                 "its servers (made by HcclCreateSubCommConfig?); transfers across servers need "
-                 "a communicator from HcclCommInitRootInfo or HcclCommInitClusterInfo",
+    // Every communicator that spans servers has them (its own, or a view of its parent's).
+    return Error(HCCL_E_INTERNAL,
+                 "rank {} is on another server but the communicator has no connections between "
+                 "its servers",
                  link.peer);
   }
   const uint32_t me = comm_.rank(), lo = std::min(me, link.peer), hi = std::max(me, link.peer);

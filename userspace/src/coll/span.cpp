@@ -96,10 +96,9 @@ void GroupServers(const Communicator &comm, SpanState *s) {
 
 Expected<std::unique_ptr<SpanState>> MakeState(Communicator &comm) {
   if (comm.group() == nullptr) {
-    return Error(HCCL_E_NOT_SUPPORT,
-                 "the communicator spans {} servers but has no connections between them (made "
-                 "by HcclCreateSubCommConfig?); collectives across servers need a communicator "
-                 "from HcclCommInitRootInfo or HcclCommInitClusterInfo",
+    // Every communicator that spans servers has them (its own, or a view of its parent's).
+    return Error(HCCL_E_INTERNAL,
+                 "the communicator spans {} servers but has no connections between them",
                  comm.ServerCount());
   }
   auto s = std::make_unique<SpanState>();

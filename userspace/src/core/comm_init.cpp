@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include <cstring>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -133,6 +134,19 @@ Expected<std::vector<bootstrap::RankIdentity>> TableRendezvous(
   return peers;
 }
 
+// The space of a sub-communicator's messages on its parent's connections (Group::Subgroup): the
+// same on every member, as it derives from the sub-communicator's id alone, and distinct from
+// every other sub-communicator's of those connections, nested ones included, as their ids differ
+// (each names its parent's id, sub_id and members). Two of them meet only if the 64 bits their
+// ids fold to collide, about one chance in 2^64 per pair; 0 is the connections' own.
+uint64_t SpaceOf(const bootstrap::UniqueId &id) {
+  uint64_t a = 0, b = 0;
+  std::memcpy(&a, id.data(), sizeof(a));
+  std::memcpy(&b, id.data() + sizeof(a), sizeof(b));
+  const uint64_t space = a ^ (b * 0x9e3779b97f4a7c15ULL);
+  return space != 0 ? space : 1;
+}
+
 }  // namespace
 
 Expected<HcclComm> FromRootInfo(const HcclRootInfo &root_info, uint32_t nranks, uint32_t rank,
@@ -224,6 +238,13 @@ Expected<HcclComm> SubCommunicator(HcclComm parent, const std::vector<uint32_t> 
   }
   auto c = std::make_shared<Communicator>(bootstrap::DerivedId(text), position, std::move(ranks),
                                           std::move(options));
+  if (pc.group() != nullptr && c->ServerCount() > 1) {
+    auto view = bootstrap::Group::Subgroup(*pc.group(), members, SpaceOf(c->id()));
+    if (!view.ok()) {
+      return Error(view.status().code(), "subCommId={}: {}", sub_id, view.status().message());
+    }
+    c->set_group(std::move(*view));
+  }
   LogInfo("HcclCreateSubCommConfig: rank {} of {} in communicator {} (sub-communicator {} of {})",
           position, members.size(), bootstrap::IdString(c->id()), sub_id,
           bootstrap::IdString(pc.id()));
