@@ -155,7 +155,8 @@ TEST_F(CommInitTest, RankTableFirstServerNeedsAnIp) {
 
 // A rank of a two-server table in a process of its own (the environment names the table, the
 // rank and the port; HZC_HOST_ID its server): it joins, is connected to the other rank, and
-// gathers over the connections. Skipped unless CommInitTest.TwoServerRankTable started it.
+// gathers over the connections, then over those of two sub-communicators of both ranks, which
+// outlive their parent. Skipped unless CommInitTest.TwoServerRankTable started it.
 TEST(CommInitChild, RankOfTwoServerTable) {
   const char *path = getenv("HZC_TEST_TABLE");
   if (path == nullptr) {
@@ -185,8 +186,43 @@ TEST(CommInitChild, RankOfTwoServerTable) {
     EXPECT_EQ(std::string(reinterpret_cast<const char *>((*all)[r].data()), (*all)[r].size()),
               "rank " + std::to_string(r));
   }
+  // Two sub-communicators of both ranks (they span the servers) get views of the connections,
+  // each in a space of its own, the same on both ranks; one of this rank alone gets none.
+  std::vector<HcclComm> subs;
+  for (uint64_t sub_id : {5, 6}) {
+    auto sub = SubCommunicator(*h, members, sub_id, rank, {});
+    ASSERT_TRUE(sub.ok()) << sub.status().message();
+    subs.push_back(*sub);
+  }
+  auto alone = SubCommunicator(*h, {rank}, 7, 0, {});
+  ASSERT_TRUE(alone.ok()) << alone.status().message();
+  EXPECT_EQ(CommRegistry::Process().Get(*alone).value()->group(), nullptr);
+  EXPECT_TRUE(CommRegistry::Process().Remove(*alone).ok());
   c.reset();
-  EXPECT_TRUE(CommRegistry::Process().Remove(*h).ok());
+  EXPECT_TRUE(CommRegistry::Process().Remove(*h).ok());  // the parent first
+  uint64_t spaces[2] = {};
+  for (size_t i = 0; i < subs.size(); ++i) {
+    auto sc = CommRegistry::Process().Get(subs[i]).value();
+    ASSERT_NE(sc->group(), nullptr);
+    EXPECT_EQ(sc->group()->rank(), rank);
+    EXPECT_EQ(sc->group()->size(), 2U);
+    spaces[i] = sc->group()->space();
+    EXPECT_NE(spaces[i], 0U);
+    const std::string text = "sub " + std::to_string(i) + " rank " + std::to_string(rank) + " " +
+                             std::to_string(spaces[i]);
+    auto got =
+        sc->group()->AllGather(members, 1, std::as_bytes(std::span(text.data(), text.size())),
+                               bootstrap::Group::Clock::now() + std::chrono::seconds(10), "sub");
+    ASSERT_TRUE(got.ok()) << got.status().message();
+    for (uint32_t r = 0; r < 2; ++r) {
+      EXPECT_EQ(std::string(reinterpret_cast<const char *>((*got)[r].data()), (*got)[r].size()),
+                "sub " + std::to_string(i) + " rank " + std::to_string(r) + " " +
+                    std::to_string(spaces[i]));
+    }
+    sc.reset();
+    EXPECT_TRUE(CommRegistry::Process().Remove(subs[i]).ok());
+  }
+  EXPECT_NE(spaces[0], spaces[1]);
 }
 
 // Two ranks of a table of two servers, as processes with a host identity each; with
