@@ -33,7 +33,9 @@ constexpr uint32_t kMaxPayload = 1U << 20;
 // A receive waits for its socket in slices of this length: another thread may take the bytes
 // it waits for (and queue the frame for it) without waking it.
 constexpr std::chrono::milliseconds kRecvSlice{10};
-constexpr uint32_t kHelloMagic = 0x48475a31;  // "HGZ1"
+// "HGZ2": frames carry a space since version 2, so a rank of version 1 is refused at the
+// handshake rather than misread.
+constexpr uint32_t kHelloMagic = 0x48475a32;
 // How long an accepted connection has to send its handshake.
 constexpr std::chrono::seconds kHelloTime{2};
 

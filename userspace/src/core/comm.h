@@ -40,8 +40,9 @@ class Communicator {
   // Number of distinct servers (host identities) among the ranks.
   uint32_t ServerCount() const;
 
-  // The TCP connections to the other ranks (bootstrap/group.h): set by the factories for a
-  // communicator that spans servers, before the communicator is used; nullptr otherwise.
+  // The TCP connections to the other ranks (bootstrap/group.h; for a sub-communicator a view of
+  // its parent's): set by the factories for a communicator that spans servers, before the
+  // communicator is used; nullptr otherwise.
   void set_group(std::unique_ptr<bootstrap::Group> group) { group_ = std::move(group); }
   bootstrap::Group *group() const { return group_.get(); }
 

@@ -44,7 +44,9 @@ Expected<std::vector<HcclComm>> AllInProcess(uint32_t n);
 // member @position (@members[@position] is @parent's own rank), @sub_id telling apart the
 // communicators made from one parent (HCCL_E_PARA when used before with @parent). Its id derives
 // from @parent's id, @sub_id and @members, so every member makes the same one without exchanging
-// anything.
+// anything. When its members span servers it talks over a view of @parent's connections
+// (Group::Subgroup) in a space that derives from its id, so its messages never meet those of
+// @parent or of another sub-communicator; the view keeps them open if @parent goes first.
 Expected<HcclComm> SubCommunicator(HcclComm parent, const std::vector<uint32_t> &members,
                                    uint64_t sub_id, uint32_t position, CommOptions options);
 
