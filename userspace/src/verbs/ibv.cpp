@@ -34,6 +34,12 @@ void PdDeleter::operator()(ibv_pd *pd) const noexcept {
   }
 }
 
+void CompChannelDeleter::operator()(ibv_comp_channel *channel) const noexcept {
+  if (int ret = ibv_destroy_comp_channel(channel); ret != 0) {
+    LogWarn("verbs: ibv_destroy_comp_channel failed: {}", ErrnoString(ErrOf(ret)));
+  }
+}
+
 void CqDeleter::operator()(ibv_cq *cq) const noexcept {
   if (int ret = ibv_destroy_cq(cq); ret != 0) {
     LogWarn("verbs: ibv_destroy_cq failed: {}", ErrnoString(ErrOf(ret)));

@@ -24,6 +24,9 @@ struct ContextDeleter {
 struct PdDeleter {
   void operator()(ibv_pd *pd) const noexcept;
 };
+struct CompChannelDeleter {
+  void operator()(ibv_comp_channel *channel) const noexcept;
+};
 struct CqDeleter {
   void operator()(ibv_cq *cq) const noexcept;
 };
@@ -37,6 +40,7 @@ struct MrDeleter {
 using DeviceListPtr = std::unique_ptr<ibv_device *, DeviceListDeleter>;
 using ContextPtr = std::unique_ptr<ibv_context, ContextDeleter>;
 using PdPtr = std::unique_ptr<ibv_pd, PdDeleter>;
+using CompChannelPtr = std::unique_ptr<ibv_comp_channel, CompChannelDeleter>;
 using CqPtr = std::unique_ptr<ibv_cq, CqDeleter>;
 using QpPtr = std::unique_ptr<ibv_qp, QpDeleter>;
 using MrPtr = std::unique_ptr<ibv_mr, MrDeleter>;

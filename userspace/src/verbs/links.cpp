@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "verbs/links.h"
 
+#include <fcntl.h>
 #include <linux/hzc.h>
+#include <poll.h>
 #include <sched.h>
 #include <sys/random.h>
 #include <sys/resource.h>
@@ -254,7 +256,18 @@ Status Links::CreateQueues() {
   }
   options_.queue_depth = depth;
   cq_size_ = std::clamp<uint32_t>(peers * depth, 1, max_cqe);
-  cq_.reset(ibv_create_cq(ctx, static_cast<int>(cq_size_), nullptr, nullptr, 0));
+  channel_.reset(ibv_create_comp_channel(ctx));
+  if (channel_) {
+    const int flags = fcntl(channel_->fd, F_GETFL);
+    if (flags < 0 || fcntl(channel_->fd, F_SETFL, flags | O_NONBLOCK) != 0) {
+      channel_.reset();
+    }
+  }
+  if (!channel_) {
+    LogDebug("verbs: no completion channel on {} ({}): waits poll", port_->device,
+             ErrnoString(errno));
+  }
+  cq_.reset(ibv_create_cq(ctx, static_cast<int>(cq_size_), nullptr, channel_.get(), 0));
   if (!cq_) {
     return ConnectError("ibv_create_cq", errno, fmt::format("{} entries", cq_size_));
   }
@@ -679,6 +692,8 @@ Status Links::Execute(std::span<const WorkRequest> requests) {
       batch.peer_of_qp[qps_[p]->qp_num] = p;
     }
   }
+  // A wait polls the completion queue this many times before it sleeps on the channel.
+  constexpr unsigned kSpins = 64;
   auto last_progress = Clock::now();
   bool timed_out = false;
   unsigned idle = 0;
@@ -688,17 +703,18 @@ Status Links::Execute(std::span<const WorkRequest> requests) {
     if (!Reap(batch, &n)) {
       break;
     }
-    const auto now = n > 0 || (++idle & 63) == 0 ? Clock::now() : last_progress;
     if (n > 0) {
-      last_progress = now;
+      last_progress = Clock::now();
       idle = 0;
       Post(batch);
       continue;
     }
-    if ((idle & 127) == 0) {
-      sched_yield();
+    if (++idle < kSpins) {
+      continue;
     }
+    const auto now = Clock::now();
     if (now - last_progress <= options_.progress_timeout) {
+      AwaitCompletion(last_progress + options_.progress_timeout);
       continue;
     }
     if (timed_out) {
@@ -714,6 +730,37 @@ Status Links::Execute(std::span<const WorkRequest> requests) {
     return Error(HCCL_E_ROCE_TRANSFER, "{}", batch.error);
   }
   return Status::Ok();
+}
+
+void Links::AwaitCompletion(Clock::time_point until) {
+  if (!channel_) {
+    sched_yield();
+    return;
+  }
+  if (!armed_) {
+    // Completions that arrived before the request raise no event: the caller polls once more
+    // before this sleeps.
+    if (ibv_req_notify_cq(cq_.get(), 0) != 0) {
+      sched_yield();
+      return;
+    }
+    armed_ = true;
+    return;
+  }
+  // A slice, so a wait never outlives the progress timeout by much.
+  constexpr std::chrono::milliseconds kSlice{100};
+  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - Clock::now());
+  pollfd fd{.fd = channel_->fd, .events = POLLIN, .revents = 0};
+  if (poll(&fd, 1,
+           static_cast<int>(std::clamp(left, std::chrono::milliseconds(0), kSlice).count())) <= 0) {
+    return;
+  }
+  ibv_cq *cq = nullptr;
+  void *context = nullptr;
+  if (ibv_get_cq_event(channel_.get(), &cq, &context) == 0) {
+    ibv_ack_cq_events(cq, 1);
+    armed_ = false;
+  }
 }
 
 Status Links::Write(uint32_t peer, const MemoryRegion &mr, const void *local, size_t length,

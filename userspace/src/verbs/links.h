@@ -241,6 +241,9 @@ class Links {
   void PostChain(Batch &batch, uint32_t peer);
   bool Reap(Batch &batch, int *reaped);
   void TimeOut(Batch &batch);
+  // Nothing completed for a while: sleep until the completion queue has news or @until (at
+  // most a slice), arming its event first; without a completion channel, yield the CPU.
+  void AwaitCompletion(std::chrono::steady_clock::time_point until);
 
   // The link to @peer failed: move its queue pair to the error state so everything posted
   // on it completes (flushed), and refuse further requests to it.
@@ -251,14 +254,19 @@ class Links {
   LinkOptions options_;         // queue_depth clamped to the device
   std::unique_ptr<Port> port_;  // owns the device context (shared with pd_)
   std::shared_ptr<const ProtectionDomain> pd_;
+  // Wakes a waiting Execute when cq_ has a completion (null when the device cannot): waits
+  // longer than a few polls sleep instead of spinning, which matters most where the CPU also
+  // runs the RDMA device (soft-RoCE). Destroyed after cq_.
+  CompChannelPtr channel_;
   CqPtr cq_;
+  bool armed_ = false;  // cq_'s event is requested and not yet taken
   uint32_t cq_size_ = 0;
   std::vector<QpPtr> qps_;            // [peer], null for the own rank; destroyed before cq_
   std::vector<uint32_t> send_psn_;    // [peer]
   std::vector<uint64_t> post_bytes_;  // [peer]: options_.post_bytes for the path MTU
   std::vector<std::string> broken_;   // [peer]
 
-  mutable std::mutex mutex_;  // data path: cq_, broken_, batch_tag_
+  mutable std::mutex mutex_;  // data path: cq_, armed_, broken_, batch_tag_
   uint64_t batch_tag_ = 0;  // numbers each Execute, so completions of an earlier one are told apart
 };
 
