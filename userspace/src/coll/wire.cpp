@@ -322,8 +322,9 @@ Status Wire::Transfer(const std::vector<Out> &out, const std::vector<size_t> &in
     if (st.ok() && !moved) {
       st = Idle(out, in, sent, received, &progress, deadline);
       if (++idle > 64) {
-        // The CPU also runs the RDMA device's work on soft-RoCE: do not spin it away.
-        std::this_thread::sleep_for(std::chrono::microseconds(20));
+        // The CPU also runs the RDMA device's work on soft-RoCE: do not spin it away; the
+        // longer nothing arrives, the longer the naps (at most 200 us).
+        std::this_thread::sleep_for(std::chrono::microseconds(idle > 256 ? 200 : 20));
       }
     } else {
       idle = 0;
