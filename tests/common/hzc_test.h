@@ -63,8 +63,8 @@ class Test : public ::testing::Test {
   void TearDown() override {
     CheckLog();
     // The library keeps one descriptor of the device, one of its generation page (see
-    // userspace/src/core/generation.h) and one of its memory directory
-    // (userspace/src/core/memfd_transport.h) per process by design. The device path is the one
+    // userspace/src/transport/generation.h) and one of its memory directory
+    // (userspace/src/transport/memfd_transport.h) per process by design. The device path is the one
     // hzc_device_path() reports, spelled out here so that tests of the layers below the API
     // (which do not link it) share this fixture.
     const char *env_device = std::getenv("HZC_DEVICE");

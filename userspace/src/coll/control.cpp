@@ -1,9 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "coll/control.h"
 
-#include <linux/futex.h>
 #include <sys/mman.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -13,6 +11,7 @@
 #include <utility>
 
 #include "base/errno_string.h"
+#include "base/futex.h"
 #include "base/log.h"
 #include "base/rank_list.h"
 #include "bootstrap/local_exchange.h"
@@ -36,19 +35,6 @@ inline void CpuRelax() {
 #else
   std::atomic_signal_fence(std::memory_order_seq_cst);
 #endif
-}
-
-int FutexWait(std::atomic<uint32_t> *word, uint32_t expected, std::chrono::nanoseconds timeout) {
-  timespec ts{.tv_sec = static_cast<time_t>(timeout.count() / 1000000000),
-              .tv_nsec = static_cast<long>(timeout.count() % 1000000000)};
-  // Not FUTEX_PRIVATE_FLAG: the word lives in a mapping shared between processes.
-  return static_cast<int>(::syscall(SYS_futex, reinterpret_cast<uint32_t *>(word), FUTEX_WAIT,
-                                    expected, &ts, nullptr, 0));
-}
-
-void FutexWake(std::atomic<uint32_t> *word) {
-  ::syscall(SYS_futex, reinterpret_cast<uint32_t *>(word), FUTEX_WAKE, INT_MAX, nullptr, nullptr,
-            0);
 }
 
 bool Reached(uint32_t value, uint32_t target) {
@@ -115,21 +101,6 @@ ControlArea::~ControlArea() = default;
 
 ControlArea::Slot &ControlArea::slot(uint32_t r) const {
   return reinterpret_cast<Slot *>(map_.as<uint8_t>() + kPage)[r];
-}
-
-Expected<SharedMemfd> MakeSharedMemfd(const char *name, size_t len) {
-  UniqueFd fd(memfd_create(name, MFD_CLOEXEC));
-  if (!fd.valid()) {
-    return Error(HCCL_E_SYSCALL, "memfd_create: {}", ErrnoString(errno));
-  }
-  if (ftruncate(fd.get(), static_cast<off_t>(len)) != 0) {
-    return Error(HCCL_E_MEMORY, "ftruncate to {} bytes: {}", len, ErrnoString(errno));
-  }
-  auto map = UniqueMapping::Map(len, PROT_READ | PROT_WRITE, MAP_SHARED, fd.get());
-  if (!map.valid()) {
-    return Error(HCCL_E_MEMORY, "mmap of {} bytes: {}", len, ErrnoString(errno));
-  }
-  return SharedMemfd{std::move(fd), std::move(map)};
 }
 
 Expected<UniqueMapping> ControlArea::Create(const Options &o, Clock::time_point deadline) {

@@ -29,20 +29,13 @@
 #include <string>
 #include <vector>
 
+#include "base/shared_memfd.h"
 #include "base/status.h"
 #include "base/unique_fd.h"
 #include "base/unique_mapping.h"
 #include "bootstrap/peer_process.h"
 
 namespace hzc::coll {
-
-// A new memfd of @len bytes named @name, and its shared read-write mapping: the memory the
-// ranks of a control area or of a point-to-point pair share (the descriptor is handed over).
-struct SharedMemfd {
-  UniqueFd fd;
-  UniqueMapping map;
-};
-Expected<SharedMemfd> MakeSharedMemfd(const char *name, size_t len);
 
 // What a rank posts about its part of a call; every rank checks every other rank's.
 struct CallDesc {

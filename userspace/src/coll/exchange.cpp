@@ -6,7 +6,7 @@
 #include <functional>
 
 #include "coll/reduce.h"
-#include "core/peer_memory.h"
+#include "transport/peer_memory.h"
 
 namespace hzc::coll {
 
@@ -234,7 +234,7 @@ bool Exchange::Post(Communicator &comm, ControlArea &area, const Call &c, uint64
   std::copy(plan->send_len.begin(), plan->send_len.end(), w + n);
   std::copy(plan->recv_off.begin(), plan->recv_off.end(), w + 2 * n);
   std::copy(plan->recv_len.begin(), plan->recv_len.end(), w + 3 * n);
-  PeerMemory *pm = comm.peer_memory();
+  transport::PeerMemory *pm = comm.peer_memory();
   const uint64_t send = plan->SendExtent(), recv = plan->RecvExtent();
   if (pm == nullptr || send + recv == 0 || WritesWhatPeersRead(c, *plan, me)) {
     return false;
@@ -261,7 +261,7 @@ Status Exchange::Run(bool zero_copy) {
 }
 
 Status Exchange::MapPeers(std::vector<const uint8_t *> *send, std::vector<Span> *spans) const {
-  PeerMemory *pm = comm_.peer_memory();
+  transport::PeerMemory *pm = comm_.peer_memory();
   const uint32_t n = area_.nranks(), me = area_.rank();
   send->assign(n, nullptr);
   (*send)[me] = Send();

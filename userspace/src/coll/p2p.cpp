@@ -1,9 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "coll/p2p.h"
 
-#include <linux/futex.h>
 #include <sys/mman.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -21,6 +19,7 @@
 #include <thread>
 
 #include "base/errno_string.h"
+#include "base/futex.h"
 #include "base/log.h"
 #include "base/unique_fd.h"
 #include "base/unique_mapping.h"
@@ -31,7 +30,7 @@
 #include "coll/guard.h"
 #include "coll/p2p_wire.h"
 #include "coll/reduce.h"
-#include "core/peer_memory.h"
+#include "transport/peer_memory.h"
 
 namespace hzc::coll {
 
@@ -97,19 +96,6 @@ static_assert(sizeof(PairHeader) <= kPage);
 
 bool Reached(uint32_t value, uint32_t target) {
   return static_cast<int32_t>(value - target) >= 0;
-}
-
-int FutexWait(std::atomic<uint32_t> *word, uint32_t expected, std::chrono::nanoseconds timeout) {
-  timespec ts{.tv_sec = static_cast<time_t>(timeout.count() / 1000000000),
-              .tv_nsec = static_cast<long>(timeout.count() % 1000000000)};
-  // Not FUTEX_PRIVATE_FLAG: the word lives in a mapping shared between processes.
-  return static_cast<int>(::syscall(SYS_futex, reinterpret_cast<uint32_t *>(word), FUTEX_WAIT,
-                                    expected, &ts, nullptr, 0));
-}
-
-void FutexWake(std::atomic<uint32_t> *word) {
-  ::syscall(SYS_futex, reinterpret_cast<uint32_t *>(word), FUTEX_WAKE, INT_MAX, nullptr, nullptr,
-            0);
 }
 
 // One pair's channel as this rank sees it.
@@ -301,7 +287,7 @@ uint64_t Chunks(size_t bytes, size_t half) {
 }
 
 bool Activated(Communicator &comm, const void *p, size_t bytes) {
-  PeerMemory *pm = comm.peer_memory();
+  transport::PeerMemory *pm = comm.peer_memory();
   return pm != nullptr && bytes != 0 &&
          pm->Translate(comm.rank(), reinterpret_cast<uintptr_t>(p), bytes).ok();
 }

@@ -44,7 +44,7 @@ const char *Verb(P2pItem::Dir dir) {
 struct RemoteP2p::Link {
   uint32_t peer = 0;
   P2pItem::Dir dir = P2pItem::kSend;  // this rank's
-  std::unique_ptr<Wire> wire;
+  std::unique_ptr<transport::Wire> wire;
   Status broken;         // a failure half-way: the wire is unusable
   uint64_t seq = 0;      // messages on the wire so far
   uint64_t pending = 0;  // the other halves of refused messages, still to be read
@@ -55,7 +55,7 @@ struct RemoteP2p::Link {
   }
 
   Status Put(const Word &w, Clock::time_point deadline) {
-    std::vector<Wire::Out> out(2);
+    std::vector<transport::Wire::Out> out(2);
     out[other()] = {reinterpret_cast<const uint8_t *>(&w), sizeof(w)};
     return wire->Transfer(out, std::vector<size_t>(2), Ignore, deadline);
   }
@@ -65,7 +65,7 @@ struct RemoteP2p::Link {
     std::vector<size_t> in(2);
     in[other()] = sizeof(w);
     HZC_RETURN_IF_ERROR(wire->Transfer(
-        std::vector<Wire::Out>(2), in,
+        std::vector<transport::Wire::Out>(2), in,
         [&](uint32_t, size_t off, const uint8_t *d, size_t len) {
           std::memcpy(reinterpret_cast<uint8_t *>(&w) + off, d, len);
         },
@@ -100,7 +100,7 @@ RemoteP2p::~RemoteP2p() {
   // Every pair closes its wires in the same order (by pair, then the wire's direction), so no
   // two ranks wait for each other's goodbye on different wires.
   // A peer one of whose links broke is not waited for on the other (it may be gone).
-  std::vector<std::tuple<uint32_t, uint32_t, uint32_t, Wire *>> wires;
+  std::vector<std::tuple<uint32_t, uint32_t, uint32_t, transport::Wire *>> wires;
   const uint32_t me = comm_.rank();
   std::set<uint32_t> broken;
   for (auto &[key, link] : links_) {
@@ -142,8 +142,9 @@ Status RemoteP2p::Open(Link &link, Clock::time_point deadline) {
   }
   const uint32_t me = comm_.rank(), lo = std::min(me, link.peer), hi = std::max(me, link.peer);
   const uint32_t sender = link.dir == P2pItem::kSend ? me : link.peer;
-  auto wire = Wire::Open(*comm_.group(), {lo, hi},
-                         {.tags = sender == lo ? kUpTags : kDownTags, .slots = kSlots}, deadline);
+  auto wire = transport::Wire::Open(*comm_.group(), {lo, hi},
+                                    {.tags = sender == lo ? kUpTags : kDownTags, .slots = kSlots},
+                                    deadline);
   if (!wire.ok()) {
     if (wire.status().code() == HCCL_E_TIMEOUT) {
       return Error(HCCL_E_TIMEOUT,
@@ -179,7 +180,7 @@ Status RemoteP2p::Send(Link &link, const P2pItem &item, Clock::time_point deadli
                  "count={} dataType={}; nothing was moved",
                  item.peer, a->count, a->dtype, item.count, static_cast<int>(item.dtype));
   }
-  std::vector<Wire::Out> out(2);
+  std::vector<transport::Wire::Out> out(2);
   out[link.other()] = {static_cast<const uint8_t *>(item.buf), item.count * TypeSize(item.dtype)};
   return link.wire->Transfer(out, std::vector<size_t>(2), Link::Ignore, deadline);
 }
@@ -211,7 +212,7 @@ Status RemoteP2p::Recv(Link &link, const P2pItem &item, Clock::time_point deadli
   std::vector<size_t> in(2);
   in[link.other()] = item.count * TypeSize(item.dtype);
   return link.wire->Transfer(
-      std::vector<Wire::Out>(2), in,
+      std::vector<transport::Wire::Out>(2), in,
       [&](uint32_t, size_t off, const uint8_t *d, size_t len) { std::memcpy(buf + off, d, len); },
       deadline);
 }

@@ -3,7 +3,7 @@
 // different servers of a communicator that spans servers.
 //
 // Links. Each ordered pair of ranks (sender s, receiver r) on different servers has its own
-// two-member wire (coll/wire.h: RDMA WRITEs of chunks into registered landing slots, set up
+// two-member wire (transport/wire.h: RDMA WRITEs of chunks into registered landing slots, set up
 // over the pair's TCP connection), opened by the first send of s to r and the first receive of
 // r from s, which meet in Wire::Open until the call's deadline. A pair moving data both ways
 // has two wires, so a send and a receive between the same ranks never wait for each other,
@@ -36,8 +36,8 @@
 
 #include "base/status.h"
 #include "coll/p2p.h"
-#include "coll/wire.h"
 #include "core/comm.h"
+#include "transport/wire.h"
 
 namespace hzc::coll {
 

@@ -15,8 +15,8 @@
 #include "bootstrap/root_info.h"
 #include "coll/exchange.h"
 #include "coll/reduce.h"
-#include "coll/wire.h"
 #include "core/memory.h"
+#include "transport/wire.h"
 
 namespace hzc::coll {
 
@@ -64,7 +64,7 @@ struct SpanState : Communicator::CollState {
   std::vector<uint32_t> server_of;             // [rank]
   uint32_t server = 0;                         // this rank's
   std::shared_ptr<Communicator> local;         // this server's ranks
-  std::unique_ptr<Wire> wire;                  // the leaders'
+  std::unique_ptr<transport::Wire> wire;       // the leaders'
   Status wire_status;                          // why a leader has no wire
 
   uint32_t pos(uint32_t rank) const {
@@ -119,8 +119,9 @@ Expected<std::unique_ptr<SpanState>> MakeState(Communicator &comm) {
     }
   }
   if (s->leader()) {
-    auto wire = Wire::Open(*comm.group(), s->leaders, {.tags = kWireTags, .slots = kWireSlots},
-                           Clock::now() + GetConfig().connect_timeout);
+    auto wire =
+        transport::Wire::Open(*comm.group(), s->leaders, {.tags = kWireTags, .slots = kWireSlots},
+                              Clock::now() + GetConfig().connect_timeout);
     if (wire.ok()) {
       s->wire = std::move(*wire);
     } else {
@@ -176,8 +177,8 @@ class Spanning {
   Status Local(const Call &call);
   // @call on the server-local communicator, its errors saying which ranks its numbers mean.
   Status OnServer(const Call &call);
-  Status Transfer(const std::vector<Wire::Out> &out, const std::vector<size_t> &in,
-                  const Wire::Sink &sink) {
+  Status Transfer(const std::vector<transport::Wire::Out> &out, const std::vector<size_t> &in,
+                  const transport::Wire::Sink &sink) {
     return s_.wire->Transfer(out, in, sink, deadline_);
   }
   bool Leads() const { return s_.leader() && s_.nservers() > 1; }
@@ -387,7 +388,7 @@ Status Spanning::LeadersAllReduce(uint8_t *buf, size_t count) {
   const uint32_t n = s_.nservers(), me = s_.wire->index();
   const Blocks blk(count, es_, n);
   uint8_t *const own = buf + blk.first(me) * es_;
-  std::vector<Wire::Out> out(n);
+  std::vector<transport::Wire::Out> out(n);
   std::vector<size_t> in(n);
   for (uint32_t p = 0; p < n; ++p) {
     out[p] = {buf + blk.first(p) * es_, blk.size(p) * es_};
@@ -422,10 +423,10 @@ Status Spanning::Broadcast() {
   if (Leads()) {
     auto *buf = static_cast<uint8_t *>(c_.recv);
     const size_t bytes = c_.count * es_;
-    std::vector<Wire::Out> out(s_.nservers());
+    std::vector<transport::Wire::Out> out(s_.nservers());
     std::vector<size_t> in(s_.nservers());
     if (s_.server == root_server) {
-      std::fill(out.begin(), out.end(), Wire::Out{buf, bytes});
+      std::fill(out.begin(), out.end(), transport::Wire::Out{buf, bytes});
     } else {
       in[root_server] = bytes;
     }
@@ -476,7 +477,8 @@ Status Spanning::AllGather() {
     Blockwise(s_.server, block, 0, seg, tmp.size(), recv, nullptr);
   }
   if (Leads()) {
-    std::vector<Wire::Out> out(s_.nservers(), Wire::Out{seg, mine.size() * block});
+    std::vector<transport::Wire::Out> out(s_.nservers(),
+                                          transport::Wire::Out{seg, mine.size() * block});
     std::vector<size_t> in(s_.nservers());
     for (uint32_t p = 0; p < s_.nservers(); ++p) {
       in[p] = s_.servers[p].size() * block;
@@ -507,7 +509,7 @@ Status Spanning::ReduceScatter() {
     ReduceFn reduce;
     HZC_RETURN_IF_ERROR(GetReduce(c_.dtype, c_.op, &reduce));
     std::vector<std::vector<uint8_t>> gathered(s_.nservers());
-    std::vector<Wire::Out> out(s_.nservers());
+    std::vector<transport::Wire::Out> out(s_.nservers());
     std::vector<size_t> in(s_.nservers(), mine.size() * block);
     for (uint32_t p = 0; p < s_.nservers(); ++p) {
       const auto &ranks = s_.servers[p];
@@ -545,8 +547,8 @@ Status Spanning::Barrier() {
   HZC_RETURN_IF_ERROR(Local({.kind = Kind::kBarrier}));
   if (Leads()) {
     static const uint64_t token = 0;
-    std::vector<Wire::Out> out(s_.nservers(),
-                               Wire::Out{reinterpret_cast<const uint8_t *>(&token), 8});
+    std::vector<transport::Wire::Out> out(
+        s_.nservers(), transport::Wire::Out{reinterpret_cast<const uint8_t *>(&token), 8});
     std::vector<size_t> in(s_.nservers(), 8);
     HZC_RETURN_IF_ERROR(Transfer(out, in, [](uint32_t, size_t, const uint8_t *, size_t) {}));
   }

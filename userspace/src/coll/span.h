@@ -4,7 +4,7 @@
 // The ranks of each server form a server-local communicator (made by the first call, linked
 // over the process's transport so that its collectives take the zero-copy path whenever the
 // buffers lie in activated memory, whichever communicator activated them); the first rank of
-// each server (its leader) talks to the other servers' leaders over the wire (coll/wire.h:
+// each server (its leader) talks to the other servers' leaders over the wire (transport/wire.h:
 // RDMA WRITE into registered landing slots). Every call is first checked: the ranks of each
 // server gather every rank's word on it (its arguments, or that it refused the call), the
 // leaders exchange their servers' words over the TCP connections and tell their ranks the

@@ -5,7 +5,7 @@
 #include <cstring>
 
 #include "coll/reduce.h"
-#include "core/peer_memory.h"
+#include "transport/peer_memory.h"
 
 namespace hzc::coll {
 
@@ -30,7 +30,7 @@ void Lengths(const Call &c, uint32_t n, size_t *send, size_t *recv) {
 }  // namespace
 
 bool ZeroCopy::Eligible(Communicator &comm, const Call &c) {
-  PeerMemory *pm = comm.peer_memory();
+  transport::PeerMemory *pm = comm.peer_memory();
   if (pm == nullptr || c.kind == Kind::kBarrier) {
     return false;
   }
@@ -45,7 +45,7 @@ bool ZeroCopy::Eligible(Communicator &comm, const Call &c) {
 }
 
 Status ZeroCopy::MapPeers() {
-  PeerMemory *pm = comm_.peer_memory();
+  transport::PeerMemory *pm = comm_.peer_memory();
   const uint32_t n = area_.nranks();
   size_t send = 0, recv = 0;
   Lengths(c_, n, &send, &recv);

@@ -84,12 +84,12 @@ Status Communicator::EstablishMemfdLinks() {
   for (const auto &r : ranks_) {
     pids.push_back(r.pid);
   }
-  peer_memory_ = std::make_unique<PeerMemory>(rank_, pids);
+  peer_memory_ = std::make_unique<transport::PeerMemory>(rank_, pids);
   LogDebug("link establishment: rank {} of {} linked (memfd transport)", rank_, size());
   return Status::Ok();
 }
 
-PeerMemory *Communicator::peer_memory() const {
+transport::PeerMemory *Communicator::peer_memory() const {
   std::lock_guard lock(mutex_);
   return peer_memory_.get();
 }
@@ -153,7 +153,7 @@ std::shared_ptr<const verbs::MemoryRegion> Communicator::FindMemory(const void *
 Status Communicator::WaitForCards(const Device &device, const Device::DomainId &domain,
                                   std::chrono::steady_clock::time_point deadline,
                                   std::chrono::seconds timeout,
-                                  std::vector<RankCard> *cards) const {
+                                  std::vector<transport::RankCard> *cards) const {
   // Wait in slices, so that the ranks still missing are known if the domain breaks: a rank
   // whose timeout ran out a little earlier gives up waiting for them and leaves, which breaks
   // the domain for the others; they report the same timeout, not a failed peer.
@@ -166,7 +166,7 @@ Status Communicator::WaitForCards(const Device &device, const Device::DomainId &
         std::chrono::duration_cast<milliseconds>(deadline - std::chrono::steady_clock::now());
     const auto wait = std::clamp(left, milliseconds(0), kSlice);
     st = device.BoardWait(domain, rank_, size(), 0, static_cast<uint32_t>(wait.count()),
-                          &missing_now, cards->data(), sizeof(RankCard));
+                          &missing_now, cards->data(), sizeof(transport::RankCard));
     if (st.code() != HCCL_E_TIMEOUT) {
       break;
     }
@@ -195,7 +195,7 @@ Status Communicator::WaitForCards(const Device &device, const Device::DomainId &
     return st;
   }
   for (uint32_t r = 0; r < size(); ++r) {
-    if ((*cards)[r].magic != RankCard::kMagic) {
+    if ((*cards)[r].magic != transport::RankCard::kMagic) {
       return Error(HCCL_E_INTERNAL, "link establishment: rank {} published no valid card", r);
     }
   }
@@ -217,9 +217,9 @@ Status Communicator::EstablishLinks(const std::shared_ptr<Device> &device,
     }
   };
   // Key 0 carries each rank's card (pid, generation page); verbs endpoints use further keys.
-  RankCard card;
+  transport::RankCard card;
   card.pid = static_cast<uint32_t>(getpid());
-  if (auto generation = Generation::Process(); generation.ok()) {
+  if (auto generation = transport::Generation::Process(); generation.ok()) {
     card.generation_fd = (*generation)->fd();
   } else {
     LogInfo("link establishment: {}; peers will list our ranges on every lookup",
@@ -230,7 +230,7 @@ Status Communicator::EstablishLinks(const std::shared_ptr<Device> &device,
     return st;
   }
   using std::chrono::milliseconds;
-  std::vector<RankCard> cards(size());
+  std::vector<transport::RankCard> cards(size());
   if (Status st = WaitForCards(*device, domain, start + timeout, timeout, &cards); !st.ok()) {
     leave();
     return st;
@@ -253,7 +253,7 @@ Status Communicator::EstablishLinks(const std::shared_ptr<Device> &device,
     return Error(failed.code(), "link establishment: {}", failed.message());
   }
   device_ = device;
-  peer_memory_ = std::make_unique<PeerMemory>(device, domain, rank_, std::move(cards));
+  peer_memory_ = std::make_unique<transport::PeerMemory>(device, domain, rank_, std::move(cards));
   links_ = std::move(*links);
   LogDebug("link establishment: rank {} of {} linked ({})", rank_, size(),
            links_

@@ -18,8 +18,8 @@
 #include "bootstrap/rendezvous.h"
 #include "bootstrap/root_info.h"
 #include "core/comm_options.h"
-#include "core/peer_memory.h"
 #include "device/device.h"
+#include "transport/peer_memory.h"
 #include "verbs/links.h"
 
 namespace hzc {
@@ -66,7 +66,7 @@ class Communicator {
   // everything and leaves the domain again (which breaks it for the peers), so a later call
   // starts afresh in a new domain. Idempotent.
   Status EstablishLinks(const std::shared_ptr<Device> &device, std::chrono::seconds timeout);
-  // The same over the memfd transport (core/memfd_transport.h): no kernel domain and no RDMA
+  // The same over the memfd transport (transport/memfd_transport.h): no kernel domain and no RDMA
   // links; peers find each other's memory directories through the ranks' pids when they first
   // look up their memory. Idempotent.
   Status EstablishMemfdLinks();
@@ -100,7 +100,7 @@ class Communicator {
   std::unique_ptr<CollState> &p2p_state() { return p2p_state_; }
   // Access to the peers' activated memory; nullptr until linked. Valid while the communicator
   // lives.
-  PeerMemory *peer_memory() const;
+  transport::PeerMemory *peer_memory() const;
 
  private:
   const uint64_t serial_;
@@ -115,16 +115,16 @@ class Communicator {
   // timeout and broken-domain errors name the ranks still missing and @timeout.
   Status WaitForCards(const Device &device, const Device::DomainId &domain,
                       std::chrono::steady_clock::time_point deadline, std::chrono::seconds timeout,
-                      std::vector<RankCard> *cards) const;
+                      std::vector<transport::RankCard> *cards) const;
 
   std::mutex coll_state_mutex_;
   std::unique_ptr<CollState> coll_state_;
   std::unique_ptr<CollState> p2p_state_;
 
   mutable std::mutex mutex_;
-  std::shared_ptr<Device> device_;           // set once linked: the context holding our domain rank
-  std::unique_ptr<PeerMemory> peer_memory_;  // set once linked (either transport)
-  std::unique_ptr<verbs::Links> links_;      // set once linked, unless kernel-only
+  std::shared_ptr<Device> device_;  // set once linked: the context holding our domain rank
+  std::unique_ptr<transport::PeerMemory> peer_memory_;  // set once linked (either transport)
+  std::unique_ptr<verbs::Links> links_;                 // set once linked, unless kernel-only
 
   // Registrations of activated memory by start address. Shared so that a transfer in progress
   // keeps its registration alive when the memory is deactivated meanwhile. A lock of its own:

@@ -6,11 +6,11 @@
 
 #include "base/config.h"
 #include "base/rollback.h"
-#include "core/generation.h"
-#include "core/memfd_transport.h"
 #include "core/range_registry.h"
 #include "device/device.h"
 #include "runtime/vmm.h"
+#include "transport/generation.h"
+#include "transport/memfd_transport.h"
 
 namespace hzc::memory {
 
@@ -36,17 +36,17 @@ Status ExplainPinFailure(Status st, uint64_t cookie) {
 Status Withdraw(const std::function<Status(RangeRegistry &)> &take,
                 const std::function<void(RangeRegistry &)> &put_back,
                 const std::function<Status(Device &)> &kernel,
-                const std::function<Status(MemfdExport &)> &memfd) {
-  auto transport = ChosenTransport();
+                const std::function<Status(transport::MemfdExport &)> &memfd) {
+  auto transport = transport::ChosenTransport();
   if (!transport.ok()) {
     return transport.status();
   }
   Expected<std::shared_ptr<Device>> device = std::shared_ptr<Device>();
-  Expected<MemfdExport *> exported = static_cast<MemfdExport *>(nullptr);
-  if (*transport == PeerTransport::kKernel) {
+  Expected<transport::MemfdExport *> exported = static_cast<transport::MemfdExport *>(nullptr);
+  if (*transport == transport::PeerTransport::kKernel) {
     device = Device::Process();
   } else {
-    exported = MemfdExport::Process();
+    exported = transport::MemfdExport::Process();
   }
   if (!device.ok() || !exported.ok()) {
     return device.ok() ? exported.status() : device.status();
@@ -60,13 +60,13 @@ Status Withdraw(const std::function<Status(RangeRegistry &)> &take,
     return st;
   }
   rollback.Commit();
-  Generation::BumpProcess();
+  transport::Generation::BumpProcess();
   return st;
 }
 
 // SetRange over the memfd transport.
 Status SetMemfdRange(Communicator &comm, uintptr_t base, size_t size) {
-  auto exported = MemfdExport::Process();
+  auto exported = transport::MemfdExport::Process();
   if (!exported.ok()) {
     return exported.status();
   }
@@ -81,9 +81,9 @@ Status SetMemfdRange(Communicator &comm, uintptr_t base, size_t size) {
 }
 
 // The transport's part of Activate: the kernel's activation (pinning) or the memfd directory's.
-Status ActivateIn(PeerTransport transport, uintptr_t va, size_t size, uint64_t cookie) {
-  if (transport == PeerTransport::kMemfd) {
-    auto exported = MemfdExport::Process();
+Status ActivateIn(transport::PeerTransport transport, uintptr_t va, size_t size, uint64_t cookie) {
+  if (transport == transport::PeerTransport::kMemfd) {
+    auto exported = transport::MemfdExport::Process();
     if (!exported.ok()) {
       return exported.status();
     }
@@ -109,11 +109,11 @@ Status SetRange(HcclComm handle, Communicator &comm, uintptr_t base, size_t size
                  "support memory ranges",
                  handle, comm.size(), servers);
   }
-  auto transport = ChosenTransport();
+  auto transport = transport::ChosenTransport();
   if (!transport.ok()) {
     return transport.status();
   }
-  if (*transport == PeerTransport::kMemfd) {
+  if (*transport == transport::PeerTransport::kMemfd) {
     return SetMemfdRange(comm, base, size);
   }
   auto device = Device::Process();
@@ -134,11 +134,11 @@ Status SetRange(HcclComm handle, Communicator &comm, uintptr_t base, size_t size
 }
 
 Status LinkPeers(Communicator &comm) {
-  auto transport = ChosenTransport();
+  auto transport = transport::ChosenTransport();
   if (!transport.ok()) {
     return transport.status();
   }
-  if (*transport == PeerTransport::kMemfd) {
+  if (*transport == transport::PeerTransport::kMemfd) {
     return comm.EstablishMemfdLinks();
   }
   auto device = Device::Process();
@@ -154,7 +154,7 @@ Status UnsetRange(uintptr_t base) {
       [&](RangeRegistry &ranges) { return ranges.Remove(base, &removed); },
       [&](RangeRegistry &ranges) { (void)ranges.Add(base, removed.size, removed.comm_id); },
       [&](Device &device) { return device.UnregisterRange(base); },
-      [&](MemfdExport &exported) { return exported.RemoveRange(base); });
+      [&](transport::MemfdExport &exported) { return exported.RemoveRange(base); });
 }
 
 Status Activate(const std::shared_ptr<Communicator> &comm, uintptr_t va, size_t size,
@@ -163,7 +163,7 @@ Status Activate(const std::shared_ptr<Communicator> &comm, uintptr_t va, size_t 
       !why.empty()) {
     return Error(HCCL_E_PARA, "{}", why);
   }
-  auto transport = ChosenTransport();
+  auto transport = transport::ChosenTransport();
   if (!transport.ok()) {
     return transport.status();
   }
@@ -180,7 +180,7 @@ Status Activate(const std::shared_ptr<Communicator> &comm, uintptr_t va, size_t 
   rollback.Push([&] { comm->DropMemory(va); });
   HZC_RETURN_IF_ERROR(ActivateIn(*transport, va, size, *cookie));
   rollback.Commit();
-  Generation::BumpProcess();
+  transport::Generation::BumpProcess();
   return Status::Ok();
 }
 
@@ -192,7 +192,7 @@ Status Deactivate(uintptr_t va) {
                  (void)ranges.Activate(va, removed.size, removed.handle, removed.comm);
                },
                [&](Device &device) { return device.Deactivate(va); },
-               [&](MemfdExport &exported) { return exported.Deactivate(va); }));
+               [&](transport::MemfdExport &exported) { return exported.Deactivate(va); }));
   // A communicator destroyed meanwhile dropped its registrations already.
   if (const std::shared_ptr<Communicator> comm = removed.comm.lock()) {
     comm->DropMemory(va);

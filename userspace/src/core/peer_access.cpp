@@ -9,8 +9,8 @@ namespace hzc {
 namespace {
 
 // @comm's peer memory, or why there is none yet.
-Expected<PeerMemory *> Linked(HcclComm handle, const Communicator &comm) {
-  PeerMemory *peers = comm.peer_memory();
+Expected<transport::PeerMemory *> Linked(HcclComm handle, const Communicator &comm) {
+  transport::PeerMemory *peers = comm.peer_memory();
   if (peers == nullptr) {
     return Error(HCCL_E_UNAVAIL,
                  "comm={}: no links yet (the first HcclCommSetMemoryRange makes them)", handle);
@@ -20,7 +20,7 @@ Expected<PeerMemory *> Linked(HcclComm handle, const Communicator &comm) {
 
 // The rkey of the activation of @rank containing [peer_va, peer_va + size), registered by that rank
 // on @comm.
-Expected<uint32_t> PeerKey(HcclComm handle, const Communicator &comm, PeerMemory &peers,
+Expected<uint32_t> PeerKey(HcclComm handle, const Communicator &comm, transport::PeerMemory &peers,
                            uint32_t rank, uintptr_t peer_va, size_t size) {
   auto activation = peers.Activation(rank, peer_va, size);
   if (!activation.ok()) {
@@ -70,8 +70,9 @@ Expected<void *> PeerPointer(HcclComm handle, const Communicator &comm, uint32_t
   return (*peers)->Translate(rank, peer_va, size);
 }
 
-Expected<std::vector<PeerActivation>> PeerActivations(HcclComm handle, const Communicator &comm,
-                                                      uint32_t rank) {
+Expected<std::vector<transport::PeerActivation>> PeerActivations(HcclComm handle,
+                                                                 const Communicator &comm,
+                                                                 uint32_t rank) {
   auto peers = Linked(handle, comm);
   if (!peers.ok()) {
     return peers.status();

@@ -15,7 +15,7 @@
 
 #include "base/status.h"
 #include "core/comm.h"
-#include "core/peer_memory.h"
+#include "transport/peer_memory.h"
 
 namespace hzc {
 
@@ -35,8 +35,9 @@ Expected<void *> PeerPointer(HcclComm handle, const Communicator &comm, uint32_t
                              uintptr_t peer_va, size_t size);
 
 // hzc_comm_peer_activations: the activations of @rank. HCCL_E_UNAVAIL as PeerPointer.
-Expected<std::vector<PeerActivation>> PeerActivations(HcclComm handle, const Communicator &comm,
-                                                      uint32_t rank);
+Expected<std::vector<transport::PeerActivation>> PeerActivations(HcclComm handle,
+                                                                 const Communicator &comm,
+                                                                 uint32_t rank);
 
 // hzc_comm_rdma_write (@write) or hzc_comm_rdma_read between [local, local + size), inside one
 // activation this process made on @comm, and [peer_va, peer_va + size) of @rank, activated on

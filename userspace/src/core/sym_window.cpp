@@ -24,7 +24,7 @@ uint64_t g_made = 0;
 }  // namespace
 
 Expected<void *> Register(const Communicator &comm, uintptr_t addr, size_t size) {
-  PeerMemory *pm = comm.peer_memory();
+  transport::PeerMemory *pm = comm.peer_memory();
   if (pm == nullptr || !pm->Translate(comm.rank(), addr, size).ok()) {
     return Error(HCCL_E_PARA,
                  "addr={:#x} size={:#x}: not inside memory activated with "

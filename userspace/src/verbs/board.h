@@ -51,7 +51,7 @@ Status BoardWaitError(const Status &failed, std::string_view what, uint32_t key,
 
 // Where link setup meets: every rank publishes a blob under a key and waits for every rank's
 // blob of that key. Inside a server the kernel domain board (Board); across servers the
-// communicator's TCP connections (core/group_board.h).
+// communicator's TCP connections (transport/group_board.h).
 class BlobBoard {
  public:
   virtual ~BlobBoard() = default;

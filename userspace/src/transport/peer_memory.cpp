@@ -1,14 +1,14 @@
 // SPDX-License-Identifier: Apache-2.0
-#include "core/peer_memory.h"
+#include "transport/peer_memory.h"
 
 #include <unistd.h>
 
 #include <algorithm>
 
 #include "base/log.h"
-#include "core/memfd_transport.h"
+#include "transport/memfd_transport.h"
 
-namespace hzc {
+namespace hzc::transport {
 
 PeerMemory::PeerMemory(std::shared_ptr<Device> device, Device::DomainId domain, uint32_t rank,
                        std::vector<RankCard> cards)
@@ -332,4 +332,4 @@ size_t PeerMemory::MappedWindows() const {
   return n;
 }
 
-}  // namespace hzc
+}  // namespace hzc::transport

@@ -11,14 +11,14 @@
 // or SIGSEGV (window unmapped). Peer mappings are VM_PFNMAP: they cannot be used as buffers
 // of process_vm_readv, ibv_reg_mr or O_DIRECT I/O.
 //
-// Over the memfd transport (HZC_TRANSPORT, core/memfd_transport.h) the same calls map the
+// Over the memfd transport (HZC_TRANSPORT, transport/memfd_transport.h) the same calls map the
 // peers' memfds instead of windows of /dev/hzc; a withdrawn mapping faults with SIGSEGV.
 //
-// Invalidation (kernel transport): each peer publishes its generation page (core/generation.h) at
-// link establishment. Translate trusts the cache while the peer's generation is the one the cache
-// was listed at and the peer process lives; otherwise (and on every miss) it lists the
-// peer's ranges and activations again, unmapping the windows of ranges that are gone. Without
-// a generation page (pidfd_getfd refused) every Translate lists again.
+// Invalidation (kernel transport): each peer publishes its generation page (transport/generation.h)
+// at link establishment. Translate trusts the cache while the peer's generation is the one the
+// cache was listed at and the peer process lives; otherwise (and on every miss) it lists the peer's
+// ranges and activations again, unmapping the windows of ranges that are gone. Without a generation
+// page (pidfd_getfd refused) every Translate lists again.
 #pragma once
 
 #include <linux/hzc.h>
@@ -35,10 +35,10 @@
 
 #include "base/status.h"
 #include "base/unique_mapping.h"
-#include "core/generation.h"
 #include "device/device.h"
+#include "transport/generation.h"
 
-namespace hzc {
+namespace hzc::transport {
 
 // What a rank publishes about itself at link establishment (board key 0).
 struct RankCard {
@@ -62,7 +62,7 @@ class PeerMemory {
  public:
   PeerMemory(std::shared_ptr<Device> device, Device::DomainId domain, uint32_t rank,
              std::vector<RankCard> cards);
-  // Over the memfd transport (core/memfd_transport.h) instead: the ranks' processes @pids.
+  // Over the memfd transport (transport/memfd_transport.h) instead: the ranks' processes @pids.
   // Mappings are the process's (MemfdImport), shared with its other communicators.
   PeerMemory(uint32_t rank, const std::vector<uint32_t> &pids);
   ~PeerMemory();  // unmaps every window
@@ -135,4 +135,4 @@ class PeerMemory {
   std::vector<PeerView> peers_;
 };
 
-}  // namespace hzc
+}  // namespace hzc::transport

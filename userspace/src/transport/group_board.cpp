@@ -1,11 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
-#include "core/group_board.h"
+#include "transport/group_board.h"
 
 #include <algorithm>
 #include <cstring>
 #include <utility>
 
-namespace hzc {
+namespace hzc::transport {
 
 namespace {
 
@@ -64,4 +64,4 @@ Expected<verbs::BoardBlobs> GroupBoard::Wait(uint32_t key, uint32_t stride,
   return out;
 }
 
-}  // namespace hzc
+}  // namespace hzc::transport

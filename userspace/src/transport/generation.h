@@ -16,7 +16,7 @@
 #include "base/unique_mapping.h"
 #include "bootstrap/peer_process.h"
 
-namespace hzc {
+namespace hzc::transport {
 
 class Generation {
  public:
@@ -63,4 +63,4 @@ class PeerGeneration {
   UniqueMapping page_;  // read-only
 };
 
-}  // namespace hzc
+}  // namespace hzc::transport

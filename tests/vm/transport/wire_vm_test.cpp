@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// The wire between servers' leaders (coll/wire.h) on the guest's soft-RoCE device: members are
+// The wire between servers' leaders (transport/wire.h) on the guest's soft-RoCE device: members are
 // threads of this process, each with its own TCP group (bootstrap/group.h) on loopback and its
 // own verbs context, so every byte crosses rxe0 as it would between servers.
 #include <gtest/gtest.h>
@@ -17,11 +17,11 @@
 
 #include "bootstrap/group.h"
 #include "bootstrap/root_info.h"
-#include "coll/wire.h"
 #include "loopback_groups.h"
 #include "rdma_tool.h"
+#include "transport/wire.h"
 
-namespace hzc::coll {
+namespace hzc::transport {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -332,4 +332,4 @@ INSTANTIATE_TEST_SUITE_P(Slots, WireSlotsTest, ::testing::Values(1u, 2u, 4u),
                          [](const auto &param) { return "Slots" + std::to_string(param.param); });
 
 }  // namespace
-}  // namespace hzc::coll
+}  // namespace hzc::transport

@@ -4,7 +4,7 @@
 // Every activation is a physical allocation of aclrtMallocPhysical (a memfd, runtime/vmm.h)
 // mapped whole at its address, so a peer that holds the same memfd sees the same pages. This
 // transport gives peers those memfds and the offsets to map them at, and replaces what the
-// kernel module does for the kernel transport (core/peer_memory.h) with a protocol between
+// kernel module does for the kernel transport (transport/peer_memory.h) with a protocol between
 // the processes.
 //
 // How memfds and offsets reach peers. Each process publishes one directory: a small memfd
@@ -59,7 +59,7 @@
 
 #include "base/status.h"
 
-namespace hzc {
+namespace hzc::transport {
 
 enum class PeerTransport { kKernel, kMemfd };
 
@@ -144,4 +144,4 @@ class MemfdImport {
   std::shared_ptr<State> state_;
 };
 
-}  // namespace hzc
+}  // namespace hzc::transport

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // What PeerMemory decides before it asks hzc.ko: the checks of its arguments.
-#include "core/peer_memory.h"
+#include "transport/peer_memory.h"
 
 #include <unistd.h>
 
@@ -9,7 +9,7 @@
 
 #include "hzc_test.h"
 
-namespace hzc {
+namespace hzc::transport {
 namespace {
 
 using ::testing::HasSubstr;
@@ -49,4 +49,4 @@ TEST_F(PeerMemoryTest, NothingMappedAtFirst) {
 }
 
 }  // namespace
-}  // namespace hzc
+}  // namespace hzc::transport

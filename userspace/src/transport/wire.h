@@ -31,7 +31,7 @@
 #include "bootstrap/group.h"
 #include "verbs/links.h"
 
-namespace hzc::coll {
+namespace hzc::transport {
 
 class Wire {
  public:
@@ -148,4 +148,4 @@ class Wire {
   Status broken_;
 };
 
-}  // namespace hzc::coll
+}  // namespace hzc::transport

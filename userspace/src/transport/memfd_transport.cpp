@@ -1,8 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-#include "core/memfd_transport.h"
+#include "transport/memfd_transport.h"
 
 #include <fcntl.h>
-#include <linux/futex.h>
 #include <pthread.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -24,12 +23,13 @@
 
 #include "base/config.h"
 #include "base/errno_string.h"
+#include "base/futex.h"
 #include "base/log.h"
 #include "base/unique_fd.h"
 #include "base/unique_mapping.h"
 #include "bootstrap/peer_process.h"
 
-namespace hzc {
+namespace hzc::transport {
 
 namespace {
 
@@ -74,17 +74,6 @@ constexpr size_t kDirBytes = (sizeof(Directory) + 4095) / 4096 * 4096;
 template <typename T>
 std::atomic_ref<T> At(T &word) {
   return std::atomic_ref<T>(word);
-}
-
-void FutexWake(uint32_t *word) {
-  ::syscall(SYS_futex, word, FUTEX_WAKE, INT32_MAX, nullptr, nullptr, 0);
-}
-
-void FutexWait(uint32_t *word, uint32_t seen, std::chrono::milliseconds t) {
-  const auto s = std::chrono::duration_cast<std::chrono::seconds>(t);
-  timespec ts{.tv_sec = s.count(),
-              .tv_nsec = static_cast<long>(std::chrono::nanoseconds(t - s).count())};
-  ::syscall(SYS_futex, word, FUTEX_WAIT, seen, &ts, nullptr, 0);
 }
 
 // A consistent copy of a directory's ranges and activations (seqlock read), or nothing when
@@ -401,9 +390,9 @@ Status MemfdExport::Deactivate(uintptr_t va) {
   return state_->Revoke(generation());
 }
 
-}  // namespace hzc
+}  // namespace hzc::transport
 
-namespace hzc {
+namespace hzc::transport {
 
 std::vector<MemfdActivation> MemfdExport::Published() const {
   std::lock_guard lock(state_->mutex);
@@ -795,9 +784,9 @@ size_t MemfdImport::MappedWindows() const {
   return n;
 }
 
-}  // namespace hzc
+}  // namespace hzc::transport
 
-namespace hzc {
+namespace hzc::transport {
 
 Expected<PeerTransport> ChosenTransport() {
   const Config &config = GetConfig();
@@ -829,4 +818,4 @@ Expected<PeerTransport> ChosenTransport() {
   return PeerTransport::kMemfd;
 }
 
-}  // namespace hzc
+}  // namespace hzc::transport

@@ -1,14 +1,14 @@
 // SPDX-License-Identifier: Apache-2.0
 // The process's generation page and a peer's view of it, the peer being this process or a
 // forked child.
-#include "core/generation.h"
+#include "transport/generation.h"
 
 #include <sys/mman.h>
 
 #include "forked_child.h"
 #include "hzc_test.h"
 
-namespace hzc {
+namespace hzc::transport {
 namespace {
 
 using GenerationTest = test::Test;
@@ -81,4 +81,4 @@ TEST_F(GenerationTest, ChildHasItsOwnPageAndItsExitIsSeen) {
 }
 
 }  // namespace
-}  // namespace hzc
+}  // namespace hzc::transport

@@ -10,7 +10,7 @@
 #include "bootstrap/group.h"
 #include "verbs/board.h"
 
-namespace hzc {
+namespace hzc::transport {
 
 class GroupBoard : public verbs::BlobBoard {
  public:
@@ -38,4 +38,4 @@ class GroupBoard : public verbs::BlobBoard {
   mutable std::map<uint32_t, bootstrap::Group::Blob> mine_;  // by key
 };
 
-}  // namespace hzc
+}  // namespace hzc::transport

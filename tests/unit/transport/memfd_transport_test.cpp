@@ -2,7 +2,7 @@
 // The memfd peer transport between real processes: this process and forked children publish
 // activations backed by memfds and map each other's through pidfd_getfd; withdrawals return
 // only when the peers have dropped their mappings, and dead or stopped peers do not hang them.
-#include "core/memfd_transport.h"
+#include "transport/memfd_transport.h"
 
 #include <signal.h>
 #include <sys/mman.h>
@@ -15,7 +15,7 @@
 #include "forked_child.h"
 #include "hzc_test.h"
 
-namespace hzc {
+namespace hzc::transport {
 namespace {
 
 using MemfdTransportTest = test::Test;
@@ -260,4 +260,4 @@ TEST_F(MemfdTransportTest, DeadPeerIsSkippedStoppedPeerTimesOut) {
 }
 
 }  // namespace
-}  // namespace hzc
+}  // namespace hzc::transport

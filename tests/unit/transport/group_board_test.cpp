@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // Link setup's board over the TCP connections of a communicator that spans servers
-// (core/group_board.h): ranks are threads with their own groups on loopback.
-#include "core/group_board.h"
+// (transport/group_board.h): ranks are threads with their own groups on loopback.
+#include "transport/group_board.h"
 
 #include <gtest/gtest.h>
 
@@ -13,7 +13,7 @@
 #include "loopback_groups.h"
 #include "verbs/links.h"
 
-namespace hzc {
+namespace hzc::transport {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -102,4 +102,4 @@ TEST(GroupBoardTest, LinkSetupOverTheBoardAgreesOnNoRdmaDevice) {
 }
 
 }  // namespace
-}  // namespace hzc
+}  // namespace hzc::transport

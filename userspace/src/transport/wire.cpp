@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-#include "coll/wire.h"
+#include "transport/wire.h"
 
 #include <sys/mman.h>
 
@@ -12,9 +12,9 @@
 
 #include "base/errno_string.h"
 #include "base/log.h"
-#include "core/group_board.h"
+#include "transport/group_board.h"
 
-namespace hzc::coll {
+namespace hzc::transport {
 
 namespace {
 
@@ -400,4 +400,4 @@ uint64_t Wire::chunks_received() const {
   return n;
 }
 
-}  // namespace hzc::coll
+}  // namespace hzc::transport

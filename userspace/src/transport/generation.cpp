@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-#include "core/generation.h"
+#include "transport/generation.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -13,7 +13,7 @@
 #include "base/errno_string.h"
 #include "base/log.h"
 
-namespace hzc {
+namespace hzc::transport {
 
 namespace {
 
@@ -98,4 +98,4 @@ bool PeerGeneration::Alive() const {
   return !process_.Exited();
 }
 
-}  // namespace hzc
+}  // namespace hzc::transport
