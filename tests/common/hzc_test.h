@@ -64,7 +64,7 @@ class Test : public ::testing::Test {
     CheckLog();
     // The library keeps one descriptor of the device, one of its generation page (see
     // userspace/src/transport/generation.h) and one of its memory directory
-    // (userspace/src/transport/memfd_transport.h) per process by design. The device path is the one
+    // (userspace/src/transport/memfd_directory.h) per process by design. The device path is the one
     // hzc_device_path() reports, spelled out here so that tests of the layers below the API
     // (which do not link it) share this fixture.
     const char *env_device = std::getenv("HZC_DEVICE");

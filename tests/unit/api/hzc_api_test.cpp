@@ -3,7 +3,6 @@
 // the feature names; a missing or foreign device is HCCL_E_DRV with one log line.
 #include <hccl/hccl.h>
 #include <hzc/hzc.h>
-#include <linux/hzc.h>
 
 #include <cstdlib>
 #include <string>
@@ -22,7 +21,7 @@ TEST_F(HzcApiTest, NullInfoIsPtrError) {
 
 TEST_F(HzcApiTest, FeatureNames) {
   EXPECT_STREQ(hzc_feature_name(1), "info");
-  EXPECT_STREQ(hzc_feature_name(HZC_FEATURE_ACTIVATION_COOKIE), "activation_cookie");
+  EXPECT_STREQ(hzc_feature_name(HZC_DEVICE_FEATURE_ACTIVATION_COOKIE), "activation_cookie");
   EXPECT_EQ(hzc_feature_name(1ULL << 63), nullptr);
   EXPECT_EQ(hzc_feature_name(0), nullptr);
 }

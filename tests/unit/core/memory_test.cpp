@@ -3,8 +3,6 @@
 // it; the guest tests cover the rest.
 #include "core/memory.h"
 
-#include "transport/memfd_transport.h"
-
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -15,7 +13,7 @@
 #include "base/config.h"
 #include "core/range_registry.h"
 #include "hzc_test.h"
-#include "transport/memfd_transport.h"
+#include "transport/transport.h"
 
 namespace hzc::memory {
 namespace {
@@ -79,9 +77,9 @@ TEST_F(MemoryTest, WithoutModuleTheMemfdTransportIsChosen) {
   if (GetConfig().transport == TransportChoice::kKernel) {
     GTEST_SKIP() << "HZC_TRANSPORT=kernel: the calls fail, tested by the API tests";
   }
-  auto transport = transport::ChosenTransport();
+  auto transport = transport::Chosen();
   ASSERT_TRUE(transport.ok());
-  EXPECT_EQ(*transport, transport::PeerTransport::kMemfd);
+  EXPECT_EQ(*transport, transport::Kind::kMemfd);
   auto comm = MakeComm({"server-a"});
   EXPECT_EQ(UnsetRange(va()).code(), HCCL_E_PARA);  // not set: changes nothing
   EXPECT_EQ(Deactivate(va()).code(), HCCL_E_PARA);

@@ -3,6 +3,8 @@
 // how the module's errnos map to HcclResult.
 #include "device/device.h"
 
+#include <linux/hzc.h>
+
 #include <hccl/hccl.h>
 
 #include <cerrno>

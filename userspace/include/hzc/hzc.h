@@ -14,11 +14,19 @@
 extern "C" {
 #endif
 
+/** Bits of hzc_device_info.features: what the loaded module supports. */
+#define HZC_DEVICE_FEATURE_INFO (1ULL << 0)
+#define HZC_DEVICE_FEATURE_RANGES (1ULL << 1)            /* memory ranges */
+#define HZC_DEVICE_FEATURE_ACTIVATIONS (1ULL << 2)       /* activation and pinning */
+#define HZC_DEVICE_FEATURE_DOMAINS (1ULL << 3)           /* communicator domains, boards */
+#define HZC_DEVICE_FEATURE_PEER_MAP (1ULL << 4)          /* listing and mapping peers' memory */
+#define HZC_DEVICE_FEATURE_ACTIVATION_COOKIE (1ULL << 5) /* activations carry RDMA keys */
+
 /** What the loaded hzc.ko reports about itself (its INFO ioctl). */
 struct hzc_device_info {
   uint32_t abi_version;      /* ABI version of the module */
   uint32_t page_size;        /* PAGE_SIZE of the running kernel */
-  uint64_t features;         /* HZC_FEATURE_* bits of <linux/hzc.h> */
+  uint64_t features;         /* HZC_DEVICE_FEATURE_* bits */
   uint64_t max_pinned_bytes; /* per-context pin limit, 0 = unlimited */
   uint32_t max_ranges;       /* ranges per context */
   uint32_t max_domains;      /* domains in the system */

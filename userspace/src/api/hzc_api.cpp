@@ -4,8 +4,6 @@
 #include <hzc/hzc.h>
 #pragma GCC visibility pop
 
-#include <linux/hzc.h>
-
 #include <cstddef>
 #include <cstdio>
 
@@ -23,6 +21,33 @@
 namespace api = hzc::api;
 using hzc::Status;
 
+namespace {
+
+// The module's feature bits (Device::Feature) and the public HZC_DEVICE_FEATURE_* of each.
+constexpr struct {
+  uint64_t device;
+  uint64_t bit;
+  const char *name;
+} kFeatures[] = {
+    {hzc::Device::kFeatureInfo, HZC_DEVICE_FEATURE_INFO, "info"},
+    {hzc::Device::kFeatureRanges, HZC_DEVICE_FEATURE_RANGES, "ranges"},
+    {hzc::Device::kFeatureActivations, HZC_DEVICE_FEATURE_ACTIVATIONS, "activations"},
+    {hzc::Device::kFeatureDomains, HZC_DEVICE_FEATURE_DOMAINS, "domains"},
+    {hzc::Device::kFeaturePeerMap, HZC_DEVICE_FEATURE_PEER_MAP, "peer_map"},
+    {hzc::Device::kFeatureActivationCookie, HZC_DEVICE_FEATURE_ACTIVATION_COOKIE,
+     "activation_cookie"},
+};
+
+uint64_t PublicFeatures(uint64_t device) {
+  uint64_t out = 0;
+  for (const auto &feature : kFeatures) {
+    out |= (device & feature.device) != 0 ? feature.bit : 0;
+  }
+  return out;
+}
+
+}  // namespace
+
 HcclResult hzc_get_device_info(struct hzc_device_info *info) {
   return api::HcclGuard("hzc_get_device_info", [&]() -> Status {
     HZC_RETURN_IF_ERROR(api::NotNull(info, "info"));
@@ -30,34 +55,25 @@ HcclResult hzc_get_device_info(struct hzc_device_info *info) {
     if (!device.ok()) {
       return device.status();
     }
-    hzc_info raw{};
-    HZC_RETURN_IF_ERROR((*device)->Info(&raw));
+    auto raw = (*device)->QueryInfo();
+    if (!raw.ok()) {
+      return raw.status();
+    }
     *info = hzc_device_info{
-        .abi_version = raw.out_abi_version,
-        .page_size = raw.out_page_size,
-        .features = raw.out_features,
-        .max_pinned_bytes = raw.out_max_pinned_bytes,
-        .max_ranges = raw.out_max_ranges,
-        .max_domains = raw.out_max_domains,
-        .max_ranks = raw.out_max_ranks,
-        .max_blob_size = raw.out_max_blob_size,
+        .abi_version = raw->abi_version,
+        .page_size = raw->page_size,
+        .features = PublicFeatures(raw->features),
+        .max_pinned_bytes = raw->max_pinned_bytes,
+        .max_ranges = raw->max_ranges,
+        .max_domains = raw->max_domains,
+        .max_ranks = raw->max_ranks,
+        .max_blob_size = raw->max_blob_size,
     };
     return Status::Ok();
   });
 }
 
 const char *hzc_feature_name(uint64_t feature_bit) {
-  static constexpr struct {
-    uint64_t bit;
-    const char *name;
-  } kFeatures[] = {
-      {HZC_FEATURE_INFO, "info"},
-      {HZC_FEATURE_RANGES, "ranges"},
-      {HZC_FEATURE_ACTIVATIONS, "activations"},
-      {HZC_FEATURE_DOMAINS, "domains"},
-      {HZC_FEATURE_PEER_MAP, "peer_map"},
-      {HZC_FEATURE_ACTIVATION_COOKIE, "activation_cookie"},
-  };
   for (const auto &feature : kFeatures) {
     if (feature.bit == feature_bit) {
       return feature.name;

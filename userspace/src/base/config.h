@@ -22,7 +22,7 @@ std::string_view LogLevelName(LogLevel level);
 // A whole decimal number in [min, max]; nullopt for anything else (sign, junk, overflow).
 std::optional<uint64_t> ParseUnsigned(std::string_view text, uint64_t min, uint64_t max);
 
-// HZC_TRANSPORT: how peers reach each other's activated memory (transport/memfd_transport.h).
+// HZC_TRANSPORT: how peers reach each other's activated memory (transport/memfd_directory.h).
 enum class TransportChoice { kAuto, kKernel, kMemfd };
 
 struct Config {

@@ -6,7 +6,7 @@
 #include <functional>
 
 #include "coll/reduce.h"
-#include "transport/peer_memory.h"
+#include "transport/transport.h"
 
 namespace hzc::coll {
 

@@ -30,7 +30,7 @@
 #include "coll/guard.h"
 #include "coll/p2p_wire.h"
 #include "coll/reduce.h"
-#include "transport/peer_memory.h"
+#include "transport/transport.h"
 
 namespace hzc::coll {
 

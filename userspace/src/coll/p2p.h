@@ -58,7 +58,7 @@
 // matches them in list order.
 //
 // A rank that destroys its communicator (or dies) breaks the kernel domain of its peer
-// mappings for every rank (transport/peer_memory.h): zero-copy transfers between the remaining
+// mappings for every rank (transport/transport.h): zero-copy transfers between the remaining
 // ranks are then staged (their buffers no longer map), or fail with HCCL_E_REMOTE if that
 // happens during the copy.
 #pragma once

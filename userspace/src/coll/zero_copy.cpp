@@ -5,7 +5,7 @@
 #include <cstring>
 
 #include "coll/reduce.h"
-#include "transport/peer_memory.h"
+#include "transport/transport.h"
 
 namespace hzc::coll {
 

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // The zero-copy path: every rank's buffers lie in activated memory, and each rank reads its
-// peers' buffers through the communicator's peer mappings (transport/peer_memory.h), one copy per
+// peers' buffers through the communicator's peer mappings (transport/transport.h), one copy per
 // byte, inside guarded regions (coll/guard.h) so revoked peer memory is an error, not a crash.
 #pragma once
 

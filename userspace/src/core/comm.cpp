@@ -13,7 +13,7 @@
 #include "base/config.h"
 #include "base/log.h"
 #include "base/rank_list.h"
-#include "core/activation_cookie.h"
+#include "transport/activation_cookie.h"
 
 namespace hzc {
 
@@ -52,46 +52,27 @@ void Communicator::RecordAsyncError(HcclResult code) {
 }
 
 Communicator::~Communicator() {
-  coll_state_.reset();   // the collectives may hold pointers into peer windows
-  p2p_state_.reset();    // and the point-to-point channels
-  peer_memory_.reset();  // unmap peer windows before leaving the domain
-  memory_.clear();       // deregister before the links go (never waits for peers)
+  coll_state_.reset();  // the collectives may hold pointers into peer windows
+  p2p_state_.reset();   // and the point-to-point channels
+  memory_.clear();      // deregister before the links go (never waits for peers)
   links_.reset();
-  if (device_) {
-    if (Status st = device_->LeaveDomain(DomainId(), rank_); !st.ok()) {
-      LogWarn("HcclCommDestroy: {}", st.message());
-    }
-  }
+  link_.reset();  // unmaps peer windows, then leaves the kernel domain
 }
 
-Device::DomainId Communicator::DomainId() const {
-  Device::DomainId id{};
+std::array<uint64_t, 2> Communicator::DomainId() const {
+  std::array<uint64_t, 2> id{};
   std::memcpy(id.data(), id_.data(), sizeof(id));
   return id;
 }
 
 bool Communicator::linked() const {
   std::lock_guard lock(mutex_);
-  return peer_memory_ != nullptr;
-}
-
-Status Communicator::EstablishMemfdLinks() {
-  std::lock_guard lock(mutex_);
-  if (peer_memory_) {
-    return Status::Ok();
-  }
-  std::vector<uint32_t> pids;
-  for (const auto &r : ranks_) {
-    pids.push_back(r.pid);
-  }
-  peer_memory_ = std::make_unique<transport::PeerMemory>(rank_, pids);
-  LogDebug("link establishment: rank {} of {} linked (memfd transport)", rank_, size());
-  return Status::Ok();
+  return link_ != nullptr;
 }
 
 transport::PeerMemory *Communicator::peer_memory() const {
   std::lock_guard lock(mutex_);
-  return peer_memory_.get();
+  return link_ ? &link_->peers() : nullptr;
 }
 
 verbs::Links *Communicator::links() const {
@@ -100,7 +81,7 @@ verbs::Links *Communicator::links() const {
 }
 
 uint32_t Communicator::CookieTag(uint32_t rank) const {
-  return ActivationCookie::Tag(DomainId(), rank);
+  return transport::ActivationCookie::Tag(DomainId(), rank);
 }
 
 Expected<uint64_t> Communicator::RegisterMemory(uintptr_t va, size_t len) {
@@ -124,7 +105,7 @@ Expected<uint64_t> Communicator::RegisterMemory(uintptr_t va, size_t len) {
     return Error(HCCL_E_PARA, "[{:#x}, +{:#x}): a registration starts there already", va, len);
   }
   LogDebug("comm {}: registered [{:#x}, +{:#x}) with rkey {:#x}", serial_, va, len, rkey);
-  return ActivationCookie::Encode(CookieTag(rank_), rkey);
+  return transport::ActivationCookie::Encode(CookieTag(rank_), rkey);
 }
 
 bool Communicator::DropMemory(uintptr_t va) {
@@ -150,99 +131,27 @@ std::shared_ptr<const verbs::MemoryRegion> Communicator::FindMemory(const void *
   return it->second->Contains(p, len) ? it->second : nullptr;
 }
 
-Status Communicator::WaitForCards(const Device &device, const Device::DomainId &domain,
-                                  std::chrono::steady_clock::time_point deadline,
-                                  std::chrono::seconds timeout,
-                                  std::vector<transport::RankCard> *cards) const {
-  // Wait in slices, so that the ranks still missing are known if the domain breaks: a rank
-  // whose timeout ran out a little earlier gives up waiting for them and leaves, which breaks
-  // the domain for the others; they report the same timeout, not a failed peer.
-  using std::chrono::milliseconds;
-  constexpr milliseconds kSlice{200};
-  std::vector<uint32_t> missing, missing_now;
-  Status st;
-  for (;;) {
-    const auto left =
-        std::chrono::duration_cast<milliseconds>(deadline - std::chrono::steady_clock::now());
-    const auto wait = std::clamp(left, milliseconds(0), kSlice);
-    st = device.BoardWait(domain, rank_, size(), 0, static_cast<uint32_t>(wait.count()),
-                          &missing_now, cards->data(), sizeof(transport::RankCard));
-    if (st.code() != HCCL_E_TIMEOUT) {
-      break;
-    }
-    missing = missing_now;
-    if (left <= kSlice) {
-      break;
-    }
-  }
-  if (!st.ok()) {
-    const std::string list = RankList(missing);
-    if (st.code() == HCCL_E_TIMEOUT) {
-      return Error(HCCL_E_TIMEOUT,
-                   "link establishment: rank(s) {} of {} did not call HcclCommSetMemoryRange "
-                   "within HCCL_CONNECT_TIMEOUT={}s",
-                   list, size(), timeout.count());
-    }
-    if (st.code() == HCCL_E_REMOTE && !missing.empty()) {
-      return Error(HCCL_E_TIMEOUT,
-                   "link establishment: rank(s) {} of {} did not call HcclCommSetMemoryRange "
-                   "within HCCL_CONNECT_TIMEOUT={}s (another rank gave up waiting and left)",
-                   list, size(), timeout.count());
-    }
-    if (st.code() == HCCL_E_REMOTE) {
-      return Error(HCCL_E_REMOTE, "link establishment: a peer left or died ({})", st.message());
-    }
-    return st;
-  }
-  for (uint32_t r = 0; r < size(); ++r) {
-    if ((*cards)[r].magic != transport::RankCard::kMagic) {
-      return Error(HCCL_E_INTERNAL, "link establishment: rank {} published no valid card", r);
-    }
-  }
-  return Status::Ok();
-}
-
-Status Communicator::EstablishLinks(const std::shared_ptr<Device> &device,
-                                    std::chrono::seconds timeout) {
+Status Communicator::EstablishLinks(transport::Transport &transport, std::chrono::seconds timeout) {
   std::lock_guard lock(mutex_);
-  if (device_) {
+  if (link_) {
     return Status::Ok();
   }
-  const auto start = std::chrono::steady_clock::now();
-  const Device::DomainId domain = DomainId();
-  HZC_RETURN_IF_ERROR(device->JoinDomain(domain, rank_, size()));
-  auto leave = [&] {
-    if (Status st = device->LeaveDomain(domain, rank_); !st.ok()) {
-      LogWarn("link establishment: {}", st.message());
-    }
-  };
-  // Key 0 carries each rank's card (pid, generation page); verbs endpoints use further keys.
-  transport::RankCard card;
-  card.pid = static_cast<uint32_t>(getpid());
-  if (auto generation = transport::Generation::Process(); generation.ok()) {
-    card.generation_fd = (*generation)->fd();
-  } else {
-    LogInfo("link establishment: {}; peers will list our ranges on every lookup",
-            generation.status().message());
+  std::vector<uint32_t> pids;
+  for (const auto &r : ranks_) {
+    pids.push_back(r.pid);
   }
-  if (Status st = device->BoardPut(domain, rank_, 0, &card, sizeof(card)); !st.ok()) {
-    leave();
-    return st;
-  }
-  using std::chrono::milliseconds;
-  std::vector<transport::RankCard> cards(size());
-  if (Status st = WaitForCards(*device, domain, start + timeout, timeout, &cards); !st.ok()) {
-    leave();
-    return st;
+  auto link = transport.Connect(
+      {.id = DomainId(), .rank = rank_, .pids = std::move(pids), .timeout = timeout});
+  if (!link.ok()) {
+    return link.status();
   }
   // Every rank has arrived. The RDMA link setup that follows is work every rank does at once
   // (device, queue pairs, two board rounds); it gets a full timeout of its own, so that a rank
   // arriving just in time does not leave the ranks that waited for it without time for it.
   verbs::LinkOptions options = verbs::LinkOptions::FromEnvironment();
-  options.timeout = std::chrono::duration_cast<milliseconds>(timeout);
-  auto links = verbs::Links::Establish(*device, domain, rank_, size(), options);
-  if (!links.ok()) {
-    leave();  // Establish released what it made
+  options.timeout = std::chrono::duration_cast<std::chrono::milliseconds>(timeout);
+  auto links = (*link)->Rdma(options);
+  if (!links.ok()) {  // the link goes with its domain; Rdma released what it made
     const Status &failed = links.status();
     if (failed.code() == HCCL_E_TIMEOUT) {
       return Error(HCCL_E_TIMEOUT,
@@ -252,13 +161,13 @@ Status Communicator::EstablishLinks(const std::shared_ptr<Device> &device,
     }
     return Error(failed.code(), "link establishment: {}", failed.message());
   }
-  device_ = device;
-  peer_memory_ = std::make_unique<transport::PeerMemory>(device, domain, rank_, std::move(cards));
+  link_ = std::move(*link);
   links_ = std::move(*links);
-  LogDebug("link establishment: rank {} of {} linked ({})", rank_, size(),
+  LogDebug("link establishment: rank {} of {} linked ({} transport, {})", rank_, size(),
+           transport::KindName(transport.kind()),
            links_
                ? fmt::format("rdma on {} port {}", links_->port().device, links_->port().port_num)
-               : std::string("kernel-only"));
+               : std::string("no rdma links"));
   return Status::Ok();
 }
 

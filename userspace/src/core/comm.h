@@ -4,6 +4,7 @@
 
 #include <hccl/hccl_types.h>
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -18,8 +19,7 @@
 #include "bootstrap/rendezvous.h"
 #include "bootstrap/root_info.h"
 #include "core/comm_options.h"
-#include "device/device.h"
-#include "transport/peer_memory.h"
+#include "transport/transport.h"
 #include "verbs/links.h"
 
 namespace hzc {
@@ -59,24 +59,21 @@ class Communicator {
   void RecordAsyncError(HcclResult code);
   HcclResult AsyncError() const { return async_error_.load(); }
 
-  // Link establishment, done by the first HcclCommSetMemoryRange of the communicator: join
-  // the kernel domain, publish on its board and wait up to @timeout until every rank has
-  // (board key 0), then set up the RDMA links (verbs::Links, board keys 1 and 2) within
+  // Link establishment, done by the first HcclCommSetMemoryRange of the communicator (every
+  // rank calls it together): connect the ranks over @transport (transport/transport.h; the
+  // kernel transport joins the kernel domain and waits up to @timeout until every rank has
+  // published its card), then set up the RDMA links the transport offers (verbs::Links) within
   // another @timeout. No RDMA device on some rank: kernel-only links. A failure releases
-  // everything and leaves the domain again (which breaks it for the peers), so a later call
-  // starts afresh in a new domain. Idempotent.
-  Status EstablishLinks(const std::shared_ptr<Device> &device, std::chrono::seconds timeout);
-  // The same over the memfd transport (transport/memfd_transport.h): no kernel domain and no RDMA
-  // links; peers find each other's memory directories through the ranks' pids when they first
-  // look up their memory. Idempotent.
-  Status EstablishMemfdLinks();
+  // everything (which breaks the domain for the peers), so a later call starts afresh.
+  // Idempotent.
+  Status EstablishLinks(transport::Transport &transport, std::chrono::seconds timeout);
   bool linked() const;
   // The RDMA links; nullptr before link establishment or when the links are kernel-only.
   // Valid while the communicator lives (Links is thread-safe).
   verbs::Links *links() const;
 
   // RDMA registration of activated memory. RegisterMemory registers [va, va + len) with the
-  // links and returns the activation cookie (core/activation_cookie.h) to publish with it: 0
+  // links and returns the activation cookie (transport/activation_cookie.h) to publish with it: 0
   // when the communicator has no RDMA links (nothing registered). Errors as
   // verbs::Links::Register; HCCL_E_PARA when a registration starts at @va already.
   Expected<uint64_t> RegisterMemory(uintptr_t va, size_t len);
@@ -110,21 +107,16 @@ class Communicator {
   const CommOptions options_;
   std::atomic<HcclResult> async_error_{HCCL_SUCCESS};
   std::unique_ptr<bootstrap::Group> group_;
-  Device::DomainId DomainId() const;
-  // The wait of EstablishLinks for every rank's card (board key 0) until @deadline; the
-  // timeout and broken-domain errors name the ranks still missing and @timeout.
-  Status WaitForCards(const Device &device, const Device::DomainId &domain,
-                      std::chrono::steady_clock::time_point deadline, std::chrono::seconds timeout,
-                      std::vector<transport::RankCard> *cards) const;
+  // The communicator's 128-bit id as the transport's (the kernel domain's) id.
+  std::array<uint64_t, 2> DomainId() const;
 
   std::mutex coll_state_mutex_;
   std::unique_ptr<CollState> coll_state_;
   std::unique_ptr<CollState> p2p_state_;
 
   mutable std::mutex mutex_;
-  std::shared_ptr<Device> device_;  // set once linked: the context holding our domain rank
-  std::unique_ptr<transport::PeerMemory> peer_memory_;  // set once linked (either transport)
-  std::unique_ptr<verbs::Links> links_;                 // set once linked, unless kernel-only
+  std::unique_ptr<transport::Link> link_;  // set once linked
+  std::unique_ptr<verbs::Links> links_;    // set once linked, unless kernel-only
 
   // Registrations of activated memory by start address. Shared so that a transfer in progress
   // keeps its registration alive when the memory is deactivated meanwhile. A lock of its own:

@@ -7,56 +7,32 @@
 #include "base/config.h"
 #include "base/rollback.h"
 #include "core/range_registry.h"
-#include "device/device.h"
 #include "runtime/vmm.h"
 #include "transport/generation.h"
-#include "transport/memfd_transport.h"
+#include "transport/transport.h"
 
 namespace hzc::memory {
 
 namespace {
 
-// Why a call that pinned nothing failed with HCCL_E_MEMORY while the activation also has an RDMA
-// registration (@cookie != 0).
-Status ExplainPinFailure(Status st, uint64_t cookie) {
-  if (st.code() == HCCL_E_MEMORY && cookie != 0) {
-    return Error(st.code(),
-                 "{}; the RDMA registration of the activation pins it as well, so activated memory "
-                 "counts twice against RLIMIT_MEMLOCK",
-                 st.message());
-  }
-  return st;
-}
-
 // What UnsetRange and Deactivate share: take an entry out of the process's registry (@take),
-// withdraw it from the transport (@kernel with the device, else @memfd), and put the entry back
-// (@put_back) if that fails. On success the peers' cached views are stale, so the process's
-// generation moves. A memfd withdrawal that timed out waiting for a peer has happened all the
-// same (the directory no longer lists it): the entry stays out and the error is returned.
+// withdraw it from the transport (@withdraw), and put the entry back (@put_back) if that fails.
+// On success the peers' cached views are stale, so the process's generation moves. A withdrawal
+// that failed but happened all the same (transport::Transport::Withdrawn) leaves the entry out
+// and returns the error.
 Status Withdraw(const std::function<Status(RangeRegistry &)> &take,
                 const std::function<void(RangeRegistry &)> &put_back,
-                const std::function<Status(Device &)> &kernel,
-                const std::function<Status(transport::MemfdExport &)> &memfd) {
-  auto transport = transport::ChosenTransport();
+                const std::function<Status(transport::Transport &)> &withdraw) {
+  auto transport = transport::Process();
   if (!transport.ok()) {
     return transport.status();
-  }
-  Expected<std::shared_ptr<Device>> device = std::shared_ptr<Device>();
-  Expected<transport::MemfdExport *> exported = static_cast<transport::MemfdExport *>(nullptr);
-  if (*transport == transport::PeerTransport::kKernel) {
-    device = Device::Process();
-  } else {
-    exported = transport::MemfdExport::Process();
-  }
-  if (!device.ok() || !exported.ok()) {
-    return device.ok() ? exported.status() : device.status();
   }
   auto &ranges = RangeRegistry::Process();
   Rollback rollback;
   HZC_RETURN_IF_ERROR(take(ranges));
   rollback.Push([&] { put_back(ranges); });
-  Status st = *device ? kernel(**device) : memfd(**exported);
-  if (!st.ok() && (*device || st.code() != HCCL_E_TIMEOUT)) {
+  Status st = withdraw(**transport);
+  if (!(*transport)->Withdrawn(st)) {
     return st;
   }
   rollback.Commit();
@@ -64,40 +40,14 @@ Status Withdraw(const std::function<Status(RangeRegistry &)> &take,
   return st;
 }
 
-// SetRange over the memfd transport.
-Status SetMemfdRange(Communicator &comm, uintptr_t base, size_t size) {
-  auto exported = transport::MemfdExport::Process();
-  if (!exported.ok()) {
-    return exported.status();
+// The process's transport, with @comm linked over it.
+Expected<transport::Transport *> Linked(Communicator &comm) {
+  auto transport = transport::Process();
+  if (!transport.ok()) {
+    return transport.status();
   }
-  HZC_RETURN_IF_ERROR(comm.EstablishMemfdLinks());
-  auto &ranges = RangeRegistry::Process();
-  Rollback rollback;
-  HZC_RETURN_IF_ERROR(ranges.Add(base, size, comm.serial()));
-  rollback.Push([&] { (void)ranges.Remove(base); });
-  HZC_RETURN_IF_ERROR((*exported)->AddRange(base, size));
-  rollback.Commit();
-  return Status::Ok();
-}
-
-// The transport's part of Activate: the kernel's activation (pinning) or the memfd directory's.
-Status ActivateIn(transport::PeerTransport transport, uintptr_t va, size_t size, uint64_t cookie) {
-  if (transport == transport::PeerTransport::kMemfd) {
-    auto exported = transport::MemfdExport::Process();
-    if (!exported.ok()) {
-      return exported.status();
-    }
-    const int fd = runtime::PhysicalFdAt(reinterpret_cast<void *>(va));
-    if (fd < 0) {
-      return Error(HCCL_E_PARA, "virPtr={:#x}: no aclrtMapMem mapping starts there", va);
-    }
-    return (*exported)->Activate(va, size, fd, 0, cookie);
-  }
-  auto device = Device::Process();
-  if (!device.ok()) {
-    return device.status();
-  }
-  return ExplainPinFailure((*device)->Activate(va, size, cookie), cookie);
+  HZC_RETURN_IF_ERROR(comm.EstablishLinks(**transport, GetConfig().connect_timeout));
+  return *transport;
 }
 
 }  // namespace
@@ -109,43 +59,21 @@ Status SetRange(HcclComm handle, Communicator &comm, uintptr_t base, size_t size
                  "support memory ranges",
                  handle, comm.size(), servers);
   }
-  auto transport = transport::ChosenTransport();
+  auto transport = Linked(comm);
   if (!transport.ok()) {
     return transport.status();
   }
-  if (*transport == transport::PeerTransport::kMemfd) {
-    return SetMemfdRange(comm, base, size);
-  }
-  auto device = Device::Process();
-  if (!device.ok()) {
-    return device.status();
-  }
-  HZC_RETURN_IF_ERROR(comm.EstablishLinks(*device, GetConfig().connect_timeout));
   auto &ranges = RangeRegistry::Process();
   Rollback rollback;
   HZC_RETURN_IF_ERROR(ranges.Add(base, size, comm.serial()));
   rollback.Push([&] { (void)ranges.Remove(base); });
-  auto ids = (*device)->RegisterRange(base, size);
-  if (!ids.ok()) {
-    return ids.status();
-  }
+  HZC_RETURN_IF_ERROR((*transport)->AddRange(base, size));
   rollback.Commit();
   return Status::Ok();
 }
 
 Status LinkPeers(Communicator &comm) {
-  auto transport = transport::ChosenTransport();
-  if (!transport.ok()) {
-    return transport.status();
-  }
-  if (*transport == transport::PeerTransport::kMemfd) {
-    return comm.EstablishMemfdLinks();
-  }
-  auto device = Device::Process();
-  if (!device.ok()) {
-    return device.status();
-  }
-  return comm.EstablishLinks(*device, GetConfig().connect_timeout);
+  return Linked(comm).status();
 }
 
 Status UnsetRange(uintptr_t base) {
@@ -153,8 +81,7 @@ Status UnsetRange(uintptr_t base) {
   return Withdraw(
       [&](RangeRegistry &ranges) { return ranges.Remove(base, &removed); },
       [&](RangeRegistry &ranges) { (void)ranges.Add(base, removed.size, removed.comm_id); },
-      [&](Device &device) { return device.UnregisterRange(base); },
-      [&](transport::MemfdExport &exported) { return exported.RemoveRange(base); });
+      [&](transport::Transport &transport) { return transport.RemoveRange(base); });
 }
 
 Status Activate(const std::shared_ptr<Communicator> &comm, uintptr_t va, size_t size,
@@ -163,7 +90,7 @@ Status Activate(const std::shared_ptr<Communicator> &comm, uintptr_t va, size_t 
       !why.empty()) {
     return Error(HCCL_E_PARA, "{}", why);
   }
-  auto transport = transport::ChosenTransport();
+  auto transport = transport::Process();
   if (!transport.ok()) {
     return transport.status();
   }
@@ -178,7 +105,7 @@ Status Activate(const std::shared_ptr<Communicator> &comm, uintptr_t va, size_t 
     return cookie.status();
   }
   rollback.Push([&] { comm->DropMemory(va); });
-  HZC_RETURN_IF_ERROR(ActivateIn(*transport, va, size, *cookie));
+  HZC_RETURN_IF_ERROR((*transport)->Activate(va, size, *cookie));
   rollback.Commit();
   transport::Generation::BumpProcess();
   return Status::Ok();
@@ -191,8 +118,7 @@ Status Deactivate(uintptr_t va) {
                [&](RangeRegistry &ranges) {
                  (void)ranges.Activate(va, removed.size, removed.handle, removed.comm);
                },
-               [&](Device &device) { return device.Deactivate(va); },
-               [&](transport::MemfdExport &exported) { return exported.Deactivate(va); }));
+               [&](transport::Transport &transport) { return transport.Deactivate(va); }));
   // A communicator destroyed meanwhile dropped its registrations already.
   if (const std::shared_ptr<Communicator> comm = removed.comm.lock()) {
     comm->DropMemory(va);

@@ -34,7 +34,7 @@ Status UnsetRange(uintptr_t base);
 
 // HcclCommActivateCommMemory: [va, va + size) is mapped with @handle (aclrtMapMem) inside one
 // set range. With RDMA links the activation is registered with @comm's links and the key travels
-// with the activation (core/activation_cookie.h).
+// with the activation (transport/activation_cookie.h).
 Status Activate(const std::shared_ptr<Communicator> &comm, uintptr_t va, size_t size, void *handle);
 
 // HcclCommDeactivateCommMemory: @va starts an activation. Its RDMA registration is

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "core/peer_access.h"
 
-#include "core/activation_cookie.h"
+#include "transport/activation_cookie.h"
 #include "verbs/links.h"
 
 namespace hzc {
@@ -28,19 +28,19 @@ Expected<uint32_t> PeerKey(HcclComm handle, const Communicator &comm, transport:
   }
   const auto *va = reinterpret_cast<const void *>(peer_va);
   uint32_t rkey = 0;
-  switch (ActivationCookie::Decode(activation->cookie, comm.CookieTag(rank), &rkey)) {
-    case ActivationCookie::Match::kNone:
+  switch (transport::ActivationCookie::Decode(activation->cookie, comm.CookieTag(rank), &rkey)) {
+    case transport::ActivationCookie::Match::kNone:
       return Error(HCCL_E_PARA,
                    "peer_va={}: the activation [{:#x}, +{:#x}) of rank {} has no RDMA registration "
                    "(it was activated through a communicator without RDMA links)",
                    va, activation->va, activation->size, rank);
-    case ActivationCookie::Match::kOther:
+    case transport::ActivationCookie::Match::kOther:
       return Error(HCCL_E_PARA,
                    "peer_va={}: the activation [{:#x}, +{:#x}) was not made by rank {} on "
                    "comm={} (but through another communicator, or by another rank of that "
                    "process); RDMA reaches only memory activated on the same communicator",
                    va, activation->va, activation->size, rank, handle);
-    case ActivationCookie::Match::kOk:
+    case transport::ActivationCookie::Match::kOk:
       break;
   }
   return rkey;

@@ -15,7 +15,7 @@
 
 #include "base/status.h"
 #include "core/comm.h"
-#include "transport/peer_memory.h"
+#include "transport/transport.h"
 
 namespace hzc {
 

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // Symmetric memory windows (HcclCommSymWinRegister): names for ranges of activated memory.
-// The peers of a communicator already map every rank's activated memory (transport/peer_memory.h),
+// The peers of a communicator already map every rank's activated memory (transport/transport.h),
 // so a window adds no mapping: registering checks that the range is activated memory this
 // communicator sees, and the handle only finds the range again.
 #pragma once

@@ -2,6 +2,7 @@
 #include "device/device.h"
 
 #include <fcntl.h>
+#include <linux/hzc.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -16,6 +17,14 @@
 #include "base/log.h"
 
 namespace hzc {
+
+static_assert(Device::kBoardKeys == HZC_BOARD_KEYS);
+static_assert(Device::kFeatureInfo == HZC_FEATURE_INFO);
+static_assert(Device::kFeatureRanges == HZC_FEATURE_RANGES);
+static_assert(Device::kFeatureActivations == HZC_FEATURE_ACTIVATIONS);
+static_assert(Device::kFeatureDomains == HZC_FEATURE_DOMAINS);
+static_assert(Device::kFeaturePeerMap == HZC_FEATURE_PEER_MAP);
+static_assert(Device::kFeatureActivationCookie == HZC_FEATURE_ACTIVATION_COOKIE);
 
 namespace {
 
@@ -52,21 +61,21 @@ Expected<std::unique_ptr<Device>> Device::Open(const std::string &path) {
                  err == ENOENT ? " (is hzc.ko loaded?)" : "");
   }
   std::unique_ptr<Device> dev(new Device(std::move(fd), path));
-  hzc_info info{};
-  if (Status st = dev->Info(&info); !st.ok()) {
-    return st;
+  auto info = dev->QueryInfo();
+  if (!info.ok()) {
+    return info.status();
   }
-  if (info.out_abi_version != HZC_ABI_VERSION) {
+  if (info->abi_version != HZC_ABI_VERSION) {
     return Error(HCCL_E_DRV, "{}: module speaks abi version {}, this library needs {}", path,
-                 info.out_abi_version, HZC_ABI_VERSION);
+                 info->abi_version, HZC_ABI_VERSION);
   }
-  dev->info_ = info;
-  LogDebug("device: opened {} (abi {}, page size {}, features {:#x})", path, info.out_abi_version,
-           info.out_page_size, info.out_features);
+  dev->info_ = *info;
+  LogDebug("device: opened {} (abi {}, page size {}, features {:#x})", path, info->abi_version,
+           info->page_size, info->features);
   return dev;
 }
 
-Status Device::Info(hzc_info *out) const {
+Expected<Device::Info> Device::QueryInfo() const {
   auto info = Arg<hzc_info>();
   if (::ioctl(fd_.get(), HZC_IOC_INFO, &info) != 0) {
     const int err = errno;
@@ -76,8 +85,16 @@ Status Device::Info(hzc_info *out) const {
     }
     return Error(HCCL_E_DRV, "{}: info ioctl failed: {}", path_, ErrnoString(err));
   }
-  *out = info;
-  return Status::Ok();
+  return Info{
+      .abi_version = info.out_abi_version,
+      .page_size = info.out_page_size,
+      .features = info.out_features,
+      .max_pinned_bytes = info.out_max_pinned_bytes,
+      .max_ranges = info.out_max_ranges,
+      .max_domains = info.out_max_domains,
+      .max_ranks = info.out_max_ranks,
+      .max_blob_size = info.out_max_blob_size,
+  };
 }
 
 int Device::Ioctl(unsigned long request, void *arg) const {
@@ -248,8 +265,8 @@ Status Device::BoardWait(const DomainId &id, uint32_t rank, uint32_t nranks, uin
   return Status::Ok();
 }
 
-Expected<std::vector<hzc_range_desc>> Device::ListRanges(const DomainId &id, uint32_t rank,
-                                                         uint32_t peer_rank) const {
+Expected<std::vector<Device::RangeDesc>> Device::ListRanges(const DomainId &id, uint32_t rank,
+                                                            uint32_t peer_rank) const {
   std::vector<hzc_range_desc> out(8);
   for (;;) {
     auto arg = MemberArg<hzc_list_ranges>(id, rank);
@@ -267,14 +284,23 @@ Expected<std::vector<hzc_range_desc>> Device::ListRanges(const DomainId &id, uin
                    BrokenHint(err));
     }
     out.resize(arg.num_ranges);
-    return out;
+    std::vector<RangeDesc> ranges;
+    ranges.reserve(out.size());
+    for (const hzc_range_desc &d : out) {
+      ranges.push_back(RangeDesc{.id = d.id,
+                                 .base = d.base,
+                                 .length = d.length,
+                                 .mmap_offset = d.mmap_offset,
+                                 .nr_activations = d.nr_activations});
+    }
+    return ranges;
   }
 }
 
-Expected<std::vector<hzc_activation_desc>> Device::ListActivations(const DomainId &id,
-                                                                   uint32_t rank,
-                                                                   uint32_t peer_rank,
-                                                                   uint64_t range_id) const {
+Expected<std::vector<Device::ActivationDesc>> Device::ListActivations(const DomainId &id,
+                                                                      uint32_t rank,
+                                                                      uint32_t peer_rank,
+                                                                      uint64_t range_id) const {
   std::vector<hzc_activation_desc> out(8);
   for (;;) {
     auto arg = MemberArg<hzc_list_activations>(id, rank);
@@ -294,7 +320,12 @@ Expected<std::vector<hzc_activation_desc>> Device::ListActivations(const DomainI
                    ErrnoString(err), BrokenHint(err));
     }
     out.resize(arg.num_activations);
-    return out;
+    std::vector<ActivationDesc> activations;
+    activations.reserve(out.size());
+    for (const hzc_activation_desc &d : out) {
+      activations.push_back(ActivationDesc{.va = d.va, .length = d.length, .cookie = d.cookie});
+    }
+    return activations;
   }
 }
 

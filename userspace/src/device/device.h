@@ -1,9 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // RAII wrapper of /dev/hzc: one open file per process (the kernel binds the context to the
-// opener's mm), one typed method per ioctl.
+// opener's mm), one typed method per ioctl. The module's ABI (<linux/hzc.h>) stays inside
+// device/: the methods take and return the library's own types.
 #pragma once
-
-#include <linux/hzc.h>
 
 #include <array>
 #include <cstddef>
@@ -44,8 +43,46 @@ class Device {
 
   using DomainId = std::array<uint64_t, 2>;
 
-  // HZC_IOC_INFO.
-  Status Info(hzc_info *out) const;
+  // What the module says of itself (HZC_IOC_INFO).
+  struct Info {
+    uint32_t abi_version = 0;
+    uint32_t page_size = 0;
+    uint64_t features = 0;          // Feature bits
+    uint64_t max_pinned_bytes = 0;  // per user; 0: only RLIMIT_MEMLOCK
+    uint32_t max_ranges = 0;        // per context
+    uint32_t max_domains = 0;       // in the system
+    uint32_t max_ranks = 0;         // per domain
+    uint32_t max_blob_size = 0;     // bytes one member publishes under one board key
+  };
+  // Bits of Info::features: what the module supports.
+  enum Feature : uint64_t {
+    kFeatureInfo = uint64_t{1} << 0,
+    kFeatureRanges = uint64_t{1} << 1,
+    kFeatureActivations = uint64_t{1} << 2,
+    kFeatureDomains = uint64_t{1} << 3,
+    kFeaturePeerMap = uint64_t{1} << 4,
+    kFeatureActivationCookie = uint64_t{1} << 5,
+  };
+  // Board keys of a domain: 0 .. kBoardKeys - 1.
+  static constexpr uint32_t kBoardKeys = 16;
+
+  // A peer's range (HZC_IOC_LIST_RANGES).
+  struct RangeDesc {
+    uint64_t id = 0;
+    uintptr_t base = 0;
+    size_t length = 0;
+    uint64_t mmap_offset = 0;  // of its window (MapPeerWindow)
+    uint32_t nr_activations = 0;
+  };
+  // One activation of a peer's range (HZC_IOC_LIST_ACTIVATIONS).
+  struct ActivationDesc {
+    uintptr_t va = 0;
+    size_t length = 0;
+    uint64_t cookie = 0;
+  };
+
+  // HZC_IOC_INFO, asked afresh.
+  Expected<Info> QueryInfo() const;
 
   struct RangeIds {
     uint64_t id = 0;
@@ -72,18 +109,18 @@ class Device {
 
   // HZC_IOC_LIST_RANGES: every range of @peer_rank, sorted by base. HCCL_E_REMOTE when the
   // domain broke (a member left or died).
-  Expected<std::vector<hzc_range_desc>> ListRanges(const DomainId &id, uint32_t rank,
-                                                   uint32_t peer_rank) const;
+  Expected<std::vector<RangeDesc>> ListRanges(const DomainId &id, uint32_t rank,
+                                              uint32_t peer_rank) const;
   // HZC_IOC_LIST_ACTIVATIONS: the activations of range @range_id of @peer_rank, sorted by va.
   // HCCL_E_NOT_FOUND when the range is gone, HCCL_E_REMOTE when the domain broke.
-  Expected<std::vector<hzc_activation_desc>> ListActivations(const DomainId &id, uint32_t rank,
-                                                             uint32_t peer_rank,
-                                                             uint64_t range_id) const;
+  Expected<std::vector<ActivationDesc>> ListActivations(const DomainId &id, uint32_t rank,
+                                                        uint32_t peer_rank,
+                                                        uint64_t range_id) const;
   // mmap of a peer range's window (MAP_SHARED, read-write): @length bytes from @mmap_offset.
   Expected<void *> MapPeerWindow(uint64_t mmap_offset, size_t length) const;
 
   // What INFO said when the device was opened.
-  const hzc_info &info() const { return info_; }
+  const Info &info() const { return info_; }
   const std::string &path() const { return path_; }
   int fd() const { return fd_.get(); }
 
@@ -95,7 +132,7 @@ class Device {
 
   UniqueFd fd_;
   std::string path_;
-  hzc_info info_{};
+  Info info_{};
 };
 
 }  // namespace hzc

@@ -2,7 +2,6 @@
 #include "verbs/links.h"
 
 #include <fcntl.h>
-#include <linux/hzc.h>
 #include <poll.h>
 #include <sched.h>
 #include <sys/random.h>
@@ -48,12 +47,12 @@ Status CheckSetup(const Device &device, uint32_t rank, uint32_t nranks,
     return Error(HCCL_E_PARA, "link setup: rank {} of {} of {} is not a domain member", rank,
                  nranks, device.path());
   }
-  if (options.endpoint_key >= HZC_BOARD_KEYS || options.ready_key >= HZC_BOARD_KEYS ||
+  if (options.endpoint_key >= Device::kBoardKeys || options.ready_key >= Device::kBoardKeys ||
       options.endpoint_key == options.ready_key) {
     return Error(HCCL_E_PARA, "link setup: board keys {} and {} must differ and be below {}",
-                 options.endpoint_key, options.ready_key, HZC_BOARD_KEYS);
+                 options.endpoint_key, options.ready_key, Device::kBoardKeys);
   }
-  const uint32_t max_blob = device.info().out_max_blob_size;
+  const uint32_t max_blob = device.info().max_blob_size;
   if (nranks > MaxRanksForBlob(max_blob)) {
     return Error(HCCL_E_NOT_SUPPORT,
                  "link setup: {} ranks do not fit the domain board ({} bytes per blob: at most {} "

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-#include "transport/memfd_transport.h"
+#include "transport/memfd_directory.h"
 
 #include <fcntl.h>
 #include <pthread.h>
@@ -782,40 +782,6 @@ size_t MemfdImport::MappedWindows() const {
     n += o.listed ? o.windows.size() : 0;
   }
   return n;
-}
-
-}  // namespace hzc::transport
-
-namespace hzc::transport {
-
-Expected<PeerTransport> ChosenTransport() {
-  const Config &config = GetConfig();
-  const bool present = ::access(config.device_path.c_str(), F_OK) == 0;
-  switch (config.transport) {
-    case TransportChoice::kKernel:
-      if (!present) {
-        return Error(HCCL_E_NOT_FOUND,
-                     "HZC_TRANSPORT=kernel: {} is absent: the kernel module hzc.ko is not loaded "
-                     "(modprobe hzc), or choose HZC_TRANSPORT=memfd",
-                     config.device_path);
-      }
-      return PeerTransport::kKernel;
-    case TransportChoice::kMemfd:
-      return PeerTransport::kMemfd;
-    case TransportChoice::kAuto:
-      break;
-  }
-  if (present) {
-    return PeerTransport::kKernel;
-  }
-  static std::once_flag logged;
-  std::call_once(logged, [&] {
-    LogInfo(
-        "{} is absent (hzc.ko not loaded): peers reach activated memory through memfds "
-        "(HZC_TRANSPORT=memfd; see the README for what that gives up)",
-        config.device_path);
-  });
-  return PeerTransport::kMemfd;
 }
 
 }  // namespace hzc::transport

@@ -2,7 +2,7 @@
 // The memfd peer transport between real processes: this process and forked children publish
 // activations backed by memfds and map each other's through pidfd_getfd; withdrawals return
 // only when the peers have dropped their mappings, and dead or stopped peers do not hang them.
-#include "transport/memfd_transport.h"
+#include "transport/memfd_directory.h"
 
 #include <signal.h>
 #include <sys/mman.h>

@@ -1,10 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
-// The memfd peer transport: peer access to activated memory without /dev/hzc.
+// The memfd transport's directory: how a process publishes its activations' memfds to its
+// peers without /dev/hzc, and how withdrawals reach them (transport/memfd.h is the transport).
 //
 // Every activation is a physical allocation of aclrtMallocPhysical (a memfd, runtime/vmm.h)
 // mapped whole at its address, so a peer that holds the same memfd sees the same pages. This
 // transport gives peers those memfds and the offsets to map them at, and replaces what the
-// kernel module does for the kernel transport (transport/peer_memory.h) with a protocol between
+// kernel module does for the kernel transport (transport/kernel.h) with a protocol between
 // the processes.
 //
 // How memfds and offsets reach peers. Each process publishes one directory: a small memfd
@@ -60,13 +61,6 @@
 #include "base/status.h"
 
 namespace hzc::transport {
-
-enum class PeerTransport { kKernel, kMemfd };
-
-// This process's transport, chosen at the first call from HZC_TRANSPORT (base/config.h): auto
-// takes the kernel transport when the device (HZC_DEVICE, /dev/hzc) exists, else the memfd one
-// (logged once at INFO); kernel without the device is HCCL_E_NOT_FOUND naming the module.
-Expected<PeerTransport> ChosenTransport();
 
 // A peer's activation as listed in its directory.
 struct MemfdActivation {

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-#include "core/activation_cookie.h"
+#include "transport/activation_cookie.h"
 
 #include <array>
 #include <cstdint>
@@ -7,7 +7,7 @@
 
 #include "hzc_test.h"
 
-namespace hzc {
+namespace hzc::transport {
 namespace {
 
 using Domain = std::array<uint64_t, 2>;
@@ -78,4 +78,4 @@ TEST_F(ActivationCookieTest, UsableAtCompileTime) {
 }
 
 }  // namespace
-}  // namespace hzc
+}  // namespace hzc::transport

@@ -16,7 +16,7 @@
 #include <array>
 #include <cstdint>
 
-namespace hzc {
+namespace hzc::transport {
 
 class ActivationCookie {
  public:
@@ -64,4 +64,4 @@ class ActivationCookie {
   }
 };
 
-}  // namespace hzc
+}  // namespace hzc::transport

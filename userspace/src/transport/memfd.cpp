@@ -1,0 +1,133 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "transport/memfd.h"
+
+#include <unistd.h>
+
+#include "runtime/vmm.h"
+#include "transport/memfd_directory.h"
+
+namespace hzc::transport {
+
+namespace {
+
+// A directory error about rank @peer (pid @pid): an exit is named as the kernel transport
+// names it.
+Status Named(const Status &st, uint32_t peer, pid_t pid) {
+  if (st.code() == HCCL_E_REMOTE) {
+    return Error(HCCL_E_REMOTE, "rank {} (pid {}) has exited", peer, pid);
+  }
+  return st;
+}
+
+class MemfdLink final : public Link {
+ public:
+  MemfdLink(uint32_t rank, std::vector<uint32_t> pids) : peers_(rank, std::move(pids)) {}
+  PeerMemory &peers() override { return peers_; }
+  Expected<std::unique_ptr<verbs::Links>> Rdma(const verbs::LinkOptions &) override {
+    return std::unique_ptr<verbs::Links>();
+  }
+
+ private:
+  MemfdPeerMemory peers_;
+};
+
+}  // namespace
+
+Status MemfdTransport::AddRange(uintptr_t base, size_t size) {
+  auto exported = MemfdExport::Process();
+  return exported.ok() ? (*exported)->AddRange(base, size) : exported.status();
+}
+
+Status MemfdTransport::RemoveRange(uintptr_t base) {
+  auto exported = MemfdExport::Process();
+  return exported.ok() ? (*exported)->RemoveRange(base) : exported.status();
+}
+
+Status MemfdTransport::Activate(uintptr_t va, size_t size, uint64_t cookie) {
+  auto exported = MemfdExport::Process();
+  if (!exported.ok()) {
+    return exported.status();
+  }
+  const int fd = runtime::PhysicalFdAt(reinterpret_cast<void *>(va));
+  if (fd < 0) {
+    return Error(HCCL_E_PARA, "virPtr={:#x}: no aclrtMapMem mapping starts there", va);
+  }
+  return (*exported)->Activate(va, size, fd, 0, cookie);
+}
+
+Status MemfdTransport::Deactivate(uintptr_t va) {
+  auto exported = MemfdExport::Process();
+  return exported.ok() ? (*exported)->Deactivate(va) : exported.status();
+}
+
+bool MemfdTransport::Withdrawn(const Status &st) const {
+  return st.ok() || st.code() == HCCL_E_TIMEOUT;
+}
+
+Expected<std::unique_ptr<Link>> MemfdTransport::Connect(const LinkRequest &request) {
+  return std::unique_ptr<Link>(std::make_unique<MemfdLink>(request.rank, request.pids));
+}
+
+MemfdPeerMemory::MemfdPeerMemory(uint32_t rank, std::vector<uint32_t> pids)
+    : rank_(rank), pids_(std::move(pids)) {}
+
+pid_t MemfdPeerMemory::PidOf(uint32_t peer) const {
+  return peer == rank_ ? ::getpid() : static_cast<pid_t>(pids_[peer]);
+}
+
+Expected<void *> MemfdPeerMemory::Translate(uint32_t peer, uintptr_t va, size_t len) {
+  HZC_RETURN_IF_ERROR(CheckPeerArgs(peer, pids_.size(), va, len));
+  const pid_t pid = PidOf(peer);
+  auto &imp = MemfdImport::Process();
+  if (Status st = imp.AttachProcess(pid); !st.ok()) {
+    return Named(st, peer, pid);
+  }
+  auto p = imp.Translate(pid, va, len);
+  if (!p.ok() && p.status().code() == HCCL_E_PARA) {
+    return Error(HCCL_E_PARA, "[{:#x}, +{:#x}) is not activated memory of rank {}", va, len, peer);
+  }
+  if (!p.ok()) {
+    return Named(p.status(), peer, pid);
+  }
+  return p;
+}
+
+Expected<std::vector<PeerActivation>> MemfdPeerMemory::Activations(uint32_t peer) {
+  if (peer >= pids_.size()) {
+    return Error(HCCL_E_PARA, "rank={}: the communicator has {} ranks", peer, pids_.size());
+  }
+  const pid_t pid = PidOf(peer);
+  auto &imp = MemfdImport::Process();
+  Status st = imp.AttachProcess(pid);
+  auto listed = st.ok() ? imp.Activations(pid) : Expected<std::vector<MemfdActivation>>(st);
+  if (!listed.ok()) {
+    return Error(listed.status().code(), "cannot list the ranges of rank {}: {}", peer,
+                 Named(listed.status(), peer, pid).message());
+  }
+  std::vector<PeerActivation> out;
+  for (const MemfdActivation &a : *listed) {
+    out.push_back(PeerActivation{.va = a.va, .size = a.size, .cookie = a.cookie});
+  }
+  return out;
+}
+
+Expected<PeerActivation> MemfdPeerMemory::Activation(uint32_t peer, uintptr_t peer_va, size_t len) {
+  HZC_RETURN_IF_ERROR(CheckPeerArgs(peer, pids_.size(), peer_va, len));
+  auto all = Activations(peer);
+  if (!all.ok()) {
+    return all.status();
+  }
+  for (const PeerActivation &a : *all) {
+    if (peer_va >= a.va && peer_va - a.va < a.size && len <= a.size - (peer_va - a.va)) {
+      return a;
+    }
+  }
+  return Error(HCCL_E_PARA, "[{:#x}, +{:#x}) is not inside one activation of rank {}", peer_va, len,
+               peer);
+}
+
+size_t MemfdPeerMemory::MappedWindows() const {
+  return MemfdImport::Process().MappedWindows();
+}
+
+}  // namespace hzc::transport
