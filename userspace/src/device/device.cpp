@@ -12,6 +12,7 @@
 #include <chrono>
 #include <mutex>
 
+#include "base/process_id.h"
 #include "base/config.h"
 #include "base/errno_string.h"
 #include "base/log.h"
@@ -347,7 +348,7 @@ Expected<std::shared_ptr<Device>> Device::Process() {
   static pid_t owner = 0;
 
   std::lock_guard lock(mutex);
-  if (device && owner == ::getpid()) {
+  if (device && owner == ProcessId()) {
     return device;
   }
   // A forked child inherits the parent's file, whose context belongs to the parent's mm.
@@ -357,7 +358,7 @@ Expected<std::shared_ptr<Device>> Device::Process() {
     return opened.status();
   }
   device = std::move(opened.value());
-  owner = ::getpid();
+  owner = ProcessId();
   return device;
 }
 

@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <mutex>
 
+#include "base/process_id.h"
 #include "base/errno_string.h"
 #include "base/log.h"
 
@@ -28,7 +29,7 @@ pid_t g_owner = 0;                   // guarded by g_mutex
 
 Expected<std::shared_ptr<Generation>> Generation::Process() {
   std::lock_guard lock(g_mutex);
-  if (g_page && g_owner == ::getpid()) {
+  if (g_page && g_owner == ProcessId()) {
     return g_page;
   }
   if (g_page) {
@@ -47,13 +48,13 @@ Expected<std::shared_ptr<Generation>> Generation::Process() {
     return Error(HCCL_E_MEMORY, "mapping the generation page: {}", ErrnoString(errno));
   }
   g_page.reset(new Generation(std::move(fd), std::move(page)));
-  g_owner = ::getpid();
+  g_owner = ProcessId();
   return g_page;
 }
 
 void Generation::BumpProcess() {
   std::lock_guard lock(g_mutex);
-  if (g_page && g_owner == ::getpid()) {
+  if (g_page && g_owner == ProcessId()) {
     g_page->Bump();
   }
 }

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <string>
 
+#include "base/process_id.h"
 #include "base/log.h"
 #include "base/rank_list.h"
 
@@ -23,7 +24,7 @@ KernelPeerMemory::KernelPeerMemory(std::shared_ptr<Device> device, Device::Domai
 KernelPeerMemory::~KernelPeerMemory() = default;
 
 bool KernelPeerMemory::SameProcess(uint32_t peer) const {
-  return peer == rank_ || cards_[peer].pid == static_cast<uint32_t>(::getpid());
+  return peer == rank_ || cards_[peer].pid == static_cast<uint32_t>(ProcessId());
 }
 
 void KernelPeerMemory::Drop(PeerView &p) {
@@ -355,7 +356,7 @@ Expected<std::vector<RankCard>> WaitForCards(const Device &device, const Device:
 // This process's card: its pid and, when it has one, its generation page.
 RankCard OwnCard() {
   RankCard card;
-  card.pid = static_cast<uint32_t>(getpid());
+  card.pid = static_cast<uint32_t>(ProcessId());
   if (auto generation = Generation::Process(); generation.ok()) {
     card.generation_fd = (*generation)->fd();
   } else {

@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include "base/process_id.h"
 #include "runtime/vmm.h"
 #include "transport/memfd_directory.h"
 
@@ -72,7 +73,7 @@ MemfdPeerMemory::MemfdPeerMemory(uint32_t rank, std::vector<uint32_t> pids)
     : rank_(rank), pids_(std::move(pids)) {}
 
 pid_t MemfdPeerMemory::PidOf(uint32_t peer) const {
-  return peer == rank_ ? ::getpid() : static_cast<pid_t>(pids_[peer]);
+  return peer == rank_ ? ProcessId() : static_cast<pid_t>(pids_[peer]);
 }
 
 Expected<void *> MemfdPeerMemory::Translate(uint32_t peer, uintptr_t va, size_t len) {

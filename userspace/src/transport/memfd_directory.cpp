@@ -21,6 +21,7 @@
 
 #include <fmt/ranges.h>
 
+#include "base/process_id.h"
 #include "base/config.h"
 #include "base/errno_string.h"
 #include "base/futex.h"
@@ -266,7 +267,7 @@ Expected<MemfdExport *> MemfdExport::Process() {
   static MemfdExport *current = nullptr;  // never freed: peers may ring it until exit
   static pid_t owner = 0;
   std::lock_guard lock(mutex);
-  if (current != nullptr && owner == ::getpid()) {
+  if (current != nullptr && owner == ProcessId()) {
     return current;
   }
   auto state = std::make_unique<State>();
@@ -285,10 +286,10 @@ Expected<MemfdExport *> MemfdExport::Process() {
   for (DirSlot &s : state->dir()->slots) {
     s.dir_fd = -1;
   }
-  state->dir()->owner = static_cast<uint32_t>(::getpid());
+  state->dir()->owner = static_cast<uint32_t>(ProcessId());
   state->dir()->magic = kMagic;
   current = new MemfdExport(std::move(state));  // a forked child's inherited one is the parent's
-  owner = ::getpid();
+  owner = ProcessId();
   return current;
 }
 
@@ -465,10 +466,10 @@ struct MemfdImport::State {
 };
 
 void MemfdImport::State::Forked() {
-  if (made_by != ::getpid()) {
+  if (made_by != ProcessId()) {
     owners.clear();  // the parent's views; their slots are the parent's
     watching = false;
-    made_by = ::getpid();
+    made_by = ProcessId();
   }
 }
 
@@ -579,7 +580,7 @@ void MemfdImport::State::Watch(const std::shared_ptr<State> &self, Directory *ow
     const uint32_t bell = At(own->doorbell).load(std::memory_order_acquire);
     {
       std::lock_guard lock(self->mutex);
-      if (self->made_by != ::getpid()) {
+      if (self->made_by != ProcessId()) {
         return;
       }
       for (auto &[pid, o] : self->owners) {
@@ -608,7 +609,7 @@ void MemfdImport::State::Watch(const std::shared_ptr<State> &self, Directory *ow
 }
 
 MemfdImport::MemfdImport() : state_(std::make_shared<State>()) {
-  state_->made_by = ::getpid();
+  state_->made_by = ProcessId();
   // The watcher may hold the lock when another thread forks: the child must not inherit it held.
   static State *const forked = state_.get();
   ::pthread_atfork([] { forked->mutex.lock(); }, [] { forked->mutex.unlock(); },
@@ -621,7 +622,7 @@ MemfdImport &MemfdImport::Process() {
 }
 
 Status MemfdImport::Attach(pid_t pid, int dir_fd) {
-  if (pid == ::getpid()) {
+  if (pid == ProcessId()) {
     return Status::Ok();
   }
   auto own = MemfdExport::Process();
@@ -650,7 +651,7 @@ Status MemfdImport::Attach(pid_t pid, int dir_fd) {
   o.dir = std::move(*dir);
   for (DirSlot &s : o.d()->slots) {
     uint32_t expected = 0;
-    if (At(s.pid).compare_exchange_strong(expected, static_cast<uint32_t>(::getpid()))) {
+    if (At(s.pid).compare_exchange_strong(expected, static_cast<uint32_t>(ProcessId()))) {
       At(s.acked).store(0);
       At(s.dir_fd).store((*own)->fd(), std::memory_order_release);
       o.slot = &s;
@@ -670,7 +671,7 @@ Status MemfdImport::Attach(pid_t pid, int dir_fd) {
 }
 
 Status MemfdImport::AttachProcess(pid_t pid) {
-  if (pid == ::getpid()) {
+  if (pid == ProcessId()) {
     return Status::Ok();
   }
   {
@@ -707,7 +708,7 @@ Expected<void *> MemfdImport::Translate(pid_t pid, uintptr_t va, size_t len) {
   if (len == 0 || va > UINTPTR_MAX - len) {
     return Error(HCCL_E_PARA, "address {:#x} size {:#x}: empty or wraps around", va, len);
   }
-  if (pid == ::getpid()) {
+  if (pid == ProcessId()) {
     auto own = MemfdExport::Process();
     if (!own.ok()) {
       return own.status();
@@ -741,7 +742,7 @@ Expected<void *> MemfdImport::Translate(pid_t pid, uintptr_t va, size_t len) {
 }
 
 Expected<std::vector<MemfdActivation>> MemfdImport::Activations(pid_t pid) {
-  if (pid == ::getpid()) {
+  if (pid == ProcessId()) {
     auto own = MemfdExport::Process();
     if (!own.ok()) {
       return own.status();
