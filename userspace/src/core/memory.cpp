@@ -8,7 +8,6 @@
 #include "base/rollback.h"
 #include "core/range_registry.h"
 #include "runtime/vmm.h"
-#include "transport/generation.h"
 #include "transport/transport.h"
 
 namespace hzc::memory {
@@ -17,9 +16,8 @@ namespace {
 
 // What UnsetRange and Deactivate share: take an entry out of the process's registry (@take),
 // withdraw it from the transport (@withdraw), and put the entry back (@put_back) if that fails.
-// On success the peers' cached views are stale, so the process's generation moves. A withdrawal
-// that failed but happened all the same (transport::Transport::Withdrawn) leaves the entry out
-// and returns the error.
+// A withdrawal that failed but happened all the same (transport::Transport::Withdrawn) leaves
+// the entry out and returns the error.
 Status Withdraw(const std::function<Status(RangeRegistry &)> &take,
                 const std::function<void(RangeRegistry &)> &put_back,
                 const std::function<Status(transport::Transport &)> &withdraw) {
@@ -36,7 +34,6 @@ Status Withdraw(const std::function<Status(RangeRegistry &)> &take,
     return st;
   }
   rollback.Commit();
-  transport::Generation::BumpProcess();
   return st;
 }
 
@@ -107,7 +104,6 @@ Status Activate(const std::shared_ptr<Communicator> &comm, uintptr_t va, size_t 
   rollback.Push([&] { comm->DropMemory(va); });
   HZC_RETURN_IF_ERROR((*transport)->Activate(va, size, *cookie));
   rollback.Commit();
-  transport::Generation::BumpProcess();
   return Status::Ok();
 }
 

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 // The zero-copy memory calls after their argument checks (api/hccl_api.cpp), end to end: the
-// process's range registry (core/range_registry.h), the ranges and activations in hzc.ko, the
-// RDMA registration of activated memory with the communicator it was activated through, and
-// the generation bump that tells peers their cached view is stale. Each call does all of its
+// process's range registry (core/range_registry.h), the RDMA registration of activated memory
+// with the communicator it was activated through, and the ranges and activations published
+// through the process's transport (transport/transport.h: hzc.ko or the memfd directory, which
+// also tell peers their cached view is stale). Each call does all of its
 // steps or, on failure, undoes those it made (base/rollback.h): a failed call changes nothing.
 //
 // @handle is the communicator's handle, named in messages; @comm is the live communicator

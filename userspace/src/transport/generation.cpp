@@ -10,9 +10,9 @@
 #include <cerrno>
 #include <mutex>
 
-#include "base/process_id.h"
 #include "base/errno_string.h"
 #include "base/log.h"
+#include "base/process_id.h"
 
 namespace hzc::transport {
 

@@ -7,8 +7,8 @@
 #include <chrono>
 #include <string>
 
-#include "base/process_id.h"
 #include "base/log.h"
+#include "base/process_id.h"
 #include "base/rank_list.h"
 
 namespace hzc::transport {
@@ -260,6 +260,15 @@ Status ExplainPinFailure(Status st, uint64_t cookie) {
   return st;
 }
 
+// @st, after moving the process's generation when it succeeded: the peers' cached views of
+// this process's activations are stale.
+Status Changed(Status st) {
+  if (st.ok()) {
+    Generation::BumpProcess();
+  }
+  return st;
+}
+
 // Rank @rank's membership of kernel domain @domain: the board, the peers' memory, and leaving
 // the domain when destroyed (after the peers' windows are unmapped).
 class KernelLink final : public Link {
@@ -378,7 +387,7 @@ Status KernelTransport::AddRange(uintptr_t base, size_t size) {
 
 Status KernelTransport::RemoveRange(uintptr_t base) {
   auto device = Device::Process();
-  return device.ok() ? (*device)->UnregisterRange(base) : device.status();
+  return Changed(device.ok() ? (*device)->UnregisterRange(base) : device.status());
 }
 
 Status KernelTransport::Activate(uintptr_t va, size_t size, uint64_t cookie) {
@@ -386,12 +395,12 @@ Status KernelTransport::Activate(uintptr_t va, size_t size, uint64_t cookie) {
   if (!device.ok()) {
     return device.status();
   }
-  return ExplainPinFailure((*device)->Activate(va, size, cookie), cookie);
+  return Changed(ExplainPinFailure((*device)->Activate(va, size, cookie), cookie));
 }
 
 Status KernelTransport::Deactivate(uintptr_t va) {
   auto device = Device::Process();
-  return device.ok() ? (*device)->Deactivate(va) : device.status();
+  return Changed(device.ok() ? (*device)->Deactivate(va) : device.status());
 }
 
 Expected<std::unique_ptr<Link>> KernelTransport::Connect(const LinkRequest &request) {

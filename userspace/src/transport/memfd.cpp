@@ -5,6 +5,7 @@
 
 #include "base/process_id.h"
 #include "runtime/vmm.h"
+#include "transport/generation.h"
 #include "transport/memfd_directory.h"
 
 namespace hzc::transport {
@@ -41,7 +42,7 @@ Status MemfdTransport::AddRange(uintptr_t base, size_t size) {
 
 Status MemfdTransport::RemoveRange(uintptr_t base) {
   auto exported = MemfdExport::Process();
-  return exported.ok() ? (*exported)->RemoveRange(base) : exported.status();
+  return Changed(exported.ok() ? (*exported)->RemoveRange(base) : exported.status());
 }
 
 Status MemfdTransport::Activate(uintptr_t va, size_t size, uint64_t cookie) {
@@ -53,12 +54,19 @@ Status MemfdTransport::Activate(uintptr_t va, size_t size, uint64_t cookie) {
   if (fd < 0) {
     return Error(HCCL_E_PARA, "virPtr={:#x}: no aclrtMapMem mapping starts there", va);
   }
-  return (*exported)->Activate(va, size, fd, 0, cookie);
+  return Changed((*exported)->Activate(va, size, fd, 0, cookie));
 }
 
 Status MemfdTransport::Deactivate(uintptr_t va) {
   auto exported = MemfdExport::Process();
-  return exported.ok() ? (*exported)->Deactivate(va) : exported.status();
+  return Changed(exported.ok() ? (*exported)->Deactivate(va) : exported.status());
+}
+
+Status MemfdTransport::Changed(Status st) const {
+  if (Withdrawn(st)) {
+    Generation::BumpProcess();
+  }
+  return st;
 }
 
 bool MemfdTransport::Withdrawn(const Status &st) const {

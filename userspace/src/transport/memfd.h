@@ -32,6 +32,10 @@ class MemfdTransport final : public Transport {
   // the directory no longer lists the memory.
   bool Withdrawn(const Status &st) const override;
   Expected<std::unique_ptr<Link>> Connect(const LinkRequest &request) override;
+
+ private:
+  // @st, after moving the process's generation when the change took effect.
+  Status Changed(Status st) const;
 };
 
 // The peers' memory through their directories; the mappings are the process's (MemfdImport),

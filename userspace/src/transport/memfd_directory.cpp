@@ -21,11 +21,11 @@
 
 #include <fmt/ranges.h>
 
-#include "base/process_id.h"
 #include "base/config.h"
 #include "base/errno_string.h"
 #include "base/futex.h"
 #include "base/log.h"
+#include "base/process_id.h"
 #include "base/unique_fd.h"
 #include "base/unique_mapping.h"
 #include "bootstrap/peer_process.h"

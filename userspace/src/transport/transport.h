@@ -87,7 +87,9 @@ class Link {
   virtual Expected<std::unique_ptr<verbs::Links>> Rdma(const verbs::LinkOptions &options) = 0;
 };
 
-// The process's side of a transport: what it publishes of its own memory. Thread-safe.
+// The process's side of a transport: what it publishes of its own memory. Thread-safe. Every
+// change that takes effect moves the process's generation (transport/generation.h), so peers
+// drop their cached views of its memory.
 class Transport {
  public:
   virtual ~Transport() = default;
