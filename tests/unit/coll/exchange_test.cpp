@@ -3,6 +3,7 @@
 // the refusals of its own arguments, the pairwise check across ranks and the hash of the arrays
 // that must be the same everywhere.
 #include "coll/exchange.h"
+#include "coll/kinds.h"
 
 #include <cstdint>
 #include <vector>

@@ -18,6 +18,7 @@
 #include "base/unique_fd.h"
 #include "bootstrap/group.h"
 #include "bootstrap/host_id.h"
+#include "bootstrap/root_info.h"
 #include "core/comm.h"
 #include "hzc_test.h"
 #include "rank_launch.h"
@@ -280,6 +281,57 @@ TEST_F(CommInitTest, RootInfoOfOneRank) {
   HcclRootInfo garbage{};
   EXPECT_EQ(FromRootInfo(garbage, 1, 0).status().code(), HCCL_E_PARA);
   std::this_thread::sleep_for(std::chrono::milliseconds(50));  // root thread exit
+}
+
+// Ranks on hosts a, b, a, c: three servers, ordered by their lowest rank.
+std::vector<bootstrap::RankIdentity> FourRanksOnThreeServers() {
+  std::vector<bootstrap::RankIdentity> ranks;
+  for (const char *host : {"host-a", "host-b", "host-a", "host-c"}) {
+    ranks.push_back({.host = host, .pid = 0, .address = ""});
+  }
+  return ranks;
+}
+
+TEST(ServerLayoutTest, GroupsRanksByHostInOrderOfTheirLowestRank) {
+  const ServerLayout l = LayOutServers(FourRanksOnThreeServers(), 2);
+  EXPECT_EQ(l.servers, (std::vector<std::vector<uint32_t>>{{0, 2}, {1}, {3}}));
+  EXPECT_EQ(l.leaders, (std::vector<uint32_t>{0, 1, 3}));
+  EXPECT_EQ(l.server_of, (std::vector<uint32_t>{0, 1, 0, 2}));
+  EXPECT_EQ(l.server, 0U);
+  EXPECT_EQ(l.pos(0), 0U);
+  EXPECT_EQ(l.pos(2), 1U);
+  EXPECT_EQ(l.pos(3), 0U);
+  EXPECT_EQ(LayOutServers(FourRanksOnThreeServers(), 3).server, 2U);
+}
+
+TEST(ServerLayoutTest, OneServer) {
+  const std::vector<bootstrap::RankIdentity> ranks(3, {.host = "h", .pid = 0, .address = ""});
+  const ServerLayout l = LayOutServers(ranks, 1);
+  EXPECT_EQ(l.servers, (std::vector<std::vector<uint32_t>>{{0, 1, 2}}));
+  EXPECT_EQ(l.leaders, (std::vector<uint32_t>{0}));
+  EXPECT_EQ(l.pos(1), 1U);
+}
+
+// A rank alone on its server gets a communicator of one rank (never linked), with the parent's
+// options and an id that every rank of that server derives alike and the other servers do not.
+TEST(ServerLayoutTest, ServerLocalCommunicatorOfALoneRank) {
+  CommOptions options;
+  options.buffer_mb = 3;
+  const bootstrap::UniqueId id{};
+  const Communicator b(id, 1, FourRanksOnThreeServers(), options);
+  const Communicator c(id, 3, FourRanksOnThreeServers(), options);
+  auto local_b = MakeServerLocal(b, LayOutServers(b.ranks(), b.rank()));
+  auto local_c = MakeServerLocal(c, LayOutServers(c.ranks(), c.rank()));
+  ASSERT_TRUE(local_b && local_c);
+  EXPECT_EQ(local_b->size(), 1U);
+  EXPECT_EQ(local_b->rank(), 0U);
+  EXPECT_EQ(local_b->ranks()[0].host, "host-b");
+  EXPECT_EQ(local_b->StagingBytes(), size_t{3} << 20);
+  EXPECT_EQ(local_b->ServerCount(), 1U);
+  EXPECT_NE(bootstrap::IdString(local_b->id()), bootstrap::IdString(b.id()));
+  EXPECT_NE(bootstrap::IdString(local_b->id()), bootstrap::IdString(local_c->id()));
+  auto again = MakeServerLocal(b, LayOutServers(b.ranks(), b.rank()));
+  EXPECT_EQ(bootstrap::IdString(again->id()), bootstrap::IdString(local_b->id()));
 }
 
 }  // namespace

@@ -15,6 +15,7 @@
 #include "bootstrap/root_info.h"
 #include "coll/control.h"
 #include "coll/exchange.h"
+#include "coll/kinds.h"
 #include "coll/reduce.h"
 #include "coll/span.h"
 #include "coll/zero_copy.h"
@@ -25,13 +26,8 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-constexpr size_t kAlign = 64;
 // CallDesc::kind of a call its rank refused (Refuse).
 constexpr uint32_t kRefusedKind = 0xffffffff;
-
-size_t AlignDown(size_t v) {
-  return v / kAlign * kAlign;
-}
 
 // The collectives' state of one communicator.
 struct State : Communicator::CollState {
@@ -89,10 +85,6 @@ State *OpenState(Communicator &comm) {
   return static_cast<State *>(comm.coll_state().get());
 }
 
-bool HasRoot(Kind kind) {
-  return kind == Kind::kBroadcast || kind == Kind::kReduce || kind == Kind::kScatter;
-}
-
 // The collectives that run only inside one server.
 Status OneServer(const Communicator &comm, Kind kind) {
   if (comm.ServerCount() > 1 && !RunsAcrossServers(kind)) {
@@ -117,11 +109,6 @@ CallDesc Describe(const Call &call, uint64_t seq, uint32_t nranks) {
   d.recv = reinterpret_cast<uintptr_t>(call.recv);
   d.args_hash = SharedArgsHash(call, nranks);
   return d;
-}
-
-// Bytes one rank contributes (AllGather, ReduceScatter: per rank block) or holds.
-size_t Bytes(const Call &c) {
-  return static_cast<size_t>(c.count) * TypeSize(c.dtype);
 }
 
 Status CheckSame(const ControlArea &area, const CallDesc &mine) {
@@ -163,167 +150,13 @@ Status CheckSame(const ControlArea &area, const CallDesc &mine) {
   return Status::Ok();
 }
 
-// --- staging path -----------------------------------------------------------------------
-
-class Staging {
- public:
-  Staging(ControlArea &area, const Call &c, Clock::time_point deadline)
-      : area_(area), c_(c), deadline_(deadline), n_(area.nranks()), me_(area.rank()) {}
-
-  Status Run() {
-    switch (c_.kind) {
-      case Kind::kAllGather:
-        return AllGather();
-      case Kind::kBroadcast:
-        return Broadcast();
-      case Kind::kReduceScatter:
-        return ReduceScatter();
-      case Kind::kAllReduce:
-        return AllReduce();
-      case Kind::kBarrier:
-        return Status::Ok();
-      default:  // the exchanges run in coll/exchange.cpp
-        break;
-    }
-    return Error(HCCL_E_INTERNAL, "{} is not a staging collective", KindName(c_.kind));
-  }
-
- private:
-  Status Step() { return area_.Barrier(deadline_, "the staging step"); }
-  uint8_t *Half(size_t k) const { return area_.staging() + (k % 2) * (area_.staging_bytes() / 2); }
-  const uint8_t *Send() const { return static_cast<const uint8_t *>(c_.send); }
-  uint8_t *Recv() const { return static_cast<uint8_t *>(c_.recv); }
-
-  // Double-buffered: a chunk is written into one half while the other half's chunk may still
-  // be read; one barrier per chunk.
-  Status AllGather() {
-    const size_t bytes = Bytes(c_), slot = AlignDown(area_.staging_bytes() / 2 / n_);
-    for (size_t k = 0, off = 0; off < bytes; ++k, off += slot) {
-      const size_t len = std::min(slot, bytes - off);
-      std::memcpy(Half(k) + me_ * slot, Send() + off, len);
-      HZC_RETURN_IF_ERROR(Step());
-      for (uint32_t p = 0; p < n_; ++p) {
-        uint8_t *to = Recv() + p * bytes + off;
-        const uint8_t *from = p == me_ ? Send() + off : Half(k) + p * slot;
-        if (to != from) {
-          std::memmove(to, from, len);
-        }
-      }
-    }
-    return Status::Ok();
-  }
-
-  Status Broadcast() {
-    const size_t bytes = Bytes(c_), slot = AlignDown(area_.staging_bytes() / 2);
-    for (size_t k = 0, off = 0; off < bytes; ++k, off += slot) {
-      const size_t len = std::min(slot, bytes - off);
-      if (me_ == c_.root) {
-        std::memcpy(Half(k), Send() + off, len);
-      }
-      HZC_RETURN_IF_ERROR(Step());
-      if (me_ != c_.root) {
-        std::memcpy(Recv() + off, Half(k), len);
-      }
-    }
-    return Status::Ok();
-  }
-
-  // Block (p, q) of a half holds rank p's input for rank q; rank q reduces its own input and
-  // the blocks (p, q), in rank order.
-  Status ReduceScatter() {
-    ReduceFn reduce = nullptr;
-    HZC_RETURN_IF_ERROR(GetReduce(c_.dtype, c_.op, &reduce));
-    const size_t es = TypeSize(c_.dtype), bytes = Bytes(c_);
-    const size_t blk = AlignDown(area_.staging_bytes() / 2 / (n_ * n_));
-    std::vector<const void *> in(n_);
-    for (size_t k = 0, off = 0; off < bytes; ++k, off += blk) {
-      const size_t len = std::min(blk, bytes - off);
-      for (uint32_t q = 0; q < n_; ++q) {
-        if (q != me_) {
-          std::memcpy(Half(k) + (me_ * n_ + q) * blk, Send() + q * bytes + off, len);
-        }
-      }
-      HZC_RETURN_IF_ERROR(Step());
-      for (uint32_t p = 0; p < n_; ++p) {
-        in[p] = p == me_ ? Send() + me_ * bytes + off : Half(k) + (p * n_ + me_) * blk;
-      }
-      reduce(Recv() + off, in.data(), n_, len / es);
-    }
-    return Status::Ok();
-  }
-
-  // Per chunk: every rank stages its input; rank r reduces segment r of the chunk into the
-  // result region; everyone copies the result out. Two barriers per chunk, no double buffer
-  // needed (the barriers separate every write from the reads of the previous chunk).
-  Status AllReduce() {
-    ReduceFn reduce = nullptr;
-    HZC_RETURN_IF_ERROR(GetReduce(c_.dtype, c_.op, &reduce));
-    const size_t es = TypeSize(c_.dtype), bytes = Bytes(c_);
-    const size_t slot = AlignDown(area_.staging_bytes() / (n_ + 1));
-    uint8_t *const result = area_.staging() + n_ * slot;
-    std::vector<const void *> in(n_);
-    for (size_t off = 0; off < bytes; off += slot) {
-      const size_t len = std::min(slot, bytes - off), elems = len / es;
-      std::memcpy(area_.staging() + me_ * slot, Send() + off, len);
-      HZC_RETURN_IF_ERROR(Step());
-      const Blocks blk(elems, es, n_);
-      if (blk.size(me_) != 0) {
-        for (uint32_t p = 0; p < n_; ++p) {
-          in[p] = area_.staging() + p * slot + blk.first(me_) * es;
-        }
-        reduce(result + blk.first(me_) * es, in.data(), n_, blk.size(me_));
-      }
-      HZC_RETURN_IF_ERROR(Step());
-      std::memcpy(Recv() + off, result, len);
-    }
-    return Status::Ok();
-  }
-
-  ControlArea &area_;
-  const Call &c_;
-  const Clock::time_point deadline_;
-  const uint32_t n_;
-  const uint32_t me_;
-};
-
 }  // namespace
 
-const char *KindName(Kind kind) {
-  switch (kind) {
-    case Kind::kAllGather:
-      return "AllGather";
-    case Kind::kBroadcast:
-      return "Broadcast";
-    case Kind::kReduceScatter:
-      return "ReduceScatter";
-    case Kind::kAllReduce:
-      return "AllReduce";
-    case Kind::kBarrier:
-      return "Barrier";
-    case Kind::kReduce:
-      return "Reduce";
-    case Kind::kScatter:
-      return "Scatter";
-    case Kind::kAllGatherV:
-      return "AllGatherV";
-    case Kind::kReduceScatterV:
-      return "ReduceScatterV";
-    case Kind::kAlltoAll:
-      return "AlltoAll";
-    case Kind::kAlltoAllV:
-      return "AlltoAllV";
-    case Kind::kAlltoAllVC:
-      return "AlltoAllVC";
-  }
-  return "unknown";
-}
-
-bool Reduces(Kind kind) {
-  return kind == Kind::kReduceScatter || kind == Kind::kAllReduce || kind == Kind::kReduce ||
-         kind == Kind::kReduceScatterV;
-}
-
 Status Validate(const Communicator &comm, const Call &c) {
+  const KindInfo *kind = Find(c.kind);
+  if (kind == nullptr) {
+    return Error(HCCL_E_INTERNAL, "collective {}: no such kind", static_cast<uint32_t>(c.kind));
+  }
   if (c.kind == Kind::kBarrier) {
     return Status::Ok();
   }
@@ -331,19 +164,18 @@ Status Validate(const Communicator &comm, const Call &c) {
   if (es == 0) {
     return Error(HCCL_E_PARA, "dataType={}: not an HcclDataType", static_cast<int>(c.dtype));
   }
-  if (Reduces(c.kind)) {
+  if (kind->reduces) {
     ReduceFn fn = nullptr;
     HZC_RETURN_IF_ERROR(GetReduce(c.dtype, c.op, &fn));
   }
-  if (HasRoot(c.kind) && c.root >= comm.size()) {
+  if (kind->rooted && c.root >= comm.size()) {
     return Error(HCCL_E_PARA, "root={}: must be below the rank count {}", c.root, comm.size());
   }
-  if (IsExchange(c.kind)) {
+  if (kind->plan != nullptr) {
     HZC_RETURN_IF_ERROR(MakePlan(c, comm.size(), comm.rank()).status());
     return OneServer(comm, c.kind);
   }
-  const uint64_t blocks =
-      (c.kind == Kind::kAllGather || c.kind == Kind::kReduceScatter) ? comm.size() : 1;
+  const uint64_t blocks = kind->send_per_rank || kind->recv_per_rank ? comm.size() : 1;
   if (c.count > SIZE_MAX / es / blocks) {
     return Error(HCCL_E_PARA, "count={}: {} bytes overflow the address space", c.count,
                  "count * element size * ranks");
@@ -447,33 +279,31 @@ Status Run(Communicator &comm, const Call &call) {
   }
 
   CallDesc mine = Describe(call, ++s.seq, area.nranks());
-  const bool exchange = IsExchange(call.kind);
-  const bool eligible =
-      exchange ? Exchange::Post(comm, area, call, mine.seq) : ZeroCopy::Eligible(comm, call);
+  const KindInfo &kind = Info(call.kind);
+  const bool exchange = kind.plan != nullptr;
+  const bool eligible = exchange ? ExchangePost(comm, area, call, mine.seq)
+                                 : kind.zero_copy != nullptr && ZeroCopyEligible(comm, call);
   mine.zero_copy = eligible ? 1 : 0;
   area.Post(mine);
-  if (Status st = area.Barrier(deadline, KindName(call.kind)); !st.ok()) {
-    return fail(Error(st.code(), "{}: {}", KindName(call.kind), st.message()));
+  if (Status st = area.Barrier(deadline, kind.name); !st.ok()) {
+    return fail(Error(st.code(), "{}: {}", kind.name, st.message()));
   }
   // Every rank sees the same descriptors, so every rank takes the same decision.
   HZC_RETURN_IF_ERROR(CheckSame(area, mine));
-  if (call.kind == Kind::kBarrier) {
-    return Status::Ok();
+  if (kind.staging == nullptr) {
+    return Status::Ok();  // Barrier: the arrival barrier was the call
   }
-  Exchange ex(comm, area, call, mine.seq, deadline);
+  Context ctx{.comm = comm, .area = &area, .seq = mine.seq, .deadline = deadline};
   if (exchange) {
-    HZC_RETURN_IF_ERROR(ex.Check());  // the pairs agree, on every rank alike
+    HZC_RETURN_IF_ERROR(ExchangeCheck(ctx));  // the pairs agree, on every rank alike
   }
   bool zero_copy = true;
   for (uint32_t r = 0; r < area.nranks(); ++r) {
     zero_copy = zero_copy && area.Posted(r, mine.seq).zero_copy == 1;
   }
-  LogDebug("collectives: call {} ({}) takes the {} path", mine.seq, KindName(call.kind),
+  LogDebug("collectives: call {} ({}) takes the {} path", mine.seq, kind.name,
            zero_copy ? "zero-copy" : "staging");
-  Status st = exchange    ? ex.Run(zero_copy)
-              : zero_copy ? ZeroCopy(comm, area, call, mine.seq, deadline).Run()
-                          : Staging(area, call, deadline).Run();
-  if (!st.ok()) {
+  if (Status st = (zero_copy ? kind.zero_copy : kind.staging)(ctx, call); !st.ok()) {
     return fail(st);
   }
   return Status::Ok();

@@ -35,74 +35,11 @@
 // fails with HCCL_E_TIMEOUT after HCCL_CONNECT_TIMEOUT, naming it.
 #pragma once
 
-#include <hccl/hccl_types.h>
-
-#include <algorithm>
-#include <chrono>
-#include <cstdint>
-
 #include "base/status.h"
+#include "coll/call.h"
 #include "core/comm.h"
 
 namespace hzc::coll {
-
-enum class Kind : uint32_t {
-  kAllGather = 1,
-  kBroadcast = 2,
-  kReduceScatter = 3,
-  kAllReduce = 4,
-  kBarrier = 5,
-  // The exchanges (coll/exchange.h). Values are only compared between ranks.
-  kReduce = 16,
-  kScatter = 17,
-  kAllGatherV = 18,
-  kReduceScatterV = 19,
-  kAlltoAll = 20,
-  kAlltoAllV = 21,
-  kAlltoAllVC = 22,
-};
-
-const char *KindName(Kind kind);
-
-struct Call {
-  Kind kind = Kind::kBarrier;
-  const void *send = nullptr;  // Broadcast: the buffer
-  void *recv = nullptr;
-  // AllGather(V), AlltoAll: sendCount; ReduceScatter(V), Scatter: recvCount; else count
-  uint64_t count = 0;
-  HcclDataType dtype = HCCL_DATA_TYPE_INT8;  // AlltoAll(V/VC): sendType
-  HcclReduceOp op = HCCL_REDUCE_SUM;
-  uint32_t root = 0;
-  // The exchanges' other arguments, in elements (arrays of nranks entries): AlltoAllV all four,
-  // AllGatherV recv_counts/recv_displs, ReduceScatterV send_counts/send_displs; AlltoAllVC
-  // count_matrix (nranks x nranks, row = sender); AlltoAll recv_count.
-  const uint64_t *send_counts = nullptr;
-  const uint64_t *send_displs = nullptr;
-  const uint64_t *recv_counts = nullptr;
-  const uint64_t *recv_displs = nullptr;
-  const uint64_t *count_matrix = nullptr;
-  uint64_t recv_count = 0;
-  HcclDataType recv_dtype = HCCL_DATA_TYPE_INT8;  // AlltoAll(V/VC): recvType
-};
-
-// Block @r of @n equal blocks of @count elements of @es bytes, as [first, last) elements;
-// blocks start at 64-byte boundaries so that no two ranks write one cache line.
-struct Blocks {
-  Blocks(size_t count, size_t es, uint32_t n) : count_(count) {
-    const size_t line = std::max<size_t>(1, 64 / es);
-    per_ = ((count + n - 1) / n + line - 1) / line * line;
-  }
-  size_t first(uint32_t r) const { return std::min(count_, r * per_); }
-  size_t last(uint32_t r) const { return std::min(count_, first(r) + per_); }
-  size_t size(uint32_t r) const { return last(r) - first(r); }
-
- private:
-  size_t count_;
-  size_t per_ = 0;
-};
-
-// Whether @kind combines the ranks' inputs with an HcclReduceOp.
-bool Reduces(Kind kind);
 
 // Check the call's local arguments (types, ops, root, sizes) without touching the peers.
 Status Validate(const Communicator &comm, const Call &call);

@@ -5,6 +5,9 @@
 #include <cstring>
 #include <functional>
 
+#include "coll/control.h"
+#include "coll/guard.h"
+#include "coll/kinds.h"
 #include "coll/reduce.h"
 #include "transport/transport.h"
 
@@ -39,16 +42,6 @@ Status Fill(uint32_t n, size_t es, const Entry &count, const Entry &displ, const
   return Status::Ok();
 }
 
-uint64_t Extent(const std::vector<uint64_t> &off, const std::vector<uint64_t> &len) {
-  uint64_t e = 0;
-  for (size_t i = 0; i < off.size(); ++i) {
-    if (len[i] != 0) {
-      e = std::max(e, off[i] + len[i]);
-    }
-  }
-  return e;
-}
-
 bool Overlap(uint64_t a, uint64_t alen, uint64_t b, uint64_t blen) {
   return alen != 0 && blen != 0 && a < b + blen && b < a + alen;
 }
@@ -68,71 +61,34 @@ bool WritesWhatPeersRead(const Call &c, const Plan &p, uint32_t me) {
   return false;
 }
 
-// The kind-specific half of MakePlan: the entries of @p from @c's arguments.
-Status FillPlan(const Call &c, uint32_t n, uint32_t me, size_t es, Plan *p) {
-  const Entry none = [](uint32_t) -> uint64_t { return 0; };
-  const Entry packed;  // empty: blocks follow each other
-  auto all = [](uint64_t v) -> Entry { return [v](uint32_t) { return v; }; };
-  auto only = [](uint32_t r, uint64_t v) -> Entry {
-    return [r, v](uint32_t i) { return i == r ? v : 0; };
-  };
-  auto at = [](const uint64_t *a) -> Entry { return [a](uint32_t i) { return a[i]; }; };
-  auto times = [](uint64_t v) -> Entry { return [v](uint32_t i) { return i * v; }; };
-  const uint64_t *m = c.count_matrix;
-  auto &so = p->send_off, &sl = p->send_len, &ro = p->recv_off, &rl = p->recv_len;
-  switch (c.kind) {
-    case Kind::kReduce:
-      HZC_RETURN_IF_ERROR(Fill(n, es, only(c.root, c.count), none, "count", &so, &sl));
-      return Fill(n, es, me == c.root ? all(c.count) : none, none, "count", &ro, &rl);
-    case Kind::kScatter:
-      HZC_RETURN_IF_ERROR(
-          Fill(n, es, me == c.root ? all(c.count) : none, times(c.count), "recvCount", &so, &sl));
-      return Fill(n, es, only(c.root, c.count), none, "recvCount", &ro, &rl);
-    case Kind::kAllGatherV:
-      HZC_RETURN_IF_ERROR(Fill(n, es, all(c.count), none, "sendCount", &so, &sl));
-      return Fill(n, es, at(c.recv_counts), at(c.recv_displs), "recvCounts/recvDispls", &ro, &rl);
-    case Kind::kReduceScatterV:
-      HZC_RETURN_IF_ERROR(
-          Fill(n, es, at(c.send_counts), at(c.send_displs), "sendCounts/sendDispls", &so, &sl));
-      return Fill(n, es, all(c.count), none, "recvCount", &ro, &rl);
-    case Kind::kAlltoAll:
-      HZC_RETURN_IF_ERROR(Fill(n, es, all(c.count), times(c.count), "sendCount", &so, &sl));
-      return Fill(n, es, all(c.recv_count), times(c.recv_count), "recvCount", &ro, &rl);
-    case Kind::kAlltoAllV:
-      HZC_RETURN_IF_ERROR(
-          Fill(n, es, at(c.send_counts), at(c.send_displs), "sendCounts/sdispls", &so, &sl));
-      return Fill(n, es, at(c.recv_counts), at(c.recv_displs), "recvCounts/rdispls", &ro, &rl);
-    case Kind::kAlltoAllVC:
-      HZC_RETURN_IF_ERROR(Fill(
-          n, es, [m, n, me](uint32_t i) { return m[size_t{me} * n + i]; }, packed,
-          "sendCountMatrix row of this rank", &so, &sl));
-      return Fill(
-          n, es, [m, n, me](uint32_t i) { return m[size_t{i} * n + me]; }, packed,
-          "sendCountMatrix column of this rank", &ro, &rl);
-    default:
-      return Error(HCCL_E_INTERNAL, "{} is not an exchange", KindName(c.kind));
-  }
+// The entries of @c's plan as functions of the peer rank.
+const Entry kNone = [](uint32_t) -> uint64_t { return 0; };
+const Entry kPacked;  // empty: blocks follow each other
+Entry All(uint64_t v) {
+  return [v](uint32_t) { return v; };
+}
+Entry Only(uint32_t r, uint64_t v) {
+  return [r, v](uint32_t i) { return i == r ? v : 0; };
+}
+Entry At(const uint64_t *a) {
+  return [a](uint32_t i) { return a[i]; };
+}
+Entry Times(uint64_t v) {
+  return [v](uint32_t i) { return i * v; };
 }
 
-// The element counts of AlltoAll and Scatter are multiplied by the rank count: check them
-// first; AlltoAll(V/VC) do not convert types.
-Status CheckBlocks(const Call &c, uint32_t n, size_t es) {
-  auto scaled = [&](uint64_t count, const char *name) {
-    if (count > UINT64_MAX / es / n) {
-      return Error(HCCL_E_PARA, "{}={}: the blocks of {} ranks overflow 64-bit offsets", name,
-                   count, n);
-    }
-    return Status::Ok();
-  };
-  if (c.kind == Kind::kAlltoAll) {
-    HZC_RETURN_IF_ERROR(scaled(c.count, "sendCount"));
-    HZC_RETURN_IF_ERROR(scaled(c.recv_count, "recvCount"));
-  } else if (c.kind == Kind::kScatter) {
-    HZC_RETURN_IF_ERROR(scaled(c.count, "recvCount"));
+// HCCL_E_PARA when @count elements of @es bytes for each of @n ranks overflow 64 bits.
+Status Scaled(uint64_t count, const char *name, uint32_t n, size_t es) {
+  if (count > UINT64_MAX / es / n) {
+    return Error(HCCL_E_PARA, "{}={}: the blocks of {} ranks overflow 64-bit offsets", name, count,
+                 n);
   }
-  const bool typed =
-      c.kind == Kind::kAlltoAll || c.kind == Kind::kAlltoAllV || c.kind == Kind::kAlltoAllVC;
-  if (typed && c.recv_dtype != c.dtype) {
+  return Status::Ok();
+}
+
+// AlltoAll(V/VC) do not convert types.
+Status SameType(const Call &c) {
+  if (c.recv_dtype != c.dtype) {
     return Error(HCCL_E_PARA, "recvType={}: must be sendType ({}); types are not converted",
                  static_cast<int>(c.recv_dtype), TypeName(c.dtype));
   }
@@ -141,44 +97,59 @@ Status CheckBlocks(const Call &c, uint32_t n, size_t es) {
 
 }  // namespace
 
-uint64_t Plan::SendExtent() const {
-  return Extent(send_off, send_len);
+Status PlanReduce(const Call &c, uint32_t n, uint32_t me, size_t es, Plan *p) {
+  HZC_RETURN_IF_ERROR(
+      Fill(n, es, Only(c.root, c.count), kNone, "count", &p->send_off, &p->send_len));
+  return Fill(n, es, me == c.root ? All(c.count) : kNone, kNone, "count", &p->recv_off,
+              &p->recv_len);
 }
 
-uint64_t Plan::RecvExtent() const {
-  return Extent(recv_off, recv_len);
+Status PlanScatter(const Call &c, uint32_t n, uint32_t me, size_t es, Plan *p) {
+  HZC_RETURN_IF_ERROR(Scaled(c.count, "recvCount", n, es));
+  HZC_RETURN_IF_ERROR(Fill(n, es, me == c.root ? All(c.count) : kNone, Times(c.count), "recvCount",
+                           &p->send_off, &p->send_len));
+  return Fill(n, es, Only(c.root, c.count), kNone, "recvCount", &p->recv_off, &p->recv_len);
 }
 
-bool IsExchange(Kind kind) {
-  return static_cast<uint32_t>(kind) >= static_cast<uint32_t>(Kind::kReduce) &&
-         static_cast<uint32_t>(kind) <= static_cast<uint32_t>(Kind::kAlltoAllVC);
+Status PlanAllGatherV(const Call &c, uint32_t n, uint32_t, size_t es, Plan *p) {
+  HZC_RETURN_IF_ERROR(Fill(n, es, All(c.count), kNone, "sendCount", &p->send_off, &p->send_len));
+  return Fill(n, es, At(c.recv_counts), At(c.recv_displs), "recvCounts/recvDispls", &p->recv_off,
+              &p->recv_len);
 }
 
-bool IsVector(Kind kind) {
-  return kind == Kind::kAllGatherV || kind == Kind::kReduceScatterV || kind == Kind::kAlltoAllV ||
-         kind == Kind::kAlltoAllVC;
+Status PlanReduceScatterV(const Call &c, uint32_t n, uint32_t, size_t es, Plan *p) {
+  HZC_RETURN_IF_ERROR(Fill(n, es, At(c.send_counts), At(c.send_displs), "sendCounts/sendDispls",
+                           &p->send_off, &p->send_len));
+  return Fill(n, es, All(c.count), kNone, "recvCount", &p->recv_off, &p->recv_len);
 }
 
-uint64_t SharedArgsHash(const Call &c, uint32_t n) {
-  uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a over the words
-  auto mix = [&h](const uint64_t *a, size_t words) {
-    for (size_t i = 0; i < words; ++i) {
-      h = (h ^ a[i]) * 0x100000001b3ull;
-    }
-  };
-  switch (c.kind) {
-    case Kind::kAllGatherV:
-      mix(c.recv_counts, n), mix(c.recv_displs, n);
-      return h;
-    case Kind::kReduceScatterV:
-      mix(c.send_counts, n), mix(c.send_displs, n);
-      return h;
-    case Kind::kAlltoAllVC:
-      mix(c.count_matrix, size_t{n} * n);
-      return h;
-    default:
-      return 0;
-  }
+Status PlanAlltoAll(const Call &c, uint32_t n, uint32_t, size_t es, Plan *p) {
+  HZC_RETURN_IF_ERROR(Scaled(c.count, "sendCount", n, es));
+  HZC_RETURN_IF_ERROR(Scaled(c.recv_count, "recvCount", n, es));
+  HZC_RETURN_IF_ERROR(SameType(c));
+  HZC_RETURN_IF_ERROR(
+      Fill(n, es, All(c.count), Times(c.count), "sendCount", &p->send_off, &p->send_len));
+  return Fill(n, es, All(c.recv_count), Times(c.recv_count), "recvCount", &p->recv_off,
+              &p->recv_len);
+}
+
+Status PlanAlltoAllV(const Call &c, uint32_t n, uint32_t, size_t es, Plan *p) {
+  HZC_RETURN_IF_ERROR(SameType(c));
+  HZC_RETURN_IF_ERROR(Fill(n, es, At(c.send_counts), At(c.send_displs), "sendCounts/sdispls",
+                           &p->send_off, &p->send_len));
+  return Fill(n, es, At(c.recv_counts), At(c.recv_displs), "recvCounts/rdispls", &p->recv_off,
+              &p->recv_len);
+}
+
+Status PlanAlltoAllVC(const Call &c, uint32_t n, uint32_t me, size_t es, Plan *p) {
+  HZC_RETURN_IF_ERROR(SameType(c));
+  const uint64_t *m = c.count_matrix;
+  HZC_RETURN_IF_ERROR(Fill(
+      n, es, [m, n, me](uint32_t i) { return m[size_t{me} * n + i]; }, kPacked,
+      "sendCountMatrix row of this rank", &p->send_off, &p->send_len));
+  return Fill(
+      n, es, [m, n, me](uint32_t i) { return m[size_t{i} * n + me]; }, kPacked,
+      "sendCountMatrix column of this rank", &p->recv_off, &p->recv_len);
 }
 
 Expected<Plan> MakePlan(const Call &c, uint32_t n, uint32_t me) {
@@ -186,9 +157,12 @@ Expected<Plan> MakePlan(const Call &c, uint32_t n, uint32_t me) {
   if (es == 0 || n == 0 || me >= n) {
     return Error(HCCL_E_INTERNAL, "plan of an unchecked call");
   }
-  HZC_RETURN_IF_ERROR(CheckBlocks(c, n, es));
+  const KindInfo *kind = Find(c.kind);
+  if (kind == nullptr || kind->plan == nullptr) {
+    return Error(HCCL_E_INTERNAL, "{} is not an exchange", KindName(c.kind));
+  }
   Plan p;
-  HZC_RETURN_IF_ERROR(FillPlan(c, n, me, es, &p));
+  HZC_RETURN_IF_ERROR(kind->plan(c, n, me, es, &p));
   const uint64_t send = p.SendExtent(), recv = p.RecvExtent();
   const auto in = reinterpret_cast<uintptr_t>(c.send), out = reinterpret_cast<uintptr_t>(c.recv);
   if ((in != 0 && in > UINTPTR_MAX - send) || (out != 0 && out > UINTPTR_MAX - recv)) {
@@ -222,7 +196,7 @@ Status CheckPlans(const std::vector<Plan> &plans, uint64_t seq) {
   return Status::Ok();
 }
 
-bool Exchange::Post(Communicator &comm, ControlArea &area, const Call &c, uint64_t seq) {
+bool ExchangePost(Communicator &comm, ControlArea &area, const Call &c, uint64_t seq) {
   const uint32_t n = area.nranks(), me = area.rank();
   auto plan = MakePlan(c, n, me);
   uint64_t *w = area.Args(me, seq);
@@ -243,36 +217,37 @@ bool Exchange::Post(Communicator &comm, ControlArea &area, const Call &c, uint64
          (recv == 0 || pm->Translate(me, reinterpret_cast<uintptr_t>(c.recv), recv).ok());
 }
 
-Status Exchange::Check() {
-  const uint32_t n = area_.nranks();
-  plans_.assign(n, Plan{});
+Status ExchangeCheck(Context &ctx) {
+  const uint32_t n = ctx.area->nranks();
+  std::vector<Plan> &plans = ctx.plans;
+  plans.assign(n, Plan{});
   for (uint32_t r = 0; r < n; ++r) {
-    const uint64_t *w = area_.Args(r, seq_);
-    plans_[r].send_off.assign(w, w + n);
-    plans_[r].send_len.assign(w + n, w + 2 * n);
-    plans_[r].recv_off.assign(w + 2 * n, w + 3 * n);
-    plans_[r].recv_len.assign(w + 3 * n, w + 4 * n);
+    const uint64_t *w = ctx.area->Args(r, ctx.seq);
+    plans[r].send_off.assign(w, w + n);
+    plans[r].send_len.assign(w + n, w + 2 * n);
+    plans[r].recv_off.assign(w + 2 * n, w + 3 * n);
+    plans[r].recv_len.assign(w + 3 * n, w + 4 * n);
   }
-  return CheckPlans(plans_, seq_);
+  return CheckPlans(plans, ctx.seq);
 }
 
-Status Exchange::Run(bool zero_copy) {
-  return zero_copy ? ZeroCopy() : Staging();
-}
+namespace {
 
-Status Exchange::MapPeers(std::vector<const uint8_t *> *send, std::vector<Span> *spans) const {
-  transport::PeerMemory *pm = comm_.peer_memory();
-  const uint32_t n = area_.nranks(), me = area_.rank();
+// Local pointers to every rank's input (this rank's own for itself) and the spans to guard.
+Status MapPeers(const Context &ctx, const Call &c, std::vector<const uint8_t *> *send,
+                std::vector<Span> *spans) {
+  transport::PeerMemory *pm = ctx.comm.peer_memory();
+  const uint32_t n = ctx.area->nranks(), me = ctx.area->rank();
   send->assign(n, nullptr);
-  (*send)[me] = Send();
+  (*send)[me] = static_cast<const uint8_t *>(c.send);
   for (uint32_t p = 0; p < n; ++p) {
-    const uint64_t extent = plans_[p].SendExtent();
+    const uint64_t extent = ctx.plans[p].SendExtent();
     if (p == me || extent == 0) {
       continue;
     }
     // The peer found its input activated when it posted it: a failure now means it
     // deactivated it (or died) since.
-    auto s = pm->Translate(p, area_.Posted(p, seq_).send, extent);
+    auto s = pm->Translate(p, ctx.area->Posted(p, ctx.seq).send, extent);
     if (!s.ok()) {
       return Error(HCCL_E_REMOTE, "rank {}'s input is no longer accessible: {}", p,
                    s.status().message());
@@ -284,31 +259,35 @@ Status Exchange::MapPeers(std::vector<const uint8_t *> *send, std::vector<Span> 
   return Status::Ok();
 }
 
-Status Exchange::ZeroCopy() {
+}  // namespace
+
+Status ExchangeZeroCopy(Context &ctx, const Call &c) {
   std::vector<const uint8_t *> send;
   std::vector<Span> spans;
-  HZC_RETURN_IF_ERROR(MapPeers(&send, &spans));
-  const uint32_t n = area_.nranks(), me = area_.rank();
-  const Plan &mine = plans_[me];
+  HZC_RETURN_IF_ERROR(MapPeers(ctx, c, &send, &spans));
+  const uint32_t n = ctx.area->nranks(), me = ctx.area->rank();
+  const std::vector<Plan> &plans = ctx.plans;
+  const Plan &mine = plans[me];
+  auto *const recv = static_cast<uint8_t *>(c.recv);
   ReduceFn reduce = nullptr;
-  if (Reduces(c_.kind)) {
-    HZC_RETURN_IF_ERROR(GetReduce(c_.dtype, c_.op, &reduce));
+  if (Reduces(c.kind)) {
+    HZC_RETURN_IF_ERROR(GetReduce(c.dtype, c.op, &reduce));
   }
   std::vector<const void *> in(n);
   const Fault f = RunGuarded(spans, [&] {
     if (reduce) {  // every rank sends this rank recv_len[*] bytes, output at 0
       if (mine.recv_len[0] != 0) {
         for (uint32_t p = 0; p < n; ++p) {
-          in[p] = send[p] + plans_[p].send_off[me];
+          in[p] = send[p] + plans[p].send_off[me];
         }
-        reduce(Recv(), in.data(), n, mine.recv_len[0] / TypeSize(c_.dtype));
+        reduce(recv, in.data(), n, mine.recv_len[0] / TypeSize(c.dtype));
       }
       return;
     }
     for (uint32_t i = 0; i < n; ++i) {  // from the next rank on, so ranks spread their reads
       const uint32_t p = (me + i) % n;
-      const uint8_t *from = send[p] + plans_[p].send_off[me];
-      uint8_t *to = Recv() + mine.recv_off[p];
+      const uint8_t *from = send[p] + plans[p].send_off[me];
+      uint8_t *to = recv + mine.recv_off[p];
       if (mine.recv_len[p] != 0 && to != from) {
         std::memmove(to, from, mine.recv_len[p]);
       }
@@ -321,52 +300,55 @@ Status Exchange::ZeroCopy() {
                  f.rank, f.address);
   }
   // Peers may still be reading this rank's input: leave together.
-  return area_.Barrier(deadline_, "the end of the call");
+  return ctx.area->Barrier(ctx.deadline, "the end of the call");
 }
 
-Status Exchange::Staging() {
-  const uint32_t n = area_.nranks(), me = area_.rank();
-  const Plan &mine = plans_[me];
+Status ExchangeStaging(Context &ctx, const Call &c) {
+  ControlArea &area = *ctx.area;
+  const uint32_t n = area.nranks(), me = area.rank();
+  const Plan &mine = ctx.plans[me];
   ReduceFn reduce = nullptr;
-  if (Reduces(c_.kind)) {
-    HZC_RETURN_IF_ERROR(GetReduce(c_.dtype, c_.op, &reduce));
+  if (Reduces(c.kind)) {
+    HZC_RETURN_IF_ERROR(GetReduce(c.dtype, c.op, &reduce));
   }
-  const size_t half = area_.staging_bytes() / 2, blk = half / (size_t{n} * n) / kAlign * kAlign;
+  const auto *const input = static_cast<const uint8_t *>(c.send);
+  auto *const output = static_cast<uint8_t *>(c.recv);
+  const size_t half = area.staging_bytes() / 2, blk = half / (size_t{n} * n) / kAlign * kAlign;
   if (blk == 0) {
     return Error(HCCL_E_MEMORY,
                  "the staging area ({} bytes, HCCL_BUFFSIZE) is too small for {} "
                  "ranks",
-                 area_.staging_bytes(), n);
+                 area.staging_bytes(), n);
   }
   uint64_t most = 0;  // the longest block of any pair: the rounds every rank makes
-  for (const Plan &p : plans_) {
+  for (const Plan &p : ctx.plans) {
     most = std::max(most, *std::max_element(p.send_len.begin(), p.send_len.end()));
   }
   std::vector<const void *> in(n);
   for (uint64_t k = 0, off = 0; off < most; ++k, off += blk) {
-    uint8_t *const base = area_.staging() + (k % 2) * half;
+    uint8_t *const base = area.staging() + (k % 2) * half;
     auto block = [&](uint32_t p, uint32_t q) { return base + (size_t{p} * n + q) * blk; };
     auto part = [&](uint64_t len) { return len > off ? std::min<uint64_t>(blk, len - off) : 0; };
     for (uint32_t q = 0; q < n; ++q) {
       if (const size_t len = part(mine.send_len[q]); q != me && len != 0) {
-        std::memcpy(block(me, q), Send() + mine.send_off[q] + off, len);
+        std::memcpy(block(me, q), input + mine.send_off[q] + off, len);
       }
     }
-    HZC_RETURN_IF_ERROR(area_.Barrier(deadline_, "the staging step"));
+    HZC_RETURN_IF_ERROR(area.Barrier(ctx.deadline, "the staging step"));
     if (const size_t len = part(mine.recv_len[0]); reduce && len != 0) {
       for (uint32_t p = 0; p < n; ++p) {
-        in[p] = p == me ? Send() + mine.send_off[me] + off : block(p, me);
+        in[p] = p == me ? input + mine.send_off[me] + off : block(p, me);
       }
-      reduce(Recv() + off, in.data(), n, len / TypeSize(c_.dtype));
+      reduce(output + off, in.data(), n, len / TypeSize(c.dtype));
     }
     for (uint32_t p = 0; p < n && !reduce; ++p) {
       if (const size_t len = part(mine.recv_len[p]); p != me && len != 0) {
-        std::memcpy(Recv() + mine.recv_off[p] + off, block(p, me), len);
+        std::memcpy(output + mine.recv_off[p] + off, block(p, me), len);
       }
     }
   }
   if (!reduce && mine.recv_len[me] != 0) {
-    std::memmove(Recv() + mine.recv_off[me], Send() + mine.send_off[me], mine.recv_len[me]);
+    std::memmove(output + mine.recv_off[me], input + mine.send_off[me], mine.recv_len[me]);
   }
   return Status::Ok();
 }

@@ -23,35 +23,14 @@
 // forms where a rank's own input block is its own output block are fine).
 #pragma once
 
-#include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
 #include "base/status.h"
-#include "coll/collectives.h"
-#include "coll/control.h"
-#include "coll/guard.h"
-#include "core/comm.h"
+#include "coll/call.h"
 
 namespace hzc::coll {
-
-// What one rank sends to and receives from every rank, in bytes (entries by peer rank).
-struct Plan {
-  std::vector<uint64_t> send_off, send_len, recv_off, recv_len;
-
-  // Bytes from the input (output) buffer's start to the end of its last non-empty block.
-  uint64_t SendExtent() const;
-  uint64_t RecvExtent() const;
-};
-
-bool IsExchange(Kind kind);
-// Whether the arguments of @kind differ between ranks legitimately (per-rank counts), so that
-// the descriptor's count is not compared.
-bool IsVector(Kind kind);
-
-// A hash of @c's array arguments that must be the same on every rank of @nranks (0 when it has
-// none); the arrays are read, so @c must have passed the null checks.
-uint64_t SharedArgsHash(const Call &c, uint32_t nranks);
 
 // This rank's plan of @c: HCCL_E_PARA naming the argument when a count or displacement
 // overflows, the buffers wrap around the address space, or what this rank sends itself is not
@@ -62,34 +41,26 @@ Expected<Plan> MakePlan(const Call &c, uint32_t nranks, uint32_t rank);
 // of bytes than q expects from p; @seq names the call.
 Status CheckPlans(const std::vector<Plan> &plans, uint64_t seq);
 
-class Exchange {
- public:
-  // Post this rank's plan of the validated call @c (call @seq) in its argument region; whether
-  // its buffers lie in activated memory (zero-copy eligible).
-  static bool Post(Communicator &comm, ControlArea &area, const Call &c, uint64_t seq);
+// Post this rank's plan of the validated call @c (call @seq) in its argument region of @area;
+// whether its buffers lie in activated memory (zero-copy eligible).
+bool ExchangePost(Communicator &comm, ControlArea &area, const Call &c, uint64_t seq);
+// After the arrival barrier: read every rank's plan into @ctx.plans and check the pairs
+// (CheckPlans).
+Status ExchangeCheck(Context &ctx);
 
-  Exchange(Communicator &comm, ControlArea &area, const Call &c, uint64_t seq,
-           std::chrono::steady_clock::time_point deadline)
-      : comm_(comm), area_(area), c_(c), seq_(seq), deadline_(deadline) {}
+// Entry points (coll/kinds.h), after ExchangeCheck: @ctx.area is the control area.
+Status ExchangeZeroCopy(Context &ctx, const Call &c);
+Status ExchangeStaging(Context &ctx, const Call &c);
 
-  // After the arrival barrier: read every rank's plan and check the pairs (CheckPlans).
-  Status Check();
-  // Move the bytes (after Check).
-  Status Run(bool zero_copy);
-
- private:
-  Status ZeroCopy();
-  Status Staging();
-  Status MapPeers(std::vector<const uint8_t *> *send, std::vector<Span> *spans) const;
-  const uint8_t *Send() const { return static_cast<const uint8_t *>(c_.send); }
-  uint8_t *Recv() const { return static_cast<uint8_t *>(c_.recv); }
-
-  Communicator &comm_;
-  ControlArea &area_;
-  const Call &c_;
-  const uint64_t seq_;
-  const std::chrono::steady_clock::time_point deadline_;
-  std::vector<Plan> plans_;  // by rank
-};
+// The plans of the kinds (coll/kinds.h's PlanFn), with each kind's own checks: the element
+// counts of AlltoAll and Scatter are multiplied by the rank count; AlltoAll(V/VC) do not convert
+// types.
+Status PlanReduce(const Call &c, uint32_t n, uint32_t me, size_t es, Plan *p);
+Status PlanScatter(const Call &c, uint32_t n, uint32_t me, size_t es, Plan *p);
+Status PlanAllGatherV(const Call &c, uint32_t n, uint32_t me, size_t es, Plan *p);
+Status PlanReduceScatterV(const Call &c, uint32_t n, uint32_t me, size_t es, Plan *p);
+Status PlanAlltoAll(const Call &c, uint32_t n, uint32_t me, size_t es, Plan *p);
+Status PlanAlltoAllV(const Call &c, uint32_t n, uint32_t me, size_t es, Plan *p);
+Status PlanAlltoAllVC(const Call &c, uint32_t n, uint32_t me, size_t es, Plan *p);
 
 }  // namespace hzc::coll

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // Point-to-point transfers (HcclSend, HcclRecv, HcclBatchSendRecv) between ranks of one server
 // (below); items whose peer is on another server go over RDMA (coll/p2p_wire.h), at the same
-// time as the call's other items.
+// time as the call's other items. The pair channels are coll/p2p_channel.h, the matching of
+// messages on them coll/p2p_match.h, the batches coll/p2p_batch.h.
 //
 // Channels. Only the two ranks of a transfer call, so the collectives' control area (opened by
 // every rank together) cannot carry them. Each unordered pair of ranks {lo, hi} has its own
@@ -69,19 +70,10 @@
 #include <vector>
 
 #include "base/status.h"
+#include "coll/p2p_item.h"
 #include "core/comm.h"
 
 namespace hzc::coll {
-
-struct P2pItem {
-  enum Dir : uint32_t { kSend = 0, kRecv = 1, kInvalid = 2 };
-  Dir dir = kInvalid;
-  void *buf = nullptr;
-  uint64_t count = 0;
-  HcclDataType dtype = HCCL_DATA_TYPE_INT8;
-  uint32_t peer = 0;
-  const char *peer_name = "remoteRank";  // the argument that named @peer, for messages
-};
 
 // Check @item's own arguments (direction, dataType, peer, size) without touching the peer.
 Status ValidateP2p(const Communicator &comm, const P2pItem &item);

@@ -35,7 +35,7 @@
 #include <vector>
 
 #include "base/status.h"
-#include "coll/p2p.h"
+#include "coll/p2p_item.h"
 #include "core/comm.h"
 #include "transport/wire.h"
 

@@ -12,10 +12,11 @@
 #include "base/config.h"
 #include "base/log.h"
 #include "base/rank_list.h"
-#include "bootstrap/root_info.h"
+#include "coll/collectives.h"
 #include "coll/exchange.h"
+#include "coll/kinds.h"
 #include "coll/reduce.h"
-#include "core/memory.h"
+#include "core/comm_init.h"
 #include "transport/wire.h"
 
 namespace hzc::coll {
@@ -48,8 +49,10 @@ constexpr uint64_t kRefusedWord = UINT64_MAX;
 // How long a destroyed communicator's leader waits for the other leaders' goodbye.
 constexpr std::chrono::seconds kGoodbyeTime{10};
 
-// The collectives' state of a communicator that spans servers.
-struct SpanState : Communicator::CollState {
+}  // namespace
+
+// The collectives' state of a communicator that spans servers, with the servers of its ranks.
+struct SpanState : Communicator::CollState, ServerLayout {
   ~SpanState() override {
     if (wire) {
       wire->Close(Clock::now() + kGoodbyeTime);
@@ -59,40 +62,16 @@ struct SpanState : Communicator::CollState {
   std::mutex mutex;  // one call at a time
   Status broken;     // set once a call failed half-way
   uint64_t seq = 0;
-  std::vector<std::vector<uint32_t>> servers;  // ranks of each server, by lowest rank
-  std::vector<uint32_t> leaders;               // each server's first rank
-  std::vector<uint32_t> server_of;             // [rank]
-  uint32_t server = 0;                         // this rank's
-  std::shared_ptr<Communicator> local;         // this server's ranks
-  std::unique_ptr<transport::Wire> wire;       // the leaders'
-  Status wire_status;                          // why a leader has no wire
+  std::shared_ptr<Communicator> local;    // this server's ranks (MakeServerLocal)
+  std::unique_ptr<transport::Wire> wire;  // the leaders'
+  Status wire_status;                     // why a leader has no wire
 
-  uint32_t pos(uint32_t rank) const {
-    const auto &r = servers[server_of[rank]];
-    return static_cast<uint32_t>(std::find(r.begin(), r.end(), rank) - r.begin());
-  }
   const std::vector<uint32_t> &mine() const { return servers[server]; }
   bool leader() const { return local->rank() == 0; }
   uint32_t nservers() const { return static_cast<uint32_t>(servers.size()); }
 };
 
-// The servers of @comm's ranks (ranks of one host identity), ordered by their lowest rank.
-void GroupServers(const Communicator &comm, SpanState *s) {
-  std::map<std::string, uint32_t> index;
-  s->server_of.resize(comm.size());
-  for (uint32_t r = 0; r < comm.size(); ++r) {
-    auto [it, made] = index.emplace(comm.ranks()[r].host, static_cast<uint32_t>(s->servers.size()));
-    if (made) {
-      s->servers.emplace_back();
-    }
-    s->servers[it->second].push_back(r);
-    s->server_of[r] = it->second;
-  }
-  for (const auto &server : s->servers) {
-    s->leaders.push_back(server.front());
-  }
-  s->server = s->server_of[comm.rank()];
-}
+namespace {
 
 Expected<std::unique_ptr<SpanState>> MakeState(Communicator &comm) {
   if (comm.group() == nullptr) {
@@ -102,22 +81,8 @@ Expected<std::unique_ptr<SpanState>> MakeState(Communicator &comm) {
                  comm.ServerCount());
   }
   auto s = std::make_unique<SpanState>();
-  GroupServers(comm, s.get());
-  std::string text = bootstrap::IdString(comm.id()) + "|server|" + std::to_string(s->server);
-  std::vector<bootstrap::RankIdentity> ids;
-  for (uint32_t r : s->mine()) {
-    ids.push_back(comm.ranks()[r]);
-  }
-  s->local = std::make_shared<Communicator>(bootstrap::DerivedId(text), s->pos(comm.rank()),
-                                            std::move(ids), comm.options());
-  if (s->local->size() > 1) {
-    if (Status st = memory::LinkPeers(*s->local); !st.ok()) {
-      LogWarn(
-          "collectives across servers: this server's ranks are not linked ({}); they meet "
-          "through the staging path",
-          st.message());
-    }
-  }
+  static_cast<ServerLayout &>(*s) = LayOutServers(comm.ranks(), comm.rank());
+  s->local = MakeServerLocal(comm, *s);
   if (s->leader()) {
     auto wire =
         transport::Wire::Open(*comm.group(), s->leaders, {.tags = kWireTags, .slots = kWireSlots},
@@ -150,25 +115,37 @@ Expected<SpanState *> GetState(Communicator &comm) {
 // One call of the hierarchical schedule on rank @comm.rank().
 class Spanning {
  public:
-  Spanning(Communicator &comm, SpanState &s, const Call &c, Clock::time_point deadline)
-      : comm_(comm), s_(s), c_(c), deadline_(deadline), es_(TypeSize(c.dtype)) {}
+  Spanning(Context &ctx, const Call &c)
+      : ctx_(ctx),
+        comm_(ctx.comm),
+        s_(*ctx.span),
+        c_(c),
+        deadline_(ctx.deadline),
+        es_(TypeSize(c.dtype)),
+        plans_(ctx.plans) {}
 
   // Check the call on every rank, @refused when this rank refused it: HCCL_E_PARA (on every
   // rank alike) when a rank refused it or made another call; nothing moved then.
   Status Agree(const Status *refused);
-  Status Run();
+
+  // The hierarchical schedule of each kind (the entry points).
+  Status AllReduce();
+  Status Broadcast();
+  Status AllGather();
+  Status ReduceScatter();
+  Status Barrier();
+  Status Reduce();
+  Status Scatter();
+  Status ReduceScatterV();
+  // AllGatherV, AlltoAll(V/VC): every rank's whole input region to every rank.
+  Status Regions();
 
  private:
   // The exchanges: every rank's plan (MakePlan) to every rank, checked (CheckPlans) alike on
   // every rank: HCCL_E_PARA when two ranks disagree on a pair; nothing moved then.
   Status GatherPlans();
   // @call (a hierarchical collective) as a step of this one.
-  Status Sub(const Call &call) { return Spanning(comm_, s_, call, deadline_).Run(); }
-  Status Reduce();
-  Status Scatter();
-  Status ReduceScatterV();
-  // AllGatherV, AlltoAll(V/VC): every rank's whole input region to every rank.
-  Status Regions();
+  Status Sub(const Call &call) { return Info(call.kind).across(ctx_, call); }
   const Plan &Mine() const { return plans_[comm_.rank()]; }
   CallWords Words(const Status *refused) const;
   Status Compare(const std::vector<CallWords> &words, const std::vector<uint32_t> &ranks) const;
@@ -182,23 +159,19 @@ class Spanning {
     return s_.wire->Transfer(out, in, sink, deadline_);
   }
   bool Leads() const { return s_.leader() && s_.nservers() > 1; }
-  Status AllReduce();
   Status LeadersAllReduce(uint8_t *buf, size_t count);
-  Status Broadcast();
-  Status AllGather();
-  Status ReduceScatter();
-  Status Barrier();
   // Copy [off, off + len) of server @p's blocks (of @block bytes, in its rank order) between
   // @flat and the rank-ordered buffer @by_rank; @reduce combines instead of copying in.
   void Blockwise(uint32_t p, size_t block, size_t off, const uint8_t *from, size_t len,
                  uint8_t *by_rank, const ReduceFn *reduce) const;
 
+  Context &ctx_;
   Communicator &comm_;
   SpanState &s_;
   const Call &c_;
   const Clock::time_point deadline_;
   const size_t es_;
-  std::vector<Plan> plans_;  // the exchanges': by rank
+  std::vector<Plan> &plans_;  // the exchanges': by rank
 };
 
 Status Spanning::OnServer(const Call &call) {
@@ -271,14 +244,13 @@ CallWords Spanning::Words(const Status *refused) const {
   if (refused != nullptr) {
     return {.seq = s_.seq, .kind = kRefusedWord};
   }
-  const bool rooted =
-      c_.kind == Kind::kBroadcast || c_.kind == Kind::kReduce || c_.kind == Kind::kScatter;
+  const KindInfo &kind = Info(c_.kind);
   return {.seq = s_.seq,
           .kind = static_cast<uint64_t>(c_.kind),
           .dtype = c_.kind == Kind::kBarrier ? 0 : uint64_t{c_.dtype},
-          .op = Reduces(c_.kind) ? uint64_t{c_.op} : 0,
-          .count = IsVector(c_.kind) ? 0 : c_.count,  // the vector ones compare their plans
-          .root = rooted ? c_.root : 0,
+          .op = kind.reduces ? uint64_t{c_.op} : 0,
+          .count = kind.vector ? 0 : c_.count,  // the vector ones compare their plans
+          .root = kind.rooted ? c_.root : 0,
           .args = SharedArgsHash(c_, comm_.size())};
 }
 
@@ -337,35 +309,6 @@ Status Spanning::AgreeAcrossServers(Status *verdict) {
     *verdict = s_.wire_status;
   }
   return Status::Ok();
-}
-
-Status Spanning::Run() {
-  switch (c_.kind) {
-    case Kind::kAllReduce:
-      return AllReduce();
-    case Kind::kBroadcast:
-      return Broadcast();
-    case Kind::kAllGather:
-      return AllGather();
-    case Kind::kReduceScatter:
-      return ReduceScatter();
-    case Kind::kBarrier:
-      return Barrier();
-    case Kind::kReduce:
-      return Reduce();
-    case Kind::kScatter:
-      return Scatter();
-    case Kind::kReduceScatterV:
-      return ReduceScatterV();
-    case Kind::kAllGatherV:
-    case Kind::kAlltoAll:
-    case Kind::kAlltoAllV:
-    case Kind::kAlltoAllVC:
-      return Regions();
-    default:
-      break;
-  }
-  return Error(HCCL_E_NOT_SUPPORT, "{} across servers", KindName(c_.kind));
 }
 
 Status Spanning::AllReduce() {
@@ -678,11 +621,6 @@ Status Spanning::Regions() {
 
 }  // namespace
 
-bool RunsAcrossServers(Kind kind) {
-  return kind == Kind::kAllReduce || kind == Kind::kBroadcast || kind == Kind::kAllGather ||
-         kind == Kind::kReduceScatter || kind == Kind::kBarrier || IsExchange(kind);
-}
-
 namespace {
 
 // One call across servers: @call, or a call this rank refused for @refused (its other fields
@@ -702,10 +640,11 @@ Status RunOrRefuse(Communicator &comm, const Call &call, const Status *refused) 
                                       s.broken.message());
   }
   ++s.seq;
-  Spanning run(comm, s, call, Clock::now() + comm.ExecTimeout());
-  Status st = run.Agree(refused);
+  Context ctx{
+      .comm = comm, .span = &s, .seq = s.seq, .deadline = Clock::now() + comm.ExecTimeout()};
+  Status st = Spanning(ctx, call).Agree(refused);
   if (st.ok() && refused == nullptr) {
-    st = run.Run();
+    st = Info(call.kind).across(ctx, call);
   } else if (st.code() == HCCL_E_PARA || (st.ok() && refused != nullptr)) {
     // Nothing moved: the communicator stays usable.
     return refused == nullptr ? st
@@ -731,6 +670,42 @@ Status RunOrRefuse(Communicator &comm, const Call &call, const Status *refused) 
 }
 
 }  // namespace
+
+Status AcrossAllReduce(Context &ctx, const Call &c) {
+  return Spanning(ctx, c).AllReduce();
+}
+
+Status AcrossBroadcast(Context &ctx, const Call &c) {
+  return Spanning(ctx, c).Broadcast();
+}
+
+Status AcrossAllGather(Context &ctx, const Call &c) {
+  return Spanning(ctx, c).AllGather();
+}
+
+Status AcrossReduceScatter(Context &ctx, const Call &c) {
+  return Spanning(ctx, c).ReduceScatter();
+}
+
+Status AcrossBarrier(Context &ctx, const Call &c) {
+  return Spanning(ctx, c).Barrier();
+}
+
+Status AcrossReduce(Context &ctx, const Call &c) {
+  return Spanning(ctx, c).Reduce();
+}
+
+Status AcrossScatter(Context &ctx, const Call &c) {
+  return Spanning(ctx, c).Scatter();
+}
+
+Status AcrossReduceScatterV(Context &ctx, const Call &c) {
+  return Spanning(ctx, c).ReduceScatterV();
+}
+
+Status AcrossRegions(Context &ctx, const Call &c) {
+  return Spanning(ctx, c).Regions();
+}
 
 Status RunAcrossServers(Communicator &comm, const Call &call) {
   return RunOrRefuse(comm, call, nullptr);

@@ -1,13 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
 // The collectives of a communicator whose ranks span servers: a hierarchical schedule.
 //
-// The ranks of each server form a server-local communicator (made by the first call, linked
-// over the process's transport so that its collectives take the zero-copy path whenever the
-// buffers lie in activated memory, whichever communicator activated them); the first rank of
-// each server (its leader) talks to the other servers' leaders over the wire (transport/wire.h:
-// RDMA WRITE into registered landing slots). Every call is first checked: the ranks of each
-// server gather every rank's word on it (its arguments, or that it refused the call), the
-// leaders exchange their servers' words over the TCP connections and tell their ranks the
+// The ranks of each server form a server-local communicator (made by the first call through core's
+// MakeServerLocal, linked over the process's transport so that its collectives take the zero-copy
+// path whenever the buffers lie in activated memory, whichever communicator activated them); the
+// first rank of each server (its leader) talks to the other servers' leaders over the wire
+// (transport/wire.h: RDMA WRITE into registered landing slots). Every call is first checked: the
+// ranks of each server gather every rank's word on it (its arguments, or that it refused the call),
+// the leaders exchange their servers' words over the TCP connections and tell their ranks the
 // verdict, so a call that differs between any two ranks, or that a rank refused, fails with
 // HCCL_E_PARA on every rank before any byte moves and the communicator stays usable. Then:
 // - AllReduce: local AllReduce; the leaders reduce-scatter and all-gather across servers;
@@ -34,7 +34,7 @@
 #pragma once
 
 #include "base/status.h"
-#include "coll/collectives.h"
+#include "coll/call.h"
 #include "core/comm.h"
 
 namespace hzc::coll {
@@ -46,8 +46,17 @@ Status RunAcrossServers(Communicator &comm, const Call &call);
 // check, so that every other rank fails the call at once with HCCL_E_PARA naming it; @why.
 Status RefuseAcrossServers(Communicator &comm, const Status &why);
 
-// The kinds RunAcrossServers runs (all of coll::Kind; point-to-point transfers, coll/p2p.h,
-// stay HCCL_E_NOT_SUPPORT across servers).
-bool RunsAcrossServers(Kind kind);
+// Entry points (coll/kinds.h): @ctx.span is the communicator's state, @ctx.plans every rank's
+// plan (the exchanges).
+Status AcrossAllReduce(Context &ctx, const Call &c);
+Status AcrossBroadcast(Context &ctx, const Call &c);
+Status AcrossAllGather(Context &ctx, const Call &c);
+Status AcrossReduceScatter(Context &ctx, const Call &c);
+Status AcrossBarrier(Context &ctx, const Call &c);
+Status AcrossReduce(Context &ctx, const Call &c);
+Status AcrossScatter(Context &ctx, const Call &c);
+Status AcrossReduceScatterV(Context &ctx, const Call &c);
+// AllGatherV, AlltoAll(V/VC): every rank's whole input region to every rank.
+Status AcrossRegions(Context &ctx, const Call &c);
 
 }  // namespace hzc::coll

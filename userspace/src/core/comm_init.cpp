@@ -3,7 +3,9 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -20,6 +22,7 @@
 #include "bootstrap/rendezvous.h"
 #include "bootstrap/root_info.h"
 #include "core/comm.h"
+#include "core/memory.h"
 
 namespace hzc {
 
@@ -249,6 +252,51 @@ Expected<HcclComm> SubCommunicator(HcclComm parent, const std::vector<uint32_t> 
           position, members.size(), bootstrap::IdString(c->id()), sub_id,
           bootstrap::IdString(pc.id()));
   return CommRegistry::Process().Add(std::move(c));
+}
+
+uint32_t ServerLayout::pos(uint32_t rank) const {
+  const auto &r = servers[server_of[rank]];
+  return static_cast<uint32_t>(std::find(r.begin(), r.end(), rank) - r.begin());
+}
+
+ServerLayout LayOutServers(const std::vector<bootstrap::RankIdentity> &ranks, uint32_t rank) {
+  ServerLayout l;
+  std::map<std::string, uint32_t> index;
+  l.server_of.resize(ranks.size());
+  for (uint32_t r = 0; r < ranks.size(); ++r) {
+    auto [it, made] = index.emplace(ranks[r].host, static_cast<uint32_t>(l.servers.size()));
+    if (made) {
+      l.servers.emplace_back();
+    }
+    l.servers[it->second].push_back(r);
+    l.server_of[r] = it->second;
+  }
+  for (const auto &server : l.servers) {
+    l.leaders.push_back(server.front());
+  }
+  l.server = l.server_of[rank];
+  return l;
+}
+
+std::shared_ptr<Communicator> MakeServerLocal(const Communicator &comm,
+                                              const ServerLayout &layout) {
+  const std::string text =
+      bootstrap::IdString(comm.id()) + "|server|" + std::to_string(layout.server);
+  std::vector<bootstrap::RankIdentity> ids;
+  for (uint32_t r : layout.servers[layout.server]) {
+    ids.push_back(comm.ranks()[r]);
+  }
+  auto local = std::make_shared<Communicator>(bootstrap::DerivedId(text), layout.pos(comm.rank()),
+                                              std::move(ids), comm.options());
+  if (local->size() > 1) {
+    if (Status st = memory::LinkPeers(*local); !st.ok()) {
+      LogWarn(
+          "collectives across servers: this server's ranks are not linked ({}); they meet "
+          "through the staging path",
+          st.message());
+    }
+  }
+  return local;
 }
 
 }  // namespace hzc

@@ -7,13 +7,17 @@
 #include <hccl/hccl_types.h>
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <vector>
 
 #include "base/status.h"
+#include "bootstrap/rendezvous.h"
 #include "core/comm_options.h"
 
 namespace hzc {
+
+class Communicator;
 
 // Start the rendezvous of a new communicator (this process serves it) and describe it.
 Status NewRootInfo(HcclRootInfo *out);
@@ -49,5 +53,29 @@ Expected<std::vector<HcclComm>> AllInProcess(uint32_t n);
 // @parent or of another sub-communicator; the view keeps them open if @parent goes first.
 Expected<HcclComm> SubCommunicator(HcclComm parent, const std::vector<uint32_t> &members,
                                    uint64_t sub_id, uint32_t position, CommOptions options);
+
+// The servers of a communicator's ranks (the ranks of one host identity), ordered by their
+// lowest rank, as one of its ranks sees them.
+struct ServerLayout {
+  std::vector<std::vector<uint32_t>> servers;  // ranks of each server, ascending
+  std::vector<uint32_t> leaders;               // each server's first rank
+  std::vector<uint32_t> server_of;             // [rank]
+  uint32_t server = 0;                         // the seeing rank's
+
+  // The position of @rank among the ranks of its server.
+  uint32_t pos(uint32_t rank) const;
+};
+
+// The servers of @ranks as rank @rank (< @ranks.size()) sees them.
+ServerLayout LayOutServers(const std::vector<bootstrap::RankIdentity> &ranks, uint32_t rank);
+
+// The server-local communicator of @comm's rank, whose ranks span servers as @layout says: the
+// ranks of its server, numbered from 0 in rank order, with @comm's options and an id derived from
+// @comm's id and the server's index (so every rank of the server makes the same one without
+// exchanging anything). When it has more than one rank it is linked over the process's transport
+// (waits for the server's other ranks), so that its collectives take the zero-copy path whenever
+// the buffers lie in activated memory, whichever communicator activated them; a failure to link
+// is logged, and its ranks then meet through the staging path.
+std::shared_ptr<Communicator> MakeServerLocal(const Communicator &comm, const ServerLayout &layout);
 
 }  // namespace hzc

@@ -1,0 +1,126 @@
+// SPDX-License-Identifier: Apache-2.0
+// The pair channel of point-to-point transfers inside a server (coll/p2p.h): the shared area of
+// one unordered pair of ranks {lo, hi}, made by lo as a memfd and handed to hi over an abstract
+// Unix socket, with its layout (a header with the two ranks' wake-up words and a "broken" word,
+// one direction block per ordered pair, one staging slot per direction in two halves).
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "base/futex.h"
+#include "base/status.h"
+#include "base/unique_mapping.h"
+#include "bootstrap/peer_process.h"
+#include "core/comm.h"
+
+namespace hzc::coll::p2p {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr size_t kPage = 4096;
+constexpr size_t kAlign = 64;
+// How long a waiter sleeps on a channel's wake-up word before it checks the channel, the peer
+// and its deadline again: with one channel, and with several.
+constexpr auto kSlice = std::chrono::milliseconds(10);
+constexpr auto kShortSlice = std::chrono::milliseconds(1);
+
+// The receiver's answer to a message.
+enum Verdict : uint32_t { kNone = 0, kStaging = 1, kZeroCopy = 2, kMismatch = 3, kRefused = 4 };
+
+// Written by the sender of a direction.
+struct alignas(64) SenderSide {
+  std::atomic<uint32_t> posted;  // number of the last message posted
+  uint32_t refused;              // 1: its sender refused it (nothing else is valid)
+  uint32_t dtype;
+  uint32_t zero_copy;  // 1: the sender's buffer lies in activated memory
+  uint64_t count;
+  uint64_t addr;                 // in the sender's address space
+  std::atomic<uint64_t> filled;  // staging chunks written for the posted message
+  // Number of the last message whose outcome the sender has read (or that it refused): the
+  // receiver answers the next one only then, so an answer is never overwritten unread.
+  std::atomic<uint32_t> finished;
+};
+
+// Written by the receiver of a direction.
+struct alignas(64) ReceiverSide {
+  std::atomic<uint32_t> answered;  // number of the last message answered
+  uint32_t verdict;                // Verdict of @answered
+  uint32_t dtype;                  // the receiver's, for the sender's message on a mismatch
+  uint32_t done_code;              // HcclResult of message @done
+  uint64_t count;
+  std::atomic<uint64_t> drained;  // staging chunks copied out for the answered message
+  std::atomic<uint32_t> done;     // number of the last message finished (or failed)
+};
+
+struct Direction {
+  SenderSide s;
+  ReceiverSide r;
+};
+
+struct PairHeader {
+  uint32_t magic;
+  uint32_t lo;
+  uint32_t hi;
+  uint32_t reserved;
+  uint64_t bytes;
+  uint64_t slot_bytes;
+  std::atomic<uint32_t> broken;               // 0, or 1 + the rank that broke the channel
+  alignas(64) std::atomic<uint32_t> bell[2];  // by side (0: lo, 1: hi), bumped to wake it
+  alignas(64) Direction dir[2];               // 0: lo -> hi, 1: hi -> lo
+};
+
+static_assert(std::atomic<uint32_t>::is_always_lock_free);
+static_assert(std::atomic<uint64_t>::is_always_lock_free);
+static_assert(sizeof(PairHeader) <= kPage);
+
+// Whether message number @value is at or past @target (the numbers wrap).
+inline bool Reached(uint32_t value, uint32_t target) {
+  return static_cast<int32_t>(value - target) >= 0;
+}
+
+// One pair's channel as this rank sees it.
+class Channel {
+ public:
+  static Expected<std::unique_ptr<Channel>> Open(const Communicator &comm, uint32_t peer,
+                                                 Clock::time_point deadline);
+
+  uint32_t peer() const { return peer_; }
+  Direction &out() const { return h_->dir[side_]; }  // this rank -> peer
+  Direction &in() const { return h_->dir[1 - side_]; }
+  uint8_t *half(bool out, uint64_t chunk) const {
+    return slots_ + (out ? side_ : 1 - side_) * slot_bytes_ + (chunk % 2) * half_bytes();
+  }
+  size_t half_bytes() const { return slot_bytes_ / 2 / kAlign * kAlign; }
+  std::atomic<uint32_t> &bell() const { return h_->bell[side_]; }
+
+  // Wake the peer after a change.
+  void Ring() const {
+    h_->bell[1 - side_].fetch_add(1, std::memory_order_seq_cst);
+    FutexWake(&h_->bell[1 - side_]);
+  }
+  // An error when the channel is broken or the peer died.
+  Status Check() const;
+  // Mark the channel broken for both sides after @why.
+  void Break(const Status &why);
+
+  uint32_t send_seq = 0;  // number of the last message sent / received on this channel
+  uint32_t recv_seq = 0;
+
+ private:
+  Channel(UniqueMapping map, uint32_t me, uint32_t peer);
+  UniqueMapping map_;
+  PairHeader *h_ = nullptr;
+  uint8_t *slots_ = nullptr;
+  size_t slot_bytes_ = 0;
+  uint32_t me_ = 0;
+  uint32_t peer_ = 0;
+  uint32_t side_ = 0;
+  bootstrap::PeerProcess process_;
+  Status broken_;
+};
+
+}  // namespace hzc::coll::p2p

@@ -1,0 +1,277 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "coll/p2p_match.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "base/log.h"
+#include "coll/guard.h"
+#include "coll/reduce.h"
+#include "transport/transport.h"
+
+namespace hzc::coll::p2p {
+
+uint64_t Chunks(size_t bytes, size_t half) {
+  return (bytes + half - 1) / half;
+}
+
+bool Activated(Communicator &comm, const void *p, size_t bytes) {
+  transport::PeerMemory *pm = comm.peer_memory();
+  return pm != nullptr && bytes != 0 &&
+         pm->Translate(comm.rank(), reinterpret_cast<uintptr_t>(p), bytes).ok();
+}
+
+// Finish @op with @st.
+bool Finish(Op &op, Status st) {
+  op.result = std::move(st);
+  op.phase = Op::kFinished;
+  return true;
+}
+
+namespace {
+
+// Finish the send @op with @st, telling the receiver that its answer was read.
+bool FinishSend(Op &op, Status st) {
+  op.ch->out().s.finished.store(op.seq, std::memory_order_release);
+  op.ch->Ring();
+  return Finish(op, std::move(st));
+}
+
+}  // namespace
+
+// The sender's side of @op: one step if it can make one; whether it did.
+bool PollSend(Op &op) {
+  Channel &ch = *op.ch;
+  SenderSide &s = ch.out().s;
+  ReceiverSide &r = ch.out().r;
+  switch (op.phase) {
+    case Op::kStart:
+      if (!Reached(r.done.load(std::memory_order_acquire), op.seq - 1)) {
+        return false;
+      }
+      s.refused = 0;
+      s.dtype = static_cast<uint32_t>(op.item.dtype);
+      s.count = op.item.count;
+      s.addr = reinterpret_cast<uintptr_t>(op.item.buf);
+      s.zero_copy = op.zero_copy ? 1 : 0;
+      s.filled.store(0, std::memory_order_relaxed);
+      s.posted.store(op.seq, std::memory_order_release);
+      ch.Ring();
+      op.phase = Op::kAnswer;
+      return true;
+    case Op::kAnswer:
+      if (!Reached(r.answered.load(std::memory_order_acquire), op.seq)) {
+        return false;
+      }
+      if (r.verdict == kRefused) {
+        return FinishSend(op, Error(HCCL_E_PARA,
+                                    "rank {} refused its receive {} from this rank (its arguments "
+                                    "failed its own checks, see its log); nothing was moved",
+                                    ch.peer(), op.seq));
+      }
+      if (r.verdict == kMismatch) {
+        return FinishSend(op,
+                          Error(HCCL_E_PARA,
+                                "send {} to rank {}: it receives count={} dataType={}, this rank "
+                                "sends count={} dataType={}; nothing was moved",
+                                op.seq, ch.peer(), r.count, r.dtype, op.item.count,
+                                static_cast<int>(op.item.dtype)));
+      }
+      op.phase = r.verdict == kStaging && op.chunks != 0 ? Op::kFill : Op::kDone;
+      return true;
+    case Op::kFill: {
+      if (op.chunk >= r.drained.load(std::memory_order_acquire) + 2) {
+        return false;  // both halves hold chunks the receiver has not copied yet
+      }
+      const size_t half = ch.half_bytes(), off = op.chunk * half;
+      std::memcpy(ch.half(true, op.chunk), static_cast<const uint8_t *>(op.item.buf) + off,
+                  std::min(half, op.bytes - off));
+      s.filled.store(++op.chunk, std::memory_order_release);
+      ch.Ring();
+      if (op.chunk == op.chunks) {
+        op.phase = Op::kDone;
+      }
+      return true;
+    }
+    case Op::kDone:
+      if (!Reached(r.done.load(std::memory_order_acquire), op.seq)) {
+        return false;
+      }
+      if (r.done_code != HCCL_SUCCESS) {
+        return FinishSend(
+            op, Error(static_cast<HcclResult>(r.done_code),
+                      "rank {} failed to receive send {} (see its log)", ch.peer(), op.seq));
+      }
+      return FinishSend(op, Status::Ok());
+    default:
+      return false;
+  }
+}
+
+namespace {
+
+// The receiver answers message @op.seq with @verdict (its own count and dataType with it).
+void Answer(Op &op, Verdict verdict) {
+  ReceiverSide &r = op.ch->in().r;
+  r.verdict = verdict;
+  r.count = op.item.count;
+  r.dtype = static_cast<uint32_t>(op.item.dtype);
+  r.drained.store(0, std::memory_order_relaxed);
+  r.answered.store(op.seq, std::memory_order_release);
+}
+
+// The receiver marks message @op.seq done with @code.
+void MarkDone(Op &op, HcclResult code) {
+  ReceiverSide &r = op.ch->in().r;
+  r.done_code = static_cast<uint32_t>(code);
+  r.done.store(op.seq, std::memory_order_release);
+  op.ch->Ring();
+}
+
+// Zero-copy: copy the sender's buffer, mapped at @from, straight into this rank's.
+Status Pull(Op &op, const void *from) {
+  const auto b = reinterpret_cast<uintptr_t>(from);
+  const Fault f = RunGuarded({{.begin = b, .end = b + op.bytes, .rank = op.ch->peer()}},
+                             [&] { std::memcpy(op.item.buf, from, op.bytes); });
+  if (f.faulted) {
+    return Error(HCCL_E_REMOTE,
+                 "rank {}'s send buffer became inaccessible during receive {} (deactivated, "
+                 "unset or the rank died): fault at {:#x} of its peer mapping",
+                 op.ch->peer(), op.seq, f.address);
+  }
+  return Status::Ok();
+}
+
+// The sender's buffer at @addr through this rank's peer mapping, or null when it is not
+// accessible (then the message is staged).
+const void *MapSend(Communicator &comm, const Op &op, uint64_t addr) {
+  auto from = comm.peer_memory()->Translate(op.ch->peer(), addr, op.bytes);
+  return from.ok() ? *from : nullptr;
+}
+
+// The receiver's answer to the posted message of @op.
+bool Match(Communicator &comm, Op &op) {
+  const SenderSide &s = op.ch->in().s;
+  if (s.refused != 0) {
+    Answer(op, kNone);
+    MarkDone(op, HCCL_E_PARA);
+    return Finish(op, Error(HCCL_E_PARA,
+                            "rank {} refused its send {} to this rank (its arguments failed its "
+                            "own checks, see its log); nothing was moved",
+                            op.ch->peer(), op.seq));
+  }
+  if (s.count != op.item.count || s.dtype != static_cast<uint32_t>(op.item.dtype)) {
+    Answer(op, kMismatch);
+    MarkDone(op, HCCL_E_PARA);
+    return Finish(op, Error(HCCL_E_PARA,
+                            "receive {} from rank {}: it sends count={} dataType={}, this rank "
+                            "receives count={} dataType={}; nothing was moved",
+                            op.seq, op.ch->peer(), s.count, s.dtype, op.item.count,
+                            static_cast<int>(op.item.dtype)));
+  }
+  if (const void *from = op.zero_copy && s.zero_copy != 0 ? MapSend(comm, op, s.addr) : nullptr) {
+    Answer(op, kZeroCopy);
+    op.ch->Ring();
+    LogDebug("p2p: receive {} from rank {}: {} bytes zero-copy", op.seq, op.ch->peer(), op.bytes);
+    Status st = Pull(op, from);
+    MarkDone(op, st.code());
+    return Finish(op, std::move(st));
+  }
+  Answer(op, kStaging);
+  op.ch->Ring();
+  LogDebug("p2p: receive {} from rank {}: {} bytes staged", op.seq, op.ch->peer(), op.bytes);
+  op.phase = Op::kDrain;
+  if (op.chunks == 0) {
+    MarkDone(op, HCCL_SUCCESS);
+    return Finish(op, Status::Ok());
+  }
+  return true;
+}
+
+}  // namespace
+
+// The receiver's side of @op: one step if it can make one; whether it did.
+bool PollRecv(Communicator &comm, Op &op) {
+  Channel &ch = *op.ch;
+  const SenderSide &s = ch.in().s;
+  ReceiverSide &r = ch.in().r;
+  if (op.phase == Op::kStart) {
+    if (!Reached(s.posted.load(std::memory_order_acquire), op.seq)) {
+      return false;
+    }
+    return Match(comm, op);
+  }
+  if (op.phase != Op::kDrain || s.filled.load(std::memory_order_acquire) <= op.chunk) {
+    return false;
+  }
+  const size_t half = ch.half_bytes(), off = op.chunk * half;
+  std::memcpy(static_cast<uint8_t *>(op.item.buf) + off, ch.half(false, op.chunk),
+              std::min(half, op.bytes - off));
+  r.drained.store(++op.chunk, std::memory_order_release);
+  ch.Ring();
+  if (op.chunk == op.chunks) {
+    MarkDone(op, HCCL_SUCCESS);
+    return Finish(op, Status::Ok());
+  }
+  return true;
+}
+
+// What the peer of @op has not done yet, for the timeout message.
+std::string Awaited(const Op &op) {
+  if (op.item.dir == P2pItem::kSend) {
+    return op.phase == Op::kStart ? fmt::format("finish receive {} from this rank", op.seq - 1)
+                                  : fmt::format("receive send {} of this rank", op.seq);
+  }
+  return fmt::format("post send {} to this rank", op.seq);
+}
+
+namespace {
+
+// Wait until @ready() (the peer's progress on @ch), until @deadline.
+template <typename Ready>
+Status WaitOn(const Channel &ch, Ready ready, Clock::time_point deadline, const char *what) {
+  for (;;) {
+    const uint32_t bell = ch.bell().load(std::memory_order_seq_cst);
+    const Status alive = ch.Check();  // before: a peer that made @ready() true and exited is done
+    if (ready()) {
+      return Status::Ok();
+    }
+    HZC_RETURN_IF_ERROR(alive);
+    if (Clock::now() >= deadline) {
+      return Error(HCCL_E_TIMEOUT, "rank {} did not {} within HCCL_EXEC_TIMEOUT", ch.peer(), what);
+    }
+    FutexWait(&ch.bell(), bell, kSlice);
+  }
+}
+
+}  // namespace
+
+// Take the next message number of @dir on @ch and post it as refused by this rank. First wait
+// for the peer to be done with the message before (the one this rank refused just before, if
+// any: refusals are not waited for), so that nothing it still reads is overwritten.
+Status PostRefusal(Channel &ch, P2pItem::Dir dir, Clock::time_point deadline) {
+  if (dir == P2pItem::kSend) {
+    SenderSide &s = ch.out().s;
+    const uint32_t seq = ++ch.send_seq;
+    HZC_RETURN_IF_ERROR(WaitOn(
+        ch, [&] { return Reached(ch.out().r.done.load(std::memory_order_acquire), seq - 1); },
+        deadline, "finish the message before"));
+    s.refused = 1;
+    s.finished.store(seq, std::memory_order_relaxed);
+    s.posted.store(seq, std::memory_order_release);
+  } else {
+    ReceiverSide &r = ch.in().r;
+    const uint32_t seq = ++ch.recv_seq;
+    HZC_RETURN_IF_ERROR(WaitOn(
+        ch, [&] { return Reached(ch.in().s.finished.load(std::memory_order_acquire), seq - 1); },
+        deadline, "read the answer to the message before"));
+    r.verdict = kRefused;
+    r.done_code = HCCL_E_PARA;
+    r.answered.store(seq, std::memory_order_release);
+    r.done.store(seq, std::memory_order_release);
+  }
+  ch.Ring();
+  return Status::Ok();
+}
+
+}  // namespace hzc::coll::p2p
