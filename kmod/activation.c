@@ -168,55 +168,48 @@ static struct hzc_range *hzc_range_at(struct hzc_ctx *ctx, unsigned long va)
 }
 
 /*
- * Validate under ctx->lock, pin without it (a fault may stall: userfaultfd,
- * FUSE), then commit under it after checking again: the range may have been
- * unregistered, or another thread may have activated an overlapping part.
+ * The range of @ctx that holds [@va, @end) and no activation there yet,
+ * referenced; or an ERR_PTR.
  */
-int hzc_activate(struct hzc_ucmd *ucmd)
+static struct hzc_range *hzc_activate_range_get(struct hzc_ctx *ctx,
+						unsigned long va, u64 end)
 {
-	struct hzc_activate *cmd = ucmd->cmd;
-	struct hzc_ctx *ctx = ucmd->ctx;
-	struct hzc_activation *act;
 	struct hzc_range *range;
-	unsigned long npages;
-	u64 end;
-	int ret;
-
-	if (cmd->flags)
-		return -EOPNOTSUPP;
-	if (check_add_overflow(cmd->va, cmd->length, &end))
-		return -EOVERFLOW;
-	if (!cmd->length || !PAGE_ALIGNED(cmd->va) || !PAGE_ALIGNED(cmd->length))
-		return -EINVAL;
-	npages = cmd->length >> PAGE_SHIFT;
 
 	mutex_lock(&ctx->lock);
-	range = hzc_range_at(ctx, cmd->va);
-	if (!range || ctx->dead) {
-		mutex_unlock(&ctx->lock);
-		return -ENOENT;
-	}
-	if (end - 1 > range->node.last) {
-		mutex_unlock(&ctx->lock);
-		return -EINVAL;
-	}
-	if (interval_tree_iter_first(&range->acts, cmd->va, end - 1)) {
-		mutex_unlock(&ctx->lock);
-		return -EEXIST;
-	}
-	kref_get(&range->kref);
+	range = hzc_range_at(ctx, va);
+	if (!range || ctx->dead)
+		range = ERR_PTR(-ENOENT);
+	else if (end - 1 > range->node.last)
+		range = ERR_PTR(-EINVAL);
+	else if (interval_tree_iter_first(&range->acts, va, end - 1))
+		range = ERR_PTR(-EEXIST);
+	else
+		kref_get(&range->kref);
 	mutex_unlock(&ctx->lock);
+	return range;
+}
 
-	/*
-	 * Charge first: the page array below is sized by the caller, and
-	 * RLIMIT_MEMLOCK is what bounds it for unprivileged callers.  For
-	 * CAP_IPC_LOCK callers an array too big for kvmalloc() (over INT_MAX
-	 * bytes, or more than the memory there is) is a plain ENOMEM, without
-	 * the allocator's warning.
-	 */
+/*
+ * Charge and pin the pages of @cmd in a new activation, not yet in any
+ * range; or an ERR_PTR, with nothing left charged or pinned.
+ *
+ * Charge first: the page array below is sized by the caller, and
+ * RLIMIT_MEMLOCK is what bounds it for unprivileged callers.  For
+ * CAP_IPC_LOCK callers an array too big for kvmalloc() (over INT_MAX bytes,
+ * or more than the memory there is) is a plain ENOMEM, without the
+ * allocator's warning.
+ */
+static struct hzc_activation *hzc_activation_pin(struct hzc_ctx *ctx,
+						 const struct hzc_activate *cmd)
+{
+	unsigned long npages = cmd->length >> PAGE_SHIFT;
+	struct hzc_activation *act;
+	int ret;
+
 	ret = hzc_charge_pins(ctx, npages);
 	if (ret)
-		goto out_put;
+		return ERR_PTR(ret);
 	act = kzalloc(sizeof(*act), GFP_KERNEL_ACCOUNT);
 	if (!act) {
 		ret = -ENOMEM;
@@ -235,41 +228,97 @@ int hzc_activate(struct hzc_ucmd *ucmd)
 	act->npages = npages;
 	act->cookie = cmd->cookie;
 	act->node.start = cmd->va;
-	act->node.last = end - 1;
+	act->node.last = cmd->va + cmd->length - 1;
+	return act;
 
-	mutex_lock(&ctx->lock);
-	/* range->dead changes under ctx->lock (and range->lock). */
-	if (range->dead) {
-		ret = -ENOENT;
-		goto out_unpin;
-	}
-	if (interval_tree_iter_first(&range->acts, cmd->va, end - 1)) {
-		ret = -EEXIST;
-		goto out_unpin;
-	}
-	down_write(&range->lock);
-	interval_tree_insert(&act->node, &range->acts);
-	WRITE_ONCE(range->nr_acts, range->nr_acts + 1);
-	WRITE_ONCE(range->activated_bytes, range->activated_bytes + cmd->length);
-	up_write(&range->lock);
-	atomic64_inc(&hzc_stats.nr_activations);
-	atomic64_add(cmd->length, &hzc_stats.pinned_bytes);
-	hzc_nl_event_act(HZC_NL_CMD_EVENT_ACTIVATE, range, act);
-	cmd->out_range_id = range->id;
-	mutex_unlock(&ctx->lock);
-	hzc_range_put(range);
-	return 0;
-
-out_unpin:
-	mutex_unlock(&ctx->lock);
-	/* Nothing was written through these pages: unpin them clean. */
-	hzc_unpin(act->pages, npages, false);
 out_free_pages:
 	kvfree(act->pages);
 out_free_act:
 	kfree(act);
 out_uncharge:
 	hzc_uncharge_pins(ctx, npages);
+	return ERR_PTR(ret);
+}
+
+/* Undo hzc_activation_pin() of an activation that no range took. */
+static void hzc_activation_unpin(struct hzc_ctx *ctx,
+				 struct hzc_activation *act)
+{
+	unsigned long npages = act->npages;
+
+	/* Nothing was written through these pages: unpin them clean. */
+	hzc_unpin(act->pages, npages, false);
+	kvfree(act->pages);
+	kfree(act);
+	hzc_uncharge_pins(ctx, npages);
+}
+
+/*
+ * Insert @act in @range unless the range was unregistered or another thread
+ * activated an overlapping part meanwhile.  Called with ctx->lock held.
+ */
+static int hzc_activation_insert(struct hzc_ctx *ctx, struct hzc_range *range,
+				 struct hzc_activation *act)
+{
+	u64 size = act->node.last - act->node.start + 1;
+
+	lockdep_assert_held(&ctx->lock);
+	/* range->dead changes under ctx->lock (and range->lock). */
+	if (range->dead)
+		return -ENOENT;
+	if (interval_tree_iter_first(&range->acts, act->node.start,
+				     act->node.last))
+		return -EEXIST;
+	down_write(&range->lock);
+	interval_tree_insert(&act->node, &range->acts);
+	WRITE_ONCE(range->nr_acts, range->nr_acts + 1);
+	WRITE_ONCE(range->activated_bytes, range->activated_bytes + size);
+	up_write(&range->lock);
+	atomic64_inc(&hzc_stats.nr_activations);
+	atomic64_add(size, &hzc_stats.pinned_bytes);
+	hzc_nl_event_act(HZC_NL_CMD_EVENT_ACTIVATE, range, act);
+	return 0;
+}
+
+/*
+ * Validate under ctx->lock, pin without it (a fault may stall: userfaultfd,
+ * FUSE), then commit under it after checking again: the range may have been
+ * unregistered, or another thread may have activated an overlapping part.
+ */
+int hzc_activate(struct hzc_ucmd *ucmd)
+{
+	struct hzc_activate *cmd = ucmd->cmd;
+	struct hzc_ctx *ctx = ucmd->ctx;
+	struct hzc_activation *act;
+	struct hzc_range *range;
+	u64 end;
+	int ret;
+
+	if (cmd->flags)
+		return -EOPNOTSUPP;
+	if (check_add_overflow(cmd->va, cmd->length, &end))
+		return -EOVERFLOW;
+	if (!cmd->length || !PAGE_ALIGNED(cmd->va) || !PAGE_ALIGNED(cmd->length))
+		return -EINVAL;
+
+	range = hzc_activate_range_get(ctx, cmd->va, end);
+	if (IS_ERR(range))
+		return PTR_ERR(range);
+	act = hzc_activation_pin(ctx, cmd);
+	if (IS_ERR(act)) {
+		ret = PTR_ERR(act);
+		goto out_put;
+	}
+
+	mutex_lock(&ctx->lock);
+	ret = hzc_activation_insert(ctx, range, act);
+	if (ret) {
+		mutex_unlock(&ctx->lock);
+		hzc_activation_unpin(ctx, act);
+		goto out_put;
+	}
+	cmd->out_range_id = range->id;
+	mutex_unlock(&ctx->lock);
 out_put:
 	hzc_range_put(range);
 	return ret;

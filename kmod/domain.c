@@ -275,6 +275,91 @@ static void hzc_member_link(struct hzc_ctx *ctx, struct hzc_member *m)
 	spin_unlock(&ctx->members_lock);
 }
 
+/*
+ * May @cmd's rank join @dom?  Permission first: a stranger learns nothing of
+ * the domain.
+ */
+static int hzc_domain_admit(struct hzc_domain *dom,
+			    const struct hzc_domain_join *cmd)
+{
+	lockdep_assert_held(&hzc_domains_lock);
+	if (!uid_eq(dom->euid, current_euid()) && !capable(CAP_SYS_ADMIN))
+		return -EPERM;
+	if (dom->nranks != cmd->nranks)
+		return -EINVAL;
+	if (dom->members[cmd->rank])
+		return -EBUSY;
+	return 0;
+}
+
+/*
+ * The domain @cmd joins: the existing one, or @new_dom to create; NULL if
+ * there is none and @new_dom is NULL (the caller allocates one unlocked and
+ * looks again); or an ERR_PTR.
+ */
+static struct hzc_domain *hzc_domain_lookup(struct hzc_ctx *ctx,
+					    const struct hzc_domain_join *cmd,
+					    struct hzc_domain *new_dom)
+{
+	struct hzc_domain *dom;
+	int ret;
+
+	lockdep_assert_held(&hzc_domains_lock);
+	if (hzc_member_find(ctx, cmd->domain_id, cmd->rank))
+		return ERR_PTR(-EBUSY);
+	dom = hzc_domain_find(cmd->domain_id);
+	if (dom) {
+		ret = hzc_domain_admit(dom, cmd);
+		return ret ? ERR_PTR(ret) : dom;
+	}
+	if (!new_dom)
+		return NULL;
+	if (atomic64_read(&hzc_stats.nr_domains) >= READ_ONCE(hzc_max_domains))
+		return ERR_PTR(hzc_limit_hit("max_domains", -ENOSPC));
+	return new_dom;
+}
+
+/*
+ * Number the domain a join creates, counting it, and give it its slot in
+ * hzc_domains_xa and its sysfs directory.  On failure the caller's
+ * hzc_domain_put() undoes what was done.
+ */
+static int hzc_domain_number(struct hzc_domain *dom)
+{
+	int ret;
+
+	lockdep_assert_held(&hzc_domains_lock);
+	dom->seq = atomic64_inc_return(&hzc_last_domain_seq);
+	atomic64_inc(&hzc_stats.nr_domains);
+	ret = xa_reserve(&hzc_domains_xa, dom->seq, GFP_KERNEL_ACCOUNT);
+	if (ret)
+		return ret;
+	return hzc_sysfs_domain_add(dom);
+}
+
+/*
+ * Complete: now @m, and @m->dom if the join @created it, may be found.  A
+ * member holds a reference on its domain: of a created domain, the first.
+ */
+static void hzc_member_publish(struct hzc_member *m, bool created)
+{
+	struct hzc_domain *dom = m->dom;
+
+	lockdep_assert_held(&hzc_domains_lock);
+	if (created) {
+		hash_add(hzc_domain_table, &dom->hnode, hzc_id_hash(dom->id));
+		/* The slot is reserved: storing allocates nothing. */
+		WARN_ON(xa_err(xa_store(&hzc_domains_xa, dom->seq, dom,
+					GFP_KERNEL)));
+	} else {
+		kref_get(&dom->kref);
+	}
+	dom->members[m->rank] = m;
+	WRITE_ONCE(dom->nr_joined, dom->nr_joined + 1);
+	hzc_member_link(m->ctx, m);
+	hzc_nl_event_member(HZC_NL_CMD_EVENT_MEMBER_JOIN, m);
+}
+
 int hzc_domain_join(struct hzc_ucmd *ucmd)
 {
 	struct hzc_domain_join *cmd = ucmd->cmd;
@@ -295,28 +380,10 @@ int hzc_domain_join(struct hzc_ucmd *ucmd)
 		return -ENOMEM;
 
 	mutex_lock(&hzc_domains_lock);
-retry:
-	if (hzc_member_find(ctx, cmd->domain_id, cmd->rank)) {
-		ret = -EBUSY;
-		goto out_unlock;
-	}
-	dom = hzc_domain_find(cmd->domain_id);
-	if (dom) {
-		/* Permission first: a stranger learns nothing of the domain. */
-		if (!uid_eq(dom->euid, current_euid()) &&
-		    !capable(CAP_SYS_ADMIN)) {
-			ret = -EPERM;
-			goto out_unlock;
-		}
-		if (dom->nranks != cmd->nranks) {
-			ret = -EINVAL;
-			goto out_unlock;
-		}
-		if (dom->members[cmd->rank]) {
-			ret = -EBUSY;
-			goto out_unlock;
-		}
-	} else if (!new_dom) {
+	for (;;) {
+		dom = hzc_domain_lookup(ctx, cmd, new_dom);
+		if (dom)
+			break;
 		/* Allocate only when the domain does not exist, unlocked. */
 		mutex_unlock(&hzc_domains_lock);
 		new_dom = hzc_domain_alloc(cmd->domain_id, cmd->nranks);
@@ -325,26 +392,19 @@ retry:
 			return -ENOMEM;
 		}
 		mutex_lock(&hzc_domains_lock);
-		goto retry;
-	} else if (atomic64_read(&hzc_stats.nr_domains) >=
-		   READ_ONCE(hzc_max_domains)) {
-		ret = hzc_limit_hit("max_domains", -ENOSPC);
+	}
+	if (IS_ERR(dom)) {
+		ret = PTR_ERR(dom);
 		goto out_unlock;
 	}
 	ret = hzc_member_charge(ctx);
 	if (ret)
 		goto out_unlock;
 
-	if (!dom) {
-		dom = new_dom;
+	if (dom == new_dom) {
 		new_dom = NULL;
 		created = true;
-		dom->seq = atomic64_inc_return(&hzc_last_domain_seq);
-		atomic64_inc(&hzc_stats.nr_domains);
-		ret = xa_reserve(&hzc_domains_xa, dom->seq, GFP_KERNEL_ACCOUNT);
-		if (ret)
-			goto out_uncharge;
-		ret = hzc_sysfs_domain_add(dom);
+		ret = hzc_domain_number(dom);
 		if (ret)
 			goto out_uncharge;
 	}
@@ -356,20 +416,7 @@ retry:
 	ret = hzc_sysfs_member_add(m);
 	if (ret)
 		goto out_uncharge;
-	/* Complete: now it may be found. */
-	if (created) {
-		hash_add(hzc_domain_table, &dom->hnode,
-			 hzc_id_hash(dom->id));
-		/* The slot is reserved: storing allocates nothing. */
-		WARN_ON(xa_err(xa_store(&hzc_domains_xa, dom->seq, dom,
-					GFP_KERNEL)));
-	} else {
-		kref_get(&dom->kref);
-	}
-	dom->members[cmd->rank] = m;
-	WRITE_ONCE(dom->nr_joined, dom->nr_joined + 1);
-	hzc_member_link(ctx, m);
-	hzc_nl_event_member(HZC_NL_CMD_EVENT_MEMBER_JOIN, m);
+	hzc_member_publish(m, created);
 	mutex_unlock(&hzc_domains_lock);
 	/* Allocated because the domain did not exist; it does now. */
 	if (new_dom)

@@ -173,6 +173,76 @@ static void hzc_range_uncharge(struct hzc_ctx *ctx, u64 bytes)
 	atomic_dec(&ctx->hu->nr_ranges);
 }
 
+/* A new range of @ctx over [@base, @end), dead until registered. */
+static struct hzc_range *hzc_range_alloc(struct hzc_ctx *ctx, u64 base,
+					 u64 end)
+{
+	struct hzc_range *range;
+
+	range = kzalloc(sizeof(*range), GFP_KERNEL_ACCOUNT);
+	if (!range)
+		return NULL;
+	kref_init(&range->kref);
+	init_rwsem(&range->lock);
+	range->acts = RB_ROOT_CACHED;
+	INIT_LIST_HEAD(&range->grants);
+	range->node.start = base;
+	range->node.last = end - 1;
+	kref_get(&ctx->kref);
+	range->ctx = ctx;
+	/* Not mappable until fully set up. */
+	range->dead = true;
+	return range;
+}
+
+/*
+ * May @range join the ranges of @ctx: is the context alive and under
+ * max_ranges, the range mapped and clear of the others?  Called with
+ * ctx->lock held.
+ */
+static int hzc_range_check(struct hzc_ctx *ctx, struct hzc_range *range)
+{
+	lockdep_assert_held(&ctx->lock);
+	if (ctx->dead)
+		return -EPERM;
+	if (ctx->nr_ranges >= READ_ONCE(hzc_max_ranges))
+		return hzc_limit_hit("max_ranges", -ENOSPC);
+	if (interval_tree_iter_first(&ctx->ranges, range->node.start,
+				     range->node.last))
+		return -EEXIST;
+	return hzc_check_mapped(ctx->mm, range->node.start,
+				range->node.last + 1);
+}
+
+/*
+ * Give @range its id and window, then put it in sysfs and hzc_ranges_xa.
+ * It stays dead: a peer mmap that finds its window sees that.  On failure
+ * the range is in none of them.
+ */
+static int hzc_range_publish(struct hzc_range *range)
+{
+	int ret;
+
+	range->id = atomic64_inc_return(&hzc_last_range_id);
+	ret = hzc_window_alloc(range, hzc_range_size(range) >> PAGE_SHIFT);
+	if (ret)
+		return ret;
+	/* Complete now: the last step makes it visible in sysfs. */
+	ret = hzc_sysfs_range_add(range);
+	if (ret)
+		goto out_window;
+	ret = xa_insert(&hzc_ranges_xa, range->id, range, GFP_KERNEL_ACCOUNT);
+	if (ret) {
+		hzc_sysfs_range_del(range);
+		goto out_window;
+	}
+	return 0;
+
+out_window:
+	hzc_window_free(range);
+	return ret;
+}
+
 int hzc_range_register(struct hzc_ucmd *ucmd)
 {
 	struct hzc_range_register *cmd = ucmd->cmd;
@@ -190,54 +260,20 @@ int hzc_range_register(struct hzc_ucmd *ucmd)
 	    end > HZC_VA_LIMIT)
 		return -EINVAL;
 
-	range = kzalloc(sizeof(*range), GFP_KERNEL_ACCOUNT);
+	range = hzc_range_alloc(ctx, cmd->base, end);
 	if (!range)
 		return -ENOMEM;
-	kref_init(&range->kref);
-	init_rwsem(&range->lock);
-	range->acts = RB_ROOT_CACHED;
-	INIT_LIST_HEAD(&range->grants);
-	range->node.start = cmd->base;
-	range->node.last = end - 1;
-	kref_get(&ctx->kref);
-	range->ctx = ctx;
-	/* Not mappable until fully set up. */
-	range->dead = true;
 
 	mutex_lock(&ctx->lock);
-	if (ctx->dead) {
-		ret = -EPERM;
-		goto out_unlock;
-	}
-	if (ctx->nr_ranges >= READ_ONCE(hzc_max_ranges)) {
-		ret = hzc_limit_hit("max_ranges", -ENOSPC);
-		goto out_unlock;
-	}
-	if (interval_tree_iter_first(&ctx->ranges, range->node.start,
-				     range->node.last)) {
-		ret = -EEXIST;
-		goto out_unlock;
-	}
-	ret = hzc_check_mapped(ctx->mm, cmd->base, end);
+	ret = hzc_range_check(ctx, range);
 	if (ret)
 		goto out_unlock;
 	ret = hzc_range_charge(ctx, cmd->length);
 	if (ret)
 		goto out_unlock;
-
-	range->id = atomic64_inc_return(&hzc_last_range_id);
-	ret = hzc_window_alloc(range, cmd->length >> PAGE_SHIFT);
+	ret = hzc_range_publish(range);
 	if (ret)
 		goto out_uncharge;
-	/* Complete now: the last step makes it visible in sysfs. */
-	ret = hzc_sysfs_range_add(range);
-	if (ret)
-		goto out_window;
-	ret = xa_insert(&hzc_ranges_xa, range->id, range, GFP_KERNEL_ACCOUNT);
-	if (ret) {
-		hzc_sysfs_range_del(range);
-		goto out_window;
-	}
 	interval_tree_insert(&range->node, &ctx->ranges);
 	ctx->nr_ranges++;
 	atomic64_inc(&hzc_stats.nr_ranges);
@@ -251,8 +287,6 @@ int hzc_range_register(struct hzc_ucmd *ucmd)
 	cmd->out_mmap_offset = (u64)range->window << PAGE_SHIFT;
 	return 0;
 
-out_window:
-	hzc_window_free(range);
 out_uncharge:
 	hzc_range_uncharge(ctx, cmd->length);
 out_unlock:
