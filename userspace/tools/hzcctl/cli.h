@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// hzcctl's command line (CLI11; the conventions of the hzc tools, examples/tool_cli.h):
+// hzcctl's command line (CLI11; the conventions of the hzc tools, ../common/tool_cli.h):
 //   hzcctl [-j] [-p] range [show] [pid PID] [id ID]
 //   hzcctl [-j] [-p] activation [show] [range ID] [pid PID]
 //   hzcctl [-j] [-p] domain [show] [SEQ]

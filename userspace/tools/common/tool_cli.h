@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// Command lines of the hzc tools (hzc-info, hzc-demo, hzc-perf), parsed by CLI11 the way
+// Command lines of the hzc tools (hzc-info, hzc-demo, hzc-perf, hzcctl), parsed by CLI11 the way
 // command-line tools behave: --help prints the usage on stdout and exits 0, --version prints
 // "NAME VERSION" on stdout and exits 0, and a usage error prints one line on stderr and exits 2
 // (never CLI11's own exit codes).
@@ -11,7 +11,7 @@
 #include <string>
 
 #ifndef HZC_PACKAGE_VERSION
-#error "HZC_PACKAGE_VERSION must be defined (examples/CMakeLists.txt)"
+#error "HZC_PACKAGE_VERSION must be defined (the tool's CMakeLists.txt)"
 #endif
 
 namespace hzc::tool {
