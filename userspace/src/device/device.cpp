@@ -12,10 +12,10 @@
 #include <chrono>
 #include <mutex>
 
-#include "base/process_id.h"
 #include "base/config.h"
 #include "base/errno_string.h"
 #include "base/log.h"
+#include "base/process_id.h"
 
 namespace hzc {
 
