@@ -218,9 +218,7 @@ Expected<PeerActivation> KernelPeerMemory::Activation(uint32_t peer, uintptr_t p
 }
 
 Expected<std::vector<PeerActivation>> KernelPeerMemory::Activations(uint32_t peer) {
-  if (peer >= cards_.size()) {
-    return Error(HCCL_E_PARA, "rank={}: the communicator has {} ranks", peer, cards_.size());
-  }
+  HZC_RETURN_IF_ERROR(CheckPeerRank(peer, cards_.size()));
   std::lock_guard lock(mutex_);
   PeerView &p = peers_[peer];
   // A listing taken now is not tied to a generation: the next Translate lists again.

@@ -102,9 +102,7 @@ Expected<void *> MemfdPeerMemory::Translate(uint32_t peer, uintptr_t va, size_t 
 }
 
 Expected<std::vector<PeerActivation>> MemfdPeerMemory::Activations(uint32_t peer) {
-  if (peer >= pids_.size()) {
-    return Error(HCCL_E_PARA, "rank={}: the communicator has {} ranks", peer, pids_.size());
-  }
+  HZC_RETURN_IF_ERROR(CheckPeerRank(peer, pids_.size()));
   const pid_t pid = PidOf(peer);
   auto &imp = MemfdImport::Process();
   Status st = imp.AttachProcess(pid);

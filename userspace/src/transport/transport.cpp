@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include <atomic>
 #include <mutex>
 
 #include "base/config.h"
@@ -16,10 +17,15 @@ const char *KindName(Kind kind) {
   return kind == Kind::kKernel ? "kernel" : "memfd";
 }
 
-Status CheckPeerArgs(uint32_t peer, size_t nranks, uintptr_t va, size_t len) {
+Status CheckPeerRank(uint32_t peer, size_t nranks) {
   if (peer >= nranks) {
     return Error(HCCL_E_PARA, "rank={}: the communicator has {} ranks", peer, nranks);
   }
+  return Status::Ok();
+}
+
+Status CheckPeerArgs(uint32_t peer, size_t nranks, uintptr_t va, size_t len) {
+  HZC_RETURN_IF_ERROR(CheckPeerRank(peer, nranks));
   if (len == 0) {
     return Error(HCCL_E_PARA, "size=0: must not be 0");
   }
@@ -60,13 +66,22 @@ Expected<Kind> Chosen() {
 }
 
 Expected<Transport *> Process() {
-  static KernelTransport *const kernel = new KernelTransport();
-  static MemfdTransport *const memfd = new MemfdTransport();
+  static std::atomic<Transport *> chosen{nullptr};
+  if (Transport *t = chosen.load(std::memory_order_acquire)) {
+    return t;
+  }
   auto kind = Chosen();
   if (!kind.ok()) {
-    return kind.status();
+    return kind.status();  // not kept: the module may be loaded before the next call
   }
-  return *kind == Kind::kKernel ? static_cast<Transport *>(kernel) : memfd;
+  Transport *made = *kind == Kind::kKernel ? static_cast<Transport *>(new KernelTransport())
+                                           : new MemfdTransport();
+  Transport *expected = nullptr;
+  if (!chosen.compare_exchange_strong(expected, made, std::memory_order_acq_rel)) {
+    delete made;  // another thread chose first
+    return expected;
+  }
+  return made;
 }
 
 }  // namespace hzc::transport

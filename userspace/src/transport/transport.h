@@ -117,12 +117,13 @@ class Transport {
 // device (HZC_DEVICE, /dev/hzc) exists, else the memfd one (logged once at INFO); kernel without
 // the device is HCCL_E_NOT_FOUND naming the module.
 Expected<Kind> Chosen();
-// The process's transport of that kind (the choice is Chosen's, the objects live for the
-// process's life).
+// The process's transport: of the kind Chosen says at the first call that succeeds, the same
+// one for the rest of the process's life (its memory must not be split between transports).
 Expected<Transport *> Process();
 
-// For implementations: HCCL_E_PARA for a bad rank of @nranks, a zero length or a range that
-// wraps around.
+// For implementations: HCCL_E_PARA for a rank not below @nranks (CheckPeerRank), and also for a
+// zero length or a range that wraps around (CheckPeerArgs).
+Status CheckPeerRank(uint32_t peer, size_t nranks);
 Status CheckPeerArgs(uint32_t peer, size_t nranks, uintptr_t va, size_t len);
 
 }  // namespace hzc::transport
