@@ -86,24 +86,36 @@ TEST_F(ConfigTest, AllSet) {
   EXPECT_EQ(c.if_ip, "10.0.0.1");
   EXPECT_EQ(c.if_base_port, 50000);
   EXPECT_TRUE(c.warnings.empty());
-  EXPECT_THAT(
-      c.Describe(),
-      testing::ElementsAre("HZC_LOG=DEBUG", "HZC_LOG_FILE=/tmp/hzc.%h.%p", "HZC_DEVICE=/tmp/x",
-                           "HCCL_CONNECT_TIMEOUT=3", "HCCL_EXEC_TIMEOUT=40", "HCCL_BUFFSIZE=64",
-                           "HZC_RDMA_DEVICE=rxe0", "HZC_RDMA_GID_INDEX=3", "HZC_HOST_ID=node-b",
-                           "HCCL_IF_IP=10.0.0.1", "HCCL_IF_BASE_PORT=50000",
-                           "HZC_DEVICE_COUNT=(max(online CPUs, 8))", "HZC_TRANSPORT=auto"));
+  EXPECT_THAT(c.Describe(), testing::ElementsAre(
+                                "HZC_LOG=DEBUG", "HZC_LOG_FILE=/tmp/hzc.%h.%p", "HZC_DEVICE=/tmp/x",
+                                "HCCL_CONNECT_TIMEOUT=3", "HCCL_EXEC_TIMEOUT=40",
+                                "HCCL_BUFFSIZE=64", "HZC_RDMA_DEVICE=rxe0", "HZC_RDMA_GID_INDEX=3",
+                                "HZC_HOST_ID=node-b", "HCCL_IF_IP=10.0.0.1",
+                                "HCCL_IF_BASE_PORT=50000", "HZC_DEVICE_COUNT=(max(online CPUs, 8))",
+                                "HZC_TRANSPORT=auto", "HZC_INLINE_MAX=16384"));
 }
 
 TEST_F(ConfigTest, DescribeDefaults) {
   EXPECT_THAT(Parse({}).Describe(),
-              testing::ElementsAre("HZC_LOG=WARN", "HZC_LOG_FILE=(stderr)", "HZC_DEVICE=/dev/hzc",
-                                   "HCCL_CONNECT_TIMEOUT=120", "HCCL_EXEC_TIMEOUT=1836",
-                                   "HCCL_BUFFSIZE=200", "HZC_RDMA_DEVICE=(first active port)",
-                                   "HZC_RDMA_GID_INDEX=(RoCE v2, IPv4 first)",
-                                   "HZC_HOST_ID=(boot id + hostname)",
-                                   "HCCL_IF_IP=(first up interface)", "HCCL_IF_BASE_PORT=60000",
-                                   "HZC_DEVICE_COUNT=(max(online CPUs, 8))", "HZC_TRANSPORT=auto"));
+              testing::ElementsAre(
+                  "HZC_LOG=WARN", "HZC_LOG_FILE=(stderr)", "HZC_DEVICE=/dev/hzc",
+                  "HCCL_CONNECT_TIMEOUT=120", "HCCL_EXEC_TIMEOUT=1836", "HCCL_BUFFSIZE=200",
+                  "HZC_RDMA_DEVICE=(first active port)", "HZC_RDMA_GID_INDEX=(RoCE v2, IPv4 first)",
+                  "HZC_HOST_ID=(boot id + hostname)", "HCCL_IF_IP=(first up interface)",
+                  "HCCL_IF_BASE_PORT=60000", "HZC_DEVICE_COUNT=(max(online CPUs, 8))",
+                  "HZC_TRANSPORT=auto", "HZC_INLINE_MAX=16384"));
+}
+
+TEST_F(ConfigTest, InlineMax) {
+  EXPECT_EQ(Parse({}).inline_max, Config::kDefaultInlineMax);
+  EXPECT_EQ(Parse({{"HZC_INLINE_MAX", "0"}}).inline_max, 0U);
+  EXPECT_EQ(Parse({{"HZC_INLINE_MAX", "1048576"}}).inline_max, 1048576U);
+  for (const char *bad : {"1048577", "-1", "4k", ""}) {
+    const Config c = Parse({{"HZC_INLINE_MAX", bad}});
+    EXPECT_EQ(c.inline_max, Config::kDefaultInlineMax) << bad;
+    ASSERT_EQ(c.warnings.size(), 1U) << bad;
+    EXPECT_THAT(c.warnings[0], testing::HasSubstr("HZC_INLINE_MAX=\"" + std::string(bad) + "\""));
+  }
 }
 
 TEST_F(ConfigTest, Transport) {

@@ -11,6 +11,11 @@
 //   SCENARIO:
 //     matrix    every collective, type, op, in place or not, sizes from 1 element to ~3 MiB
 //               (not multiples of the rank count), checked against a reference made here
+//     edges     (HZC_INLINE_MAX=B set) the inline protocol's edge: every collective in int8,
+//               fp32 and fp64 with inputs of B bytes per rank less an element, exactly B and an
+//               element more (inline, inline, not inline), in place or not; then an AllGatherV
+//               where one rank's input is B bytes and another's B + 1 (the call takes staging
+//               or zero-copy)
 //     large     every collective once with 64 MiB buffers and an odd count, checked the same way
 //               (across servers: 16 MiB but for AllReduce)
 //     mismatch  calls that disagree across ranks fail with HCCL_E_PARA on every rank and leave
@@ -262,6 +267,65 @@ int Matrix() {
       if (int rc = RunOne(arena, big.kind, big.type, big.op, count, in_place, g_n - 1, ++seed)) {
         return rc;
       }
+    }
+  }
+  return HcclBarrier(g_comm, nullptr);
+}
+
+// The edges of the inline protocol (HZC_INLINE_MAX bytes per rank's input).
+int Edges() {
+  const char *limit_env = std::getenv("HZC_INLINE_MAX");
+  const uint64_t limit = limit_env != nullptr ? std::strtoull(limit_env, nullptr, 10) : 0;
+  if (limit == 0) {
+    return 50;
+  }
+  Arena arena(4 * g_n * (limit + 4096) + (1 << 20), g_zero_copy);
+  if (!arena.ok) {
+    return 52;
+  }
+  uint64_t seed = 9000;
+  for (bool in_place : {false, true}) {
+    for (HcclDataType t : {HCCL_DATA_TYPE_INT8, HCCL_DATA_TYPE_FP32, HCCL_DATA_TYPE_FP64}) {
+      for (Kind k : {kAllGather, kBroadcast, kReduceScatter, kAllReduce}) {
+        const uint64_t unit = hzc::test::RefTypeSize(t) * (k == kReduceScatter ? g_n : 1);
+        const uint64_t edge = limit / unit;
+        for (uint64_t count : {edge - 1, edge, edge + 1}) {
+          const uint32_t root = static_cast<uint32_t>(++seed % g_n);
+          if (int rc = RunOne(arena, k, t, HCCL_REDUCE_SUM, count, in_place, root, seed)) {
+            return rc;
+          }
+        }
+      }
+    }
+  }
+  // AllGatherV: rank 0 gives limit bytes, rank 1 limit + 1, the others 1.
+  std::vector<uint64_t> counts(g_n, 1), displs(g_n);
+  counts[0] = limit;
+  counts[1] = limit + 1;
+  for (uint32_t p = 1; p < g_n; ++p) {
+    displs[p] = displs[p - 1] + counts[p - 1] + 3;  // gaps, left alone
+  }
+  const uint64_t total = displs[g_n - 1] + counts[g_n - 1];
+  uint8_t *recv = arena.base, *send = arena.base + total + 64;
+  std::memset(recv, 0xee, total);
+  for (uint64_t i = 0; i < counts[g_rank]; ++i) {
+    send[i] = static_cast<uint8_t>(g_rank * 31 + i);
+  }
+  if (HcclResult r = HcclAllGatherV(send, counts[g_rank], recv, counts.data(), displs.data(),
+                                    HCCL_DATA_TYPE_INT8, g_comm, nullptr);
+      r != HCCL_SUCCESS) {
+    return r;
+  }
+  for (uint32_t p = 0; p < g_n; ++p) {
+    for (uint64_t i = 0; i < counts[p]; ++i) {
+      if (recv[displs[p] + i] != static_cast<uint8_t>(p * 31 + i)) {
+        std::fprintf(stderr, "rank %u: AllGatherV: byte %lu of rank %u's block is wrong\n", g_rank,
+                     static_cast<unsigned long>(i), p);
+        return 60;
+      }
+    }
+    if (p + 1 < g_n && recv[displs[p] + counts[p]] != 0xee) {
+      return 61;
     }
   }
   return HcclBarrier(g_comm, nullptr);
@@ -593,6 +657,8 @@ int main(int argc, char **argv) {
     rc = Matrix();
   } else if (scenario == "large") {
     rc = Large();
+  } else if (scenario == "edges") {
+    rc = Edges();
   } else if (scenario == "mismatch") {
     rc = Mismatch();
   } else if (scenario == "absent") {

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // The collectives with real processes (tests/vm/coll/coll_rank.cpp) against the real module:
-// 2, 3, 4 and 8 ranks, staging and zero-copy paths, and the fault cases; the exchanges
+// 2, 3, 4 and 8 ranks, each protocol (inline, staging, zero-copy), and the fault cases (the
+// staging ones at the default HZC_INLINE_MAX, so their small calls go inline); the exchanges
 // (Reduce, Scatter, AllGatherV, ReduceScatterV, AlltoAll(V/VC)) with 2, 3 and 4 ranks.
 #include <hccl/hccl.h>
 #include <hzc/hzc.h>
@@ -9,6 +10,9 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <string>
 #include <thread>
@@ -52,6 +56,9 @@ std::vector<int> RunRanks(uint32_t n, const char *scenario, const char *mode,
   return out;
 }
 
+// The zero-copy fault tests make small calls: without this they would go inline.
+const std::map<std::string, std::string> kNoInline = {{"HZC_INLINE_MAX", "0"}};
+
 class CollTest : public hzc::test::Test {
  protected:
   static bool HaveModule() { return access(hzc_device_path(), F_OK) == 0; }
@@ -63,46 +70,108 @@ class CollTest : public hzc::test::Test {
   }
 };
 
-class CollMatrixTest : public CollTest,
-                       public ::testing::WithParamInterface<std::tuple<uint32_t, const char *>> {};
+// How a matrix runs: the ranks' buffers (coll_rank.cpp's MODE) and HZC_INLINE_MAX, which
+// forces a protocol at every size: 0 turns the inline protocol off (staging, zero-copy); 1 MiB
+// sends every call inline that fits (larger ones go zero-copy). @path is what the library's
+// debug log says the calls take ("takes the ... path"); a matrix checks that its protocol ran.
+struct Protocol {
+  const char *name;
+  const char *buffers;
+  const char *inline_max;
+  const char *path;
+};
 
-TEST_P(CollMatrixTest, EveryCollectiveTypeOpAndSize) {
-  const auto [n, mode] = GetParam();
-  if (std::string(mode) == "zerocopy") {
-    if (!HaveTransport()) {
-      GTEST_SKIP() << hzc_device_path() << " is absent and HZC_TRANSPORT=kernel";
+constexpr Protocol kProtocols[] = {{"staging", "staging", "0", "staging"},
+                                   {"zerocopy", "zerocopy", "0", "zero-copy"},
+                                   {"inline", "zerocopy", "1048576", "inline"}};
+
+// The paths the calls of a run took, counted from the ranks' debug logs in @dir.
+std::map<std::string, int> PathsTaken(const std::string &dir) {
+  std::map<std::string, int> paths;
+  for (const auto &entry : std::filesystem::directory_iterator(dir)) {
+    std::ifstream in(entry.path());
+    for (std::string line; std::getline(in, line);) {
+      const size_t at = line.find(") takes the ");
+      if (at != std::string::npos) {
+        const size_t from = at + std::strlen(") takes the ");
+        ++paths[line.substr(from, line.find(" path", from) - from)];
+      }
     }
   }
-  EXPECT_EQ(RunRanks(n, "matrix", mode), std::vector<int>(n, 0));
+  return paths;
+}
+
+// Run @scenario on @n ranks with @p; the paths the calls took.
+std::map<std::string, int> RunProtocol(uint32_t n, const char *scenario, const Protocol &p,
+                                       std::map<std::string, std::string> env = {}) {
+  char dir[] = "/tmp/hzc-coll-paths-XXXXXX";
+  EXPECT_NE(mkdtemp(dir), nullptr);
+  env.emplace("HZC_INLINE_MAX", p.inline_max);
+  env["HZC_LOG"] = "DEBUG";
+  env["HZC_LOG_FILE"] = std::string(dir) + "/rank.%p";
+  EXPECT_EQ(RunRanks(n, scenario, p.buffers, env), std::vector<int>(n, 0));
+  auto paths = PathsTaken(dir);
+  std::filesystem::remove_all(dir);
+  return paths;
+}
+
+class CollMatrixTest : public CollTest,
+                       public ::testing::WithParamInterface<std::tuple<uint32_t, Protocol>> {
+ protected:
+  void Run(const char *scenario) {
+    const auto [n, p] = GetParam();
+    if (std::string(p.buffers) == "zerocopy" && !HaveTransport()) {
+      GTEST_SKIP() << hzc_device_path() << " is absent and HZC_TRANSPORT=kernel";
+    }
+    auto paths = RunProtocol(n, scenario, p);
+    EXPECT_GT(paths[p.path], 0) << "no call took the " << p.path << " path";
+    if (std::string(p.inline_max) == "0") {
+      EXPECT_EQ(paths["inline"], 0) << "HZC_INLINE_MAX=0, yet calls went inline";
+    }
+  }
+};
+
+std::string MatrixName(const ::testing::TestParamInfo<std::tuple<uint32_t, Protocol>> &info) {
+  return std::to_string(std::get<0>(info.param)) + "ranks_" + std::get<1>(info.param).name;
+}
+
+// Every collective, type and op, from 1 element to ~3 MiB, in place or not, over each protocol.
+TEST_P(CollMatrixTest, EveryCollectiveTypeOpAndSize) {
+  Run("matrix");
 }
 
 INSTANTIATE_TEST_SUITE_P(Ranks, CollMatrixTest,
                          ::testing::Combine(::testing::Values(2u, 3u, 4u, 8u),
-                                            ::testing::Values("staging", "zerocopy")),
-                         [](const auto &param_info) {
-                           return std::to_string(std::get<0>(param_info.param)) + "ranks_" +
-                                  std::get<1>(param_info.param);
-                         });
+                                            ::testing::ValuesIn(kProtocols)),
+                         MatrixName);
 
 // Reduce, Scatter, AllGatherV, ReduceScatterV, AlltoAll, AlltoAllV, AlltoAllVC: every type
-// (and op), counts 0 to above the staging area, in place, on both paths.
+// (and op), counts 0 to above the staging area, in place, over each protocol.
 class CollExchangeTest : public CollMatrixTest {};
 
 TEST_P(CollExchangeTest, EveryExchangeTypeOpAndSize) {
-  const auto [n, mode] = GetParam();
-  if (std::string(mode) == "zerocopy" && !HaveTransport()) {
-    GTEST_SKIP() << hzc_device_path() << " is absent and HZC_TRANSPORT=kernel";
-  }
-  EXPECT_EQ(RunRanks(n, "xmatrix", mode), std::vector<int>(n, 0));
+  Run("xmatrix");
 }
 
 INSTANTIATE_TEST_SUITE_P(Ranks, CollExchangeTest,
                          ::testing::Combine(::testing::Values(2u, 3u, 4u),
-                                            ::testing::Values("staging", "zerocopy")),
-                         [](const auto &param_info) {
-                           return std::to_string(std::get<0>(param_info.param)) + "ranks_" +
-                                  std::get<1>(param_info.param);
-                         });
+                                            ::testing::ValuesIn(kProtocols)),
+                         MatrixName);
+
+// The inline protocol's threshold (HZC_INLINE_MAX=4096): inputs of an element less, exactly
+// the threshold and an element more, on both kinds of buffers; an exchange where one rank's
+// input fits and another's does not.
+TEST_F(CollTest, InlineThresholdEdges) {
+  for (const Protocol &p : {Protocol{"staging", "staging", "4096", "staging"},
+                            Protocol{"zerocopy", "zerocopy", "4096", "zero-copy"}}) {
+    if (std::string(p.buffers) == "zerocopy" && !HaveTransport()) {
+      continue;
+    }
+    auto paths = RunProtocol(3, "edges", p);
+    EXPECT_GT(paths["inline"], 0) << p.name;
+    EXPECT_GT(paths[p.path], 0) << p.name;
+  }
+}
 
 TEST_F(CollTest, MismatchedExchangesFailEverywhereAndChangeNothing) {
   ExpectErrorLog("ranks disagree on call");
@@ -114,7 +183,7 @@ TEST_F(CollTest, MismatchedExchangesZeroCopy) {
     GTEST_SKIP() << hzc_device_path() << " is absent and HZC_TRANSPORT=kernel";
   }
   ExpectErrorLog("ranks disagree on call");
-  EXPECT_EQ(RunRanks(3, "xmismatch", "zerocopy"), std::vector<int>(3, 0));
+  EXPECT_EQ(RunRanks(3, "xmismatch", "zerocopy", kNoInline), std::vector<int>(3, 0));
 }
 
 // One rank's bad arguments to an exchange: it gets its own code at once, the others
@@ -148,7 +217,7 @@ TEST_F(CollTest, MismatchedCallsZeroCopy) {
     GTEST_SKIP() << hzc_device_path() << " is absent and HZC_TRANSPORT=kernel";
   }
   ExpectErrorLog("ranks disagree on call");
-  EXPECT_EQ(RunRanks(3, "mismatch", "zerocopy"), std::vector<int>(3, 0));
+  EXPECT_EQ(RunRanks(3, "mismatch", "zerocopy", kNoInline), std::vector<int>(3, 0));
 }
 
 TEST_F(CollTest, AbsentRankTimesOut) {
@@ -169,7 +238,7 @@ TEST_F(CollTest, DeadRankZeroCopyIsAnErrorNotAHang) {
     GTEST_SKIP() << hzc_device_path() << " is absent and HZC_TRANSPORT=kernel";
   }
   ExpectErrorLog("HcclAllReduce: ");
-  const auto rc = RunRanks(3, "die", "zerocopy");
+  const auto rc = RunRanks(3, "die", "zerocopy", kNoInline);
   EXPECT_EQ(rc, (std::vector<int>{HCCL_E_REMOTE, -SIGKILL, HCCL_E_REMOTE}));
 }
 

@@ -182,6 +182,15 @@ Config Config::FromLookup(const std::function<const char *(const char *)> &geten
   c.if_base_port = ParseIfBasePort(getenv_fn("HCCL_IF_BASE_PORT"), &c.warnings);
   c.device_count = ParseDeviceCount(getenv_fn("HZC_DEVICE_COUNT"), &c.warnings);
   c.transport = ParseTransport(getenv_fn("HZC_TRANSPORT"), &c.warnings);
+  if (const char *v = getenv_fn("HZC_INLINE_MAX"); v != nullptr) {
+    if (auto b = ParseUnsigned(v, 0, kMaxInlineMax)) {
+      c.inline_max = *b;
+    } else {
+      c.warnings.push_back(
+          fmt::format("HZC_INLINE_MAX=\"{}\": not a number of bytes in [0, {}]; using {}", v,
+                      kMaxInlineMax, kDefaultInlineMax));
+    }
+  }
   return c;
 }
 
@@ -204,6 +213,7 @@ std::vector<std::string> Config::Describe() const {
       fmt::format("HZC_TRANSPORT={}", transport == TransportChoice::kKernel  ? "kernel"
                                       : transport == TransportChoice::kMemfd ? "memfd"
                                                                              : "auto"),
+      fmt::format("HZC_INLINE_MAX={}", inline_max),
   };
 }
 

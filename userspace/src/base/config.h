@@ -59,6 +59,11 @@ struct Config {
   // HZC_TRANSPORT: auto (the kernel transport when the device exists, else memfd), kernel or
   // memfd.
   TransportChoice transport = TransportChoice::kAuto;
+  // HZC_INLINE_MAX: the largest input, in bytes per rank, that a collective inside one server
+  // carries inline in its control area (coll/inline.h) instead of zero-copy or staging; 0: never.
+  static constexpr uint64_t kDefaultInlineMax = 16384;
+  static constexpr uint64_t kMaxInlineMax = uint64_t{1} << 20;
+  uint64_t inline_max = kDefaultInlineMax;
 
   // Values that were set but invalid, one message each ("HZC_LOG=\"loud\": ..."), for the
   // logger to report once it exists.

@@ -15,6 +15,7 @@
 #include "bootstrap/root_info.h"
 #include "coll/control.h"
 #include "coll/exchange.h"
+#include "coll/inline.h"
 #include "coll/kinds.h"
 #include "coll/reduce.h"
 #include "coll/span.h"
@@ -64,6 +65,7 @@ Expected<State *> GetState(Communicator &comm) {
     o.rank = comm.rank();
     o.nranks = comm.size();
     o.staging_bytes = comm.StagingBytes();  // hcclBufferSize, else HCCL_BUFFSIZE
+    o.inline_bytes = GetConfig().inline_max;
     o.connect_timeout = GetConfig().connect_timeout;
     auto area = ControlArea::Open(o);
     if (!area.ok()) {
@@ -281,9 +283,17 @@ Status Run(Communicator &comm, const Call &call) {
   CallDesc mine = Describe(call, ++s.seq, area.nranks());
   const KindInfo &kind = Info(call.kind);
   const bool exchange = kind.plan != nullptr;
-  const bool eligible = exchange ? ExchangePost(comm, area, call, mine.seq)
-                                 : kind.zero_copy != nullptr && ZeroCopyEligible(comm, call);
-  mine.zero_copy = eligible ? 1 : 0;
+  // The protocol this rank offers: its input inline when it fits, else zero-copy when its
+  // buffers allow it (the ranks take what they all offer, staging otherwise).
+  const Plan plan = exchange ? ExchangePost(area, call, mine.seq) : Plan{};
+  const size_t input = exchange ? plan.SendExtent() : InlineInputBytes(call, area.nranks());
+  mine.inlined = kind.inlined != nullptr && InlinePost(area, call, mine.seq, input) ? 1 : 0;
+  if (mine.inlined == 0) {
+    mine.zero_copy = (exchange ? ExchangeEligible(comm, call, plan)
+                               : kind.zero_copy != nullptr && ZeroCopyEligible(comm, call))
+                         ? 1
+                         : 0;
+  }
   area.Post(mine);
   if (Status st = area.Barrier(deadline, kind.name); !st.ok()) {
     return fail(Error(st.code(), "{}: {}", kind.name, st.message()));
@@ -297,13 +307,18 @@ Status Run(Communicator &comm, const Call &call) {
   if (exchange) {
     HZC_RETURN_IF_ERROR(ExchangeCheck(ctx));  // the pairs agree, on every rank alike
   }
-  bool zero_copy = true;
+  bool inlined = true, zero_copy = true;
   for (uint32_t r = 0; r < area.nranks(); ++r) {
-    zero_copy = zero_copy && area.Posted(r, mine.seq).zero_copy == 1;
+    const CallDesc d = area.Posted(r, mine.seq);
+    inlined = inlined && d.inlined == 1;
+    zero_copy = zero_copy && d.zero_copy == 1;
   }
+  const Entry entry = inlined ? kind.inlined : zero_copy ? kind.zero_copy : kind.staging;
   LogDebug("collectives: call {} ({}) takes the {} path", mine.seq, kind.name,
-           zero_copy ? "zero-copy" : "staging");
-  if (Status st = (zero_copy ? kind.zero_copy : kind.staging)(ctx, call); !st.ok()) {
+           inlined     ? "inline"
+           : zero_copy ? "zero-copy"
+                       : "staging");
+  if (Status st = entry(ctx, call); !st.ok()) {
     return fail(st);
   }
   return Status::Ok();

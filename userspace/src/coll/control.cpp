@@ -10,6 +10,7 @@
 #include <new>
 #include <utility>
 
+#include "base/config.h"
 #include "base/errno_string.h"
 #include "base/futex.h"
 #include "base/log.h"
@@ -73,7 +74,9 @@ struct ControlArea::Header {
   uint64_t bytes;
   uint64_t staging_offset;
   uint64_t staging_bytes;
-  uint64_t args_offset;  // the argument regions: [rank][parity][kArgWords * nranks]
+  uint64_t args_offset;    // the argument regions: [rank][parity][kArgWords * nranks]
+  uint64_t inline_offset;  // the inline regions: [rank][parity][inline_bytes]
+  uint64_t inline_bytes;
   // 0, or (its HcclResult << 16) | (1 + the rank that aborted first)
   std::atomic<uint32_t> abort;
 };
@@ -92,6 +95,8 @@ ControlArea::ControlArea(UniqueMapping map, uint32_t rank, uint32_t nranks)
     : map_(std::move(map)), rank_(rank), nranks_(nranks) {
   header_ = map_.as<Header>();
   args_ = reinterpret_cast<uint64_t *>(map_.as<uint8_t>() + header_->args_offset);
+  inline_ = map_.as<uint8_t>() + header_->inline_offset;
+  inline_bytes_ = header_->inline_bytes;
   staging_ = map_.as<uint8_t>() + header_->staging_offset;
   staging_bytes_ = header_->staging_bytes;
   peers_.resize(nranks);
@@ -103,11 +108,22 @@ ControlArea::Slot &ControlArea::slot(uint32_t r) const {
   return reinterpret_cast<Slot *>(map_.as<uint8_t>() + kPage)[r];
 }
 
+size_t ControlArea::InlineSlotBytes(size_t requested, uint32_t nranks) {
+  constexpr size_t kBudget = size_t{32} << 20, kLeast = 4096, kLine = 64;
+  if (requested == 0 || nranks == 0) {
+    return 0;
+  }
+  const size_t cap = std::max(kLeast, kBudget / (size_t{2} * nranks) / kLine * kLine);
+  return std::min(cap, (requested + kLine - 1) / kLine * kLine);
+}
+
 Expected<UniqueMapping> ControlArea::Create(const Options &o, Clock::time_point deadline) {
   const size_t slots = PageAligned(o.nranks * sizeof(Slot));
   const size_t args = PageAligned(ArgBytes(o.nranks));
+  const size_t inline_slot = InlineSlotBytes(o.inline_bytes, o.nranks);
+  const size_t inlined = PageAligned(size_t{2} * o.nranks * inline_slot);
   const size_t staging = PageAligned(o.staging_bytes);
-  const size_t len = kPage + slots + args + staging;
+  const size_t len = kPage + slots + args + inlined + staging;
   auto shared = MakeSharedMemfd("hzc-coll", len);
   if (!shared.ok()) {
     return Error(shared.status().code(), "control area: {}", shared.status().message());
@@ -119,7 +135,9 @@ Expected<UniqueMapping> ControlArea::Create(const Options &o, Clock::time_point 
   h->nranks = o.nranks;
   h->bytes = len;
   h->args_offset = kPage + slots;
-  h->staging_offset = kPage + slots + args;
+  h->inline_offset = kPage + slots + args;
+  h->inline_bytes = inline_slot;
+  h->staging_offset = kPage + slots + args + inlined;
   h->staging_bytes = staging;
   for (uint32_t r = 0; r < o.nranks; ++r) {
     new (map.as<uint8_t>() + kPage + r * sizeof(Slot)) Slot{};
@@ -149,12 +167,18 @@ Expected<UniqueMapping> ControlArea::Receive(const Options &o, Clock::time_point
   // inside the mapping, before this rank writes through it.
   const size_t slots = PageAligned(o.nranks * sizeof(Slot));
   const size_t args = PageAligned(ArgBytes(o.nranks));
-  if (h->args_offset != kPage + slots || h->staging_offset != kPage + slots + args ||
-      h->staging_offset > len || h->staging_bytes > len - h->staging_offset) {
+  const uint64_t inline_slot = h->inline_bytes;
+  const bool inline_fits =
+      inline_slot <= InlineSlotBytes(Config::kMaxInlineMax, o.nranks) && inline_slot % 64 == 0;
+  const size_t inlined = inline_fits ? PageAligned(size_t{2} * o.nranks * inline_slot) : 0;
+  if (!inline_fits || h->args_offset != kPage + slots || h->inline_offset != kPage + slots + args ||
+      h->staging_offset != kPage + slots + args + inlined || h->staging_offset > len ||
+      h->staging_bytes > len - h->staging_offset) {
     return Error(HCCL_E_INTERNAL,
-                 "control area: rank 0's layout (arguments at {:#x}, staging at {:#x}, {:#x} "
-                 "bytes) does not fit its {:#x} bytes",
-                 h->args_offset, h->staging_offset, h->staging_bytes, len);
+                 "control area: rank 0's layout (arguments at {:#x}, {:#x} inline bytes per rank "
+                 "at {:#x}, staging at {:#x}, {:#x} bytes) does not fit its {:#x} bytes",
+                 h->args_offset, inline_slot, h->inline_offset, h->staging_offset, h->staging_bytes,
+                 len);
   }
   return map;
 }

@@ -12,6 +12,10 @@
 // lengths per peer, coll/exchange.h); like descriptors, valid between the call's arrival
 // barrier and the next call.
 //
+// Inline region: per rank and call parity, inline_bytes() bytes where a rank writes the input
+// of a small call before its arrival barrier (coll/inline.h); valid for the others, like the
+// descriptor, between that barrier and the next call. Rank 0's size wins.
+//
 // Synchronisation is by steps: each rank has a 32-bit step counter in its slot that it only
 // increments; a barrier is "advance mine, wait until every rank's counter reached it". A wait
 // spins briefly, then sleeps on the counter with FUTEX_WAIT on the shared mapping (not
@@ -48,7 +52,7 @@ struct CallDesc {
   uint64_t send = 0;  // addresses in the poster's address space
   uint64_t recv = 0;
   uint32_t zero_copy = 0;  // 1: send and recv lie in activated memory
-  uint32_t reserved = 0;
+  uint32_t inlined = 0;    // 1: the poster's input is in its inline region (coll/inline.h)
   // A hash of the array arguments CANN requires to be the same on every rank (AllGatherV's
   // recvCounts/recvDispls, ReduceScatterV's sendCounts/sendDispls, AlltoAllVC's matrix).
   uint64_t args_hash = 0;
@@ -61,6 +65,7 @@ class ControlArea {
     uint32_t rank = 0;
     uint32_t nranks = 1;
     size_t staging_bytes = 0;  // rank 0's value wins
+    size_t inline_bytes = 0;   // asked for; rank 0's value, capped (InlineSlotBytes), wins
     std::chrono::milliseconds connect_timeout{0};
   };
   // Create (rank 0) or receive (others) and map the area, then meet every rank in it.
@@ -99,6 +104,16 @@ class ControlArea {
   // own before the call's arrival barrier, the others read it after).
   uint64_t *Args(uint32_t r, uint64_t seq) const;
 
+  // The inline region of one rank and call parity for @requested bytes and @nranks ranks:
+  // @requested rounded up to 64, at most what keeps the area's inline regions within 32 MiB
+  // (but 4 KiB at least, when asked for at all).
+  static size_t InlineSlotBytes(size_t requested, uint32_t nranks);
+  // Rank @r's inline region of call @seq (inline_bytes() bytes).
+  uint8_t *Inline(uint32_t r, uint64_t seq) const {
+    return inline_ + (size_t{r} * 2 + (seq & 1)) * inline_bytes_;
+  }
+  size_t inline_bytes() const { return inline_bytes_; }
+
   uint8_t *staging() const { return staging_; }
   size_t staging_bytes() const { return staging_bytes_; }
 
@@ -124,6 +139,8 @@ class ControlArea {
   uint32_t nranks_ = 0;
   Header *header_ = nullptr;
   uint64_t *args_ = nullptr;
+  uint8_t *inline_ = nullptr;
+  size_t inline_bytes_ = 0;
   uint8_t *staging_ = nullptr;
   size_t staging_bytes_ = 0;
   uint32_t step_ = 0;                          // this rank's step counter (mirrors its slot)

@@ -196,25 +196,31 @@ Status CheckPlans(const std::vector<Plan> &plans, uint64_t seq) {
   return Status::Ok();
 }
 
-bool ExchangePost(Communicator &comm, ControlArea &area, const Call &c, uint64_t seq) {
+Plan ExchangePost(ControlArea &area, const Call &c, uint64_t seq) {
   const uint32_t n = area.nranks(), me = area.rank();
   auto plan = MakePlan(c, n, me);
   uint64_t *w = area.Args(me, seq);
   std::fill(w, w + ControlArea::kArgWords * n, 0);
   if (!plan.ok()) {
-    return false;  // Validate passed: not reached
+    return Plan{};  // Validate passed: not reached
   }
   std::copy(plan->send_off.begin(), plan->send_off.end(), w);
   std::copy(plan->send_len.begin(), plan->send_len.end(), w + n);
   std::copy(plan->recv_off.begin(), plan->recv_off.end(), w + 2 * n);
   std::copy(plan->recv_len.begin(), plan->recv_len.end(), w + 3 * n);
+  return std::move(*plan);
+}
+
+bool ExchangeEligible(Communicator &comm, const Call &c, const Plan &plan) {
   transport::PeerMemory *pm = comm.peer_memory();
-  const uint64_t send = plan->SendExtent(), recv = plan->RecvExtent();
-  if (pm == nullptr || send + recv == 0 || WritesWhatPeersRead(c, *plan, me)) {
+  const uint64_t send = plan.SendExtent(), recv = plan.RecvExtent();
+  if (pm == nullptr || plan.send_len.empty() || send + recv == 0 ||
+      WritesWhatPeersRead(c, plan, comm.rank())) {
     return false;
   }
-  return (send == 0 || pm->Translate(me, reinterpret_cast<uintptr_t>(c.send), send).ok()) &&
-         (recv == 0 || pm->Translate(me, reinterpret_cast<uintptr_t>(c.recv), recv).ok());
+  return (send == 0 ||
+          pm->Translate(comm.rank(), reinterpret_cast<uintptr_t>(c.send), send).ok()) &&
+         (recv == 0 || pm->Translate(comm.rank(), reinterpret_cast<uintptr_t>(c.recv), recv).ok());
 }
 
 Status ExchangeCheck(Context &ctx) {
@@ -261,38 +267,48 @@ Status MapPeers(const Context &ctx, const Call &c, std::vector<const uint8_t *> 
 
 }  // namespace
 
-Status ExchangeZeroCopy(Context &ctx, const Call &c) {
-  std::vector<const uint8_t *> send;
-  std::vector<Span> spans;
-  HZC_RETURN_IF_ERROR(MapPeers(ctx, c, &send, &spans));
+namespace {
+
+// Every rank's blocks for this rank, from @send (every rank's input, by rank), into this
+// rank's output: copied, or (Reduce, ReduceScatterV) reduced in rank order. @in: room for
+// nranks pointers (allocated before: a guarded region may be left by a jump).
+void Deliver(const Context &ctx, const Call &c, ReduceFn reduce,
+             const std::vector<const uint8_t *> &send, std::vector<const void *> &in) {
   const uint32_t n = ctx.area->nranks(), me = ctx.area->rank();
   const std::vector<Plan> &plans = ctx.plans;
   const Plan &mine = plans[me];
   auto *const recv = static_cast<uint8_t *>(c.recv);
+  if (reduce) {  // every rank sends this rank recv_len[*] bytes, output at 0
+    if (mine.recv_len[0] != 0) {
+      for (uint32_t p = 0; p < n; ++p) {
+        in[p] = send[p] + plans[p].send_off[me];
+      }
+      reduce(recv, in.data(), n, mine.recv_len[0] / TypeSize(c.dtype));
+    }
+    return;
+  }
+  for (uint32_t i = 0; i < n; ++i) {  // from the next rank on, so ranks spread their reads
+    const uint32_t p = (me + i) % n;
+    const uint8_t *from = send[p] + plans[p].send_off[me];
+    uint8_t *to = recv + mine.recv_off[p];
+    if (mine.recv_len[p] != 0 && to != from) {
+      std::memmove(to, from, mine.recv_len[p]);
+    }
+  }
+}
+
+}  // namespace
+
+Status ExchangeZeroCopy(Context &ctx, const Call &c) {
+  std::vector<const uint8_t *> send;
+  std::vector<Span> spans;
+  HZC_RETURN_IF_ERROR(MapPeers(ctx, c, &send, &spans));
   ReduceFn reduce = nullptr;
   if (Reduces(c.kind)) {
     HZC_RETURN_IF_ERROR(GetReduce(c.dtype, c.op, &reduce));
   }
-  std::vector<const void *> in(n);
-  const Fault f = RunGuarded(spans, [&] {
-    if (reduce) {  // every rank sends this rank recv_len[*] bytes, output at 0
-      if (mine.recv_len[0] != 0) {
-        for (uint32_t p = 0; p < n; ++p) {
-          in[p] = send[p] + plans[p].send_off[me];
-        }
-        reduce(recv, in.data(), n, mine.recv_len[0] / TypeSize(c.dtype));
-      }
-      return;
-    }
-    for (uint32_t i = 0; i < n; ++i) {  // from the next rank on, so ranks spread their reads
-      const uint32_t p = (me + i) % n;
-      const uint8_t *from = send[p] + plans[p].send_off[me];
-      uint8_t *to = recv + mine.recv_off[p];
-      if (mine.recv_len[p] != 0 && to != from) {
-        std::memmove(to, from, mine.recv_len[p]);
-      }
-    }
-  });
+  std::vector<const void *> in(ctx.area->nranks());
+  const Fault f = RunGuarded(spans, [&] { Deliver(ctx, c, reduce, send, in); });
   if (f.faulted) {
     return Error(HCCL_E_REMOTE,
                  "rank {}'s buffer became inaccessible during the call (deactivated, unset or "
@@ -301,6 +317,29 @@ Status ExchangeZeroCopy(Context &ctx, const Call &c) {
   }
   // Peers may still be reading this rank's input: leave together.
   return ctx.area->Barrier(ctx.deadline, "the end of the call");
+}
+
+// Every rank's input is a copy in its inline region (coll/inline.h); its plan must not reach
+// past it.
+Status ExchangeInline(Context &ctx, const Call &c) {
+  const uint32_t n = ctx.area->nranks();
+  std::vector<const uint8_t *> send(n);
+  for (uint32_t p = 0; p < n; ++p) {
+    if (ctx.plans[p].SendExtent() > ctx.area->inline_bytes()) {
+      return Error(HCCL_E_REMOTE,
+                   "rank {} posted its input inline but its plan reaches byte {} of its {}-byte "
+                   "inline region",
+                   p, ctx.plans[p].SendExtent(), ctx.area->inline_bytes());
+    }
+    send[p] = ctx.area->Inline(p, ctx.seq);
+  }
+  ReduceFn reduce = nullptr;
+  if (Reduces(c.kind)) {
+    HZC_RETURN_IF_ERROR(GetReduce(c.dtype, c.op, &reduce));
+  }
+  std::vector<const void *> in(n);
+  Deliver(ctx, c, reduce, send, in);
+  return Status::Ok();
 }
 
 Status ExchangeStaging(Context &ctx, const Call &c) {

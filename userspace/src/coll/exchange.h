@@ -12,6 +12,8 @@
 // its descriptor; after the arrival barrier every rank checks every pair (p sends q as many
 // bytes as q expects from p), so a disagreement fails on every rank with HCCL_E_PARA before
 // any byte moves. Then:
+// - inline (every rank's input fits its inline region, coll/inline.h): each rank copies its
+//   input's extent there before the arrival barrier, then reads its blocks from the copies;
 // - zero-copy (every rank's buffers in activated memory): each rank copies (or reduces) its
 //   blocks straight from the peers' inputs through the peer mappings, inside guarded regions,
 //   one copy per byte; a barrier ends the call (peers may still read this rank's input);
@@ -42,15 +44,21 @@ Expected<Plan> MakePlan(const Call &c, uint32_t nranks, uint32_t rank);
 Status CheckPlans(const std::vector<Plan> &plans, uint64_t seq);
 
 // Post this rank's plan of the validated call @c (call @seq) in its argument region of @area;
-// whether its buffers lie in activated memory (zero-copy eligible).
-bool ExchangePost(Communicator &comm, ControlArea &area, const Call &c, uint64_t seq);
+// the plan.
+Plan ExchangePost(ControlArea &area, const Call &c, uint64_t seq);
+// Whether this rank's buffers of @c with its @plan lie in activated memory (zero-copy
+// eligible) and no block it receives overlaps a block the peers read.
+bool ExchangeEligible(Communicator &comm, const Call &c, const Plan &plan);
 // After the arrival barrier: read every rank's plan into @ctx.plans and check the pairs
 // (CheckPlans).
 Status ExchangeCheck(Context &ctx);
 
 // Entry points (coll/kinds.h), after ExchangeCheck: @ctx.area is the control area.
+// ExchangeInline: every rank posted its input inline (coll/inline.h); HCCL_E_REMOTE when a
+// peer's plan reaches past its inline region.
 Status ExchangeZeroCopy(Context &ctx, const Call &c);
 Status ExchangeStaging(Context &ctx, const Call &c);
+Status ExchangeInline(Context &ctx, const Call &c);
 
 // The plans of the kinds (coll/kinds.h's PlanFn), with each kind's own checks: the element
 // counts of AlltoAll and Scatter are multiplied by the rank count; AlltoAll(V/VC) do not convert

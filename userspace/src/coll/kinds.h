@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 // The table of collective kinds (kinds.cpp): per kind its name, its argument rules (what
 // Validate checks and what the ranks compare before a call) and its entry points, all of one
-// signature: the staging path (coll/staging.h, coll/exchange.h), the zero-copy path
-// (coll/zero_copy.h, coll/exchange.h) and the hierarchical schedule across servers
-// (coll/span.h). Includes only coll/call.h.
+// signature: the inline protocol of small calls (coll/inline.h, coll/exchange.h), the staging
+// path (coll/staging.h, coll/exchange.h), the zero-copy path (coll/zero_copy.h,
+// coll/exchange.h) and the hierarchical schedule across servers (coll/span.h). Includes only
+// coll/call.h.
 #pragma once
 
 #include <cstddef>
@@ -34,7 +35,9 @@ struct KindInfo {
   bool vector = false;  // counts differ between ranks legitimately: the count is not compared
   Shared shared = Shared::kNone;  // the arrays every rank must share
   PlanFn plan = nullptr;          // an exchange (coll/exchange.h): this rank's plan; else null
-  // Entry points (null: nothing to run after the arrival barrier, or no such path).
+  // Entry points (null: nothing to run after the arrival barrier, or no such path): inline
+  // (coll/inline.h; small calls), staging, zero-copy, across servers.
+  Entry inlined = nullptr;
   Entry staging = nullptr;
   Entry zero_copy = nullptr;
   Entry across = nullptr;  // across servers (coll/span.h)
