@@ -109,6 +109,21 @@ std::optional<uint32_t> ParseDeviceCount(const char *v, std::vector<std::string>
   return std::nullopt;
 }
 
+// HZC_INLINE_MAX's value (nullptr: unset, the default); anything else is the default with a
+// warning.
+uint64_t ParseInlineMax(const char *v, std::vector<std::string> *warnings) {
+  if (v == nullptr) {
+    return Config::kDefaultInlineMax;
+  }
+  if (auto b = ParseUnsigned(v, 0, Config::kMaxInlineMax)) {
+    return *b;
+  }
+  warnings->push_back(
+      fmt::format("HZC_INLINE_MAX=\"{}\": not a number of bytes in [0, {}]; using {}", v,
+                  Config::kMaxInlineMax, Config::kDefaultInlineMax));
+  return Config::kDefaultInlineMax;
+}
+
 }  // namespace
 
 Config Config::FromLookup(const std::function<const char *(const char *)> &getenv_fn) {
@@ -182,15 +197,7 @@ Config Config::FromLookup(const std::function<const char *(const char *)> &geten
   c.if_base_port = ParseIfBasePort(getenv_fn("HCCL_IF_BASE_PORT"), &c.warnings);
   c.device_count = ParseDeviceCount(getenv_fn("HZC_DEVICE_COUNT"), &c.warnings);
   c.transport = ParseTransport(getenv_fn("HZC_TRANSPORT"), &c.warnings);
-  if (const char *v = getenv_fn("HZC_INLINE_MAX"); v != nullptr) {
-    if (auto b = ParseUnsigned(v, 0, kMaxInlineMax)) {
-      c.inline_max = *b;
-    } else {
-      c.warnings.push_back(
-          fmt::format("HZC_INLINE_MAX=\"{}\": not a number of bytes in [0, {}]; using {}", v,
-                      kMaxInlineMax, kDefaultInlineMax));
-    }
-  }
+  c.inline_max = ParseInlineMax(getenv_fn("HZC_INLINE_MAX"), &c.warnings);
   return c;
 }
 
