@@ -18,7 +18,8 @@
 //
 // Synchronisation is by steps: each rank has a 32-bit step counter in its slot that it only
 // increments; a barrier is "advance mine, wait until every rank's counter reached it". A wait
-// spins briefly, then sleeps on the counter with FUTEX_WAIT on the shared mapping (not
+// spins for up to 50 us (when the ranks outnumber the CPUs: a few turns, then it yields the
+// CPU a few times), then sleeps on the counter with FUTEX_WAIT on the shared mapping (not
 // _PRIVATE) in short slices; a rank that advances its counter calls FUTEX_WAKE only when a
 // waiter announced itself, so a call where nobody sleeps makes no syscall. Each sleep slice
 // checks the abort word, the peers' processes (bootstrap/peer_process.h) and the deadline
@@ -131,6 +132,9 @@ class ControlArea {
   Status Meet(std::chrono::steady_clock::time_point deadline);
   Status WaitStep(uint32_t r, uint32_t target, std::chrono::steady_clock::time_point deadline,
                   const char *what);
+  // Wait for slot @s's step to reach @target without sleeping: spin (and yield, when the ranks
+  // outnumber the CPUs) for a short while; whether it did.
+  bool Spin(const Slot &s, uint32_t target) const;
   // HCCL_E_REMOTE when a peer's process is gone.
   Status CheckPeers() const;
 
@@ -143,7 +147,9 @@ class ControlArea {
   size_t inline_bytes_ = 0;
   uint8_t *staging_ = nullptr;
   size_t staging_bytes_ = 0;
-  uint32_t step_ = 0;                          // this rank's step counter (mirrors its slot)
+  uint32_t step_ = 0;  // this rank's step counter (mirrors its slot)
+  // More ranks than this process may run on CPUs at once (its affinity): waits spin less.
+  bool oversubscribed_ = false;
   std::vector<bootstrap::PeerProcess> peers_;  // by rank; none for ranks of this process
 };
 
