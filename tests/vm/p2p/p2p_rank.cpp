@@ -11,8 +11,9 @@
 //               items to the same peer in one batch (kept in order), an empty batch, and 300
 //               small messages in a row from rank 0 to rank 1. Every byte is checked, and the
 //               bytes around each receive buffer. The rank logs at debug level into its own
-//               file and checks that exactly the receives whose buffers were both activated
-//               (and not empty) took the zero-copy path
+//               file and checks that exactly the receives of at most HZC_INLINE_MAX bytes
+//               (default 16384; at most 512 KiB, half the slot) came eagerly and exactly the
+//               larger ones whose buffers were both activated took the zero-copy path
 //     mismatch  (2 ranks) count and dataType mismatches fail with HCCL_E_PARA on both sides
 //               and leave the receive buffer alone; a rank with a bad argument (null buffer,
 //               bad dataType) gets its own code and its peer HCCL_E_PARA at once; a send to
@@ -60,6 +61,21 @@ uint32_t g_rank = 0, g_n = 0;
 HcclComm g_comm = nullptr;
 bool g_zero_copy = false;
 uint64_t g_expect_zero_copy = 0;  // receives that must have taken the zero-copy path
+uint64_t g_expect_eager = 0;      // receives that must have come eagerly (with the send)
+uint64_t g_eager_max = 0;         // bytes: HZC_INLINE_MAX, at most the 512 KiB of a slot's half
+
+// Count a receive of @bytes (into activated memory unless @plain) as the path it must take:
+// eager up to g_eager_max, else zero-copy when both buffers are activated, else staged.
+void Expect(uint64_t bytes, bool plain = false) {
+  if (bytes == 0) {
+    return;
+  }
+  if (bytes <= g_eager_max) {
+    ++g_expect_eager;
+  } else if (g_zero_copy && !plain) {
+    ++g_expect_zero_copy;
+  }
+}
 
 // Buffers: activated memory (zerocopy) or plain memory (staging).
 struct Arena : hzc::test::Arena {
@@ -148,9 +164,7 @@ int Pair(Arena &arena, uint8_t *plain, uint32_t a, uint32_t b, const Message &m,
   if (r1 != HCCL_SUCCESS || r2 != HCCL_SUCCESS) {
     return Fail("Send/Recv", r1 != HCCL_SUCCESS ? r1 : r2);
   }
-  if (g_zero_copy && !plain_recv && m.count != 0) {
-    ++g_expect_zero_copy;
-  }
+  Expect(m.Bytes(), plain_recv);
   return Check(recv, m, peer, "Recv");
 }
 
@@ -168,9 +182,7 @@ int Ring(Arena &arena, const Message &m) {
   if (HcclResult rc = HcclBatchSendRecv(items, 2, g_comm, nullptr); rc != HCCL_SUCCESS) {
     return Fail("BatchSendRecv ring", rc);
   }
-  if (g_zero_copy && m.count != 0) {
-    ++g_expect_zero_copy;
-  }
+  Expect(m.Bytes());
   return Check(recv, m, prev, "ring");
 }
 
@@ -197,7 +209,8 @@ int TwoInOrder(Arena &arena) {
   if (g_rank == 0) {
     return 0;
   }
-  g_expect_zero_copy += g_zero_copy ? 2 : 0;
+  Expect(m1.Bytes());
+  Expect(m2.Bytes());
   if (int rc = Check(b1, m1, 0, "first of two")) {
     return rc;
   }
@@ -224,7 +237,7 @@ int ManyInARow(Arena &arena) {
       return Fail("many in a row", r);
     }
     if (g_rank == 1) {
-      g_expect_zero_copy += g_zero_copy ? 1 : 0;
+      Expect(m.Bytes());
       if (int rc = Check(buf, m, 0, "many in a row")) {
         return rc;
       }
@@ -233,12 +246,13 @@ int ManyInARow(Arena &arena) {
   return 0;
 }
 
-// Receives this process logged as zero-copy (it logs at debug level into its own file).
-uint64_t LoggedZeroCopy() {
+// Receives this process logged as taking @path ("zero-copy", "eager"; it logs at debug level
+// into its own file).
+uint64_t Logged(const std::string &path) {
   std::ifstream f("/tmp/hzc-p2p-rank-" + std::to_string(getpid()) + ".log");
   uint64_t n = 0;
   for (std::string line; std::getline(f, line);) {
-    n += line.find(" bytes zero-copy") != std::string::npos ? 1 : 0;
+    n += line.find(" bytes " + path) != std::string::npos ? 1 : 0;
   }
   return n;
 }
@@ -288,12 +302,14 @@ int Matrix() {
   if (int rc = ManyInARow(arena)) {
     return rc;
   }
-  const uint64_t logged = LoggedZeroCopy();
-  if (logged != g_expect_zero_copy) {
-    std::fprintf(stderr, "rank %u: %lu receives were zero-copy, want %lu\n", g_rank,
-                 static_cast<unsigned long>(logged),
-                 static_cast<unsigned long>(g_expect_zero_copy));
-    return 62;
+  for (const auto &[path, want] :
+       {std::pair{"zero-copy", g_expect_zero_copy}, std::pair{"eager", g_expect_eager}}) {
+    const uint64_t logged = Logged(path);
+    if (logged != want) {
+      std::fprintf(stderr, "rank %u: %lu receives were %s, want %lu\n", g_rank,
+                   static_cast<unsigned long>(logged), path, static_cast<unsigned long>(want));
+      return 62;
+    }
   }
   // Leave together: a rank that destroys its communicator breaks the kernel domain, and with
   // it the peer mappings of the ranks still transferring.
@@ -536,6 +552,9 @@ int main(int argc, char **argv) {
   g_rank = static_cast<uint32_t>(std::atoi(argv[3]));
   const std::string scenario = argv[4];
   g_zero_copy = std::string(argv[5]) == "zerocopy";
+  const char *inline_max = std::getenv("HZC_INLINE_MAX");
+  g_eager_max = std::min<uint64_t>(
+      inline_max != nullptr ? std::strtoull(inline_max, nullptr, 10) : 16384, 512 << 10);
   const std::string log = "/tmp/hzc-p2p-rank-" + std::to_string(getpid()) + ".log";
   if (scenario == "matrix") {
     // Before the library's first call, which reads the environment once.

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // Point-to-point transfers with real processes (tests/vm/p2p/p2p_rank.cpp) against the real
-// module: 2, 3 and 4 ranks, staging and zero-copy paths, and the fault cases.
+// module: 2, 3 and 4 ranks, eager, staging and zero-copy paths, and the fault cases (at the
+// default HZC_INLINE_MAX: their small messages go eagerly; the zero-copy ones with 0).
 #include <hccl/hccl.h>
 #include <hzc/hzc.h>
 #include <signal.h>
@@ -52,23 +53,35 @@ class P2pTest : public hzc::test::Test {
   }
 };
 
+// The matrix's modes: the ranks' buffers (p2p_rank.cpp's MODE) and HZC_INLINE_MAX, which
+// forces a protocol at every size: 0 turns eager messages off (staging, zero-copy); 1 MiB sends
+// every message of up to half a slot eagerly (the ranks check which path each receive took).
+struct Mode {
+  const char *name;
+  const char *buffers;
+  const char *inline_max;
+};
+constexpr Mode kModes[] = {
+    {"staging", "staging", "0"}, {"zerocopy", "zerocopy", "0"}, {"eager", "zerocopy", "1048576"}};
+
 class P2pMatrixTest : public P2pTest,
-                      public ::testing::WithParamInterface<std::tuple<uint32_t, const char *>> {};
+                      public ::testing::WithParamInterface<std::tuple<uint32_t, Mode>> {};
 
 TEST_P(P2pMatrixTest, EveryPairTypeAndSize) {
   const auto [n, mode] = GetParam();
-  if (std::string(mode) == "zerocopy" && !HaveTransport()) {
+  if (std::string(mode.buffers) == "zerocopy" && !HaveTransport()) {
     GTEST_SKIP() << hzc_device_path() << " is absent and HZC_TRANSPORT=kernel";
   }
-  EXPECT_EQ(RunRanks(n, "matrix", mode), std::vector<int>(n, 0));
+  EXPECT_EQ(RunRanks(n, "matrix", mode.buffers, {{"HZC_INLINE_MAX", mode.inline_max}}),
+            std::vector<int>(n, 0));
 }
 
 INSTANTIATE_TEST_SUITE_P(Ranks, P2pMatrixTest,
                          ::testing::Combine(::testing::Values(2u, 3u, 4u),
-                                            ::testing::Values("staging", "zerocopy")),
+                                            ::testing::ValuesIn(kModes)),
                          [](const auto &param_info) {
                            return std::to_string(std::get<0>(param_info.param)) + "ranks_" +
-                                  std::get<1>(param_info.param);
+                                  std::get<1>(param_info.param).name;
                          });
 
 // Mismatches and one side's bad arguments fail both sides at once; the channel stays usable.
@@ -86,7 +99,7 @@ TEST_F(P2pTest, MismatchAndRefusalZeroCopy) {
   ExpectErrorLog("HcclSend: ");
   ExpectErrorLog("HcclRecv: ");
   ExpectErrorLog("HcclBatchSendRecv: sendRecvInfo is null");
-  EXPECT_EQ(RunRanks(2, "mismatch", "zerocopy"), std::vector<int>(2, 0));
+  EXPECT_EQ(RunRanks(2, "mismatch", "zerocopy", {{"HZC_INLINE_MAX", "0"}}), std::vector<int>(2, 0));
 }
 
 // A batch's items progress while the channel of another of its items is still being opened.
@@ -108,7 +121,8 @@ TEST_F(P2pTest, SendBufferDeactivatedDuringTheCopyIsAnError) {
   int fd = -1;
   hzc::test::SharedSync *sync = hzc::test::SharedSync::Create(&fd);
   ASSERT_NE(sync, nullptr);
-  EXPECT_EQ(RunRanks(2, "revoke", "zerocopy", {{"HZC_P2P_SYNC_FD", std::to_string(fd)}}),
+  EXPECT_EQ(RunRanks(2, "revoke", "zerocopy",
+                     {{"HZC_P2P_SYNC_FD", std::to_string(fd)}, {"HZC_INLINE_MAX", "0"}}),
             (std::vector<int>{HCCL_E_REMOTE, HCCL_E_REMOTE}));
   hzc::test::SharedSync::Detach(sync);
   close(fd);

@@ -1,7 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "coll/control.h"
 
-#include <sched.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -16,6 +15,7 @@
 #include "base/futex.h"
 #include "base/log.h"
 #include "base/rank_list.h"
+#include "base/spin.h"
 #include "bootstrap/local_exchange.h"
 
 namespace hzc::coll {
@@ -26,24 +26,8 @@ using Clock = std::chrono::steady_clock;
 
 constexpr uint32_t kMagic = 0x687a6363;  // "hzcc"
 constexpr size_t kPage = 4096;
-// How long a wait spins before it sleeps, when every rank can have a CPU of its own: a peer
-// that is running arrives within this in a small call, and a sleep and wake-up costs several
-// microseconds on each side.
-constexpr auto kSpinFor = std::chrono::microseconds(50);
-// When the ranks outnumber the CPUs, a spinning waiter holds the CPU a peer needs: it spins
-// only briefly, then yields its CPU a few times before it sleeps.
-constexpr int kShortSpins = 64;
-constexpr int kYields = 16;
 // A sleeping waiter wakes at least this often to check for aborts, dead peers and deadlines.
 constexpr auto kSleepSlice = std::chrono::milliseconds(10);
-
-inline void CpuRelax() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#else
-  std::atomic_signal_fence(std::memory_order_seq_cst);
-#endif
-}
 
 bool Reached(uint32_t value, uint32_t target) {
   return static_cast<int32_t>(value - target) >= 0;
@@ -107,11 +91,7 @@ ControlArea::ControlArea(UniqueMapping map, uint32_t rank, uint32_t nranks)
   staging_ = map_.as<uint8_t>() + header_->staging_offset;
   staging_bytes_ = header_->staging_bytes;
   peers_.resize(nranks);
-  cpu_set_t cpus;
-  CPU_ZERO(&cpus);
-  if (sched_getaffinity(0, sizeof(cpus), &cpus) == 0) {
-    oversubscribed_ = nranks > static_cast<uint32_t>(CPU_COUNT(&cpus));
-  }
+  oversubscribed_ = Oversubscribed(nranks);
 }
 
 ControlArea::~ControlArea() = default;
@@ -277,32 +257,11 @@ Status ControlArea::CheckPeers() const {
 }
 
 bool ControlArea::Spin(const Slot &s, uint32_t target) const {
-  auto reached = [&] { return Reached(s.step.load(std::memory_order_acquire), target); };
-  if (oversubscribed_) {
-    for (int i = 0; i < kShortSpins; ++i) {
-      if (reached()) {
-        return true;
-      }
-      CpuRelax();
+  for (SpinWait spin(oversubscribed_);;) {
+    if (Reached(s.step.load(std::memory_order_acquire), target)) {
+      return true;
     }
-    for (int i = 0; i < kYields; ++i) {
-      sched_yield();
-      if (reached()) {
-        return true;
-      }
-    }
-    return false;
-  }
-  // The clock is read every 64 turns: a turn is a load and a pause (tens of nanoseconds).
-  const Clock::time_point until = Clock::now() + kSpinFor;
-  for (;;) {
-    for (int i = 0; i < 64; ++i) {
-      if (reached()) {
-        return true;
-      }
-      CpuRelax();
-    }
-    if (Clock::now() >= until) {
+    if (!spin.Again()) {
       return false;
     }
   }

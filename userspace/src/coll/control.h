@@ -18,9 +18,9 @@
 //
 // Synchronisation is by steps: each rank has a 32-bit step counter in its slot that it only
 // increments; a barrier is "advance mine, wait until every rank's counter reached it". A wait
-// spins for up to 50 us (when the ranks outnumber the CPUs: a few turns, then it yields the
-// CPU a few times), then sleeps on the counter with FUTEX_WAIT on the shared mapping (not
-// _PRIVATE) in short slices; a rank that advances its counter calls FUTEX_WAKE only when a
+// spins (base/spin.h: up to 50 us; when the ranks outnumber the CPUs a few turns, then it
+// yields the CPU a few times), then sleeps on the counter with FUTEX_WAIT on the shared mapping
+// (not _PRIVATE) in short slices; a rank that advances its counter calls FUTEX_WAKE only when a
 // waiter announced itself, so a call where nobody sleeps makes no syscall. Each sleep slice
 // checks the abort word, the peers' processes (bootstrap/peer_process.h) and the deadline
 // (HCCL_EXEC_TIMEOUT).

@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <chrono>
 
-#include "base/futex.h"
+#include "base/spin.h"
 #include "coll/reduce.h"
 
 namespace hzc::coll::p2p {
@@ -126,8 +126,11 @@ bool Batch::PollAll(Op **waiting, uint32_t *bell, bool *unfinished) {
 
 Status Batch::Run() {
   Start();
-  for (;;) {
-    const Status alive = CheckPeers(ops_);
+  SpinWait spin(Oversubscribed(comm_.size()));
+  for (bool checked = false;;) {
+    // The peers' liveness is taken before a pass (only after spinning: it is a system call): a
+    // peer that finished its part and then exited is seen finished by the pass, not dead.
+    const Status alive = checked ? CheckPeers(ops_) : Status::Ok();
     const bool opened = Collect();
     Op *waiting = nullptr;
     uint32_t bell = 0;
@@ -137,6 +140,12 @@ Status Batch::Run() {
       break;
     }
     if (opened || progressed) {
+      spin.Reset();
+      checked = false;
+      continue;
+    }
+    if (!checked) {
+      checked = !spin.Again();  // once the spinning is over: check, then sleep
       continue;
     }
     if (Status st = alive.ok() ? CheckDeadline(ops_, deadline_, comm_.ExecTimeout()) : alive;
@@ -154,7 +163,7 @@ Status Batch::Run() {
         std::clamp<std::chrono::nanoseconds>(deadline_ - Clock::now(), std::chrono::nanoseconds(0),
                                              waiting == nullptr || several ? kShortSlice : kSlice);
     if (waiting != nullptr) {
-      FutexWait(&waiting->ch->bell(), bell, left);
+      waiting->ch->Sleep(bell, left);
     } else {
       std::this_thread::sleep_for(left);
     }

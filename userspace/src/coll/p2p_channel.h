@@ -29,7 +29,14 @@ constexpr auto kSlice = std::chrono::milliseconds(10);
 constexpr auto kShortSlice = std::chrono::milliseconds(1);
 
 // The receiver's answer to a message.
-enum Verdict : uint32_t { kNone = 0, kStaging = 1, kZeroCopy = 2, kMismatch = 3, kRefused = 4 };
+enum Verdict : uint32_t {
+  kNone = 0,
+  kStaging = 1,
+  kZeroCopy = 2,
+  kMismatch = 3,
+  kRefused = 4,
+  kEager = 5,  // copied out of the post's staging half: the message is done
+};
 
 // Written by the sender of a direction.
 struct alignas(64) SenderSide {
@@ -37,6 +44,8 @@ struct alignas(64) SenderSide {
   uint32_t refused;              // 1: its sender refused it (nothing else is valid)
   uint32_t dtype;
   uint32_t zero_copy;  // 1: the sender's buffer lies in activated memory
+  // 1: the message is small and sent eagerly: its bytes are in staging half 0 with the post
+  uint32_t eager;
   uint64_t count;
   uint64_t addr;                 // in the sender's address space
   std::atomic<uint64_t> filled;  // staging chunks written for the posted message
@@ -70,6 +79,7 @@ struct PairHeader {
   uint64_t slot_bytes;
   std::atomic<uint32_t> broken;               // 0, or 1 + the rank that broke the channel
   alignas(64) std::atomic<uint32_t> bell[2];  // by side (0: lo, 1: hi), bumped to wake it
+  std::atomic<uint32_t> sleepers[2];          // by side: its threads asleep (or about to be)
   alignas(64) Direction dir[2];               // 0: lo -> hi, 1: hi -> lo
 };
 
@@ -97,10 +107,20 @@ class Channel {
   size_t half_bytes() const { return slot_bytes_ / 2 / kAlign * kAlign; }
   std::atomic<uint32_t> &bell() const { return h_->bell[side_]; }
 
-  // Wake the peer after a change.
+  // Wake the peer after a change: its bell moves, and FUTEX_WAKE is called only when it sleeps
+  // (or is about to: Sleep), so a transfer where nobody sleeps makes no system call.
   void Ring() const {
     h_->bell[1 - side_].fetch_add(1, std::memory_order_seq_cst);
-    FutexWake(&h_->bell[1 - side_]);
+    if (h_->sleepers[1 - side_].load(std::memory_order_seq_cst) != 0) {
+      FutexWake(&h_->bell[1 - side_]);
+    }
+  }
+  // Sleep until this rank's bell moves from @seen (read before the checks that found nothing to
+  // do), at most @slice.
+  void Sleep(uint32_t seen, std::chrono::nanoseconds slice) const {
+    h_->sleepers[side_].fetch_add(1, std::memory_order_seq_cst);
+    FutexWait(&h_->bell[side_], seen, slice);
+    h_->sleepers[side_].fetch_sub(1, std::memory_order_seq_cst);
   }
   // An error when the channel is broken or the peer died.
   Status Check() const;

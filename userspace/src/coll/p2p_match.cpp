@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "base/config.h"
 #include "base/log.h"
 #include "coll/guard.h"
 #include "coll/reduce.h"
@@ -50,6 +51,15 @@ bool PollSend(Op &op) {
         return false;
       }
       s.refused = 0;
+      // A small message goes eagerly: its bytes with the post, into a staging half that is free
+      // (the message before is done).
+      s.eager =
+          op.bytes != 0 && op.bytes <= std::min<size_t>(ch.half_bytes(), GetConfig().inline_max)
+              ? 1
+              : 0;
+      if (s.eager != 0) {
+        std::memcpy(ch.half(true, 0), op.item.buf, op.bytes);
+      }
       s.dtype = static_cast<uint32_t>(op.item.dtype);
       s.count = op.item.count;
       s.addr = reinterpret_cast<uintptr_t>(op.item.buf);
@@ -77,7 +87,7 @@ bool PollSend(Op &op) {
                                 op.seq, ch.peer(), r.count, r.dtype, op.item.count,
                                 static_cast<int>(op.item.dtype)));
       }
-      op.phase = r.verdict == kStaging && op.chunks != 0 ? Op::kFill : Op::kDone;
+      op.phase = r.verdict == kStaging && op.chunks != 0 ? Op::kFill : Op::kDone;  // or kEager
       return true;
     case Op::kFill: {
       if (op.chunk >= r.drained.load(std::memory_order_acquire) + 2) {
@@ -169,6 +179,22 @@ bool Match(Communicator &comm, Op &op) {
                             op.seq, op.ch->peer(), s.count, s.dtype, op.item.count,
                             static_cast<int>(op.item.dtype)));
   }
+  if (s.eager != 0) {
+    // The bytes came with the post (at most a staging half: anything else is not this
+    // library's sender).
+    Status st = op.bytes <= op.ch->half_bytes()
+                    ? Status::Ok()
+                    : Error(HCCL_E_REMOTE,
+                            "rank {} sent {} bytes eagerly, more than the channel's {}-byte slot",
+                            op.ch->peer(), op.bytes, op.ch->half_bytes());
+    if (st.ok()) {
+      std::memcpy(op.item.buf, op.ch->half(false, 0), op.bytes);
+      LogDebug("p2p: receive {} from rank {}: {} bytes eager", op.seq, op.ch->peer(), op.bytes);
+    }
+    Answer(op, kEager);
+    MarkDone(op, st.code());
+    return Finish(op, std::move(st));
+  }
   if (const void *from = op.zero_copy && s.zero_copy != 0 ? MapSend(comm, op, s.addr) : nullptr) {
     Answer(op, kZeroCopy);
     op.ch->Ring();
@@ -240,7 +266,7 @@ Status WaitOn(const Channel &ch, Ready ready, Clock::time_point deadline, const 
     if (Clock::now() >= deadline) {
       return Error(HCCL_E_TIMEOUT, "rank {} did not {} within HCCL_EXEC_TIMEOUT", ch.peer(), what);
     }
-    FutexWait(&ch.bell(), bell, kSlice);
+    ch.Sleep(bell, kSlice);
   }
 }
 
