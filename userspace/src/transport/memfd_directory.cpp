@@ -22,6 +22,7 @@
 #include <fmt/ranges.h>
 
 #include "base/config.h"
+#include "base/death_word.h"
 #include "base/errno_string.h"
 #include "base/futex.h"
 #include "base/log.h"
@@ -66,6 +67,9 @@ struct Directory {
   uint32_t ack;         // futex: peers tell this process they acknowledged
   uint32_t nacts;
   uint32_t owner;  // pid of the process that publishes it
+  // The owner's death word (base/death_word.h): peers see its death without a system call.
+  uint32_t alive;
+  uint32_t reserved;
   DirSlot slots[kSlots];
   DirRange ranges[kRanges];
   DirAct acts[kActs];
@@ -287,6 +291,10 @@ Expected<MemfdExport *> MemfdExport::Process() {
     s.dir_fd = -1;
   }
   state->dir()->owner = static_cast<uint32_t>(ProcessId());
+  if (Status armed = ArmDeathWord(&state->dir()->alive); !armed.ok()) {
+    LogInfo("memory directory: no death word ({}); peers poll this process's pidfd instead",
+            armed.message());
+  }
   state->dir()->magic = kMagic;
   current = new MemfdExport(std::move(state));  // a forked child's inherited one is the parent's
   owner = ProcessId();
@@ -440,6 +448,9 @@ std::vector<MemfdActivation> Listed(const std::vector<DirAct> &acts) {
 }  // namespace
 
 struct MemfdImport::State {
+  struct Owner;
+  // Whether @o's process has died: its death word, or (never armed) its pidfd.
+  static bool Exited(const Owner &o);
   struct Owner {
     bootstrap::PeerProcess process;
     UniqueMapping dir;
@@ -464,6 +475,11 @@ struct MemfdImport::State {
   static void Watch(const std::shared_ptr<State> &self, Directory *own);
   Expected<Owner *> Live(pid_t pid);
 };
+
+bool MemfdImport::State::Exited(const Owner &o) {
+  const uint32_t word = At(o.d()->alive).load(std::memory_order_acquire);
+  return word != 0 ? DeathWordSaysDead(word) : o.process.Exited();
+}
 
 void MemfdImport::State::Forked() {
   if (made_by != ProcessId()) {
@@ -564,7 +580,7 @@ Expected<MemfdImport::State::Owner *> MemfdImport::State::Live(pid_t pid) {
     return Error(HCCL_E_PARA, "pid {}: its memory directory is not attached", pid);
   }
   Owner &o = it->second;
-  if (!o.dead && o.process.Exited()) {
+  if (!o.dead && Exited(o)) {
     o.windows.clear();
     o.listed = false;
     o.dead = true;
@@ -584,7 +600,7 @@ void MemfdImport::State::Watch(const std::shared_ptr<State> &self, Directory *ow
         return;
       }
       for (auto &[pid, o] : self->owners) {
-        if (!o.dead && o.process.Exited()) {
+        if (!o.dead && Exited(o)) {
           o.windows.clear();  // a dead owner's memory: nobody's any more
           o.listed = false;
           o.dead = true;
