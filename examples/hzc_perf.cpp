@@ -5,17 +5,33 @@
 //   hzc-perf all_reduce -g 4 -b 1M -e 256M -f 2 -d float -o sum -n 20 -w 5 -c 1
 //
 // The collective is the positional argument (all_reduce, all_gather, broadcast, reduce_scatter,
-// as nccl-tests' binaries are named; memcpy measures one process copying, the bound). The ranks
-// are -t x -g processes forked on this server, one communicator. Output (rank 0, stdout): the
-// "# nThread ..." preamble and "# Using devices" list, three header lines, one row per size
+// as nccl-tests' binaries are named; memcpy measures one process copying, the bound; barrier and
+// sendrecv, below). The ranks are -t x -g processes forked on this server, one communicator.
+// Output (rank 0, stdout): the "# nThread ..." preamble and "# Using devices" list, three header
+// lines, one row per size
 //
 //   size count type redop root | time algbw busbw #wrong (out-of-place) | the same (in-place)
 //
 // (size in bytes of the larger buffer, count in elements per call, time in us per call,
 // algbw = size / time and busbw = algbw x nccl-tests' factor in GB/s: AllReduce 2(n-1)/n,
-// AllGather and ReduceScatter (n-1)/n, Broadcast 1), and the "# Out of bounds values" and
-// "# Avg bus bandwidth" footer. Exit status 0; 1 if a call failed, a check found wrong
-// elements or the average is below NCCL_TESTS_MIN_BW x 0.9; 2 on a usage error.
+// AllGather and ReduceScatter (n-1)/n, Broadcast and SendRecv 1), and the "# Out of bounds
+// values" and "# Avg bus bandwidth" footer. Exit status 0; 1 if a call failed, a check found
+// wrong elements or the average is below NCCL_TESTS_MIN_BW x 0.9; 2 on a usage error.
+//
+// barrier: HcclBarrier, one row of size 0 and count 0 (-b, -e, -i and -f are ignored; type is
+// the first -d, redop none), time per call, algbw and busbw 0. The in-place columns are a
+// second measurement of the same calls (a barrier has no buffers). -c N checks N barriers: every
+// rank forked here stores the barrier's sequence number in a shared page before it and, after
+// it, counts the ranks forked here whose number is behind (#wrong: the sum over the ranks).
+//
+// sendrecv: a ping-pong between ranks 0 and 1 (exactly 2 ranks): rank 0 HcclSend()s count
+// elements to rank 1 and HcclRecv()s count elements from it, rank 1 receives and sends back.
+// time is half the round trip (the one-way latency, as OSU's osu_latency reports it), algbw =
+// size / time, busbw = algbw (nccl-tests' sendrecv_perf factor 1). Out-of-place sends from the
+// send buffer and receives into the receive buffer; in-place (measured the same way) sends from
+// and receives into the receive buffer, as nccl-tests' in-place sendrecv does. -c N checks N
+// ping-pongs: each rank sends a pattern of its rank and the check's sequence number and
+// compares what it receives with its peer's pattern (#wrong: wrong elements of both ranks).
 //
 // Across servers: with --rank-table FILE the communicator is the rank table's
 // (HcclCommInitClusterInfo), and the -t x -g ranks forked here are its ranks R .. R+g-1 (R =
@@ -57,17 +73,25 @@
 
 namespace {
 
-enum class Coll { kAllReduce, kAllGather, kBroadcast, kReduceScatter, kMemcpy };
+enum class Coll {
+  kAllReduce,
+  kAllGather,
+  kBroadcast,
+  kReduceScatter,
+  kMemcpy,
+  kBarrier,
+  kSendRecv
+};
 
 struct CollName {
   const char *name;
   Coll coll;
 };
-constexpr CollName kColls[] = {{"all_reduce", Coll::kAllReduce},
-                               {"all_gather", Coll::kAllGather},
-                               {"broadcast", Coll::kBroadcast},
-                               {"reduce_scatter", Coll::kReduceScatter},
-                               {"memcpy", Coll::kMemcpy}};
+constexpr CollName kColls[] = {
+    {"all_reduce", Coll::kAllReduce}, {"all_gather", Coll::kAllGather},
+    {"broadcast", Coll::kBroadcast},  {"reduce_scatter", Coll::kReduceScatter},
+    {"memcpy", Coll::kMemcpy},        {"barrier", Coll::kBarrier},
+    {"sendrecv", Coll::kSendRecv}};
 
 // nccl-tests' type names first (the ones it prints), then HCCL's names of the same types.
 struct TypeName {
@@ -375,9 +399,10 @@ struct Buffers {
 };
 
 // Shared by the ranks forked here (a MAP_SHARED page made before the fork): their pids, for
-// rank 0's device list.
+// rank 0's device list, and the sequence number of the last checked barrier each one entered.
 struct Shared {
   std::atomic<int32_t> pid[64];
+  std::atomic<uint64_t> arrived[64];
 };
 
 // The communicators of one rank: the one measured and the one its buffers are activated through
@@ -400,6 +425,11 @@ class Rank {
         shared_(shared) {}
 
   int Run() {
+    if (o_.coll == Coll::kSendRecv && n_ != 2) {
+      const std::string why = "sendrecv is a ping-pong between ranks 0 and 1: it needs 2 ranks, " +
+                              std::to_string(n_) + " in the communicator";
+      return Fail(why.c_str());
+    }
     if (!buf_.Init(memory_, o_.max_bytes, o_.zero_copy())) {
       return Fail("cannot set up the buffers");
     }
@@ -420,7 +450,10 @@ class Rank {
     }
     const bool reduces = o_.coll == Coll::kAllReduce || o_.coll == Coll::kReduceScatter;
     std::vector<OpName> ops = reduces ? o_.ops : std::vector<OpName>{{"none", HCCL_REDUCE_SUM}};
-    for (const TypeName &type : o_.types) {
+    // A barrier moves no data: one row, of the first type.
+    std::vector<TypeName> types =
+        o_.coll == Coll::kBarrier ? std::vector<TypeName>{o_.types.front()} : o_.types;
+    for (const TypeName &type : types) {
       for (const OpName &op : ops) {
         if (!TimeTest(type, op)) {
           return 1;
@@ -492,10 +525,84 @@ class Rank {
         // HcclBroadcast has one buffer: out-of-place runs on the send buffer, in-place on the
         // receive buffer.
         return HcclBroadcast(in_place ? recv : send, c.param, type.type, o_.root, comm_, nullptr);
+      case Coll::kBarrier:
+        return HcclBarrier(comm_, nullptr);
+      case Coll::kSendRecv:
+        return PingPong(send, recv, c.param, type.type);
       case Coll::kMemcpy:
         break;
     }
     return HCCL_E_NOT_SUPPORT;
+  }
+
+  // One round trip between ranks 0 and 1: rank 0 sends @send and receives into @recv, rank 1
+  // receives into @recv and sends @send back.
+  HcclResult PingPong(uint8_t *send, uint8_t *recv, size_t count, HcclDataType type) {
+    const uint32_t peer = 1 - rank_;
+    if (rank_ == 0) {
+      const HcclResult rc = HcclSend(send, count, type, peer, comm_, nullptr);
+      return rc != HCCL_SUCCESS ? rc : HcclRecv(recv, count, type, peer, comm_, nullptr);
+    }
+    const HcclResult rc = HcclRecv(recv, count, type, peer, comm_, nullptr);
+    return rc != HCCL_SUCCESS ? rc : HcclSend(send, count, type, peer, comm_, nullptr);
+  }
+
+  // One checked barrier (sequence number @seed): the ranks forked here that had not entered it
+  // when this rank left it, summed over the ranks.
+  bool CheckBarrier(uint64_t seed, int64_t *wrong) {
+    shared_->arrived[local_].store(seed);
+    if (!Check(HcclBarrier(comm_, nullptr), "the checked call")) {
+      return false;
+    }
+    int64_t mine = 0;
+    for (uint32_t r = 0; r < o_.nranks(); ++r) {
+      mine += shared_->arrived[r].load() < seed;
+    }
+    double total = static_cast<double>(mine);
+    if (!AllReduce(&total, HCCL_REDUCE_SUM)) {
+      return false;
+    }
+    *wrong = static_cast<int64_t>(total);
+    return true;
+  }
+
+  // One checked ping-pong: each rank sends its pattern for @seed and compares what it receives
+  // with its peer's (the receive buffer is first filled with the complement of the expected
+  // bytes, so an element never written is wrong); the wrong elements of both ranks.
+  bool CheckPingPong(const TypeName &type, size_t bytes, bool in_place, uint64_t seed,
+                     int64_t *wrong) {
+    const size_t es = type.size, count = bytes / es;
+    const uint32_t peer = 1 - rank_;
+    std::vector<uint8_t> mine(count * es), want(count * es);
+    hzc::test::FillInput(type.type, es, rank_, seed, mine.data(), count);
+    hzc::test::FillInput(type.type, es, peer, seed, want.data(), count);
+    uint8_t *recv = buf_.recv, *send = in_place ? buf_.recv : buf_.send;
+    int64_t bad = 0;
+    auto send_mine = [&] {
+      std::memcpy(send, mine.data(), mine.size());
+      return Check(HcclSend(send, count, type.type, peer, comm_, nullptr), "the checked HcclSend");
+    };
+    auto receive = [&] {
+      for (size_t i = 0; i < want.size(); ++i) {
+        recv[i] = static_cast<uint8_t>(~want[i]);
+      }
+      if (!Check(HcclRecv(recv, count, type.type, peer, comm_, nullptr), "the checked HcclRecv")) {
+        return false;
+      }
+      for (size_t i = 0; i < want.size(); i += es) {
+        bad += std::memcmp(recv + i, want.data() + i, es) != 0;
+      }
+      return true;
+    };
+    if (!(rank_ == 0 ? send_mine() && receive() : receive() && send_mine())) {
+      return false;
+    }
+    double total = static_cast<double>(bad);
+    if (!AllReduce(&total, HCCL_REDUCE_SUM)) {
+      return false;
+    }
+    *wrong = static_cast<int64_t>(total);
+    return true;
   }
 
   // Reduce @value over the ranks with @op (through HcclAllReduce).
@@ -513,6 +620,12 @@ class Rank {
   // result of one call.
   bool CheckOnce(const TypeName &type, const OpName &op, size_t bytes, bool in_place, uint64_t seed,
                  int64_t *wrong) {
+    if (o_.coll == Coll::kBarrier) {
+      return CheckBarrier(seed, wrong);
+    }
+    if (o_.coll == Coll::kSendRecv) {
+      return CheckPingPong(type, bytes, in_place, seed, wrong);
+    }
     const Counts c = CountsFor(o_.coll, bytes, type.size, n_);
     const size_t es = type.size;
     std::vector<std::vector<uint8_t>> in(n_, std::vector<uint8_t>(c.send * es));
@@ -553,6 +666,8 @@ class Rank {
         hzc::test::RefReduce(type.type, op.op, ptrs, want.data(), c.param);
         break;
       case Coll::kMemcpy:
+      case Coll::kBarrier:
+      case Coll::kSendRecv:
         break;
     }
     int64_t mine = 0;
@@ -585,6 +700,9 @@ class Rank {
       }
     }
     double us = UsSince(t0) / (o_.iters * o_.agg_iters);
+    if (o_.coll == Coll::kSendRecv) {
+      us /= 2;  // a call is a round trip; the one-way time is half of it
+    }
     if (o_.average != 0 && !AllReduce(&us, o_.average == 1   ? HCCL_REDUCE_SUM
                                            : o_.average == 2 ? HCCL_REDUCE_MIN
                                                              : HCCL_REDUCE_MAX)) {
@@ -761,8 +879,10 @@ int main(int argc, char **argv) {
                "hzc-perf"};
   app.footer(
       "COLL is all_reduce (default), all_gather, broadcast or reduce_scatter (nccl-tests' "
-      "all_reduce_perf and so on), or memcpy (one process copying: the bound). The ranks are "
-      "-t x -g processes on this server: the whole communicator, or with --rank-table this "
+      "all_reduce_perf and so on), memcpy (one process copying: the bound), barrier "
+      "(HcclBarrier: one row of size 0; -b, -e, -i, -f ignored) or sendrecv (a HcclSend/HcclRecv "
+      "ping-pong between ranks 0 and 1, exactly 2 ranks; time is half the round trip). The ranks "
+      "are -t x -g processes on this server: the whole communicator, or with --rank-table this "
       "server's ranks of the table's communicator (every server runs hzc-perf with the same "
       "options and its own --first-rank; only the table's rank 0 prints; busbw factors count all "
       "the table's ranks). Sizes take K, M and G suffixes. -p, -y: accepted for "
@@ -771,7 +891,8 @@ int main(int argc, char **argv) {
       "bandwidth is below NCCL_TESTS_MIN_BW x 0.9; 2 on a usage error.");
   hzc::tool::AddStandardFlags(app);
   app.add_option("COLL", coll, "the collective")
-      ->check(CLI::IsMember({"all_reduce", "all_gather", "broadcast", "reduce_scatter", "memcpy"}));
+      ->check(CLI::IsMember({"all_reduce", "all_gather", "broadcast", "reduce_scatter", "memcpy",
+                             "barrier", "sendrecv"}));
   app.add_option("-t,--nthreads", o.nthreads,
                  "ranks per process in nccl-tests; here a factor of "
                  "the number of ranks (processes)")
@@ -845,6 +966,10 @@ int main(int argc, char **argv) {
   o.min_bytes = *ParseSize(b);
   o.max_bytes = *ParseSize(e);
   o.step_bytes = *ParseSize(i);
+  if (o.coll == Coll::kBarrier) {  // one row of size 0
+    o.min_bytes = o.max_bytes = o.step_bytes = 0;
+    o.step_factor = 1;
+  }
   std::string error;
   if (!Resolve(type, op, &o, &error)) {
     return usage(error);
@@ -862,6 +987,10 @@ int main(int argc, char **argv) {
   if (o.rank_table.empty() && o.root >= o.nranks()) {
     return usage("-r,--root: " + std::to_string(o.root) + ": not below the " +
                  std::to_string(o.nranks()) + " ranks");
+  }
+  if (o.coll == Coll::kSendRecv && o.rank_table.empty() && o.nranks() != 2) {
+    return usage("sendrecv is a ping-pong between ranks 0 and 1: -t x -g must be 2 ranks, not " +
+                 std::to_string(o.nranks()));
   }
   if (o.coll == Coll::kMemcpy && !o.rank_table.empty()) {
     return usage("--rank-table: memcpy is one process on this server, not a communicator");

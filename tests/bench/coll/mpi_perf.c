@@ -7,12 +7,29 @@
  *
  * size is the larger buffer's bytes (nccl-tests), time the mean per call on rank 0, busbw uses
  * nccl-tests' factors; errors counts wrong elements of one checked call (all ranks).
+ *
+ * -t barrier: MPI_Barrier, one row of size 0 (-b, -e, -f ignored), algbw and busbw 0.
+ * -t sendrecv: an MPI_Send/MPI_Recv ping-pong between ranks 0 and 1 (exactly 2 ranks): rank 0
+ * sends and receives, rank 1 receives and sends back; time is half the round trip (one-way, as
+ * OSU's osu_latency), busbw = algbw. The checked call: each rank sends rank + 1, expects the
+ * peer's.
  */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+/* One round trip between ranks 0 and 1: rank 0 sends and receives, rank 1 receives and sends. */
+static void ping_pong(float *send, float *recv, int count, int rank) {
+  if (rank == 0) {
+    MPI_Send(send, count, MPI_FLOAT, 1, 0, MPI_COMM_WORLD);
+    MPI_Recv(recv, count, MPI_FLOAT, 1, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+  } else {
+    MPI_Recv(recv, count, MPI_FLOAT, 0, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    MPI_Send(send, count, MPI_FLOAT, 0, 0, MPI_COMM_WORLD);
+  }
+}
 
 int main(int argc, char **argv) {
   const char *coll = "allreduce";
@@ -46,16 +63,31 @@ int main(int argc, char **argv) {
       default:
         if (rank == 0)
           fprintf(stderr,
-                  "usage: hzc-mpi-perf [-t allreduce|allgather|reducescatter|broadcast] [-b min] "
-                  "[-e max] [-f factor] [-n iters] [-w warmup]\n");
+                  "usage: hzc-mpi-perf [-t allreduce|allgather|reducescatter|broadcast|barrier|"
+                  "sendrecv] [-b min] [-e max] [-f factor] [-n iters] [-w warmup]\n");
         MPI_Abort(MPI_COMM_WORLD, 2);
     }
   }
   int gather = !strcmp(coll, "allgather"), scatter = !strcmp(coll, "reducescatter");
-  int bcast = !strcmp(coll, "broadcast");
-  double busf = !strcmp(coll, "allreduce") ? 2.0 * (n - 1) / n : bcast ? 1.0 : (double)(n - 1) / n;
-  float *send = malloc(maxb), *recv = malloc(maxb);
+  int bcast = !strcmp(coll, "broadcast"), barrier = !strcmp(coll, "barrier");
+  int pingpong = !strcmp(coll, "sendrecv"), peer = 1 - rank;
+  double busf = !strcmp(coll, "allreduce") ? 2.0 * (n - 1) / n
+                : (bcast || pingpong)      ? 1.0
+                                           : (double)(n - 1) / n;
+  float *send, *recv;
 
+  if (pingpong && n != 2) {
+    if (rank == 0)
+      fprintf(stderr,
+              "hzc-mpi-perf: sendrecv is a ping-pong between ranks 0 and 1: it needs "
+              "exactly 2 ranks, not %d\n",
+              n);
+    MPI_Abort(MPI_COMM_WORLD, 2);
+  }
+  if (barrier)
+    minb = maxb = 0; /* one row */
+  send = malloc(maxb + 4);
+  recv = malloc(maxb + 4);
   if (!send || !recv || factor <= 1 || iters < 1)
     MPI_Abort(MPI_COMM_WORLD, 3);
   memset(send, 0, maxb);
@@ -77,10 +109,16 @@ int main(int argc, char **argv) {
     for (int it = -warmup - 1; it < iters; ++it) {
       if (it == -1) {
         /* the checked call: rank r sends r + 1 everywhere */
-        for (size_t i = 0; i < bytes / 4; ++i)
+        for (size_t i = 0; i < bytes / 4; ++i) {
           send[i] = (float)(rank + 1);
+          recv[i] = 0;
+        }
       }
-      if (gather)
+      if (barrier)
+        MPI_Barrier(MPI_COMM_WORLD);
+      else if (pingpong)
+        ping_pong(send, recv, count, rank);
+      else if (gather)
         MPI_Allgather(send, count, MPI_FLOAT, recv, count, MPI_FLOAT, MPI_COMM_WORLD);
       else if (scatter)
         MPI_Reduce_scatter_block(send, recv, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
@@ -90,7 +128,10 @@ int main(int argc, char **argv) {
         MPI_Allreduce(send, recv, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
       if (it == -1) {
         for (int i = 0; i < (gather ? count * n : count); ++i) {
-          float want = bcast ? 1.0f : gather ? (float)(i / count + 1) : (float)n * (n + 1) / 2;
+          float want = bcast      ? 1.0f
+                       : pingpong ? (float)(peer + 1)
+                       : gather   ? (float)(i / count + 1)
+                                  : (float)n * (n + 1) / 2;
           errors += (bcast ? send[i] : recv[i]) != want;
         }
         MPI_Barrier(MPI_COMM_WORLD);
@@ -98,14 +139,19 @@ int main(int argc, char **argv) {
       }
     }
     us = (MPI_Wtime() - t0) * 1e6 / iters;
+    if (pingpong)
+      us /= 2; /* one call is a round trip: the one-way time is half of it */
     MPI_Reduce(&errors, &all, 1, MPI_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
     if (rank == 0) {
       double algbw = (double)bytes / us / 1e3;
 
-      printf("%12zu %12d %8s %6s %12.1f %8.3f %8.3f %8ld\n", bytes, count, "fp32",
-             (gather || bcast) ? "none" : "sum", us, algbw, algbw * busf, all);
+      printf("%12zu %12d %8s %6s %12.2f %8.3f %8.3f %8ld\n", bytes, count, "fp32",
+             (gather || bcast || barrier || pingpong) ? "none" : "sum", us, algbw, algbw * busf,
+             all);
       fflush(stdout);
     }
+    if (barrier)
+      break;
   }
   free(send);
   free(recv);
