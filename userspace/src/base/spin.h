@@ -3,14 +3,16 @@
 //
 // A wait that spins catches a peer that is running within a few hundred nanoseconds, where a
 // futex sleep and wake-up costs microseconds on each side; a wait that spins too long takes the
-// CPU a peer needs when the ranks outnumber the CPUs. So: when every rank of the wait's group can
-// have a CPU of its own, spin up to 50 us; else spin a few turns, then yield the CPU a few
-// times. Then the caller sleeps (and checks what it checks only while waiting: peers' liveness,
-// deadlines).
+// CPU a peer needs when the ranks outnumber the CPUs, or when other work holds the CPUs. So:
+// when every rank of the wait's group can have a CPU of its own, spin for the channel's budget
+// (SpinBudget: up to 50 us, less when spinning did not pay lately); else spin a few turns, then
+// yield the CPU a few times. Then the caller sleeps (and checks what it checks only while waiting:
+// peers' liveness, deadlines).
 #pragma once
 
 #include <sched.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -28,13 +30,33 @@ inline void CpuRelax() {
 // Whether @ranks processes of a group outnumber the CPUs this process may run on.
 bool Oversubscribed(uint32_t ranks);
 
+// How long the waits of one channel (a control area, a pair channel) spin: adapted to what
+// spinning bought them lately. A spin that ran out (the peer did not come: it was not running)
+// halves it, down to 2 us; a spin that caught the peer keeps at least four times what it took,
+// up to 50 us. So a wait spins long when the peers are running alongside, and soon sleeps when
+// they are not (other work on the CPUs).
+class SpinBudget {
+ public:
+  static constexpr std::chrono::nanoseconds kMin = std::chrono::microseconds(2);
+  static constexpr std::chrono::nanoseconds kMax = std::chrono::microseconds(50);
+
+  std::chrono::nanoseconds get() const { return ns_; }
+  void RanOut() { ns_ = std::max(kMin, ns_ / 2); }
+  void Caught(std::chrono::nanoseconds took) { ns_ = std::clamp(4 * took, ns_, kMax); }
+
+ private:
+  std::chrono::nanoseconds ns_ = kMax;
+};
+
 class SpinWait {
  public:
-  static constexpr auto kSpinFor = std::chrono::microseconds(50);
   static constexpr int kShortSpins = 64;
   static constexpr int kYields = 16;
 
-  explicit SpinWait(bool oversubscribed) : oversubscribed_(oversubscribed) {}
+  // @budget: the spinning budget of the channel waited on (kept by the caller; null: a fixed
+  // kMax); @oversubscribed: the ranks outnumber the CPUs.
+  SpinWait(SpinBudget *budget, bool oversubscribed)
+      : budget_(budget), oversubscribed_(oversubscribed) {}
 
   // After a check that found nothing: pause (or yield) once and return true while the budget
   // lasts; false once it is spent (the caller sleeps).
@@ -53,20 +75,31 @@ class SpinWait {
     }
     // The clock is read every 64 turns: a turn is a check and a pause (tens of nanoseconds).
     if (turns_ == 1) {
-      until_ = std::chrono::steady_clock::now() + kSpinFor;
-    } else if (turns_ % 64 == 0 && std::chrono::steady_clock::now() >= until_) {
+      start_ = std::chrono::steady_clock::now();
+    } else if (turns_ % 64 == 0 && std::chrono::steady_clock::now() - start_ >=
+                                       (budget_ != nullptr ? budget_->get() : SpinBudget::kMax)) {
+      if (budget_ != nullptr) {
+        budget_->RanOut();
+      }
       return false;
     }
     CpuRelax();
     return true;
   }
-  // Start a new budget (after progress).
+  // The check after Again() found what it waited for: tell the budget what the spin took.
+  void Caught() {
+    if (budget_ != nullptr && !oversubscribed_ && turns_ >= 64) {
+      budget_->Caught(std::chrono::steady_clock::now() - start_);
+    }
+  }
+  // Start anew (after progress).
   void Reset() { turns_ = 0; }
 
  private:
+  SpinBudget *budget_;
   bool oversubscribed_;
   uint64_t turns_ = 0;
-  std::chrono::steady_clock::time_point until_{};
+  std::chrono::steady_clock::time_point start_{};
 };
 
 }  // namespace hzc

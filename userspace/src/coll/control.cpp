@@ -256,9 +256,10 @@ Status ControlArea::CheckPeers() const {
   return Status::Ok();
 }
 
-bool ControlArea::Spin(const Slot &s, uint32_t target) const {
-  for (SpinWait spin(oversubscribed_);;) {
+bool ControlArea::Spin(const Slot &s, uint32_t target) {
+  for (SpinWait spin(&spin_, oversubscribed_);;) {
     if (Reached(s.step.load(std::memory_order_acquire), target)) {
+      spin.Caught();
       return true;
     }
     if (!spin.Again()) {

@@ -35,6 +35,7 @@
 #include <vector>
 
 #include "base/shared_memfd.h"
+#include "base/spin.h"
 #include "base/status.h"
 #include "base/unique_fd.h"
 #include "base/unique_mapping.h"
@@ -134,7 +135,7 @@ class ControlArea {
                   const char *what);
   // Wait for slot @s's step to reach @target without sleeping: spin (and yield, when the ranks
   // outnumber the CPUs) for a short while; whether it did.
-  bool Spin(const Slot &s, uint32_t target) const;
+  bool Spin(const Slot &s, uint32_t target);
   // HCCL_E_REMOTE when a peer's process is gone.
   Status CheckPeers() const;
 
@@ -150,6 +151,7 @@ class ControlArea {
   uint32_t step_ = 0;  // this rank's step counter (mirrors its slot)
   // More ranks than this process may run on CPUs at once (its affinity): waits spin less.
   bool oversubscribed_ = false;
+  SpinBudget spin_;                            // how long its waits spin (base/spin.h)
   std::vector<bootstrap::PeerProcess> peers_;  // by rank; none for ranks of this process
 };
 

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "base/log.h"
+#include "base/spin.h"
 #include "coll/p2p_batch.h"
 #include "coll/p2p_channel.h"
 #include "coll/p2p_match.h"
@@ -29,6 +30,7 @@ using p2p::PostRefusal;
 struct State : Communicator::CollState {
   std::mutex mutex;  // one call at a time
   p2p::Channels channels;
+  SpinBudget spin;                    // how long the waits of its calls spin (base/spin.h)
   std::unique_ptr<RemoteP2p> remote;  // peers on other servers (made by their first item)
 };
 
@@ -177,7 +179,7 @@ Status RunP2p(Communicator &comm, const std::vector<P2pItem> &all) {
   }
   Status st;
   {
-    p2p::Batch batch(comm, s.channels, ops, deadline);
+    p2p::Batch batch(comm, s.channels, ops, deadline, &s.spin);
     st = batch.Run();
   }
   if (across.joinable()) {

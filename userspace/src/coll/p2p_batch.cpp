@@ -126,7 +126,7 @@ bool Batch::PollAll(Op **waiting, uint32_t *bell, bool *unfinished) {
 
 Status Batch::Run() {
   Start();
-  SpinWait spin(Oversubscribed(comm_.size()));
+  SpinWait spin(budget_, Oversubscribed(comm_.size()));
   for (bool checked = false;;) {
     // The peers' liveness is taken before a pass (only after spinning: it is a system call): a
     // peer that finished its part and then exited is seen finished by the pass, not dead.
@@ -140,6 +140,7 @@ Status Batch::Run() {
       break;
     }
     if (opened || progressed) {
+      spin.Caught();
       spin.Reset();
       checked = false;
       continue;

@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "base/spin.h"
 #include "base/status.h"
 #include "coll/p2p_channel.h"
 #include "coll/p2p_match.h"
@@ -37,8 +38,10 @@ struct Opening {
 // The items of one call in progress, on @channels (which the caller holds).
 class Batch {
  public:
-  Batch(Communicator &comm, Channels &channels, std::vector<Op> &ops, Clock::time_point deadline)
-      : comm_(comm), channels_(channels), ops_(ops), deadline_(deadline) {}
+  // @spin: the communicator's spinning budget (base/spin.h).
+  Batch(Communicator &comm, Channels &channels, std::vector<Op> &ops, Clock::time_point deadline,
+        SpinBudget *spin)
+      : comm_(comm), channels_(channels), ops_(ops), deadline_(deadline), budget_(spin) {}
   // Joins the openings still running (they end by the deadline too); a channel opened for
   // items that never ran is broken, since its peer's numbering moved on.
   ~Batch();
@@ -63,6 +66,7 @@ class Batch {
   Channels &channels_;
   std::vector<Op> &ops_;
   const Clock::time_point deadline_;
+  SpinBudget *budget_;
   std::vector<std::unique_ptr<Opening>> openings_;
   Status failed_;
 };
