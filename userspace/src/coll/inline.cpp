@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "coll/inline.h"
 
+#include <array>
 #include <cstring>
 #include <vector>
 
@@ -17,15 +18,32 @@ size_t BlockBytes(const Call &c) {
   return static_cast<size_t>(c.count) * TypeSize(c.dtype);
 }
 
-// Every rank's inline region of the call (by rank), from byte @offset on.
-std::vector<const void *> Regions(const Context &ctx, size_t offset) {
-  const uint32_t n = ctx.area->nranks();
-  std::vector<const void *> in(n);
-  for (uint32_t p = 0; p < n; ++p) {
-    in[p] = ctx.area->Inline(p, ctx.seq) + offset;
+// Every rank's inline region of the call (by rank), from byte @offset on; on the stack up to
+// 64 ranks (a small call allocates nothing).
+class Regions {
+ public:
+  Regions(const Context &ctx, size_t offset) : n_(ctx.area->nranks()) {
+    if (n_ > kStack) {
+      heap_.resize(n_);
+    }
+    const void **p = n_ > kStack ? heap_.data() : stack_.data();
+    for (uint32_t r = 0; r < n_; ++r) {
+      p[r] = ctx.area->Inline(r, ctx.seq) + offset;
+    }
+    data_ = p;
   }
-  return in;
-}
+  Regions(const Regions &) = delete;  // data_ points into this object
+  Regions &operator=(const Regions &) = delete;
+  const void *const *data() const { return data_; }
+  size_t size() const { return n_; }
+
+ private:
+  static constexpr uint32_t kStack = 64;
+  uint32_t n_;
+  std::array<const void *, kStack> stack_{};
+  std::vector<const void *> heap_;
+  const void *const *data_ = nullptr;
+};
 
 }  // namespace
 
@@ -71,7 +89,7 @@ Status InlineBroadcast(Context &ctx, const Call &c) {
 Status InlineReduceScatter(Context &ctx, const Call &c) {
   ReduceFn reduce = nullptr;
   HZC_RETURN_IF_ERROR(GetReduce(c.dtype, c.op, &reduce));
-  const std::vector<const void *> in = Regions(ctx, ctx.area->rank() * BlockBytes(c));
+  const Regions in(ctx, ctx.area->rank() * BlockBytes(c));
   reduce(c.recv, in.data(), in.size(), c.count);
   return Status::Ok();
 }
@@ -81,7 +99,7 @@ Status InlineReduceScatter(Context &ctx, const Call &c) {
 Status InlineAllReduce(Context &ctx, const Call &c) {
   ReduceFn reduce = nullptr;
   HZC_RETURN_IF_ERROR(GetReduce(c.dtype, c.op, &reduce));
-  const std::vector<const void *> in = Regions(ctx, 0);
+  const Regions in(ctx, 0);
   reduce(c.recv, in.data(), in.size(), c.count);
   return Status::Ok();
 }
