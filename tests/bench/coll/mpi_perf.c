@@ -5,8 +5,9 @@
  *
  *   mpirun -np 4 hzc-mpi-perf -t allreduce -b 1048576 -e 268435456 -f 2 -n 10 -w 2
  *
- * size is the larger buffer's bytes (nccl-tests), time the mean per call on rank 0, busbw uses
- * nccl-tests' factors; errors counts wrong elements of one checked call (all ranks).
+ * size is the larger buffer's bytes (nccl-tests; for allgather and reducescatter count x ranks x 4,
+ * -b's multiple of 4 x ranks below it), time the mean per call on rank 0, busbw uses nccl-tests'
+ * factors; errors counts wrong elements of one checked call (all ranks).
  *
  * -t barrier: MPI_Barrier, one row of size 0 (-b, -e, -f ignored), algbw and busbw 0.
  * -t sendrecv: an MPI_Send/MPI_Recv ping-pong between ranks 0 and 1 (exactly 2 ranks): rank 0
@@ -143,9 +144,10 @@ int main(int argc, char **argv) {
       us /= 2; /* one call is a round trip: the one-way time is half of it */
     MPI_Reduce(&errors, &all, 1, MPI_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
     if (rank == 0) {
-      double algbw = (double)bytes / us / 1e3;
+      size_t moved = (gather || scatter) ? (size_t)count * n * 4 : bytes;
+      double algbw = (double)moved / us / 1e3;
 
-      printf("%12zu %12d %8s %6s %12.2f %8.3f %8.3f %8ld\n", bytes, count, "fp32",
+      printf("%12zu %12d %8s %6s %12.2f %8.3f %8.3f %8ld\n", moved, count, "fp32",
              (gather || bcast || barrier || pingpong) ? "none" : "sum", us, algbw, algbw * busf,
              all);
       fflush(stdout);
