@@ -6,8 +6,9 @@
  *   mpirun -np 4 hzc-mpi-perf -t allreduce -b 1048576 -e 268435456 -f 2 -n 10 -w 2
  *
  * size is the larger buffer's bytes (nccl-tests; for allgather and reducescatter count x ranks x 4,
- * -b's multiple of 4 x ranks below it), time the mean per call (the mean of the ranks' times, as hzc-perf reports by default), busbw uses nccl-tests'
- * factors; errors counts wrong elements of one checked call (all ranks).
+ * -b's multiple of 4 x ranks below it), time the mean per call (the mean of the ranks' times, as
+ * hzc-perf reports by default), busbw uses nccl-tests' factors; errors counts wrong elements of one
+ * checked call (all ranks).
  *
  * -t barrier: MPI_Barrier, one row of size 0 (-b, -e, -f ignored), algbw and busbw 0.
  * -t sendrecv: an MPI_Send/MPI_Recv ping-pong between ranks 0 and 1 (exactly 2 ranks): rank 0
