@@ -30,19 +30,22 @@ inline void CpuRelax() {
 // Whether @ranks processes of a group outnumber the CPUs this process may run on.
 bool Oversubscribed(uint32_t ranks);
 
-// How long the waits of one channel (a control area, a pair channel) spin: adapted to what
-// spinning bought them lately. A spin that ran out (the peer did not come: it was not running)
-// halves it, down to 2 us; a spin that caught the peer keeps at least four times what it took,
-// up to 50 us. So a wait spins long when the peers are running alongside, and soon sleeps when
-// they are not (other work on the CPUs).
+// How long the waits of one channel (a control area, a communicator's pair channels) spin,
+// adapted to how long its waits took lately (spinning and sleeping): a wait that ended within
+// 50 us makes the budget at least four times what it took (spinning that long would have
+// caught it), a longer one (a peer busy with a large copy, or not running: other work holds
+// the CPUs) halves it, down to 2 us. So a wait spins long when the peers answer fast, and
+// soon sleeps when they do not.
 class SpinBudget {
  public:
   static constexpr std::chrono::nanoseconds kMin = std::chrono::microseconds(2);
   static constexpr std::chrono::nanoseconds kMax = std::chrono::microseconds(50);
 
   std::chrono::nanoseconds get() const { return ns_; }
-  void RanOut() { ns_ = std::max(kMin, ns_ / 2); }
-  void Caught(std::chrono::nanoseconds took) { ns_ = std::clamp(4 * took, ns_, kMax); }
+  // A wait that took @took in all.
+  void Waited(std::chrono::nanoseconds took) {
+    ns_ = took <= kMax ? std::clamp(4 * took, ns_, kMax) : std::max(kMin, ns_ / 2);
+  }
 
  private:
   std::chrono::nanoseconds ns_ = kMax;
@@ -78,18 +81,16 @@ class SpinWait {
       start_ = std::chrono::steady_clock::now();
     } else if (turns_ % 64 == 0 && std::chrono::steady_clock::now() - start_ >=
                                        (budget_ != nullptr ? budget_->get() : SpinBudget::kMax)) {
-      if (budget_ != nullptr) {
-        budget_->RanOut();
-      }
       return false;
     }
     CpuRelax();
     return true;
   }
-  // The check after Again() found what it waited for: tell the budget what the spin took.
-  void Caught() {
+  // The wait is over (a check found what it waited for, after spinning or after sleeping):
+  // tell the budget how long it took. Waits that ended within 64 turns are not timed.
+  void Done() {
     if (budget_ != nullptr && !oversubscribed_ && turns_ >= 64) {
-      budget_->Caught(std::chrono::steady_clock::now() - start_);
+      budget_->Waited(std::chrono::steady_clock::now() - start_);
     }
   }
   // Start anew (after progress).

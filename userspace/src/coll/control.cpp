@@ -256,25 +256,20 @@ Status ControlArea::CheckPeers() const {
   return Status::Ok();
 }
 
-bool ControlArea::Spin(const Slot &s, uint32_t target) {
-  for (SpinWait spin(&spin_, oversubscribed_);;) {
-    if (Reached(s.step.load(std::memory_order_acquire), target)) {
-      spin.Caught();
-      return true;
-    }
-    if (!spin.Again()) {
-      return false;
-    }
-  }
-}
-
 Status ControlArea::WaitStep(uint32_t r, uint32_t target, Clock::time_point deadline,
                              const char *what) {
   Slot &s = slot(r);
-  if (Spin(s, target)) {
-    return Status::Ok();
+  SpinWait spin(&spin_, oversubscribed_);
+  while (!Reached(s.step.load(std::memory_order_acquire), target)) {
+    if (!spin.Again()) {
+      break;
+    }
   }
   for (;;) {
+    if (Reached(s.step.load(std::memory_order_acquire), target)) {
+      spin.Done();
+      return Status::Ok();
+    }
     HZC_RETURN_IF_ERROR(CheckAbort());
     s.waiters.fetch_add(1, std::memory_order_seq_cst);
     const uint32_t v = s.step.load(std::memory_order_seq_cst);
@@ -288,6 +283,7 @@ Status ControlArea::WaitStep(uint32_t r, uint32_t target, Clock::time_point dead
     // The peers before the step: a rank that arrived and then exited has arrived, not died.
     const Status alive = CheckPeers();
     if (Reached(s.step.load(std::memory_order_acquire), target)) {
+      spin.Done();
       return Status::Ok();
     }
     HZC_RETURN_IF_ERROR(CheckAbort());

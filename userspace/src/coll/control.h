@@ -133,9 +133,6 @@ class ControlArea {
   Status Meet(std::chrono::steady_clock::time_point deadline);
   Status WaitStep(uint32_t r, uint32_t target, std::chrono::steady_clock::time_point deadline,
                   const char *what);
-  // Wait for slot @s's step to reach @target without sleeping: spin (and yield, when the ranks
-  // outnumber the CPUs) for a short while; whether it did.
-  bool Spin(const Slot &s, uint32_t target);
   // HCCL_E_REMOTE when a peer's process is gone.
   Status CheckPeers() const;
 

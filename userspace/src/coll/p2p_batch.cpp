@@ -140,7 +140,7 @@ Status Batch::Run() {
       break;
     }
     if (opened || progressed) {
-      spin.Caught();
+      spin.Done();
       spin.Reset();
       checked = false;
       continue;
