@@ -3,13 +3,23 @@
 
 namespace hzc {
 
+namespace {
+
+// CPUs this process may run on, read once (a system call); 0 when unknown.
+uint32_t Cpus() {
+  static const uint32_t cpus = [] {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    return sched_getaffinity(0, sizeof(set), &set) == 0 ? static_cast<uint32_t>(CPU_COUNT(&set))
+                                                        : 0;
+  }();
+  return cpus;
+}
+
+}  // namespace
+
 bool Oversubscribed(uint32_t ranks) {
-  cpu_set_t cpus;
-  CPU_ZERO(&cpus);
-  if (sched_getaffinity(0, sizeof(cpus), &cpus) != 0) {
-    return false;
-  }
-  return ranks > static_cast<uint32_t>(CPU_COUNT(&cpus));
+  return Cpus() != 0 && ranks > Cpus();
 }
 
 }  // namespace hzc

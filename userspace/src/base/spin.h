@@ -27,25 +27,23 @@ inline void CpuRelax() {
 #endif
 }
 
-// Whether @ranks processes of a group outnumber the CPUs this process may run on.
+// Whether @ranks processes of a group outnumber the CPUs this process may run on (its affinity,
+// read at the first call).
 bool Oversubscribed(uint32_t ranks);
 
 // How long the waits of one channel (a control area, a communicator's pair channels) spin,
-// adapted to how long its waits took lately (spinning and sleeping): a wait that ended within
-// 50 us makes the budget at least four times what it took (spinning that long would have
-// caught it), a longer one (a peer busy with a large copy, or not running: other work holds
-// the CPUs) halves it, down to 2 us. So a wait spins long when the peers answer fast, and
-// soon sleeps when they do not.
+// adapted to what spinning bought lately: a wait that caught its peer while spinning makes the
+// budget at least four times what it took, up to 50 us; a wait whose spin ran out (the peer was
+// busy with a large copy, or was not running) halves it, down to 2 us. So a wait spins long when
+// the peers answer fast, and soon sleeps when they do not.
 class SpinBudget {
  public:
   static constexpr std::chrono::nanoseconds kMin = std::chrono::microseconds(2);
   static constexpr std::chrono::nanoseconds kMax = std::chrono::microseconds(50);
 
   std::chrono::nanoseconds get() const { return ns_; }
-  // A wait that took @took in all.
-  void Waited(std::chrono::nanoseconds took) {
-    ns_ = took <= kMax ? std::clamp(4 * took, ns_, kMax) : std::max(kMin, ns_ / 2);
-  }
+  void Caught(std::chrono::nanoseconds took) { ns_ = std::clamp(4 * took, ns_, kMax); }
+  void RanOut() { ns_ = std::max(kMin, ns_ / 2); }
 
  private:
   std::chrono::nanoseconds ns_ = kMax;
@@ -55,6 +53,7 @@ class SpinWait {
  public:
   static constexpr int kShortSpins = 64;
   static constexpr int kYields = 16;
+  static constexpr std::chrono::nanoseconds kYieldEvery = std::chrono::microseconds(5);
 
   // @budget: the spinning budget of the channel waited on (kept by the caller; null: a fixed
   // kMax); @oversubscribed: the ranks outnumber the CPUs.
@@ -79,18 +78,30 @@ class SpinWait {
     // The clock is read every 64 turns: a turn is a check and a pause (tens of nanoseconds).
     if (turns_ == 1) {
       start_ = std::chrono::steady_clock::now();
-    } else if (turns_ % 64 == 0 && std::chrono::steady_clock::now() - start_ >=
-                                       (budget_ != nullptr ? budget_->get() : SpinBudget::kMax)) {
-      return false;
+      yield_at_ = kYieldEvery;
+    } else if (turns_ % 64 == 0) {
+      const auto spent = std::chrono::steady_clock::now() - start_;
+      if (spent >= (budget_ != nullptr ? budget_->get() : SpinBudget::kMax)) {
+        if (budget_ != nullptr) {
+          budget_->RanOut();
+        }
+        return false;
+      }
+      // A peer that shares this CPU (the scheduler put both there) runs only if this rank lets
+      // it: yield now and then (a yield with nobody else to run returns at once).
+      if (spent >= yield_at_) {
+        yield_at_ += kYieldEvery;
+        sched_yield();
+      }
     }
     CpuRelax();
     return true;
   }
-  // The wait is over (a check found what it waited for, after spinning or after sleeping):
-  // tell the budget how long it took. Waits that ended within 64 turns are not timed.
-  void Done() {
+  // A check after Again() found what it waited for: tell the budget what the spin took. Spins
+  // shorter than 64 turns are not timed.
+  void Caught() {
     if (budget_ != nullptr && !oversubscribed_ && turns_ >= 64) {
-      budget_->Waited(std::chrono::steady_clock::now() - start_);
+      budget_->Caught(std::chrono::steady_clock::now() - start_);
     }
   }
   // Start anew (after progress).
@@ -101,6 +112,7 @@ class SpinWait {
   bool oversubscribed_;
   uint64_t turns_ = 0;
   std::chrono::steady_clock::time_point start_{};
+  std::chrono::nanoseconds yield_at_{};
 };
 
 }  // namespace hzc

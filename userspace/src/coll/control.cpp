@@ -260,16 +260,16 @@ Status ControlArea::WaitStep(uint32_t r, uint32_t target, Clock::time_point dead
                              const char *what) {
   Slot &s = slot(r);
   SpinWait spin(&spin_, oversubscribed_);
-  while (!Reached(s.step.load(std::memory_order_acquire), target)) {
+  for (;;) {
+    if (Reached(s.step.load(std::memory_order_acquire), target)) {
+      spin.Caught();
+      return Status::Ok();
+    }
     if (!spin.Again()) {
       break;
     }
   }
   for (;;) {
-    if (Reached(s.step.load(std::memory_order_acquire), target)) {
-      spin.Done();
-      return Status::Ok();
-    }
     HZC_RETURN_IF_ERROR(CheckAbort());
     s.waiters.fetch_add(1, std::memory_order_seq_cst);
     const uint32_t v = s.step.load(std::memory_order_seq_cst);
@@ -280,10 +280,12 @@ Status ControlArea::WaitStep(uint32_t r, uint32_t target, Clock::time_point dead
           std::clamp<std::chrono::nanoseconds>(left, std::chrono::nanoseconds(0), kSleepSlice));
     }
     s.waiters.fetch_sub(1, std::memory_order_seq_cst);
+    if (Reached(s.step.load(std::memory_order_acquire), target)) {
+      return Status::Ok();  // woken by the arrival: no need to look at the peers
+    }
     // The peers before the step: a rank that arrived and then exited has arrived, not died.
     const Status alive = CheckPeers();
     if (Reached(s.step.load(std::memory_order_acquire), target)) {
-      spin.Done();
       return Status::Ok();
     }
     HZC_RETURN_IF_ERROR(CheckAbort());

@@ -163,7 +163,7 @@ Status RunP2p(Communicator &comm, const std::vector<P2pItem> &all) {
   std::lock_guard lock(s.mutex);
   for (const Op &op : ops) {
     if (auto it = s.channels.find(op.item.peer); it != s.channels.end()) {
-      HZC_RETURN_IF_ERROR(it->second->Check());
+      HZC_RETURN_IF_ERROR(it->second->CheckBroken());  // a dead peer: seen while waiting
     }
   }
   const Clock::time_point deadline = Clock::now() + comm.ExecTimeout();

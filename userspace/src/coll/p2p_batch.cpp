@@ -76,7 +76,7 @@ void Batch::Assign(uint32_t peer, Channel *ch) {
     op.seq = op.item.dir == P2pItem::kSend ? ++ch->send_seq : ++ch->recv_seq;
     op.bytes = static_cast<size_t>(op.item.count) * TypeSize(op.item.dtype);
     op.chunks = Chunks(op.bytes, ch->half_bytes());
-    op.zero_copy = Activated(comm_, op.item.buf, op.bytes);
+    op.zero_copy = op.bytes > ch->eager_bytes() && Activated(comm_, op.item.buf, op.bytes);
   }
 }
 
@@ -140,7 +140,9 @@ Status Batch::Run() {
       break;
     }
     if (opened || progressed) {
-      spin.Done();
+      if (!checked) {
+        spin.Caught();
+      }
       spin.Reset();
       checked = false;
       continue;

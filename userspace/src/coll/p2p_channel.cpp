@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "coll/p2p_channel.h"
 
+#include "base/config.h"
+
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -70,6 +72,18 @@ Channel::Channel(UniqueMapping map, uint32_t me, uint32_t peer)
 }
 
 Status Channel::Check() const {
+  HZC_RETURN_IF_ERROR(CheckBroken());
+  if (process_.Exited()) {
+    return Error(HCCL_E_REMOTE, "rank {} (pid {}) died", peer_, process_.pid());
+  }
+  return Status::Ok();
+}
+
+size_t Channel::eager_bytes() const {
+  return std::min<size_t>(half_bytes(), GetConfig().inline_max);
+}
+
+Status Channel::CheckBroken() const {
   if (!broken_.ok()) {
     return Error(HCCL_E_REMOTE,
                  "the channel with rank {} broke earlier ({}); destroy the "
@@ -82,9 +96,6 @@ Status Channel::Check() const {
                  "rank {} failed a transfer with this rank half-way; the channel is unusable "
                  "(destroy the communicator)",
                  b - 1);
-  }
-  if (process_.Exited()) {
-    return Error(HCCL_E_REMOTE, "rank {} (pid {}) died", peer_, process_.pid());
   }
   return Status::Ok();
 }

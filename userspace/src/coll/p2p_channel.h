@@ -122,8 +122,13 @@ class Channel {
     FutexWait(&h_->bell[side_], seen, slice);
     h_->sleepers[side_].fetch_sub(1, std::memory_order_seq_cst);
   }
-  // An error when the channel is broken or the peer died.
+  // An error when the channel is broken or the peer died (a system call: for waits that
+  // sleep).
   Status Check() const;
+  // An error when the channel is broken (no system call: for the start of a call).
+  Status CheckBroken() const;
+  // The largest message sent eagerly on this channel (with its post, coll/p2p_match.h).
+  size_t eager_bytes() const;
   // Mark the channel broken for both sides after @why.
   void Break(const Status &why);
 

@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <cstring>
 
-#include "base/config.h"
 #include "base/log.h"
 #include "coll/guard.h"
 #include "coll/reduce.h"
