@@ -2,9 +2,13 @@
 // Group (the TCP connections between the ranks of a communicator) on loopback, ranks as threads.
 #include "bootstrap/group.h"
 
+#include <arpa/inet.h>
+#include <endian.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 
+#include <cerrno>
+#include <cstring>
 #include <future>
 #include <string>
 #include <thread>
@@ -33,6 +37,61 @@ std::string Text(const Group::Blob &blob) {
   return std::string(reinterpret_cast<const char *>(blob.data()), blob.size());
 }
 
+// A connection to @address, as any host on the network can make; invalid (with a failure) if none.
+UniqueFd Dial(const std::string &address) {
+  auto target = ParseEndpoint(address);
+  EXPECT_TRUE(target.ok()) << address;
+  UniqueFd fd(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  const timeval wait{.tv_sec = 5, .tv_usec = 0};  // for what is read below
+  if (!target.ok() || setsockopt(fd.get(), SOL_SOCKET, SO_RCVTIMEO, &wait, sizeof(wait)) != 0 ||
+      connect(fd.get(), reinterpret_cast<const sockaddr *>(&*target), AddrLen(*target)) != 0) {
+    ADD_FAILURE() << "cannot connect to " << address << ": " << strerror(errno);
+    return UniqueFd();
+  }
+  return fd;
+}
+
+void SendRaw(int fd, const std::string &bytes) {
+  EXPECT_EQ(send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL), static_cast<ssize_t>(bytes.size()));
+}
+
+// A raw connection to rank @to at @address that passes the handshake as rank @from of @size ranks
+// of communicator @id (what any peer that knows the id can do), the answer read; invalid (with a
+// failure) when that fails.
+UniqueFd FakeRank(const std::string &address, const UniqueId &id, uint32_t from, uint32_t to,
+                  uint32_t size) {
+  UniqueFd fd = Dial(address);
+  uint32_t hello[8] = {htonl(0x48475a32), htonl(from), htonl(to), htonl(size)};  // "HGZ2"
+  std::memcpy(&hello[4], id.data(), id.size());
+  SendRaw(fd.get(), std::string(reinterpret_cast<const char *>(hello), sizeof(hello)));
+  if (recv(fd.get(), hello, sizeof(hello), MSG_WAITALL) != static_cast<ssize_t>(sizeof(hello))) {
+    ADD_FAILURE() << "rank " << to << " did not answer the handshake";
+    return UniqueFd();
+  }
+  return fd;
+}
+
+// A frame as Group sends it (space, tag, length, in network order), its length @len whatever
+// the size of @payload.
+std::string Frame(uint64_t space, uint32_t tag, uint32_t len, const std::string &payload) {
+  const uint64_t s = htobe64(space);
+  const uint32_t t = htonl(tag), l = htonl(len);
+  return std::string(reinterpret_cast<const char *>(&s), sizeof(s)) +
+         std::string(reinterpret_cast<const char *>(&t), sizeof(t)) +
+         std::string(reinterpret_cast<const char *>(&l), sizeof(l)) + payload;
+}
+
+// Whether the other end of @fd ended the connection (within 5 s): EOF or a reset.
+bool Ends(int fd) {
+  char buf[4096];
+  for (;;) {
+    const ssize_t n = recv(fd, buf, sizeof(buf), 0);
+    if (n <= 0) {
+      return n == 0 || errno == ECONNRESET;
+    }
+  }
+}
+
 class GroupTest : public test::Test {
  protected:
   void TearDown() override {
@@ -53,9 +112,16 @@ class GroupTest : public test::Test {
   // Connect @ranks (their listeners are consumed) concurrently, each until @timeout.
   std::vector<Made> ConnectRanks(const std::vector<uint32_t> &ranks, milliseconds timeout,
                                  const UniqueId &id = UniqueId{7}) {
-    const auto deadline = Clock::now() + timeout;
+    return ConnectRanks(ranks, std::vector<milliseconds>(ranks.size(), timeout), id);
+  }
+  // The same, rank @ranks[i] until @timeouts[i].
+  std::vector<Made> ConnectRanks(const std::vector<uint32_t> &ranks,
+                                 const std::vector<milliseconds> &timeouts,
+                                 const UniqueId &id = UniqueId{7}) {
     std::vector<std::future<Made>> futures;
-    for (uint32_t r : ranks) {
+    for (size_t i = 0; i < ranks.size(); ++i) {
+      const uint32_t r = ranks[i];
+      const auto deadline = Clock::now() + timeouts[i];
       futures.push_back(std::async(std::launch::async, [this, r, id, deadline] {
         return Group::Connect(std::move(listeners_[r]), id, r, addresses_, deadline);
       }));
@@ -76,6 +142,30 @@ class GroupTest : public test::Test {
     }
     std::vector<std::unique_ptr<Group>> groups;
     for (auto &g : ConnectRanks(ranks, seconds(10))) {
+      EXPECT_TRUE(g.ok()) << g.status().message();
+      if (!g.ok()) {
+        return {};
+      }
+      groups.push_back(std::move(*g));
+    }
+    return groups;
+  }
+
+  // Ranks 1.. of @n as Groups, rank 0 a raw socket to each of them that passed the handshake
+  // (*@fakes, by rank; [0] invalid): a peer that knows the communicator id and breaks the protocol.
+  std::vector<std::unique_ptr<Group>> WithFakeRankZero(uint32_t n, std::vector<UniqueFd> *fakes) {
+    Listen(n);  // rank 0's listener stays unused: nobody dials the lowest rank
+    std::vector<uint32_t> ranks;
+    for (uint32_t r = 1; r < n; ++r) {
+      ranks.push_back(r);
+    }
+    auto real = std::async(std::launch::async, [&] { return ConnectRanks(ranks, seconds(5)); });
+    fakes->resize(n);
+    for (uint32_t r = 1; r < n; ++r) {
+      (*fakes)[r] = FakeRank(addresses_[r], UniqueId{7}, 0, r, n);
+    }
+    std::vector<std::unique_ptr<Group>> groups(1);
+    for (auto &g : real.get()) {
       EXPECT_TRUE(g.ok()) << g.status().message();
       if (!g.ok()) {
         return {};
@@ -523,6 +613,152 @@ TEST_F(GroupTest, ForeignHandshakesAreRefused) {
   auto got = (*real[1])->Recv(0, 1, deadline);
   ASSERT_TRUE(got.ok());
   EXPECT_EQ(Text(*got), "hello");
+}
+
+// Issue 27: connections that send nothing, or part of a handshake, and stay open held up rank 1
+// (it read handshakes one at a time, 2 s each: rank 0 waited 8 s for its answer here). Now rank 0
+// is answered within less than one such connection's 2 s.
+TEST_F(GroupTest, SilentConnectionsDoNotHoldUpTheRealRanks) {
+  Listen(2);
+  std::vector<UniqueFd> silent;
+  for (int i = 0; i < 3; ++i) {
+    silent.push_back(Dial(addresses_[1]));
+  }
+  silent.push_back(Dial(addresses_[1]));
+  SendRaw(silent.back().get(), std::string(10, 'H'));  // a third of a handshake
+  std::this_thread::sleep_for(milliseconds(200));      // rank 1 has them before rank 0 comes
+  for (auto &g : ConnectRanks({0, 1}, {milliseconds(1500), milliseconds(10000)})) {
+    ASSERT_TRUE(g.ok()) << g.status().message();
+  }
+}
+
+// More connections wait silently than a rank serves at once (128): it drops the oldest, and the
+// real rank 0, which comes last, still connects, within less than one connection's 2 s.
+TEST_F(GroupTest, AFloodOfSilentConnectionsDoesNotKeepARankOut) {
+  Listen(2);
+  std::vector<UniqueFd> flood;
+  for (int i = 0; i < 160; ++i) {
+    flood.push_back(Dial(addresses_[1]));
+  }
+  auto made = ConnectRanks({0, 1}, {milliseconds(1500), milliseconds(10000)});
+  for (auto &g : made) {
+    ASSERT_TRUE(g.ok()) << g.status().message();
+  }
+  EXPECT_TRUE(Ends(flood[0].get()));
+  const auto deadline = Clock::now() + seconds(5);
+  ASSERT_TRUE((*made[0])->Send(1, 1, Bytes("through"), deadline).ok());
+  auto got = (*made[1])->Recv(0, 1, deadline);
+  ASSERT_TRUE(got.ok()) << got.status().message();
+  EXPECT_EQ(Text(*got), "through");
+}
+
+// Issue 27: Group queued every frame of any space and tag, without bound. A peer that floods
+// messages nobody receives (each of another tag) fails its own connection once it is 32 MiB
+// ahead, with an error that says so: it cannot push much more than that (and what sockets hold)
+// into this process. The other connections work on.
+TEST_F(GroupTest, AFloodOfUnreceivedMessagesFailsTheFloodersConnection) {
+  std::vector<UniqueFd> fake;
+  auto groups = WithFakeRankZero(3, &fake);
+  ASSERT_EQ(groups.size(), 3U);
+  const auto deadline = Clock::now() + seconds(20);
+  SendRaw(fake[2].get(), Frame(0, 7, 6, "before"));
+  auto before = groups[2]->Recv(0, 7, deadline);
+  ASSERT_TRUE(before.ok()) << before.status().message();
+  EXPECT_EQ(Text(*before), "before");
+  constexpr size_t kFlood = 256U << 20;
+  auto flood = std::async(std::launch::async, [&] {
+    const timeval wait{.tv_sec = 10, .tv_usec = 0};
+    EXPECT_EQ(setsockopt(fake[2].get(), SOL_SOCKET, SO_SNDTIMEO, &wait, sizeof(wait)), 0);
+    size_t sent = 0;
+    for (uint32_t tag = 1000; sent < kFlood; ++tag) {
+      const std::string frame = Frame(0, tag, 65536, std::string(65536, 'f'));
+      const ssize_t n = send(fake[2].get(), frame.data(), frame.size(), MSG_NOSIGNAL);
+      if (n <= 0) {
+        break;
+      }
+      sent += static_cast<size_t>(n);
+    }
+    return sent;
+  });
+  auto never = groups[2]->Recv(0, 8, Clock::now() + seconds(10));
+  const size_t sent = flood.get();
+  RecordProperty("flooder_sent_bytes", std::to_string(sent));
+  EXPECT_LT(sent, 96U << 20) << "the flooder was not stopped";
+  ASSERT_FALSE(never.ok());
+  EXPECT_EQ(never.status().code(), HCCL_E_TCP_TRANSFER);
+  EXPECT_THAT(never.status().message(),
+              StartsWith("rank 0 (" + addresses_[0] +
+                         ") sent more than 32 MiB of messages that no receive took"));
+  EXPECT_EQ(groups[2]->Broken(0), never.status().message());
+  EXPECT_EQ(groups[2]->Send(0, 1, Bytes("x"), deadline).code(), HCCL_E_TCP_TRANSFER);
+  // Ranks 1 and 2 still gather, and rank 1's connection to rank 0 works.
+  const std::vector<uint32_t> members{1, 2};
+  auto gather1 = std::async(std::launch::async, [&] {
+    return groups[1]->AllGather(members, 5, Bytes("one"), deadline, "after the flood");
+  });
+  auto gather2 = groups[2]->AllGather(members, 5, Bytes("two"), deadline, "after the flood");
+  ASSERT_TRUE(gather2.ok()) << gather2.status().message();
+  ASSERT_TRUE(gather1.get().ok());
+  EXPECT_EQ(Text((*gather2)[0]), "one");
+  SendRaw(fake[1].get(), Frame(0, 3, 10, "still here"));
+  auto here = groups[1]->Recv(0, 3, deadline);
+  ASSERT_TRUE(here.ok()) << here.status().message();
+  EXPECT_EQ(Text(*here), "still here");
+}
+
+// 256 unreceived messages of one space and tag are kept; the 257th fails the connection, and the
+// sender sees it end.
+TEST_F(GroupTest, TooManyUnreceivedMessagesOfOneTagFailTheConnection) {
+  std::vector<UniqueFd> fake;
+  auto groups = WithFakeRankZero(2, &fake);
+  ASSERT_EQ(groups.size(), 2U);
+  const auto deadline = Clock::now() + seconds(5);
+  std::string frames;
+  for (int i = 0; i < 256; ++i) {
+    frames += Frame(5, 99, 0, "");
+  }
+  SendRaw(fake[1].get(), frames + Frame(0, 1, 2, "ok"));
+  auto ok = groups[1]->Recv(0, 1, deadline);
+  ASSERT_TRUE(ok.ok()) << ok.status().message();
+  EXPECT_EQ(Text(*ok), "ok");
+  SendRaw(fake[1].get(), Frame(5, 99, 0, ""));
+  auto next = groups[1]->Recv(0, 1, deadline);
+  ASSERT_FALSE(next.ok());
+  EXPECT_EQ(next.status().code(), HCCL_E_TCP_TRANSFER);
+  EXPECT_THAT(next.status().message(),
+              HasSubstr("sent more than 256 messages of tag 99 (space 0x5) that no receive took"));
+  EXPECT_TRUE(Ends(fake[1].get()));
+}
+
+// A message longer than 1 MiB (the header of another protocol, say) fails the connection at its
+// header, and the sender sees it end.
+TEST_F(GroupTest, AMessageLongerThanOneMiBFailsTheConnection) {
+  std::vector<UniqueFd> fake;
+  auto groups = WithFakeRankZero(2, &fake);
+  ASSERT_EQ(groups.size(), 2U);
+  SendRaw(fake[1].get(), Frame(0, 1, (1U << 20) + 1, "abc"));
+  auto r = groups[1]->Recv(0, 1, Clock::now() + seconds(5));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), HCCL_E_TCP_TRANSFER);
+  EXPECT_THAT(r.status().message(),
+              StartsWith("rank 0 (" + addresses_[0] +
+                         ") sent a message of 1048577 bytes, more than 1 MiB"));
+  EXPECT_TRUE(Ends(fake[1].get()));
+}
+
+// A message cut off by the end of its connection is not received; the error says so.
+TEST_F(GroupTest, AMessageCutOffByTheEndIsNotReceived) {
+  std::vector<UniqueFd> fake;
+  auto groups = WithFakeRankZero(2, &fake);
+  ASSERT_EQ(groups.size(), 2U);
+  SendRaw(fake[1].get(), Frame(0, 1, 100, std::string(10, 'x')));
+  fake[1].reset();
+  auto r = groups[1]->Recv(0, 1, Clock::now() + seconds(5));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), HCCL_E_REMOTE);
+  EXPECT_EQ(r.status().message(), "rank 0 (" + addresses_[0] +
+                                      ") closed the connection in the middle of a message (26 "
+                                      "bytes of it arrived)");
 }
 
 TEST_F(GroupTest, TimeoutNamesTheMissingRanks) {

@@ -8,7 +8,9 @@
 
 #include <cstring>
 #include <future>
+#include <nlohmann/json.hpp>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "base/unique_fd.h"
@@ -19,12 +21,55 @@
 namespace hzc::bootstrap {
 namespace {
 
+using std::chrono::milliseconds;
 using std::chrono::seconds;
 using ::testing::HasSubstr;
+using json = nlohmann::json;
 
 // The listener address rank @r says it has.
 std::string Address(uint32_t r) {
   return "10.0.0." + std::to_string(r) + ":" + std::to_string(40000 + r);
+}
+
+// A connection to @root, as any host on the network can make; invalid (with a failure) if none.
+UniqueFd Dial(const RootInfo &root) {
+  UniqueFd fd(socket(root.addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  const timeval wait{.tv_sec = 5, .tv_usec = 0};  // for the answers read below
+  if (setsockopt(fd.get(), SOL_SOCKET, SO_RCVTIMEO, &wait, sizeof(wait)) != 0 ||
+      connect(fd.get(), reinterpret_cast<const sockaddr *>(&root.addr), AddrLen(root.addr)) != 0) {
+    ADD_FAILURE() << "cannot connect to the root: " << strerror(errno);
+    return UniqueFd();
+  }
+  return fd;
+}
+
+void SendRaw(int fd, const std::string &bytes) {
+  EXPECT_EQ(send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL), static_cast<ssize_t>(bytes.size()));
+}
+
+// @body as a message of the rendezvous: its length (4 bytes, big-endian), then itself.
+std::string Framed(const std::string &body) {
+  const uint32_t len = htonl(static_cast<uint32_t>(body.size()));
+  return std::string(reinterpret_cast<const char *>(&len), sizeof(len)) + body;
+}
+
+// The message that came on @fd within 5 s (its JSON), or null when the connection ended first.
+json Answer(int fd) {
+  uint32_t len = 0;
+  if (recv(fd, &len, sizeof(len), MSG_WAITALL) != static_cast<ssize_t>(sizeof(len))) {
+    return nullptr;
+  }
+  std::string body(ntohl(len), '\0');
+  if (recv(fd, body.data(), body.size(), MSG_WAITALL) != static_cast<ssize_t>(body.size())) {
+    return nullptr;
+  }
+  return json::parse(body, nullptr, false);
+}
+
+// Whether the other end closed @fd (within 5 s) without sending anything.
+bool EndsSilently(int fd) {
+  char c = 0;
+  return recv(fd, &c, 1, 0) == 0;
 }
 
 class RendezvousTest : public test::Test {
@@ -238,6 +283,161 @@ TEST_F(RendezvousTest, TwoRendezvousShareAFixedPort) {
     ASSERT_TRUE(r.ok()) << r.status().message();
     EXPECT_EQ(r->size(), 2U);
   }
+}
+
+// Issue 27: a hello whose fields are of the wrong JSON type (the 13 bytes {"uid":1} made the
+// root thread throw and close its port, failing every rank) costs only its connection: the
+// root answers it with the reason, and the real ranks still form the communicator.
+TEST_F(RendezvousTest, HellosOfWrongTypesCostOnlyTheirConnection) {
+  auto root = StartRoot("127.0.0.1", seconds(5));
+  ASSERT_TRUE(root.ok()) << root.status().message();
+  const std::string uid = R"({"uid":")" + IdString(root->id) + R"(",)";
+  const std::vector<std::pair<std::string, std::string>> bad = {
+      {R"({"uid":1})", R"("uid" is a number, not a string)"},
+      {uid + R"("nranks":"2","rank":0})", R"("nranks" is a string, not an integer)"},
+      {uid + R"("nranks":2,"rank":-1})", R"("rank" is -1, not in [0, 4294967295])"},
+      {uid + R"("nranks":2,"rank":0.5})", R"("rank" is a number, not an integer)"},
+      {uid + R"("nranks":2,"rank":0,"host":7})", R"("host" is a number, not a string)"},
+      {uid + R"("nranks":2,"rank":0,"pid":"1"})", R"("pid" is a string, not an integer)"},
+      {uid + R"("nranks":2,"rank":0,"address":[1]})", R"("address" is an array, not a string)"},
+      {uid + R"("nranks":0,"rank":0})", R"("nranks" is 0, not in [1, 4294967295])"},
+      {uid + R"("nranks":4294967296,"rank":0})", R"("nranks" is 4294967296, not in)"},
+      {uid + R"("rank":0})", R"(no "nranks")"},
+      {uid + R"("nranks":2,"rank":0,"host":")" + std::string(2000, 'h') + R"("})",
+       R"("host" has 2000 bytes, more than 1024)"},
+      {R"([1,2])", "a JSON array, not an object"},
+      {R"("text")", "a JSON string, not an object"},
+      {R"({"uid":)", "not JSON"},
+  };
+  std::vector<UniqueFd> conns;
+  for (const auto &[hello, why] : bad) {
+    conns.push_back(Dial(*root));
+    SendRaw(conns.back().get(), Framed(hello));
+  }
+  for (size_t i = 0; i < bad.size(); ++i) {
+    const json answer = Answer(conns[i].get());
+    ASSERT_TRUE(answer.is_object()) << bad[i].first;
+    EXPECT_EQ(answer.value("code", -1), HCCL_E_PARA) << bad[i].first;
+    EXPECT_THAT(answer.value("error", ""), HasSubstr("malformed hello: " + bad[i].second));
+    EXPECT_TRUE(EndsSilently(conns[i].get())) << bad[i].first;
+  }
+  for (auto &r : RunRanks(*root, 2, {0, 1}, seconds(5))) {
+    ASSERT_TRUE(r.ok()) << r.status().message();
+    ASSERT_EQ(r->size(), 2U);
+    EXPECT_EQ((*r)[1].address, Address(1));
+  }
+}
+
+// Issue 27: connections that send nothing, or part of a hello, and stay open made set-up fail (the
+// root read hellos one at a time, 5 s each). They no longer hold up the real ranks: these join
+// with a timeout shorter than one connection's 5 s.
+TEST_F(RendezvousTest, SilentConnectionsDoNotHoldUpTheRanks) {
+  auto root = StartRoot("127.0.0.1", seconds(2));
+  ASSERT_TRUE(root.ok()) << root.status().message();
+  std::vector<UniqueFd> silent;
+  for (int i = 0; i < 3; ++i) {
+    silent.push_back(Dial(*root));
+  }
+  silent.push_back(Dial(*root));
+  SendRaw(silent.back().get(), std::string(2, '\0'));  // half a length word
+  silent.push_back(Dial(*root));
+  SendRaw(silent.back().get(), Framed(std::string(100, ' ')).substr(0, 50));  // half a hello
+  std::this_thread::sleep_for(milliseconds(200));  // the root has them all before the ranks
+  const auto start = std::chrono::steady_clock::now();
+  for (auto &r : RunRanks(*root, 2, {0, 1}, seconds(2))) {
+    ASSERT_TRUE(r.ok()) << r.status().message();
+  }
+  const auto took = std::chrono::steady_clock::now() - start;
+  RecordProperty("setup_ms",
+                 static_cast<int>(std::chrono::duration_cast<milliseconds>(took).count()));
+}
+
+// More connections wait silently than the root serves at once (128): it drops the oldest,
+// telling each to connect again, and the real ranks, which come last, still join.
+TEST_F(RendezvousTest, AFloodOfSilentConnectionsDoesNotKeepTheRanksOut) {
+  auto root = StartRoot("127.0.0.1", seconds(5));
+  ASSERT_TRUE(root.ok()) << root.status().message();
+  std::vector<UniqueFd> flood;
+  for (int i = 0; i < 160; ++i) {
+    flood.push_back(Dial(*root));
+  }
+  const json first = Answer(flood[0].get());
+  ASSERT_TRUE(first.is_object());
+  EXPECT_EQ(first.value("retry", false), true);
+  EXPECT_THAT(first.value("error", ""), HasSubstr("more than 128 connections waited"));
+  for (auto &r : RunRanks(*root, 2, {0, 1}, seconds(5))) {
+    ASSERT_TRUE(r.ok()) << r.status().message();
+  }
+}
+
+// Hellos of impossible lengths (none, 4 GiB, more than 64 KiB) are dropped at their length word,
+// a hello cut off by the end of its connection when that ends; the real ranks join.
+TEST_F(RendezvousTest, OversizedAndTruncatedHellosAreDropped) {
+  auto root = StartRoot("127.0.0.1", seconds(2));
+  ASSERT_TRUE(root.ok()) << root.status().message();
+  std::vector<UniqueFd> bad;
+  for (uint32_t len : {0U, 0xffffffffU, (64U << 10) + 1}) {
+    bad.push_back(Dial(*root));
+    const uint32_t word = htonl(len);
+    SendRaw(bad.back().get(), std::string(reinterpret_cast<const char *>(&word), sizeof(word)));
+  }
+  bad.push_back(Dial(*root));
+  const std::string hello =
+      Framed(R"({"uid":")" + IdString(root->id) + R"(","nranks":2,"rank":1,"host":"h","pid":2})");
+  SendRaw(bad.back().get(), hello.substr(0, hello.size() - 5));
+  ASSERT_EQ(shutdown(bad.back().get(), SHUT_WR), 0);
+  for (const UniqueFd &fd : bad) {
+    EXPECT_TRUE(EndsSilently(fd.get()));
+  }
+  for (auto &r : RunRanks(*root, 2, {0, 1}, seconds(2))) {
+    ASSERT_TRUE(r.ok()) << r.status().message();
+  }
+}
+
+// A host that answers in the root's place is as untrusted as one that sends hellos: an answer of
+// the wrong shape is HCCL_E_TCP_TRANSFER naming what is wrong (it made Join throw); an answer
+// asking the rank to connect again (a root in a flood of connections) is followed.
+TEST_F(RendezvousTest, AnswersOfTheRootAreCheckedAndRetryIsFollowed) {
+  sockaddr_storage bound{};
+  auto listener = ListenOn(*ParseAddress("127.0.0.1"), false, &bound);
+  ASSERT_TRUE(listener.ok()) << listener.status().message();
+  RootInfo fake;
+  fake.addr = bound;
+  fake.id = UniqueId{5};
+  // Join rank 0 of 1 at a root that answers its successive connections with @answers.
+  const auto join = [&](const std::vector<std::string> &answers) {
+    auto server = std::async(std::launch::async, [&] {
+      for (const std::string &a : answers) {
+        UniqueFd conn(accept4(listener->get(), nullptr, nullptr, SOCK_CLOEXEC));
+        (void)Answer(conn.get());  // the hello
+        SendRaw(conn.get(), Framed(a));
+      }
+    });
+    auto r = Join(fake, 1, 0, RankIdentity{"h", 1, ""}, seconds(2));
+    server.get();
+    return r;
+  };
+  const std::vector<std::pair<std::string, std::string>> bad = {
+      {R"({"code":"0"})", R"(malformed answer: "code" is a string, not an integer)"},
+      {R"({"code":99999})", R"(malformed answer: "code" is 99999, not in [0, 1041])"},
+      {R"({"code":9,"error":5})", R"(malformed answer: "error" is a number, not a string)"},
+      {R"({"code":9,"retry":"yes"})", R"(malformed answer: "retry" is a string, not a boolean)"},
+      {R"({"code":0})", R"(malformed rank table: no "ranks")"},
+      {R"({"code":0,"ranks":{"host":"h"}})", R"(malformed rank table: "ranks" is an object)"},
+      {R"({"code":0,"ranks":[]})", "malformed rank table: 0 ranks"},
+      {R"({"code":0,"ranks":[7]})", "malformed rank table: a number for a rank"},
+      {R"({"code":0,"ranks":[{"host":1}]})", R"(malformed rank table: rank 0: "host" is a number)"},
+  };
+  for (const auto &[answer, why] : bad) {
+    auto r = join({answer});
+    ASSERT_FALSE(r.ok()) << answer;
+    EXPECT_EQ(r.status().code(), HCCL_E_TCP_TRANSFER) << answer;
+    EXPECT_THAT(r.status().message(), HasSubstr(why));
+  }
+  auto again = join({R"({"code":11,"error":"busy","retry":true})",
+                     R"({"code":0,"ranks":[{"host":"h","pid":3,"address":"","later":[]}]})"});
+  ASSERT_TRUE(again.ok()) << again.status().message();
+  EXPECT_EQ((*again)[0].pid, 3U);
 }
 
 TEST_F(RendezvousTest, BadAddress) {

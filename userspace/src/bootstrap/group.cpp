@@ -12,8 +12,11 @@
 #include <cerrno>
 #include <cstring>
 #include <deque>
+#include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
+#include <span>
 #include <thread>
 #include <utility>
 
@@ -36,8 +39,19 @@ constexpr std::chrono::milliseconds kRecvSlice{10};
 // "HGZ2": frames carry a space since version 2, so a rank of version 1 is refused at the
 // handshake rather than misread.
 constexpr uint32_t kHelloMagic = 0x48475a32;
-// How long an accepted connection has to send its handshake.
+// How long an accepted connection has to send its handshake (each its own: see HelloReader).
 constexpr std::chrono::seconds kHelloTime{2};
+// Connections that may wait for their handshake at once (see HelloReader for why the oldest goes
+// beyond that).
+constexpr size_t kMaxPending = 128;
+// What a peer may have sent that no receive has taken yet: frames of one space and tag, and bytes
+// in all (each frame charged kFrameCost besides its payload, so that empty frames count too).
+// Ranks exchange a few messages per tag at a time (link setup, keys, a call's agreement); a peer
+// beyond these bounds floods, and its connection fails rather than this process's memory grow.
+// A group holds at most (ranks - 1) * kMaxQueuedBytes so, besides what the sockets hold.
+constexpr uint32_t kMaxQueuedPerTag = 256;
+constexpr size_t kMaxQueuedBytes = 32U << 20;
+constexpr size_t kFrameCost = 64;
 
 // The handshake, each way: the connecting (lower) rank names itself, the rank it wants and the
 // communicator; the accepting rank answers in kind. Integers in network order.
@@ -151,6 +165,10 @@ struct Group::Impl {
     std::string address;
     std::vector<std::byte> inbuf;  // read, not yet a whole frame
     std::deque<Frame> frames;      // whole frames not yet taken
+    // Of frames: the bytes charged (kFrameCost each besides the payload), the count by
+    // (space, tag).
+    size_t queued = 0;
+    std::map<std::pair<uint64_t, uint32_t>, uint32_t> per_tag;
     // Why the connection is unusable (HCCL_SUCCESS while it works), said around the peer's
     // name: each Group names the peer by its own rank numbers.
     HcclResult broken_code = HCCL_SUCCESS;
@@ -176,6 +194,13 @@ struct Group::Impl {
   uint32_t size() const { return static_cast<uint32_t>(peers.size()); }
   // Note why @p's connection is unusable (@before, the peer's name, @after), unless it was.
   void Break(uint32_t p, HcclResult code, std::string before, std::string after);
+  // Fail @p's connection for breaking the protocol (HCCL_E_TCP_TRANSFER, "<peer><@after>"): it
+  // is shut down (the peer's further sends fail) and what it sent and nobody took is dropped.
+  void Reject(uint32_t p, std::string after);
+  // Queue frame @f from @p, unless that is more than its bounds (then Reject: false).
+  bool Queue(uint32_t p, Frame f);
+  // Take the first frame of @space and @tag from @p's queue, if there is one.
+  std::optional<Blob> Take(uint32_t p, uint64_t space, uint32_t tag);
   void Parse(uint32_t p);
   void Pump(uint32_t p);
   // Errors name @to as @name.
@@ -183,7 +208,7 @@ struct Group::Impl {
                Clock::time_point deadline);
   // Connect's steps.
   Status DialHigher(const std::vector<sockaddr_storage> &addrs, Clock::time_point deadline);
-  void AcceptLower(const Listener &listener, Clock::time_point deadline);
+  Status AcceptLower(const Listener &listener, Clock::time_point deadline);
   Status AwaitAnswers(Clock::time_point deadline);
 };
 
@@ -196,7 +221,65 @@ void Group::Impl::Break(uint32_t p, HcclResult code, std::string before, std::st
   }
 }
 
-// Move the whole frames at the front of @p's input to its queue.
+void Group::Impl::Reject(uint32_t p, std::string after) {
+  Peer &peer = peers[p];
+  Break(p, HCCL_E_TCP_TRANSFER, "", std::move(after));
+  // Disconnect (connect to AF_UNSPEC): the peer gets a reset at once, whatever its socket and
+  // ours hold, and threads that wait in poll on the socket wake. The descriptor stays open (until
+  // the group closes), so no other thread can meet its number reused. Should that fail, shut the
+  // connection down: the peer sees its end.
+  const sockaddr unspec{.sa_family = AF_UNSPEC, .sa_data = {}};
+  if (connect(peer.fd.get(), &unspec, sizeof(unspec)) != 0) {
+    (void)shutdown(peer.fd.get(), SHUT_RDWR);
+  }
+  std::vector<std::byte>().swap(peer.inbuf);
+  std::deque<Frame>().swap(peer.frames);
+  peer.per_tag.clear();
+  peer.queued = 0;
+}
+
+bool Group::Impl::Queue(uint32_t p, Frame f) {
+  Peer &peer = peers[p];
+  uint32_t &count = peer.per_tag[{f.space, f.tag}];
+  const size_t cost = kFrameCost + f.payload.size();
+  if (count >= kMaxQueuedPerTag) {
+    Reject(p, fmt::format(" sent more than {} messages of tag {} (space {:#x}) that no receive "
+                          "took (a flood?); the connection is closed",
+                          kMaxQueuedPerTag, f.tag, f.space));
+    return false;
+  }
+  if (peer.queued + cost > kMaxQueuedBytes) {
+    Reject(p, fmt::format(" sent more than {} MiB of messages that no receive took ({} of them; "
+                          "a flood?); the connection is closed",
+                          kMaxQueuedBytes >> 20, peer.frames.size() + 1));
+    return false;
+  }
+  ++count;
+  peer.queued += cost;
+  peer.frames.push_back(std::move(f));
+  return true;
+}
+
+std::optional<Group::Blob> Group::Impl::Take(uint32_t p, uint64_t space, uint32_t tag) {
+  Peer &peer = peers[p];
+  auto it = std::find_if(peer.frames.begin(), peer.frames.end(), [&](const Frame &frame) {
+    return frame.space == space && frame.tag == tag;
+  });
+  if (it == peer.frames.end()) {
+    return std::nullopt;
+  }
+  Blob out = std::move(it->payload);
+  peer.frames.erase(it);
+  peer.queued -= kFrameCost + out.size();
+  auto count = peer.per_tag.find({space, tag});
+  if (--count->second == 0) {
+    peer.per_tag.erase(count);
+  }
+  return out;
+}
+
+// Move the whole frames at the front of @p's input to its queue. A frame's length is checked
+// before anything is read into it; space and tag may be any value.
 void Group::Impl::Parse(uint32_t p) {
   Peer &peer = peers[p];
   size_t used = 0;
@@ -205,15 +288,18 @@ void Group::Impl::Parse(uint32_t p) {
     std::memcpy(&h, peer.inbuf.data() + used, sizeof(h));
     const uint32_t len = ntohl(h.len);
     if (len > kMaxPayload) {
-      Break(p, HCCL_E_TCP_TRANSFER, "",
-            fmt::format(" sent a message of {} bytes, more than 1 MiB (not this protocol?)", len));
-      break;
+      Reject(p, fmt::format(" sent a message of {} bytes, more than 1 MiB (not this protocol?); "
+                            "the connection is closed",
+                            len));
+      return;
     }
     if (peer.inbuf.size() - used - sizeof(h) < len) {
       break;
     }
     const auto *begin = peer.inbuf.data() + used + sizeof(h);
-    peer.frames.push_back({be64toh(h.space), ntohl(h.tag), Blob(begin, begin + len)});
+    if (!Queue(p, {be64toh(h.space), ntohl(h.tag), Blob(begin, begin + len)})) {
+      return;
+    }
     used += sizeof(h) + len;
   }
   peer.inbuf.erase(peer.inbuf.begin(), peer.inbuf.begin() + static_cast<ptrdiff_t>(used));
@@ -229,7 +315,12 @@ void Group::Impl::Pump(uint32_t p) {
       peer.inbuf.insert(peer.inbuf.end(), buf, buf + n);
       Parse(p);
     } else if (n == 0) {
-      Break(p, HCCL_E_REMOTE, "", " closed the connection");
+      // A message cut off by the end is not received: its bytes so far are dropped.
+      Break(p, HCCL_E_REMOTE, "",
+            peer.inbuf.empty() ? std::string(" closed the connection")
+                               : fmt::format(" closed the connection in the middle of a message "
+                                             "({} bytes of it arrived)",
+                                             peer.inbuf.size()));
     } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
       break;
     } else if (errno != EINTR) {
@@ -306,39 +397,54 @@ Status Group::Impl::DialHigher(const std::vector<sockaddr_storage> &addrs,
   return Status::Ok();
 }
 
-// Accept the connection of every lower rank (until @deadline) and answer its handshake; a
-// connection that is not one of them (another communicator's, a stray one) is closed.
-void Group::Impl::AcceptLower(const Listener &listener, Clock::time_point deadline) {
+// Accept the connection of every lower rank (until @deadline: Connect names those that did not
+// come) and answer its handshake. Handshakes are read all at once (HelloReader): a connection
+// that is not one of them (another communicator's, a stray, silent or garbled one) is dropped,
+// logged at WARN, and never delays the others. HCCL_E_SYSCALL when the listener cannot be
+// served.
+Status Group::Impl::AcceptLower(const Listener &listener, Clock::time_point deadline) {
+  HelloReader::Options o;
+  o.where = fmt::format("bootstrap: rank {} ({})", rank, listener.address());
+  o.hello_time = kHelloTime;
+  o.max_pending = kMaxPending;
+  o.header = sizeof(Hello);
+  o.size = [](std::span<const std::byte>) -> Expected<size_t> { return sizeof(Hello); };
+  auto reader = HelloReader::Open(listener.fd(), std::move(o));
+  if (!reader.ok()) {
+    return reader.status();
+  }
   uint32_t accepted = 0;
   while (accepted < rank) {
-    auto ready = WaitFd(listener.fd(), POLLIN, deadline);
-    if (!ready.ok() || !*ready) {
-      return;
+    auto next = reader->Next(deadline);
+    if (!next.ok()) {
+      return next.status();
     }
-    UniqueFd conn(accept4(listener.fd(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
-    if (!conn.valid()) {
-      continue;
+    if (!next->has_value()) {
+      return Status::Ok();
     }
+    HelloReader::Hello &conn = **next;
     Hello h{};
-    Status st = RecvAll(conn.get(), &h, sizeof(h), std::min(deadline, Clock::now() + kHelloTime));
-    std::string why = st.ok() ? CheckHello(h, id, rank, size()) : st.message();
+    std::memcpy(&h, conn.data.data(), sizeof(h));
+    std::string why = CheckHello(h, id, rank, size());
     const uint32_t from = ntohl(h.from);
     if (why.empty() && (from >= rank || peers[from].fd.valid())) {
       why = fmt::format("rank {} connects to higher ranks only, once", from);
     }
-    const Hello answer = MakeHello(id, rank, from, size());
     if (why.empty()) {
-      st = SendAll(conn.get(), &answer, sizeof(answer), deadline);
+      // 32 bytes on a fresh connection: its socket takes them at once, so no wait.
+      const Hello answer = MakeHello(id, rank, from, size());
+      const Status st = SendAll(conn.fd.get(), &answer, sizeof(answer), Clock::now());
       why = st.ok() ? "" : st.message();
     }
     if (!why.empty()) {
-      LogWarn("bootstrap: rank {} ({}): refused a connection: {}", rank, listener.address(), why);
+      reader->LogDropped(conn.peer, why);
       continue;
     }
-    SetNoDelay(conn.get());
-    peers[from].fd = std::move(conn);
+    SetNoDelay(conn.fd.get());
+    peers[from].fd = std::move(conn.fd);
     ++accepted;
   }
+  return Status::Ok();
 }
 
 // Receive the answer of every higher rank to this rank's handshake. A rank that did not answer
@@ -391,7 +497,7 @@ Expected<std::unique_ptr<Group>> Group::Connect(Listener listener, const UniqueI
     addrs[r] = addr.ok() ? *addr : sockaddr_storage{};
   }
   HZC_RETURN_IF_ERROR(impl->DialHigher(addrs, deadline));
-  impl->AcceptLower(listener, deadline);
+  HZC_RETURN_IF_ERROR(impl->AcceptLower(listener, deadline));
   HZC_RETURN_IF_ERROR(impl->AwaitAnswers(deadline));
   const std::string missing =
       RanksWhere(n, [&](uint32_t r) { return r != rank && !impl->peers[r].fd.valid(); });
@@ -473,13 +579,8 @@ Expected<Group::Blob> Group::Recv(uint32_t peer, uint32_t tag, Clock::time_point
   Impl::Peer &p = impl_->peers[from];
   std::unique_lock lock(impl_->mutex);
   for (;;) {
-    auto it = std::find_if(p.frames.begin(), p.frames.end(), [&](const Impl::Frame &frame) {
-      return frame.space == space_ && frame.tag == tag;
-    });
-    if (it != p.frames.end()) {
-      Blob out = std::move(it->payload);
-      p.frames.erase(it);
-      return out;
+    if (std::optional<Blob> out = impl_->Take(from, space_, tag)) {
+      return std::move(*out);
     }
     if (p.broken()) {
       return Status(p.broken_code, p.Why(Name(peer)));

@@ -4,14 +4,20 @@
 // Every rank listens (Listener, made before the rendezvous, so that its address travels in
 // the rank's hello) and, once the rendezvous gave every rank's address, Group::Connect makes
 // one connection to each other rank (the lower rank connects, the higher accepts; a handshake
-// names the communicator id and both ranks, so a stray or foreign connection is refused).
+// names the communicator id and both ranks, so a stray or foreign connection is refused). The
+// handshakes of all the connections that reach a rank are read at once, each within its own 2 s
+// (bootstrap/socket_io.h, HelloReader): a silent or garbled connection is dropped, logged at WARN
+// naming its address, and delays no other.
 // Over them ranks send small tagged messages: link-setup blobs (queue pairs, GIDs), memory
 // keys, and the errors a rank reports before it gives up. A connection that ends (the peer
 // process died, its server went away and the kernel reset the connection) fails every later
 // send to and receive from that peer with HCCL_E_REMOTE naming the peer.
 //
 // Messages are framed (space, tag, length, payload; at most 1 MiB); a receive of tag T from peer
-// p keeps frames of other spaces and tags that arrive first for their own receive. While a send
+// p keeps frames of other spaces and tags that arrive first for their own receive, within bounds:
+// a peer that sends more than 256 messages of one space and tag, or 32 MiB of messages in all,
+// that no receive took, or a message longer than 1 MiB, breaks the protocol: its connection fails
+// with HCCL_E_TCP_TRANSFER saying so (it is shut down, and what it sent is dropped). While a send
 // waits for its socket, the group reads what every peer sends (so ranks sending each other large
 // messages do not wait for each other). Sockets are close-on-exec, non-blocking, TCP_NODELAY; sends
 // use MSG_NOSIGNAL. Threads may use one Group at once (the collectives and point-to-point transfers

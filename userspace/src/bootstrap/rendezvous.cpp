@@ -3,18 +3,21 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
-#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <condition_variable>
 #include <cstddef>
+#include <cstdint>
 #include <cstring>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <span>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -23,7 +26,6 @@
 #include "base/rank_list.h"
 #include "base/unique_fd.h"
 #include "bootstrap/socket_io.h"
-#include "bootstrap/wait_fd.h"
 
 namespace hzc::bootstrap {
 
@@ -32,15 +34,38 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using json = nlohmann::json;
 
+// The largest message: the table of all ranks the root sends.
 constexpr uint32_t kMaxMessage = 1U << 20;
+// The largest hello (a few hundred bytes today; room for fields to come).
+constexpr uint32_t kMaxHello = 64U << 10;
+// The longest string a hello's field may hold (host identity, address).
+constexpr size_t kMaxField = 1024;
 // How long the root thread has to answer every rank once the rendezvous is decided.
 constexpr std::chrono::seconds kAnswerTime{5};
+// How long an accepted connection has to send its hello (each its own: see HelloReader).
+constexpr std::chrono::seconds kHelloTime{5};
+// Connections that may wait for their hello at once (see HelloReader for why the oldest goes
+// beyond that): each costs a descriptor and at most kMaxHello bytes.
+constexpr size_t kMaxPending = 128;
 
 Status SendJson(int fd, const json &msg, Clock::time_point deadline) {
-  const std::string body = msg.dump();
+  // replace: a string that is not UTF-8 is sent with U+FFFD in its place rather than throw.
+  const std::string body = msg.dump(-1, ' ', false, json::error_handler_t::replace);
   const uint32_t len = htonl(static_cast<uint32_t>(body.size()));
   HZC_RETURN_IF_ERROR(SendAll(fd, &len, sizeof(len), deadline));
   return SendAll(fd, body.data(), body.size(), deadline);
+}
+
+// A JSON object from the bytes of a message's body; HCCL_E_TCP_TRANSFER otherwise.
+Expected<json> ParseObject(std::string_view body) {
+  json msg = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (msg.is_discarded()) {
+    return Error(HCCL_E_TCP_TRANSFER, "not JSON");
+  }
+  if (!msg.is_object()) {
+    return Error(HCCL_E_TCP_TRANSFER, "a JSON {}, not an object", msg.type_name());
+  }
+  return msg;
 }
 
 Expected<json> RecvJson(int fd, Clock::time_point deadline) {
@@ -52,11 +77,148 @@ Expected<json> RecvJson(int fd, Clock::time_point deadline) {
   }
   std::string body(len, '\0');
   HZC_RETURN_IF_ERROR(RecvAll(fd, body.data(), len, deadline));
-  json msg = json::parse(body, nullptr, /*allow_exceptions=*/false);
-  if (msg.is_discarded() || !msg.is_object()) {
-    return Error(HCCL_E_TCP_TRANSFER, "malformed message");
+  auto msg = ParseObject(body);
+  if (!msg.ok()) {
+    return Error(HCCL_E_TCP_TRANSFER, "malformed message: {}", msg.status().message());
   }
   return msg;
+}
+
+// Reads the fields of a JSON object that came from a peer, checking each one's type before use,
+// so that no input makes nlohmann::json throw. A field absent gives its fallback (an error when
+// required), a field of the wrong type gives its fallback and an error; error() is the first
+// error. Fields nobody reads are ignored: a later version may add some.
+class Fields {
+ public:
+  explicit Fields(const json &msg) : msg_(msg) {}
+  bool ok() const { return error_.empty(); }
+  const std::string &error() const { return error_; }
+
+  std::string String(const char *key, bool required, std::string fallback = "") {
+    const json *v = Find(key, required, &json::is_string, "a string");
+    if (v == nullptr) {
+      return fallback;
+    }
+    const auto &text = v->get_ref<const json::string_t &>();
+    if (text.size() > kMaxField) {
+      Note(fmt::format("\"{}\" has {} bytes, more than {}", key, text.size(), kMaxField));
+      return fallback;
+    }
+    return text;
+  }
+  // An integer in [@min, @max] (@max at most INT64_MAX).
+  int64_t Int(const char *key, bool required, int64_t min, int64_t max, int64_t fallback) {
+    const json *v = Find(key, required, &json::is_number_integer, "an integer");
+    if (v == nullptr) {
+      return fallback;
+    }
+    // nlohmann::json keeps an integer >= 0 as unsigned, a negative one as signed.
+    const bool unsig = v->is_number_unsigned();
+    const bool in_range = unsig ? v->get<uint64_t>() <= static_cast<uint64_t>(max) &&
+                                      static_cast<int64_t>(v->get<uint64_t>()) >= min
+                                : v->get<int64_t>() >= min && v->get<int64_t>() <= max;
+    if (!in_range) {
+      Note(fmt::format("\"{}\" is {}, not in [{}, {}]", key, v->dump(), min, max));
+      return fallback;
+    }
+    return unsig ? static_cast<int64_t>(v->get<uint64_t>()) : v->get<int64_t>();
+  }
+  uint32_t U32(const char *key, bool required, uint32_t fallback = 0) {
+    return static_cast<uint32_t>(Int(key, required, 0, UINT32_MAX, fallback));
+  }
+  bool Bool(const char *key) {
+    const json *v = Find(key, false, &json::is_boolean, "a boolean");
+    return v != nullptr && v->get<bool>();
+  }
+  const json *Array(const char *key, bool required) {
+    return Find(key, required, &json::is_array, "an array");
+  }
+
+ private:
+  void Note(std::string why) {
+    if (error_.empty()) {
+      error_ = std::move(why);
+    }
+  }
+  // The field @key if present and @is of its type (@what), else null.
+  const json *Find(const char *key, bool required, bool (json::*is)() const noexcept,
+                   const char *what) {
+    const auto it = msg_.find(key);
+    if (it == msg_.end()) {
+      if (required) {
+        Note(fmt::format("no \"{}\"", key));
+      }
+      return nullptr;
+    }
+    if (!((*it).*is)()) {
+      const std::string_view type = it->type_name();
+      Note(fmt::format("\"{}\" is {} {}, not {}", key,
+                       type.find_first_of("aeiou") == 0 ? "an" : "a", type, what));
+      return nullptr;
+    }
+    return &*it;
+  }
+
+  const json &msg_;
+  std::string error_;
+};
+
+// A rank's hello, as the root reads it.
+struct RankHello {
+  std::string uid;
+  uint32_t nranks = 0;
+  uint32_t rank = 0;
+  RankIdentity identity;
+};
+
+// The hello in @data (its length word, then JSON); HCCL_E_PARA saying what is wrong with it.
+Expected<RankHello> ParseHello(const std::vector<std::byte> &data) {
+  const std::string_view body(reinterpret_cast<const char *>(data.data()) + sizeof(uint32_t),
+                              data.size() - sizeof(uint32_t));
+  auto msg = ParseObject(body);
+  if (!msg.ok()) {
+    return Error(HCCL_E_PARA, "malformed hello: {}", msg.status().message());
+  }
+  Fields f(*msg);
+  RankHello h;
+  h.uid = f.String("uid", true);
+  h.nranks = static_cast<uint32_t>(f.Int("nranks", true, 1, UINT32_MAX, 1));
+  h.rank = f.U32("rank", true);
+  h.identity =
+      RankIdentity{f.String("host", false), f.U32("pid", false), f.String("address", false)};
+  if (!f.ok()) {
+    return Error(HCCL_E_PARA, "malformed hello: {}", f.error());
+  }
+  return h;
+}
+
+// How the root reads hellos: a length word of 1..kMaxHello, then that many bytes.
+HelloReader::Options HelloOptions(const std::string &where) {
+  HelloReader::Options o;
+  o.where = "bootstrap: root " + where;
+  o.hello_time = kHelloTime;
+  o.max_pending = kMaxPending;
+  o.header = sizeof(uint32_t);
+  o.size = [](std::span<const std::byte> header) -> Expected<size_t> {
+    uint32_t len = 0;
+    std::memcpy(&len, header.data(), sizeof(len));
+    len = ntohl(len);
+    if (len == 0 || len > kMaxHello) {
+      return Error(HCCL_E_TCP_TRANSFER, "a hello of {} bytes (1 to {} expected)", len, kMaxHello);
+    }
+    return sizeof(len) + len;
+  };
+  // A real rank pushed out by a flood of connections connects again (Join).
+  o.evicted = [](int fd) {
+    (void)SendJson(fd,
+                   json{{"code", HCCL_E_TCP_CONNECT},
+                        {"error", fmt::format("more than {} connections waited for the root at "
+                                              "once; this one was dropped",
+                                              kMaxPending)},
+                        {"retry", true}},
+                   Clock::now());
+  };
+  return o;
 }
 
 struct Joined {
@@ -129,9 +291,10 @@ Status WaitAnswered(const Serving &serving, Clock::time_point deadline) {
 }
 
 // Refuse a rank at its hello (it is not counted), or (@joined) tell a counted rank that the
-// rendezvous failed.
+// rendezvous failed. By default it does not wait for the socket: a refusal fits in any fresh
+// socket's buffer, and a peer that does not read must not hold up the root.
 void RefuseRank(int fd, HcclResult code, const std::string &why, bool joined = false,
-                Clock::time_point deadline = Clock::now() + std::chrono::seconds(2)) {
+                Clock::time_point deadline = Clock::now()) {
   (void)SendJson(fd, json{{"code", code}, {"error", why}, {"joined", joined}}, deadline);
 }
 
@@ -162,71 +325,88 @@ std::string SendTable(const std::map<uint32_t, Joined> &joined, uint32_t nranks,
   return why;
 }
 
+// The ranks counted so far.
+struct Roster {
+  uint32_t nranks = 0;  // 0 until the first rank of this communicator came
+  std::map<uint32_t, Joined> joined;
+};
+
+// Count the rank whose @hello came, or refuse it (its connection closes). The first rank of this
+// communicator (@uid) fixes nranks and starts the connect timeout: *@deadline.
+void Admit(const HelloReader &reader, HelloReader::Hello hello, const std::string &uid,
+           std::chrono::seconds timeout, Roster *roster, Clock::time_point *deadline) {
+  const int fd = hello.fd.get();
+  auto h = ParseHello(hello.data);
+  if (!h.ok()) {
+    reader.LogDropped(hello.peer, h.status().message());
+    RefuseRank(fd, HCCL_E_PARA, h.status().message());
+    return;
+  }
+  if (h->uid != uid) {
+    // "foreign": a rank of a rank table waits for its own rendezvous on the table's port.
+    (void)SendJson(fd,
+                   json{{"code", HCCL_E_PARA},
+                        {"error",
+                         "the rendezvous is of another communicator (rootInfo from "
+                         "another HcclGetRootInfo, or another rank table's)"},
+                        {"foreign", true}},
+                   Clock::now());
+    return;
+  }
+  if (roster->nranks == 0) {
+    roster->nranks = h->nranks;
+    *deadline = Clock::now() + timeout;
+  }
+  if (h->nranks != roster->nranks) {
+    RefuseRank(fd, HCCL_E_PARA,
+               fmt::format("nRanks={} differs from nRanks={} of the other ranks", h->nranks,
+                           roster->nranks));
+    return;
+  }
+  if (h->rank >= roster->nranks || roster->joined.contains(h->rank)) {
+    RefuseRank(fd, HCCL_E_PARA, fmt::format("rank={} is out of range or already joined", h->rank));
+    return;
+  }
+  roster->joined[h->rank] = Joined{std::move(hello.fd), std::move(h->identity)};
+}
+
 // The root thread: one rendezvous, then exit; why some rank did not get the table, or "".
+// Hellos are read all at once (HelloReader): a connection that sends nothing or garbage costs
+// only itself.
 std::string ServeRootOnce(UniqueFd listener, RootInfo info, std::chrono::seconds timeout) {
   const std::string uid = IdString(info.id);
   const std::string where = info.AddressString();
-  std::map<uint32_t, Joined> joined;
-  uint32_t nranks = 0;
+  Roster roster;
   // Before anyone arrives, wait long; from the first hello on, the connect timeout.
   auto deadline =
       Clock::now() + std::max<std::chrono::seconds>(timeout * 10, std::chrono::seconds(600));
-  while (nranks == 0 || joined.size() < nranks) {
-    auto ready = WaitFd(listener.get(), POLLIN, deadline);
-    if (!ready.ok() || !*ready) {
-      break;
-    }
-    UniqueFd conn(accept4(listener.get(), nullptr, nullptr, SOCK_CLOEXEC));
-    if (!conn.valid()) {
-      continue;
-    }
-    auto hello = RecvJson(conn.get(), std::min(deadline, Clock::now() + std::chrono::seconds(5)));
+  auto reader = HelloReader::Open(listener.get(), HelloOptions(where));
+  std::string broke = reader.ok() ? "" : reader.status().message();  // why it stopped early
+  while (broke.empty() && (roster.nranks == 0 || roster.joined.size() < roster.nranks)) {
+    auto hello = reader->Next(deadline);
     if (!hello.ok()) {
-      LogWarn("bootstrap: root {}: dropped a connection: {}", where, hello.status().message());
-      continue;
+      broke = hello.status().message();
+    } else if (!hello->has_value()) {
+      break;
+    } else {
+      Admit(*reader, std::move(**hello), uid, timeout, &roster, &deadline);
     }
-    const json &h = *hello;
-    if (h.value("uid", "") != uid) {
-      // "foreign": a rank of a rank table waits for its own rendezvous on the table's port.
-      (void)SendJson(conn.get(),
-                     json{{"code", HCCL_E_PARA},
-                          {"error",
-                           "the rendezvous is of another communicator (rootInfo from "
-                           "another HcclGetRootInfo, or another rank table's)"},
-                          {"foreign", true}},
-                     Clock::now() + std::chrono::seconds(2));
-      continue;
-    }
-    const uint32_t n = h.value("nranks", 0U);
-    const uint32_t r = h.value("rank", UINT32_MAX);
-    if (nranks == 0) {
-      nranks = n;
-      deadline = Clock::now() + timeout;
-    }
-    if (n != nranks) {
-      RefuseRank(conn.get(), HCCL_E_PARA,
-                 fmt::format("nRanks={} differs from nRanks={} of the other ranks", n, nranks));
-      continue;
-    }
-    if (r >= nranks || joined.contains(r)) {
-      RefuseRank(conn.get(), HCCL_E_PARA,
-                 fmt::format("rank={} is out of range or already joined", r));
-      continue;
-    }
-    joined[r] = Joined{std::move(conn), RankIdentity{h.value("host", ""), h.value("pid", 0U),
-                                                     h.value("address", "")}};
   }
+  const uint32_t nranks = roster.nranks;
+  const auto &joined = roster.joined;
   if (nranks != 0 && joined.size() == nranks) {
     return SendTable(joined, nranks, where);
   }
   const std::string missing = RanksWhere(nranks, [&](uint32_t r) { return !joined.contains(r); });
-  const std::string why = nranks == 0 ? std::string("no rank arrived")
-                                      : fmt::format("rank(s) {} of {} did not arrive within {}s",
-                                                    missing, nranks, timeout.count());
+  const std::string why = !broke.empty() ? broke
+                          : nranks == 0  ? std::string("no rank arrived")
+                                         : fmt::format("rank(s) {} of {} did not arrive within {}s",
+                                                       missing, nranks, timeout.count());
   LogError("bootstrap: root {}: rendezvous failed: {}", where, why);
   const auto answer_deadline = Clock::now() + kAnswerTime;
   for (auto &[r, j] : joined) {
-    RefuseRank(j.fd.get(), HCCL_E_TIMEOUT, why, true, answer_deadline);
+    RefuseRank(j.fd.get(), broke.empty() ? HCCL_E_TIMEOUT : HCCL_E_SYSCALL, why, true,
+               answer_deadline);
   }
   return "";  // every rank that came has its error
 }
@@ -268,7 +448,52 @@ struct Outcome {
   bool joined = false;    // it counted the rank (sent the table, or the rendezvous failed)
   bool foreign = false;   // it serves another communicator's rendezvous
   bool answered = false;  // it answered at all (else it went away, or never came)
+  bool retry = false;     // it dropped the connection in a flood of them: connect again
 };
+
+// The table of @nranks ranks in the root's answer @r (code 0), or HCCL_E_TCP_TRANSFER.
+Expected<std::vector<RankIdentity>> ParseTable(const json &r, uint32_t nranks) {
+  Fields f(r);
+  const json *ranks = f.Array("ranks", true);
+  if (ranks == nullptr || ranks->size() != nranks) {
+    return Error(HCCL_E_TCP_TRANSFER, "malformed rank table: {}",
+                 ranks == nullptr ? f.error() : fmt::format("{} ranks", ranks->size()));
+  }
+  std::vector<RankIdentity> peers;
+  for (const json &p : *ranks) {
+    if (!p.is_object()) {
+      return Error(HCCL_E_TCP_TRANSFER, "malformed rank table: a {} for a rank", p.type_name());
+    }
+    Fields e(p);
+    peers.push_back(
+        RankIdentity{e.String("host", false), e.U32("pid", false), e.String("address", false)});
+    if (!e.ok()) {
+      return Error(HCCL_E_TCP_TRANSFER, "malformed rank table: rank {}: {}", peers.size() - 1,
+                   e.error());
+    }
+  }
+  return peers;
+}
+
+// What the root answered (@r) to this rank's hello: the table of all ranks, or its error.
+Expected<std::vector<RankIdentity>> ParseAnswer(const json &r, uint32_t nranks, Outcome *outcome) {
+  Fields f(r);
+  const auto code = static_cast<HcclResult>(
+      f.Int("code", true, HCCL_SUCCESS, HCCL_E_RESERVED - 1, HCCL_E_INTERNAL));
+  const bool joined = f.Bool("joined"), foreign = f.Bool("foreign"), retry = f.Bool("retry");
+  const std::string error = f.String("error", false, "refused");
+  if (!f.ok()) {
+    return Error(HCCL_E_TCP_TRANSFER, "malformed answer: {}", f.error());
+  }
+  outcome->answered = true;
+  outcome->joined = code == HCCL_SUCCESS || joined;
+  outcome->foreign = foreign;
+  outcome->retry = retry;
+  if (code != HCCL_SUCCESS) {
+    return Error(code, "{}", error);
+  }
+  return ParseTable(r, nranks);
+}
 
 // Send this rank's hello and receive the table of all ranks.
 Expected<std::vector<RankIdentity>> Exchange(const RootInfo &root, uint32_t nranks, uint32_t rank,
@@ -288,24 +513,11 @@ Expected<std::vector<RankIdentity>> Exchange(const RootInfo &root, uint32_t nran
   if (!reply.ok()) {
     return Error(reply.status().code(), "root {}: {}", where, reply.status().message());
   }
-  const json &r = *reply;
-  const int code = r.value("code", static_cast<int>(HCCL_E_INTERNAL));
-  outcome->answered = true;
-  outcome->joined = code == 0 || r.value("joined", false);
-  outcome->foreign = r.value("foreign", false);
-  if (code != 0) {
-    return Error(static_cast<HcclResult>(code), "root {}: {}", where,
-                 r.value("error", std::string("refused")));
+  auto table = ParseAnswer(*reply, nranks, outcome);
+  if (!table.ok()) {
+    return Error(table.status().code(), "root {}: {}", where, table.status().message());
   }
-  const json ranks = r.value("ranks", json::array());
-  if (!ranks.is_array() || ranks.size() != nranks) {
-    return Error(HCCL_E_TCP_TRANSFER, "root {}: malformed rank table", where);
-  }
-  std::vector<RankIdentity> peers;
-  for (const auto &p : ranks) {
-    peers.push_back(RankIdentity{p.value("host", ""), p.value("pid", 0U), p.value("address", "")});
-  }
-  return peers;
+  return table;
 }
 
 // The outcome of Join: @table, unless this process serves the rendezvous and its thread failed to
@@ -386,7 +598,9 @@ Expected<std::vector<RankIdentity>> Join(const RootInfo &root, uint32_t nranks, 
     auto table = Exchange(root, nranks, rank, self, deadline, timeout, &outcome);
     // On a shared port, another communicator's root may have it now (it refuses this rank, or
     // ends with this rank's connection still waiting for it).
-    if (shared_port && (outcome.foreign || !outcome.answered) && Clock::now() < deadline) {
+    // A root in a flood of connections may have dropped this one (it says so): again.
+    if ((outcome.retry || (shared_port && (outcome.foreign || !outcome.answered))) &&
+        Clock::now() < deadline) {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
       continue;
     }

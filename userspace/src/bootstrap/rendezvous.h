@@ -12,6 +12,14 @@
 // process can exit right after HcclCommInitRootInfo without cutting off the table on its way to the
 // others. A process that serves a rendezvous without joining it must stay alive until the ranks
 // have joined. Messages are a 4-byte big-endian length followed by JSON.
+//
+// Every byte that reaches the root's port is untrusted: the root reads the hellos of all the
+// connections at once, each with its own deadline (5 s), at most 128 of them waiting at once (the
+// oldest dropped beyond that, told to connect again: Join does), and checks the type of every
+// field it reads. A connection that sends nothing, too little, garbage, or JSON of other fields
+// or types is dropped and logged at WARN naming its address and why; it never delays or stops
+// the rendezvous of the real ranks. Fields a hello does not know are ignored, so that later
+// versions can add some (such as a proof of knowing the communicator's secret).
 #pragma once
 
 #include <chrono>

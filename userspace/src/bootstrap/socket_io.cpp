@@ -2,16 +2,20 @@
 #include "bootstrap/socket_io.h"
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <ifaddrs.h>
 #include <net/if.h>
 #include <netinet/in.h>
 #include <poll.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
+#include <climits>
 
 #include "base/config.h"
 #include "base/errno_string.h"
+#include "base/log.h"
 #include "bootstrap/wait_fd.h"
 
 namespace hzc::bootstrap {
@@ -167,6 +171,169 @@ Status SendAll(int fd, const void *data, size_t len,
 
 Status RecvAll(int fd, void *data, size_t len, std::chrono::steady_clock::time_point deadline) {
   return Stream(fd, static_cast<char *>(data), len, deadline, false);
+}
+
+namespace {
+
+// New connections a HelloReader takes at once before it reads the waiting ones again.
+constexpr int kAcceptBatch = 16;
+// How long a HelloReader leaves new connections in the listener's backlog after accept failed
+// (out of descriptors, say), rather than spin on a listener that stays ready.
+constexpr std::chrono::milliseconds kAcceptPause{100};
+
+// Milliseconds until @t, rounded up (a poll timeout that does not wake just before @t).
+int CeilMs(std::chrono::steady_clock::time_point t) {
+  const auto left =
+      std::chrono::ceil<std::chrono::milliseconds>(t - std::chrono::steady_clock::now());
+  return static_cast<int>(std::clamp<int64_t>(left.count(), 0, INT_MAX));
+}
+
+}  // namespace
+
+Expected<HelloReader> HelloReader::Open(int listener, Options options) {
+  const int flags = fcntl(listener, F_GETFL);
+  if (flags < 0 || fcntl(listener, F_SETFL, flags | O_NONBLOCK) != 0) {
+    return Error(HCCL_E_SYSCALL, "{}: cannot make the listening socket non-blocking: {}",
+                 options.where, ErrnoString(errno));
+  }
+  return HelloReader(listener, std::move(options));
+}
+
+void HelloReader::LogDropped(const std::string &peer, const std::string &why) const {
+  LogWarn("{}: dropped a connection from {}: {}", options_.where, peer, why);
+}
+
+Expected<std::optional<HelloReader::Hello>> HelloReader::Next(Clock::time_point deadline) {
+  std::vector<pollfd> fds;
+  for (;;) {
+    if (!ready_.empty()) {
+      std::optional<Hello> hello(std::move(ready_.front()));
+      ready_.pop_front();
+      return hello;
+    }
+    const auto now = Clock::now();
+    Expire(now);
+    if (now >= deadline) {
+      return std::optional<Hello>();
+    }
+    // The oldest connection has the earliest deadline: they all have the same hello_time.
+    auto wake = pending_.empty() ? deadline : std::min(deadline, pending_.front().deadline);
+    const bool accepting = now >= accept_paused_until_;
+    if (!accepting) {
+      wake = std::min(wake, accept_paused_until_);
+    }
+    fds.clear();
+    fds.push_back({accepting ? listener_ : -1, POLLIN, 0});  // poll skips a negative fd
+    for (const Pending &p : pending_) {
+      fds.push_back({p.fd.get(), POLLIN, 0});
+    }
+    if (poll(fds.data(), fds.size(), CeilMs(wake)) < 0) {
+      if (errno == EINTR) {
+        continue;
+      }
+      return Error(HCCL_E_SYSCALL, "{}: poll failed: {}", options_.where, ErrnoString(errno));
+    }
+    // The waiting connections first, then the new ones (see the class comment).
+    size_t kept = 0;
+    for (size_t i = 0; i < pending_.size(); ++i) {
+      if (fds[i + 1].revents == 0 || Read(pending_[i])) {
+        if (kept != i) {
+          pending_[kept] = std::move(pending_[i]);
+        }
+        ++kept;
+      }
+    }
+    pending_.erase(pending_.begin() + static_cast<ptrdiff_t>(kept), pending_.end());
+    if ((fds[0].revents & POLLIN) != 0) {
+      Accept();
+    }
+  }
+}
+
+bool HelloReader::Read(Pending &p) {
+  for (;;) {
+    if (p.got == p.data.size()) {
+      if (p.sized) {
+        ready_.push_back(Hello{std::move(p.fd), std::move(p.peer), std::move(p.data)});
+        return false;
+      }
+      auto size = options_.size(p.data);
+      if (!size.ok()) {
+        LogDropped(p.peer, size.status().message());
+        return false;
+      }
+      p.sized = true;
+      p.data.resize(std::max(*size, p.data.size()));
+      continue;
+    }
+    const ssize_t n = recv(p.fd.get(), p.data.data() + p.got, p.data.size() - p.got, 0);
+    if (n > 0) {
+      p.got += static_cast<size_t>(n);
+    } else if (n == 0) {
+      LogDropped(p.peer, p.got == 0 ? std::string("it closed the connection without a hello")
+                                    : fmt::format("it closed the connection after {} bytes of "
+                                                  "its hello",
+                                                  p.got));
+      return false;
+    } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
+      return true;
+    } else if (errno != EINTR) {
+      LogDropped(p.peer, fmt::format("recv failed: {}", ErrnoString(errno)));
+      return false;
+    }
+  }
+}
+
+void HelloReader::Accept() {
+  for (int i = 0; i < kAcceptBatch; ++i) {
+    sockaddr_storage addr{};
+    socklen_t len = sizeof(addr);
+    UniqueFd fd(accept4(listener_, reinterpret_cast<sockaddr *>(&addr), &len,
+                        SOCK_CLOEXEC | SOCK_NONBLOCK));
+    if (!fd.valid()) {
+      const int err = errno;
+      if (err == EINTR || err == ECONNABORTED) {
+        continue;
+      }
+      if (err != EAGAIN && err != EWOULDBLOCK) {
+        if (err != last_accept_error_) {  // one line per cause, not ten a second
+          LogWarn("{}: accept failed: {}; new connections wait in the backlog", options_.where,
+                  ErrnoString(err));
+        }
+        last_accept_error_ = err;
+        accept_paused_until_ = Clock::now() + kAcceptPause;
+      }
+      return;
+    }
+    last_accept_error_ = 0;
+    if (pending_.size() >= options_.max_pending && !pending_.empty()) {
+      Pending &oldest = pending_.front();
+      if (options_.evicted) {
+        options_.evicted(oldest.fd.get());
+      }
+      LogDropped(oldest.peer, fmt::format("more than {} connections wait for their hello and it "
+                                          "waited longest",
+                                          options_.max_pending));
+      pending_.pop_front();
+    }
+    Pending p;
+    p.fd = std::move(fd);
+    p.peer = EndpointString(addr);
+    p.deadline = Clock::now() + options_.hello_time;
+    p.data.resize(options_.header);
+    pending_.push_back(std::move(p));
+  }
+}
+
+void HelloReader::Expire(Clock::time_point now) {
+  while (!pending_.empty() && pending_.front().deadline <= now) {
+    const Pending &p = pending_.front();
+    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(options_.hello_time);
+    LogDropped(p.peer, p.got == 0 ? fmt::format("it sent no hello within {} ms", ms.count())
+                                  : fmt::format("it sent {} bytes, not a whole hello, within {} ms",
+                                                p.got, ms.count()));
+    pending_.pop_front();
+  }
 }
 
 }  // namespace hzc::bootstrap

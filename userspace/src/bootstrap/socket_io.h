@@ -8,7 +8,12 @@
 
 #include <chrono>
 #include <cstddef>
+#include <deque>
+#include <functional>
+#include <optional>
+#include <span>
 #include <string>
+#include <vector>
 
 #include "base/status.h"
 #include "base/unique_fd.h"
@@ -41,5 +46,72 @@ Expected<UniqueFd> ListenOn(const sockaddr_storage &addr, bool reuse, sockaddr_s
 Status SendAll(int fd, const void *data, size_t len,
                std::chrono::steady_clock::time_point deadline);
 Status RecvAll(int fd, void *data, size_t len, std::chrono::steady_clock::time_point deadline);
+
+// The connections that reach a listening socket, served all at once until each has sent its first
+// message (its hello): a slow, silent or malformed connection costs only itself. Each connection
+// has its own deadline (Options::hello_time after it was accepted); one that passes it, closes,
+// or sends a hello that Options::size rejects is closed and logged at WARN ("<where>: dropped a
+// connection from <peer>: <why>"). Bytes after the hello stay unread in the socket.
+//
+// At most Options::max_pending connections wait for their hello at once. Beyond that the oldest
+// one is dropped to make room (Options::evicted may tell it why first) rather than new ones
+// refused: a real peer sends its hello right after connecting, so the connection that has waited
+// longest is the one least likely to be real, while refusing new ones would let a few silent
+// connections keep every real peer out until their deadlines pass, again and again. New
+// connections are taken a few at a time and waiting ones are read first, so a real peer whose
+// hello has arrived is read before a flood of connections can push it out.
+class HelloReader {
+ public:
+  using Clock = std::chrono::steady_clock;
+  struct Options {
+    std::string where;  // starts every log line: "bootstrap: root 10.0.0.1:5000"
+    Clock::duration hello_time{};
+    size_t max_pending = 0;
+    size_t header = 0;  // the bytes of a hello that tell its size (its length word, say)
+    // The size of the whole hello from its first @header bytes (at least @header); an error whose
+    // message says why for a header no peer of the protocol sends (a length out of bounds).
+    std::function<Expected<size_t>(std::span<const std::byte> header)> size;
+    // Called with a connection about to be dropped for a newer one; may be empty.
+    std::function<void(int fd)> evicted;
+  };
+  struct Hello {
+    UniqueFd fd;                  // non-blocking, close-on-exec
+    std::string peer;             // the peer's address, "1.2.3.4:5678"
+    std::vector<std::byte> data;  // the whole hello, header included
+  };
+
+  // Serves @listener (made non-blocking; it stays the caller's). HCCL_E_SYSCALL naming the
+  // failure when it cannot be made non-blocking.
+  static Expected<HelloReader> Open(int listener, Options options);
+
+  // The next whole hello, waiting at most until @deadline (nullopt then); HCCL_E_SYSCALL when
+  // poll fails.
+  Expected<std::optional<Hello>> Next(Clock::time_point deadline);
+
+  // Log that the connection of @peer was dropped because of @why, as this reader does.
+  void LogDropped(const std::string &peer, const std::string &why) const;
+
+ private:
+  struct Pending {
+    UniqueFd fd;
+    std::string peer;
+    Clock::time_point deadline;
+    std::vector<std::byte> data;  // the header, then the whole hello once its size is known
+    size_t got = 0;               // of data
+    bool sized = false;           // data has the whole hello's size
+  };
+  HelloReader(int listener, Options options) : listener_(listener), options_(std::move(options)) {}
+  // Read what @p has sent; false when it is done with (a whole hello, or dropped).
+  bool Read(Pending &p);
+  void Accept();
+  void Expire(Clock::time_point now);
+
+  int listener_;
+  Options options_;
+  std::deque<Pending> pending_;  // oldest first
+  std::deque<Hello> ready_;      // whole hellos not yet returned
+  Clock::time_point accept_paused_until_{};
+  int last_accept_error_ = 0;
+};
 
 }  // namespace hzc::bootstrap
