@@ -4,8 +4,11 @@
 
 #include <acl/acl.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
+#include <thread>
 #include <vector>
 
 #include "core/comm.h"
@@ -64,20 +67,34 @@ TEST_F(ChecksTest, WithCommNeedsALiveHandle) {
   EXPECT_FALSE(called);
 }
 
-// The communicator stays alive during the call (a destroy meanwhile is HCCL_E_AGAIN), and the
-// call's status is the result.
+// The communicator stays alive during the call: a destroy meanwhile (from another thread)
+// closes the handle at once and waits until the call has returned. The call's status is the
+// result.
 TEST_F(ChecksTest, WithCommHoldsTheCommunicatorDuringTheCall) {
   auto &registry = CommRegistry::Process();
   HcclComm handle = registry.Add(std::make_shared<Communicator>(
       bootstrap::UniqueId{}, 1, std::vector<bootstrap::RankIdentity>(2)));
+  std::atomic<bool> removed{false};
+  std::thread destroyer;
   Status st = WithComm(handle, [&](const std::shared_ptr<Communicator> &c) {
     EXPECT_EQ(c->rank(), 1U);
-    EXPECT_EQ(registry.Remove(handle).code(), HCCL_E_AGAIN);
+    destroyer = std::thread([&] {
+      EXPECT_TRUE(registry.Remove(handle).ok());
+      removed = true;
+    });
+    while (registry.Get(handle).ok()) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    EXPECT_FALSE(removed.load());  // waits for this call
+    EXPECT_EQ(c->size(), 2U);
     return Error(HCCL_E_TIMEOUT, "from the call");
   });
   EXPECT_EQ(st.code(), HCCL_E_TIMEOUT);
   EXPECT_EQ(st.message(), "from the call");
-  EXPECT_TRUE(registry.Remove(handle).ok());
+  destroyer.join();
+  EXPECT_TRUE(removed.load());
+  EXPECT_EQ(registry.Get(handle).status().code(), HCCL_E_PARA);
 }
 
 }  // namespace

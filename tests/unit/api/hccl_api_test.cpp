@@ -7,8 +7,11 @@
 
 #include <fmt/format.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <fstream>
+#include <future>
 #include <thread>
 #include <vector>
 
@@ -18,6 +21,7 @@
 #include "hzc_test.h"
 #include "one_rank.h"
 #include "rank_launch.h"
+#include "runtime/stream.h"
 
 namespace {
 
@@ -210,20 +214,101 @@ TEST_F(HcclApiTest, ClusterInfoRankMustBeInTheTable) {
   std::remove(path.c_str());
 }
 
-// HcclCommDestroy while another call holds the communicator is HCCL_E_AGAIN; once the call
-// is over the destroy goes through.
-TEST_F(HcclApiTest, DestroyWhileBusyIsAgain) {
-  ExpectErrorLog("HcclCommDestroy: comm=");
-  ExpectErrorLog("a call on it is in progress");
-  {
-    auto busy = hzc::CommRegistry::Process().Get(comm_);  // what every entry point holds
-    ASSERT_TRUE(busy.ok());
-    EXPECT_EQ(HcclCommDestroy(comm_), HCCL_E_AGAIN);
+// HcclCommDestroy while another thread's call holds the communicator waits until that call
+// returns, then succeeds; calls that start once the destroy has begun are HCCL_E_PARA.
+TEST_F(HcclApiTest, DestroyWaitsForACallInProgressAndRefusesNewOnes) {
+  ExpectErrorLog("HcclGetRankSize: comm=");
+  ExpectErrorLog("HcclAllReduce: comm=");
+  ExpectErrorLog("HcclCommDestroy has begun on it");
+  auto busy = hzc::CommRegistry::Process().Get(comm_);  // what every entry point holds
+  ASSERT_TRUE(busy.ok());
+  std::atomic<bool> refused{false}, returned{false};
+  std::thread other([&] {
     uint32_t n = 0;
-    EXPECT_EQ(HcclGetRankSize(comm_, &n), HCCL_SUCCESS);  // still alive
+    while (!returned.load() && HcclGetRankSize(comm_, &n) == HCCL_SUCCESS) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));  // until the destroy has begun
+    }
+    if (!returned.load()) {
+      float x = 1;
+      EXPECT_EQ(HcclAllReduce(&x, &x, 1, HCCL_DATA_TYPE_FP32, HCCL_REDUCE_SUM, comm_, nullptr),
+                HCCL_E_PARA);
+      EXPECT_EQ((*busy)->size(), 1U);  // the call in progress still has its communicator
+      refused = true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    }
+    busy = hzc::Error(HCCL_E_PARA, "returned");  // the call returns
+  });
+  const auto start = std::chrono::steady_clock::now();
+  const HcclResult destroyed = HcclCommDestroy(comm_);
+  returned = true;
+  other.join();
+  EXPECT_EQ(destroyed, HCCL_SUCCESS);
+  EXPECT_GE(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(300));
+  EXPECT_TRUE(refused.load());
+  if (destroyed == HCCL_SUCCESS) {
+    comm_ = nullptr;
   }
-  EXPECT_EQ(HcclCommDestroy(comm_), HCCL_SUCCESS);
-  comm_ = nullptr;
+}
+
+// A destroy whose wait (hcclExecTimeOut) ends while a call still holds the communicator is
+// HCCL_E_AGAIN, CANN's "in use, try again later", and releases nothing; the handle takes no
+// new calls, and the next destroy succeeds once the call has returned.
+TEST_F(HcclApiTest, DestroyThatGivesUpWaitingIsAgainAndCanBeRepeated) {
+  ExpectErrorLog("HcclCommDestroy: comm=");
+  ExpectErrorLog("1 call(s) on it still running or queued on a stream after waiting 1 s");
+  ExpectErrorLog("HcclGetRankSize: comm=");
+  HcclCommConfig config;
+  HcclCommConfigInit(&config);
+  config.hcclExecTimeOut = 1;
+  HcclRootInfo root;
+  ASSERT_EQ(HcclGetRootInfo(&root), HCCL_SUCCESS);
+  HcclComm c = nullptr;
+  ASSERT_EQ(HcclCommInitRootInfoConfig(1, &root, 0, &config, &c), HCCL_SUCCESS);
+  auto busy = hzc::CommRegistry::Process().Get(c);
+  ASSERT_TRUE(busy.ok());
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(HcclCommDestroy(c), HCCL_E_AGAIN);
+  EXPECT_GE(std::chrono::steady_clock::now() - start, std::chrono::seconds(1));
+  uint32_t n = 0;
+  EXPECT_EQ(HcclGetRankSize(c, &n), HCCL_E_PARA);  // closed to new calls
+  busy = hzc::Error(HCCL_E_PARA, "returned");
+  EXPECT_EQ(HcclCommDestroy(c), HCCL_SUCCESS);
+}
+
+// Issue 28: a call refused on a stream (a NULL buffer) queues its refusal there, and
+// HcclCommDestroy right after it was HCCL_E_AGAIN while the stream had not run it. The destroy
+// waits for what the communicator has queued on streams (here behind a task that blocks the
+// stream for 300 ms), then succeeds: the queued AllReduce has run by then.
+TEST_F(HcclApiTest, DestroyWaitsForTheCallsQueuedOnAStream) {
+  ExpectErrorLog("HcclAllReduce: sendBuf is null");
+  aclrtStream stream = nullptr;
+  ASSERT_EQ(aclrtCreateStream(&stream), ACL_SUCCESS);
+  std::promise<void> open;
+  std::shared_future<void> gate = open.get_future().share();
+  ASSERT_TRUE(hzc::runtime::Submit(stream, "gate", [gate] {
+                gate.wait();
+                return hzc::Status::Ok();
+              }).ok());
+  float x = 2, y = 0;
+  EXPECT_EQ(HcclAllReduce(nullptr, &y, 1, HCCL_DATA_TYPE_FP32, HCCL_REDUCE_SUM, comm_, stream),
+            HCCL_E_PTR);
+  EXPECT_EQ(HcclAllReduce(&x, &y, 1, HCCL_DATA_TYPE_FP32, HCCL_REDUCE_SUM, comm_, stream),
+            HCCL_SUCCESS);
+  std::thread opener([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    open.set_value();
+  });
+  const auto start = std::chrono::steady_clock::now();
+  const HcclResult destroyed = HcclCommDestroy(comm_);
+  EXPECT_EQ(destroyed, HCCL_SUCCESS);
+  EXPECT_GE(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(250));
+  EXPECT_EQ(y, 2.0F);  // the queued call ran before the destroy returned
+  opener.join();
+  EXPECT_EQ(aclrtSynchronizeStream(stream), ACL_SUCCESS);
+  if (destroyed == HCCL_SUCCESS) {
+    comm_ = nullptr;
+  }
+  EXPECT_EQ(aclrtDestroyStream(stream), ACL_SUCCESS);
 }
 
 TEST_F(HcclApiTest, PeerAccessArguments) {

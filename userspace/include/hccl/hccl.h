@@ -38,7 +38,12 @@ HcclResult HcclCommInitRootInfo(uint32_t nRanks, const HcclRootInfo *rootInfo, u
                                 HcclComm *comm);
 /** Create a communicator from a rank-table JSON file (version 1.0 or 1.2). */
 HcclResult HcclCommInitClusterInfo(const char *clusterInfo, uint32_t rank, HcclComm *comm);
-/** Destroy a communicator; HCCL_E_AGAIN while a call on it is in progress. */
+/**
+ * Destroy a communicator. Calls on it that start from now on are refused (HCCL_E_PARA); the
+ * calls in progress in other threads and those queued on streams are waited for, at most
+ * hcclExecTimeOut (else HCCL_EXEC_TIMEOUT) seconds, then everything is released. HCCL_E_AGAIN
+ * when calls still hold it after that wait: nothing was released; call it again.
+ */
 HcclResult HcclCommDestroy(HcclComm comm);
 HcclResult HcclGetRankSize(HcclComm comm, uint32_t *rankSize);
 HcclResult HcclGetRankId(HcclComm comm, uint32_t *rank);

@@ -6,6 +6,9 @@
 //   HZC_RETURN_IF_ERROR(Reserved(flags, "flags"));       // HCCL_E_PARA "flags=0x1: reserved..."
 //   return WithComm(comm, [&](Communicator &c) { ... });  // HCCL_E_PARA for a dead handle
 //
+// A call holds its communicator (WithComm's shared_ptr) until it returns, and a call queued on
+// a stream until the stream ran it: HcclCommDestroy waits for those holds (core/comm.h).
+//
 // The ACL calls use the same helpers with their codes: NotNull<aclError>(...).
 #pragma once
 
@@ -59,8 +62,9 @@ inline Status NoWrap(const void *p, size_t size, const char *name, const char *w
 }
 
 // The communicator lookup: @fn(const std::shared_ptr<Communicator> &) on the live communicator
-// behind @comm, which stays alive during the call (HcclCommDestroy meanwhile is
-// HCCL_E_AGAIN); HCCL_E_PARA for a destroyed or foreign handle.
+// behind @comm, which stays alive during the call (an HcclCommDestroy meanwhile waits until the
+// call and the copies it queued on streams are done); HCCL_E_PARA for a destroyed or foreign
+// handle, or one that HcclCommDestroy has begun on.
 template <typename Fn>
 Status WithComm(HcclComm comm, Fn &&fn) {
   auto c = CommRegistry::Process().Get(comm);

@@ -134,11 +134,10 @@ HcclResult HcclCommInitClusterInfoConfig(const char *clusterInfo, uint32_t rank,
 HcclResult HcclCommDestroy(HcclComm comm) {
   return api::HcclGuard("HcclCommDestroy", [&]() -> Status {
     HZC_RETURN_IF_ERROR(api::NotNull(comm, "comm"));
+    // Refuses new calls on @comm at once, then waits for the calls in progress and those queued
+    // on streams (core/comm.h, CommRegistry::Remove).
     uint64_t serial = 0;
-    if (auto c = hzc::CommRegistry::Process().Get(comm); c.ok()) {
-      serial = (*c)->serial();
-    }
-    HZC_RETURN_IF_ERROR(hzc::CommRegistry::Process().Remove(comm));
+    HZC_RETURN_IF_ERROR(hzc::CommRegistry::Process().Remove(comm, &serial));
     hzc::sym_window::Forget(serial);  // its windows go with it
     return Status::Ok();
   });

@@ -5,7 +5,8 @@
 // (runtime/stream.h): it runs after the work queued there before it, on the stream's worker,
 // and the call returns without waiting. A queued call that fails records its error on the
 // stream (aclrtSynchronizeStream returns it) and as the communicator's asynchronous error
-// (HcclGetCommAsyncError), and logs one line naming the call.
+// (HcclGetCommAsyncError), and logs one line naming the call. A queued call holds its
+// communicator (@comm, captured) until the stream has run it: HcclCommDestroy waits for it.
 #pragma once
 
 #include <hccl/hccl_types.h>

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <condition_variable>
 #include <cstring>
 #include <mutex>
 #include <set>
@@ -179,16 +180,44 @@ uint32_t Communicator::ServerCount() const {
   return static_cast<uint32_t>(hosts.size());
 }
 
+// The holds of one communicator (CommRegistry::Entry::handed): Release runs when the last one
+// ends, which no later Get can undo (the registry gave up its own before waiting).
+struct CommRegistry::Holds {
+  std::mutex mutex;
+  std::condition_variable ended;
+  bool released = false;
+
+  void Release() {
+    {
+      std::lock_guard lock(mutex);
+      released = true;
+    }
+    ended.notify_all();
+  }
+  // Whether the holds ended within @timeout.
+  bool WaitReleased(std::chrono::seconds timeout) {
+    std::unique_lock lock(mutex);
+    return ended.wait_for(lock, timeout, [this] { return released; });
+  }
+};
+
 CommRegistry &CommRegistry::Process() {
   static CommRegistry *const registry = new CommRegistry();
   return *registry;
 }
 
 HcclComm CommRegistry::Add(std::shared_ptr<Communicator> comm) {
+  auto holds = std::make_shared<Holds>();
+  // Owns nothing: @comm stays with the entry until every copy of this one is gone.
+  std::shared_ptr<Communicator> handed(comm.get(), [holds](Communicator *) { holds->Release(); });
   std::lock_guard lock(mutex_);
   const uintptr_t key = kHandleBase + (++made_) * kHandleStride;
   NoteProcessRank(comm->rank());
-  comms_.emplace(key, std::move(comm));
+  std::weak_ptr<Communicator> watch = handed;
+  comms_.emplace(key, Entry{.comm = std::move(comm),
+                            .handed = std::move(handed),
+                            .watch = std::move(watch),
+                            .holds = std::move(holds)});
   return reinterpret_cast<HcclComm>(key);
 }
 
@@ -198,25 +227,69 @@ Expected<std::shared_ptr<Communicator>> CommRegistry::Get(HcclComm handle) const
   if (it == comms_.end()) {
     return Error(HCCL_E_PARA, "comm={}: not a live communicator (destroyed or foreign)", handle);
   }
-  SetLogRank(it->second->rank());  // the calling thread's log lines name this rank
-  return it->second;
+  SetLogRank(it->second.comm->rank());  // the calling thread's log lines name this rank
+  if (!it->second.handed) {
+    return Error(HCCL_E_PARA, "comm={}: not a live communicator (HcclCommDestroy has begun on it)",
+                 handle);
+  }
+  return it->second.handed;
 }
 
-Status CommRegistry::Remove(HcclComm handle) {
-  // Destroyed after the lock is released: tearing down links, memory regions and the domain
-  // must not stall every other call of the process.
-  std::shared_ptr<Communicator> doomed;
+Expected<CommRegistry::Closing> CommRegistry::Close(HcclComm handle) {
   std::lock_guard lock(mutex_);
   auto it = comms_.find(reinterpret_cast<uintptr_t>(handle));
   if (it == comms_.end()) {
     return Error(HCCL_E_PARA, "comm={}: not a live communicator (destroyed or foreign)", handle);
   }
-  SetLogRank(it->second->rank());
-  if (it->second.use_count() > 1) {
-    return Error(HCCL_E_AGAIN, "comm={}: a call on it is in progress", handle);
+  Entry &e = it->second;
+  SetLogRank(e.comm->rank());
+  if (e.destroying) {
+    return Error(HCCL_E_PARA, "comm={}: another thread is destroying it (HcclCommDestroy)", handle);
   }
-  doomed = std::move(it->second);
-  comms_.erase(it);
+  e.destroying = true;
+  return Closing{.holds = e.holds,
+                 .watch = e.watch,
+                 .timeout = e.comm->ExecTimeout(),
+                 .own = std::move(e.handed)};  // from here on Get refuses the handle
+}
+
+Status CommRegistry::Remove(HcclComm handle, uint64_t *serial) {
+  auto closing = Close(handle);
+  if (!closing.ok()) {
+    return closing.status();
+  }
+  closing->own.reset();  // the registry's own hold: when no call holds it, the wait ends at once
+  const uintptr_t key = reinterpret_cast<uintptr_t>(handle);
+  if (!closing->holds->WaitReleased(closing->timeout)) {
+    const long held = closing->watch.use_count();
+    {
+      std::lock_guard lock(mutex_);
+      comms_.at(key).destroying = false;  // a later destroy waits again
+    }
+    // HCCL_E_AGAIN rather than HCCL_E_TIMEOUT: CANN documents two outcomes of HcclCommDestroy,
+    // HCCL_SUCCESS and, while a call of another thread occupies the communicator, HCCL_E_AGAIN
+    // ("comm is in use, please try again later"). A destroy that gave up waiting is that case:
+    // nothing was released and trying again later is the remedy, so programs that handle
+    // CANN's code handle this one. HCCL_E_TIMEOUT is what a call returns when peers do not
+    // come, and would say that the destroy failed towards the peers, which it does not.
+    return Error(HCCL_E_AGAIN,
+                 "comm={}: {} call(s) on it still running or queued on a stream after waiting {} s "
+                 "(hcclExecTimeOut, else HCCL_EXEC_TIMEOUT); nothing was released and the handle "
+                 "takes no new calls: call HcclCommDestroy again",
+                 handle, held, closing->timeout.count());
+  }
+  // Destroyed after the lock is released: tearing down links, memory regions and the domain
+  // must not stall every other call of the process.
+  std::shared_ptr<Communicator> doomed;
+  {
+    std::lock_guard lock(mutex_);
+    auto it = comms_.find(key);
+    doomed = std::move(it->second.comm);
+    comms_.erase(it);
+  }
+  if (serial != nullptr) {
+    *serial = doomed->serial();
+  }
   return Status::Ok();
 }
 

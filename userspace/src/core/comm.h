@@ -128,20 +128,54 @@ class Communicator {
 
 // Live communicators by handle. Handles are opaque values never reused, so a destroyed or
 // foreign handle is an error and never another communicator.
+//
+// Every call on a communicator holds it (Get) from its checks until it returns, and a call
+// queued on a stream holds it until the stream has run it (api/queued.h). HcclCommDestroy
+// (Remove) first closes the handle, so that calls which start from then on are refused, then
+// waits for the holds to end, and only then releases the communicator: a call in progress, in
+// another thread or queued on a stream, never sees it freed.
 class CommRegistry {
  public:
   static CommRegistry &Process();
 
   HcclComm Add(std::shared_ptr<Communicator> comm);
-  // HCCL_E_PARA for a handle that is not a live communicator.
+  // The communicator behind @handle, held until the returned pointer (and every copy of it)
+  // is gone. HCCL_E_PARA for a handle that is not a live communicator: never made here,
+  // destroyed, or being destroyed.
   Expected<std::shared_ptr<Communicator>> Get(HcclComm handle) const;
-  // HCCL_E_AGAIN while another call holds the communicator.
-  Status Remove(HcclComm handle);
+  // HcclCommDestroy: close @handle (Get refuses it from now on), wait until no call holds the
+  // communicator any more, at most its ExecTimeout() (hcclExecTimeOut, else
+  // HCCL_EXEC_TIMEOUT), then release it and everything it holds, and store its serial in
+  // *@serial (if not null). HCCL_E_PARA for a handle that is not a live communicator or that
+  // another thread is destroying at the moment. HCCL_E_AGAIN when calls still hold it after
+  // that wait: the handle stays closed, nothing is released, and a later Remove waits again.
+  Status Remove(HcclComm handle, uint64_t *serial = nullptr);
+  // Communicators in the registry: live ones and closed ones whose destroy gave up waiting.
   size_t Count() const;
 
  private:
+  struct Holds;
+  struct Entry {
+    std::shared_ptr<Communicator> comm;  // owns the communicator
+    // What Get hands out: the same communicator under a count of its own, whose end
+    // Holds::Release signals (the registry keeps one until a destroy begins). Empty once closed.
+    std::shared_ptr<Communicator> handed;
+    std::weak_ptr<Communicator> watch;  // @handed's count, for the log of a destroy that gives up
+    std::shared_ptr<Holds> holds;
+    bool destroying = false;  // a Remove is waiting for the holds to end
+  };
+
+  // Close the entry of @handle for a Remove: its holds, its wait limit, the registry's own hold.
+  struct Closing {
+    std::shared_ptr<Holds> holds;
+    std::weak_ptr<Communicator> watch;
+    std::chrono::seconds timeout{};
+    std::shared_ptr<Communicator> own;  // dropped by the caller, outside the lock
+  };
+  Expected<Closing> Close(HcclComm handle);
+
   mutable std::mutex mutex_;
-  std::map<uintptr_t, std::shared_ptr<Communicator>> comms_;
+  std::map<uintptr_t, Entry> comms_;
   uint64_t made_ = 0;
 };
 
