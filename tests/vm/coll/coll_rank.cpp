@@ -11,11 +11,11 @@
 //   SCENARIO:
 //     matrix    every collective, type, op, in place or not, sizes from 1 element to ~3 MiB
 //               (not multiples of the rank count), checked against a reference made here
-//     edges     (HZC_INLINE_MAX=B set) the inline protocol's edge: every collective in int8,
-//               fp32 and fp64 with inputs of B bytes per rank less an element, exactly B and an
-//               element more (inline, inline, not inline), in place or not; then an AllGatherV
-//               where one rank's input is B bytes and another's B + 1 (the call takes staging
-//               or zero-copy)
+//     edges     (HZC_INLINE_MAX=B set) the inline protocol's edges: every collective in int8,
+//               fp32 and fp64 with inputs of B (and of 16, the arrival line's) bytes per rank
+//               less an element, exactly B and an element more, in place or not; then
+//               AllGatherVs where one rank's input is 16 bytes and another's 17 (inline), and
+//               B and B + 1 (the call takes staging or zero-copy)
 //     large     every collective once with 64 MiB buffers and an odd count, checked the same way
 //               (across servers: 16 MiB but for AllReduce)
 //     mismatch  calls that disagree across ranks fail with HCCL_E_PARA on every rank and leave
@@ -222,8 +222,12 @@ int Matrix() {
     return 52;
   }
   uint64_t seed = 1;
+  // Across servers each call costs the emulated guests' network round trips: counts 1 and
+  // 1001 only there (7 is inside one server's tests).
+  const std::vector<uint64_t> counts =
+      g_per_server != 0 ? std::vector<uint64_t>{1, 1001} : std::vector<uint64_t>{1, 7, 1001};
   for (bool in_place : {false, true}) {
-    for (uint64_t count : {1ul, 7ul, 1001ul}) {
+    for (uint64_t count : counts) {
       for (HcclDataType t : kMoved) {
         for (Kind k : {kAllGather, kBroadcast}) {
           ++seed;
@@ -272,36 +276,11 @@ int Matrix() {
   return HcclBarrier(g_comm, nullptr);
 }
 
-// The edges of the inline protocol (HZC_INLINE_MAX bytes per rank's input).
-int Edges() {
-  const char *limit_env = std::getenv("HZC_INLINE_MAX");
-  const uint64_t limit = limit_env != nullptr ? std::strtoull(limit_env, nullptr, 10) : 0;
-  if (limit == 0) {
-    return 50;
-  }
-  Arena arena(4 * g_n * (limit + 4096) + (1 << 20), g_zero_copy);
-  if (!arena.ok) {
-    return 52;
-  }
-  uint64_t seed = 9000;
-  for (bool in_place : {false, true}) {
-    for (HcclDataType t : {HCCL_DATA_TYPE_INT8, HCCL_DATA_TYPE_FP32, HCCL_DATA_TYPE_FP64}) {
-      for (Kind k : {kAllGather, kBroadcast, kReduceScatter, kAllReduce}) {
-        const uint64_t unit = hzc::test::RefTypeSize(t) * (k == kReduceScatter ? g_n : 1);
-        const uint64_t edge = limit / unit;
-        for (uint64_t count : {edge - 1, edge, edge + 1}) {
-          const uint32_t root = static_cast<uint32_t>(++seed % g_n);
-          if (int rc = RunOne(arena, k, t, HCCL_REDUCE_SUM, count, in_place, root, seed)) {
-            return rc;
-          }
-        }
-      }
-    }
-  }
-  // AllGatherV: rank 0 gives limit bytes, rank 1 limit + 1, the others 1.
+// An AllGatherV where rank 0 gives @bytes bytes, rank 1 @bytes + 1 and the others 1, checked.
+int AllGatherVEdge(const Arena &arena, uint64_t bytes) {
   std::vector<uint64_t> counts(g_n, 1), displs(g_n);
-  counts[0] = limit;
-  counts[1] = limit + 1;
+  counts[0] = bytes;
+  counts[1] = bytes + 1;
   for (uint32_t p = 1; p < g_n; ++p) {
     displs[p] = displs[p - 1] + counts[p - 1] + 3;  // gaps, left alone
   }
@@ -326,6 +305,48 @@ int Edges() {
     }
     if (p + 1 < g_n && recv[displs[p] + counts[p]] != 0xee) {
       return 61;
+    }
+  }
+  return 0;
+}
+
+// The edges of the inline protocol (HZC_INLINE_MAX bytes per rank's input).
+int Edges() {
+  const char *limit_env = std::getenv("HZC_INLINE_MAX");
+  const uint64_t limit = limit_env != nullptr ? std::strtoull(limit_env, nullptr, 10) : 0;
+  if (limit == 0) {
+    return 50;
+  }
+  Arena arena(4 * g_n * (limit + 4096) + (1 << 20), g_zero_copy);
+  if (!arena.ok) {
+    return 52;
+  }
+  uint64_t seed = 9000;
+  for (bool in_place : {false, true}) {
+    for (HcclDataType t : {HCCL_DATA_TYPE_INT8, HCCL_DATA_TYPE_FP32, HCCL_DATA_TYPE_FP64}) {
+      for (Kind k : {kAllGather, kBroadcast, kReduceScatter, kAllReduce}) {
+        const uint64_t unit = hzc::test::RefTypeSize(t) * (k == kReduceScatter ? g_n : 1);
+        // Both edges: the arrival line's 16 bytes and the inline region's limit.
+        for (uint64_t bytes : {uint64_t{16}, limit}) {
+          const uint64_t edge = bytes / unit;
+          if (edge == 0) {
+            continue;  // an element is more than the edge
+          }
+          for (uint64_t count : {edge - 1, edge, edge + 1}) {
+            const uint32_t root = static_cast<uint32_t>(++seed % g_n);
+            if (int rc = RunOne(arena, k, t, HCCL_REDUCE_SUM, count, in_place, root, seed)) {
+              return rc;
+            }
+          }
+        }
+      }
+    }
+  }
+  // AllGatherV: rank 0 gives 16 bytes (its arrival line), rank 1 17 (its inline region), the
+  // others 1: inline; then rank 0 limit bytes and rank 1 limit + 1: staging.
+  for (uint64_t bytes : {uint64_t{16}, limit}) {
+    if (int rc = AllGatherVEdge(arena, bytes)) {
+      return rc;
     }
   }
   return HcclBarrier(g_comm, nullptr);

@@ -113,10 +113,15 @@ CallDesc Describe(const Call &call, uint64_t seq, uint32_t nranks) {
   return d;
 }
 
+// The arrivals of call @mine.seq against this rank's: HCCL_E_PARA when a rank refused it or
+// disagrees.
 Status CheckSame(const ControlArea &area, const CallDesc &mine) {
   for (uint32_t r = 0; r < area.nranks(); ++r) {
-    const CallDesc d = area.Posted(r, mine.seq);
-    if (d.seq == mine.seq && d.kind == kRefusedKind) {
+    if (r == area.rank()) {
+      continue;  // its own line may still be in this CPU's store buffer: no reading it back
+    }
+    const ControlArea::Arrived a = area.Arrival(r, mine.seq);
+    if ((a.flags & ControlArea::kRefused) != 0) {
       return Error(HCCL_E_PARA,
                    "rank {} refused call {}: its arguments failed its own checks (see its log); "
                    "nothing was moved",
@@ -124,20 +129,18 @@ Status CheckSame(const ControlArea &area, const CallDesc &mine) {
     }
     const char *field = nullptr;
     uint64_t theirs = 0, ours = 0;
-    if (d.seq != mine.seq) {
-      field = "call number", theirs = d.seq, ours = mine.seq;
-    } else if (d.kind != mine.kind) {
-      field = "collective", theirs = d.kind, ours = mine.kind;
-    } else if (d.count != mine.count) {
-      field = "count", theirs = d.count, ours = mine.count;
-    } else if (d.dtype != mine.dtype) {
-      field = "dataType", theirs = d.dtype, ours = mine.dtype;
-    } else if (d.op != mine.op) {
-      field = "op", theirs = d.op, ours = mine.op;
-    } else if (d.root != mine.root) {
-      field = "root", theirs = d.root, ours = mine.root;
-    } else if (d.args_hash != mine.args_hash) {
-      field = "hash of the arrays that must be the same on every rank", theirs = d.args_hash,
+    if (a.kind != mine.kind) {
+      field = "collective", theirs = a.kind, ours = mine.kind;
+    } else if (a.count != mine.count) {
+      field = "count", theirs = a.count, ours = mine.count;
+    } else if (a.dtype != mine.dtype) {
+      field = "dataType", theirs = a.dtype, ours = mine.dtype;
+    } else if (a.op != mine.op) {
+      field = "op", theirs = a.op, ours = mine.op;
+    } else if (a.root != mine.root) {
+      field = "root", theirs = a.root, ours = mine.root;
+    } else if (a.args_hash != mine.args_hash) {
+      field = "hash of the arrays that must be the same on every rank", theirs = a.args_hash,
       ours = mine.args_hash;
     }
     if (field != nullptr) {
@@ -199,7 +202,7 @@ Status CatchUp(State &s, Clock::time_point deadline) {
   if (!s.refused) {
     return Status::Ok();
   }
-  HZC_RETURN_IF_ERROR(s.area->Wait(deadline, "the call this rank refused"));
+  HZC_RETURN_IF_ERROR(s.area->AwaitArrivals(s.seq, deadline, "the call this rank refused"));
   s.refused = false;
   return Status::Ok();
 }
@@ -245,7 +248,7 @@ Status Refuse(Communicator &comm, const Status &why) {
   refused.seq = ++s->seq;
   refused.kind = kRefusedKind;
   s->area->Post(refused);
-  s->area->Arrive();
+  s->area->Announce(refused, ControlArea::kRefused);
   s->refused = true;
   return Error(why.code(), "{}; the other ranks fail call {} too", why.message(), refused.seq);
 }
@@ -287,32 +290,33 @@ Status Run(Communicator &comm, const Call &call) {
   // buffers allow it (the ranks take what they all offer, staging otherwise).
   const Plan plan = exchange ? ExchangePost(area, call, mine.seq) : Plan{};
   const size_t input = exchange ? plan.SendExtent() : InlineInputBytes(call, area.nranks());
-  mine.inlined = kind.inlined != nullptr && InlinePost(area, call, mine.seq, input) ? 1 : 0;
-  if (mine.inlined == 0) {
-    mine.zero_copy = (exchange ? ExchangeEligible(comm, call, plan)
-                               : kind.zero_copy != nullptr && ZeroCopyEligible(comm, call))
-                         ? 1
-                         : 0;
+  uint32_t flags = kind.inlined != nullptr ? InlinePost(area, call, mine.seq, input) : 0;
+  if (flags == 0 && (exchange ? ExchangeEligible(comm, call, plan)
+                              : kind.zero_copy != nullptr && ZeroCopyEligible(comm, call))) {
+    flags = ControlArea::kZeroCopy;
   }
+  mine.inlined = (flags & ControlArea::kInlined) != 0 ? 1 : 0;
+  mine.zero_copy = (flags & ControlArea::kZeroCopy) != 0 ? 1 : 0;
   area.Post(mine);
-  if (Status st = area.Barrier(deadline, kind.name); !st.ok()) {
+  area.Announce(mine, flags);
+  if (Status st = area.AwaitArrivals(mine.seq, deadline, kind.name); !st.ok()) {
     return fail(Error(st.code(), "{}: {}", kind.name, st.message()));
   }
-  // Every rank sees the same descriptors, so every rank takes the same decision.
+  // Every rank sees the same arrivals, so every rank takes the same decision.
   HZC_RETURN_IF_ERROR(CheckSame(area, mine));
   if (kind.staging == nullptr) {
-    return Status::Ok();  // Barrier: the arrival barrier was the call
+    return Status::Ok();  // Barrier: the arrival was the call
   }
   Context ctx{.comm = comm, .area = &area, .seq = mine.seq, .deadline = deadline};
   if (exchange) {
     HZC_RETURN_IF_ERROR(ExchangeCheck(ctx));  // the pairs agree, on every rank alike
   }
-  bool inlined = true, zero_copy = true;
+  uint32_t all = flags;
   for (uint32_t r = 0; r < area.nranks(); ++r) {
-    const CallDesc d = area.Posted(r, mine.seq);
-    inlined = inlined && d.inlined == 1;
-    zero_copy = zero_copy && d.zero_copy == 1;
+    all &= r != area.rank() ? area.Arrival(r, mine.seq).flags : flags;
   }
+  const bool inlined = (all & ControlArea::kInlined) != 0;
+  const bool zero_copy = (all & ControlArea::kZeroCopy) != 0;
   const Entry entry = inlined ? kind.inlined : zero_copy ? kind.zero_copy : kind.staging;
   LogDebug("collectives: call {} ({}) takes the {} path", mine.seq, kind.name,
            inlined     ? "inline"

@@ -80,6 +80,16 @@ struct alignas(64) ControlArea::Slot {
   alignas(64) CallDesc desc[2];  // by call parity
 };
 
+struct alignas(64) ControlArea::Line {
+  std::atomic<uint32_t> seq;      // futex word: the call number's low bits, written last
+  std::atomic<uint32_t> waiters;  // ranks about to sleep on @seq
+  uint32_t flags;
+  uint32_t kind, dtype, op, root;
+  uint32_t reserved;
+  uint64_t count, args_hash;
+  uint8_t data[kLineData];
+};
+
 static_assert(std::atomic<uint32_t>::is_always_lock_free);
 
 ControlArea::ControlArea(UniqueMapping map, uint32_t rank, uint32_t nranks)
@@ -100,6 +110,24 @@ ControlArea::Slot &ControlArea::slot(uint32_t r) const {
   return reinterpret_cast<Slot *>(map_.as<uint8_t>() + kPage)[r];
 }
 
+size_t ControlArea::SlotBytes(uint32_t nranks) {
+  static_assert(sizeof(Line) == 64, "an arrival line is one cache line");
+  return PageAligned(nranks * (sizeof(Slot) + 2 * sizeof(Line)));
+}
+
+ControlArea::Line &ControlArea::line(uint32_t r, uint64_t seq) const {
+  auto *lines = reinterpret_cast<Line *>(map_.as<uint8_t>() + kPage + nranks_ * sizeof(Slot));
+  return lines[size_t{r} * 2 + (seq & 1)];
+}
+
+ControlArea::Word ControlArea::word(uint32_t r, uint64_t seq) const {
+  if (seq == 0) {
+    return {slot(r).step, slot(r).waiters};
+  }
+  Line &l = line(r, seq);
+  return {l.seq, l.waiters};
+}
+
 size_t ControlArea::InlineSlotBytes(size_t requested, uint32_t nranks) {
   constexpr size_t kBudget = size_t{32} << 20, kLeast = 4096, kLine = 64;
   if (requested == 0 || nranks == 0) {
@@ -110,7 +138,7 @@ size_t ControlArea::InlineSlotBytes(size_t requested, uint32_t nranks) {
 }
 
 Expected<UniqueMapping> ControlArea::Create(const Options &o, Clock::time_point deadline) {
-  const size_t slots = PageAligned(o.nranks * sizeof(Slot));
+  const size_t slots = SlotBytes(o.nranks);
   const size_t args = PageAligned(ArgBytes(o.nranks));
   const size_t inline_slot = InlineSlotBytes(o.inline_bytes, o.nranks);
   const size_t inlined = PageAligned(size_t{2} * o.nranks * inline_slot);
@@ -133,6 +161,9 @@ Expected<UniqueMapping> ControlArea::Create(const Options &o, Clock::time_point 
   h->staging_bytes = staging;
   for (uint32_t r = 0; r < o.nranks; ++r) {
     new (map.as<uint8_t>() + kPage + r * sizeof(Slot)) Slot{};
+  }
+  for (uint32_t i = 0; i < 2 * o.nranks; ++i) {
+    new (map.as<uint8_t>() + kPage + o.nranks * sizeof(Slot) + i * sizeof(Line)) Line{};
   }
   if (Status s = bootstrap::GiveDescriptor(HandOff(o, deadline), mem.get(), len); !s.ok()) {
     return HandOffError(s);
@@ -157,7 +188,7 @@ Expected<UniqueMapping> ControlArea::Receive(const Options &o, Clock::time_point
   }
   // The layout is rank 0's: every region must lie where this rank's own Create would put it,
   // inside the mapping, before this rank writes through it.
-  const size_t slots = PageAligned(o.nranks * sizeof(Slot));
+  const size_t slots = SlotBytes(o.nranks);
   const size_t args = PageAligned(ArgBytes(o.nranks));
   const uint64_t inline_slot = h->inline_bytes;
   const bool inline_fits =
@@ -207,6 +238,57 @@ Status ControlArea::Meet(Clock::time_point deadline) {
   return Status::Ok();
 }
 
+uint8_t *ControlArea::LineData(uint64_t seq) const {
+  return line(rank_, seq).data;
+}
+
+void ControlArea::Announce(const CallDesc &d, uint32_t flags) {
+  Line &l = line(rank_, d.seq);
+  l.flags = flags;
+  l.kind = d.kind;
+  l.dtype = d.dtype;
+  l.op = d.op;
+  l.root = d.root;
+  l.count = d.count;
+  l.args_hash = d.args_hash;
+  // A release store, not a fence: the line goes to the peers without this rank stalling for it.
+  // A waiter that counted itself in @waiters just as this load read the count before it (the
+  // store still in this CPU's store buffer) finds the new number when its FUTEX_WAIT compares
+  // (a system call later, long after the buffer drained); at worst it sleeps one slice.
+  l.seq.store(static_cast<uint32_t>(d.seq), std::memory_order_release);
+  if (l.waiters.load(std::memory_order_relaxed) != 0) {
+    FutexWake(&l.seq);
+  }
+}
+
+Status ControlArea::AwaitArrivals(uint64_t seq, Clock::time_point deadline, const char *what) {
+  for (uint32_t r = 0; r < nranks_; ++r) {
+    if (r != rank_) {
+      HZC_RETURN_IF_ERROR(WaitWord(r, seq, static_cast<uint32_t>(seq), deadline, what));
+    }
+  }
+  return CheckAbort();
+}
+
+ControlArea::Arrived ControlArea::Arrival(uint32_t r, uint64_t seq) const {
+  const Line &l = line(r, seq);
+  return {.flags = l.flags,
+          .kind = l.kind,
+          .dtype = l.dtype,
+          .op = l.op,
+          .root = l.root,
+          .count = l.count,
+          .args_hash = l.args_hash};
+}
+
+std::span<const uint8_t> ControlArea::InlineInput(uint32_t r, uint64_t seq) const {
+  const Line &l = line(r, seq);
+  if ((l.flags & kLineHolds) != 0) {
+    return {l.data, kLineData};
+  }
+  return {Inline(r, seq), inline_bytes_};
+}
+
 void ControlArea::Post(const CallDesc &d) {
   slot(rank_).desc[d.seq & 1] = d;
 }
@@ -246,6 +328,8 @@ void ControlArea::Abort(HcclResult code) {
   }
   for (uint32_t r = 0; r < nranks_; ++r) {
     FutexWake(&slot(r).step);
+    FutexWake(&line(r, 0).seq);
+    FutexWake(&line(r, 1).seq);
   }
 }
 
@@ -256,12 +340,12 @@ Status ControlArea::CheckPeers() const {
   return Status::Ok();
 }
 
-Status ControlArea::WaitStep(uint32_t r, uint32_t target, Clock::time_point deadline,
+Status ControlArea::WaitWord(uint32_t r, uint64_t seq, uint32_t target, Clock::time_point deadline,
                              const char *what) {
-  Slot &s = slot(r);
+  const Word w = word(r, seq);
   SpinWait spin(&spin_, oversubscribed_);
   for (;;) {
-    if (Reached(s.step.load(std::memory_order_acquire), target)) {
+    if (Reached(w.value.load(std::memory_order_acquire), target)) {
       spin.Caught();
       return Status::Ok();
     }
@@ -271,28 +355,28 @@ Status ControlArea::WaitStep(uint32_t r, uint32_t target, Clock::time_point dead
   }
   for (;;) {
     HZC_RETURN_IF_ERROR(CheckAbort());
-    s.waiters.fetch_add(1, std::memory_order_seq_cst);
-    const uint32_t v = s.step.load(std::memory_order_seq_cst);
+    w.waiters.fetch_add(1, std::memory_order_seq_cst);
+    const uint32_t v = w.value.load(std::memory_order_seq_cst);
     if (!Reached(v, target)) {
       const auto left = deadline - Clock::now();
       FutexWait(
-          &s.step, v,
+          &w.value, v,
           std::clamp<std::chrono::nanoseconds>(left, std::chrono::nanoseconds(0), kSleepSlice));
     }
-    s.waiters.fetch_sub(1, std::memory_order_seq_cst);
-    if (Reached(s.step.load(std::memory_order_acquire), target)) {
+    w.waiters.fetch_sub(1, std::memory_order_seq_cst);
+    if (Reached(w.value.load(std::memory_order_acquire), target)) {
       return Status::Ok();  // woken by the arrival: no need to look at the peers
     }
-    // The peers before the step: a rank that arrived and then exited has arrived, not died.
+    // The peers before the word: a rank that arrived and then exited has arrived, not died.
     const Status alive = CheckPeers();
-    if (Reached(s.step.load(std::memory_order_acquire), target)) {
+    if (Reached(w.value.load(std::memory_order_acquire), target)) {
       return Status::Ok();
     }
     HZC_RETURN_IF_ERROR(CheckAbort());
     HZC_RETURN_IF_ERROR(alive);
     if (Clock::now() >= deadline) {
       const std::string missing = RanksWhere(nranks_, [&](uint32_t q) {
-        return !Reached(slot(q).step.load(std::memory_order_acquire), target);
+        return !Reached(word(q, seq).value.load(std::memory_order_acquire), target);
       });
       return Error(HCCL_E_TIMEOUT, "rank(s) {} of {} did not reach {} in time", missing, nranks_,
                    what);
@@ -317,7 +401,7 @@ Status ControlArea::Barrier(Clock::time_point deadline, const char *what) {
 Status ControlArea::Wait(Clock::time_point deadline, const char *what) {
   for (uint32_t r = 0; r < nranks_; ++r) {
     if (r != rank_) {
-      HZC_RETURN_IF_ERROR(WaitStep(r, step_, deadline, what));
+      HZC_RETURN_IF_ERROR(WaitWord(r, 0, step_, deadline, what));
     }
   }
   return CheckAbort();

@@ -16,9 +16,16 @@
 // of a small call before its arrival barrier (coll/inline.h); valid for the others, like the
 // descriptor, between that barrier and the next call. Rank 0's size wins.
 //
-// Synchronisation is by steps: each rank has a 32-bit step counter in its slot that it only
-// increments; a barrier is "advance mine, wait until every rank's counter reached it". A wait
-// spins (base/spin.h: up to 50 us; when the ranks outnumber the CPUs a few turns, then it
+// Arrival: per rank and call parity, one cache line where a rank announces a call (Announce):
+// the fields every rank must agree on (CallDesc's kind, dtype, op, root, count, args_hash), how
+// it offers to take part (inline, zero-copy, refused), up to kLineData bytes of inline input,
+// and last the call number, on which the others wait. A call's first barrier is this
+// announcement, so a small call costs each rank one line of each peer; the full descriptor is
+// read only by the paths that need the peers' addresses.
+//
+// Synchronisation within a call is by steps: each rank has a 32-bit step counter in its slot that
+// it only increments; a barrier is "advance mine, wait until every rank's counter reached it". A
+// wait spins (base/spin.h: up to 50 us; when the ranks outnumber the CPUs a few turns, then it
 // yields the CPU a few times), then sleeps on the counter with FUTEX_WAIT on the shared mapping
 // (not _PRIVATE) in short slices; a rank that advances its counter calls FUTEX_WAKE only when a
 // waiter announced itself, so a call where nobody sleeps makes no syscall. Each sleep slice
@@ -31,6 +38,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -78,6 +86,34 @@ class ControlArea {
 
   uint32_t rank() const { return rank_; }
   uint32_t nranks() const { return nranks_; }
+
+  // How a rank takes part in a call (Announce's @flags).
+  static constexpr uint32_t kInlined = 1;    // its input is inline (coll/inline.h)
+  static constexpr uint32_t kLineHolds = 2;  // ... in its arrival line, not its inline region
+  static constexpr uint32_t kZeroCopy = 4;   // its buffers allow zero copy
+  static constexpr uint32_t kRefused = 8;    // it refused the call (its own checks failed it)
+  // Inline input bytes an arrival line holds.
+  static constexpr size_t kLineData = 16;
+  // What rank @r announced for a call (valid between the call's arrival and the next call).
+  struct Arrived {
+    uint32_t flags;
+    uint32_t kind, dtype, op, root;
+    uint64_t count, args_hash;
+  };
+  // This rank's arrival line's inline input for call @seq (kLineData bytes), written before
+  // Announce.
+  uint8_t *LineData(uint64_t seq) const;
+  // Arrive at call @d.seq: @d's fields every rank must agree on and @flags, then the call
+  // number (the others' waits end).
+  void Announce(const CallDesc &d, uint32_t flags);
+  // Wait until every rank announced call @seq (or a later one), until @deadline.
+  // HCCL_E_TIMEOUT naming the missing ranks, HCCL_E_REMOTE when a rank aborted or died.
+  Status AwaitArrivals(uint64_t seq, std::chrono::steady_clock::time_point deadline,
+                       const char *what);
+  Arrived Arrival(uint32_t r, uint64_t seq) const;
+  // Rank @r's inline input of call @seq: its arrival line's data or its inline region, as its
+  // flags say.
+  std::span<const uint8_t> InlineInput(uint32_t r, uint64_t seq) const;
 
   // Post this rank's descriptor of call @d.seq (slots are double-buffered by call parity).
   void Post(const CallDesc &d);
@@ -130,9 +166,21 @@ class ControlArea {
   static Expected<UniqueMapping> Receive(const Options &o,
                                          std::chrono::steady_clock::time_point deadline);
   Slot &slot(uint32_t r) const;
+  // Bytes of the slots and the arrival lines of @nranks ranks (page aligned).
+  static size_t SlotBytes(uint32_t nranks);
   Status Meet(std::chrono::steady_clock::time_point deadline);
-  Status WaitStep(uint32_t r, uint32_t target, std::chrono::steady_clock::time_point deadline,
-                  const char *what);
+  struct Line;
+  Line &line(uint32_t r, uint64_t seq) const;
+  // A futex word the others wait on and its count of sleepers: rank @r's step (@seq 0) or its
+  // arrival line of call @seq.
+  struct Word {
+    std::atomic<uint32_t> &value;
+    std::atomic<uint32_t> &waiters;
+  };
+  Word word(uint32_t r, uint64_t seq) const;
+  // Wait until word(@r, @seq) reached @target.
+  Status WaitWord(uint32_t r, uint64_t seq, uint32_t target,
+                  std::chrono::steady_clock::time_point deadline, const char *what);
   // HCCL_E_REMOTE when a peer's process is gone.
   Status CheckPeers() const;
 

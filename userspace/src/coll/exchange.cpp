@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstring>
 #include <functional>
+#include <span>
 
 #include "coll/control.h"
 #include "coll/guard.h"
@@ -325,13 +326,14 @@ Status ExchangeInline(Context &ctx, const Call &c) {
   const uint32_t n = ctx.area->nranks();
   std::vector<const uint8_t *> send(n);
   for (uint32_t p = 0; p < n; ++p) {
-    if (ctx.plans[p].SendExtent() > ctx.area->inline_bytes()) {
+    const std::span<const uint8_t> in = ctx.area->InlineInput(p, ctx.seq);
+    if (ctx.plans[p].SendExtent() > in.size()) {
       return Error(HCCL_E_REMOTE,
                    "rank {} posted its input inline but its plan reaches byte {} of its {}-byte "
-                   "inline region",
-                   p, ctx.plans[p].SendExtent(), ctx.area->inline_bytes());
+                   "inline input",
+                   p, ctx.plans[p].SendExtent(), in.size());
     }
-    send[p] = ctx.area->Inline(p, ctx.seq);
+    send[p] = in.data();
   }
   ReduceFn reduce = nullptr;
   if (Reduces(c.kind)) {

@@ -3,6 +3,7 @@
 
 #include <array>
 #include <cstring>
+#include <span>
 #include <vector>
 
 #include "coll/control.h"
@@ -18,22 +19,47 @@ size_t BlockBytes(const Call &c) {
   return static_cast<size_t>(c.count) * TypeSize(c.dtype);
 }
 
-// Every rank's inline region of the call (by rank), from byte @offset on; on the stack up to
-// 64 ranks (a small call allocates nothing).
+// Rank @r's inline input of the call, which must hold @bytes.
+Expected<const uint8_t *> Input(const Context &ctx, uint32_t r, size_t bytes) {
+  const std::span<const uint8_t> in = ctx.area->InlineInput(r, ctx.seq);
+  if (in.size() < bytes) {
+    return Error(HCCL_E_REMOTE,
+                 "rank {} posted its input inline but its {}-byte inline input cannot hold the "
+                 "call's {} bytes",
+                 r, in.size(), bytes);
+  }
+  return in.data();
+}
+
+// Every rank's inline input of the call (by rank), from byte @offset on, @bytes of it, this
+// rank's own from @own (its own copy may still wait in this CPU's store buffer, where reading it
+// back stalls); on the stack up to 64 ranks (a small call allocates nothing). HCCL_E_REMOTE
+// (status()) when a rank's input is shorter: a peer that broke the protocol.
 class Regions {
  public:
-  Regions(const Context &ctx, size_t offset) : n_(ctx.area->nranks()) {
+  Regions(const Context &ctx, size_t offset, size_t bytes, const void *own)
+      : n_(ctx.area->nranks()) {
     if (n_ > kStack) {
       heap_.resize(n_);
     }
     const void **p = n_ > kStack ? heap_.data() : stack_.data();
-    for (uint32_t r = 0; r < n_; ++r) {
-      p[r] = ctx.area->Inline(r, ctx.seq) + offset;
+    for (uint32_t r = 0; r < n_ && status_.ok(); ++r) {
+      if (r == ctx.area->rank()) {
+        p[r] = static_cast<const uint8_t *>(own) + offset;
+        continue;
+      }
+      auto in = Input(ctx, r, offset + bytes);
+      if (in.ok()) {
+        p[r] = *in + offset;
+      } else {
+        status_ = in.status();
+      }
     }
     data_ = p;
   }
   Regions(const Regions &) = delete;  // data_ points into this object
   Regions &operator=(const Regions &) = delete;
+  const Status &status() const { return status_; }
   const void *const *data() const { return data_; }
   size_t size() const { return n_; }
 
@@ -43,6 +69,7 @@ class Regions {
   std::array<const void *, kStack> stack_{};
   std::vector<const void *> heap_;
   const void *const *data_ = nullptr;
+  Status status_;
 };
 
 }  // namespace
@@ -52,16 +79,17 @@ size_t InlineInputBytes(const Call &c, uint32_t n) {
   return k.send_per_rank ? BlockBytes(c) * n : BlockBytes(c);
 }
 
-bool InlinePost(ControlArea &area, const Call &c, uint64_t seq, size_t input) {
+uint32_t InlinePost(ControlArea &area, const Call &c, uint64_t seq, size_t input) {
   if (input > area.inline_bytes() || area.inline_bytes() == 0) {
-    return false;
+    return 0;
   }
+  const bool line = input <= ControlArea::kLineData;
   const bool holds = c.kind != Kind::kBroadcast || c.root == area.rank();
   const void *from = c.kind == Kind::kBroadcast ? c.recv : c.send;
   if (holds && input != 0) {
-    std::memcpy(area.Inline(area.rank(), seq), from, input);
+    std::memcpy(line ? area.LineData(seq) : area.Inline(area.rank(), seq), from, input);
   }
-  return true;
+  return ControlArea::kInlined | (line ? ControlArea::kLineHolds : 0);
 }
 
 Status InlineAllGather(Context &ctx, const Call &c) {
@@ -69,7 +97,12 @@ Status InlineAllGather(Context &ctx, const Call &c) {
   const size_t b = BlockBytes(c);
   auto *const out = static_cast<uint8_t *>(c.recv);
   for (uint32_t p = 0; p < n; ++p) {
-    const void *from = p == me ? c.send : ctx.area->Inline(p, ctx.seq);
+    const void *from = c.send;
+    if (p != me) {
+      auto in = Input(ctx, p, b);
+      HZC_RETURN_IF_ERROR(in.status());
+      from = *in;
+    }
     if (out + p * b != from) {
       std::memmove(out + p * b, from, b);  // own block: in place when equal
     }
@@ -79,17 +112,20 @@ Status InlineAllGather(Context &ctx, const Call &c) {
 
 Status InlineBroadcast(Context &ctx, const Call &c) {
   if (ctx.area->rank() != c.root) {
-    std::memcpy(c.recv, ctx.area->Inline(c.root, ctx.seq), BlockBytes(c));
+    auto in = Input(ctx, c.root, BlockBytes(c));
+    HZC_RETURN_IF_ERROR(in.status());
+    std::memcpy(c.recv, *in, BlockBytes(c));
   }
   return Status::Ok();
 }
 
-// Every input is read from the inline copies (this rank's own too), so the output may be the
-// input.
+// The peers' inputs are read from their inline copies, this rank's from its buffer (a reduction
+// reads each block before it writes it, so the output may be the input).
 Status InlineReduceScatter(Context &ctx, const Call &c) {
   ReduceFn reduce = nullptr;
   HZC_RETURN_IF_ERROR(GetReduce(c.dtype, c.op, &reduce));
-  const Regions in(ctx, ctx.area->rank() * BlockBytes(c));
+  const Regions in(ctx, ctx.area->rank() * BlockBytes(c), BlockBytes(c), c.send);
+  HZC_RETURN_IF_ERROR(in.status());
   reduce(c.recv, in.data(), in.size(), c.count);
   return Status::Ok();
 }
@@ -99,7 +135,8 @@ Status InlineReduceScatter(Context &ctx, const Call &c) {
 Status InlineAllReduce(Context &ctx, const Call &c) {
   ReduceFn reduce = nullptr;
   HZC_RETURN_IF_ERROR(GetReduce(c.dtype, c.op, &reduce));
-  const Regions in(ctx, 0);
+  const Regions in(ctx, 0, BlockBytes(c), c.send);
+  HZC_RETURN_IF_ERROR(in.status());
   reduce(c.recv, in.data(), in.size(), c.count);
   return Status::Ok();
 }

@@ -2,15 +2,16 @@
 // The inline protocol of small calls inside one server (as NCCL's LL and MPI's eager sends):
 // the data travels with the call.
 //
-// Before its arrival barrier each rank copies its input (at most the control area's
-// inline_bytes(), HZC_INLINE_MAX) into its inline region of the call's parity
-// (coll/control.h) and says so in its descriptor. The arrival barrier, whose step word each
-// rank writes after its data, is then the only synchronisation of the call: every rank reads
-// what it needs straight from the peers' inline regions into its own output and returns. No
-// peer address is translated, no second barrier is needed (a rank rewrites a region of this
-// parity only after the next call's barrier, which every reader of this call passed after its
-// reads) and no system call is made when the peers are there. Buffers may be anywhere (activated
-// or not), unaligned and in place: a rank reads the copies, never the peers' buffers.
+// Before its arrival each rank copies its input (at most the control area's inline_bytes(),
+// HZC_INLINE_MAX) into its arrival line when it fits there (ControlArea::kLineData bytes), else
+// into its inline region of the call's parity (coll/control.h), and says so in its arrival. The
+// arrival, whose call number each rank writes after its data, is then the only synchronisation
+// of the call: every rank reads what it needs straight from the peers' copies into its own
+// output and returns. No peer address is translated, no second barrier is needed (a rank
+// rewrites a copy of this parity only after the next call's arrival, which every reader of this
+// call passed after its reads) and no system call is made when the peers are there. Buffers may be
+// anywhere (activated or not), unaligned and in place: a rank reads the copies, never the peers'
+// buffers.
 //
 // A call goes inline when every rank's input fits (the same on every rank for the collectives,
 // whose counts every rank checks); an exchange where one rank's input does not fit takes
@@ -29,12 +30,13 @@ namespace hzc::coll {
 // an inline call copies (Broadcast: the root's buffer; every rank counts it).
 size_t InlineInputBytes(const Call &c, uint32_t n);
 
-// Before the arrival barrier of call @seq: if @input bytes fit @area's inline region, copy
-// this rank's input of @c there (for an exchange, bytes [0, @input) of its send buffer) and
-// return true.
-bool InlinePost(ControlArea &area, const Call &c, uint64_t seq, size_t input);
+// Before the arrival of call @seq: if @input bytes fit @area's inline region, copy this rank's
+// input of @c there, or into its arrival line when they fit that (for an exchange, bytes
+// [0, @input) of its send buffer), and return the arrival's flags saying so
+// (ControlArea::kInlined, kLineHolds); else 0.
+uint32_t InlinePost(ControlArea &area, const Call &c, uint64_t seq, size_t input);
 
-// Entry points (coll/kinds.h), after the arrival barrier where every rank posted inline.
+// Entry points (coll/kinds.h), after the arrival where every rank posted inline.
 Status InlineAllGather(Context &ctx, const Call &c);
 Status InlineBroadcast(Context &ctx, const Call &c);
 Status InlineReduceScatter(Context &ctx, const Call &c);

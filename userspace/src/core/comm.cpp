@@ -25,6 +25,14 @@ std::atomic<uint64_t> g_serial{0};
 constexpr uintptr_t kHandleBase = uintptr_t{0x43} << 40;
 constexpr uintptr_t kHandleStride = 0x40;
 
+uint32_t CountServers(const std::vector<bootstrap::RankIdentity> &ranks) {
+  std::set<std::string> hosts;
+  for (const auto &p : ranks) {
+    hosts.insert(p.host);
+  }
+  return static_cast<uint32_t>(hosts.size());
+}
+
 }  // namespace
 
 Communicator::Communicator(bootstrap::UniqueId id, uint32_t rank,
@@ -33,6 +41,7 @@ Communicator::Communicator(bootstrap::UniqueId id, uint32_t rank,
       id_(id),
       rank_(rank),
       ranks_(std::move(ranks)),
+      servers_(CountServers(ranks_)),
       options_(std::move(options)) {}
 
 std::string Communicator::Name() const {
@@ -173,11 +182,7 @@ Status Communicator::EstablishLinks(transport::Transport &transport, std::chrono
 }
 
 uint32_t Communicator::ServerCount() const {
-  std::set<std::string> hosts;
-  for (const auto &p : ranks_) {
-    hosts.insert(p.host);
-  }
-  return static_cast<uint32_t>(hosts.size());
+  return servers_;
 }
 
 // The holds of one communicator (CommRegistry::Entry::handed): Release runs when the last one

@@ -104,6 +104,7 @@ class Communicator {
   const bootstrap::UniqueId id_;
   const uint32_t rank_;
   const std::vector<bootstrap::RankIdentity> ranks_;
+  const uint32_t servers_;  // distinct hosts among ranks_ (every call asks)
   const CommOptions options_;
   std::atomic<HcclResult> async_error_{HCCL_SUCCESS};
   std::unique_ptr<bootstrap::Group> group_;
