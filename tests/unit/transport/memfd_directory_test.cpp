@@ -4,6 +4,7 @@
 // only when the peers have dropped their mappings, and dead or stopped peers do not hang them.
 #include "transport/memfd_directory.h"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -14,6 +15,8 @@
 #include "base/unique_mapping.h"
 #include "forked_child.h"
 #include "hzc_test.h"
+#include "transport/memfd.h"
+#include "transport/memfd_layout.h"
 
 namespace hzc::transport {
 namespace {
@@ -22,6 +25,17 @@ using MemfdTransportTest = test::Test;
 using test::ForkedChild;
 
 constexpr size_t kChunk = size_t{1} << 20;
+
+// A memfd of @len bytes sealed against shrinking (as aclrtMallocPhysical makes them), or an
+// invalid descriptor.
+UniqueFd SealedMemfd(size_t len) {
+  UniqueFd fd(memfd_create("memfd-transport-test", MFD_CLOEXEC | MFD_ALLOW_SEALING));
+  if (!fd.valid() || ftruncate(fd.get(), static_cast<off_t>(len)) != 0 ||
+      fcntl(fd.get(), F_ADD_SEALS, F_SEAL_SHRINK) != 0) {
+    return UniqueFd();
+  }
+  return fd;
+}
 
 // A reservation of @chunks chunks with a memfd mapped over each (like aclrtMapMem), the byte
 // at offset i of chunk c holding (c * 31 + i) % 251.
@@ -33,10 +47,9 @@ struct Chunks {
     reservation = UniqueMapping::Map(chunks * kChunk, PROT_NONE,
                                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1);
     for (size_t c = 0; c < chunks && reservation.valid(); ++c) {
-      UniqueFd fd(memfd_create("memfd-transport-test", MFD_CLOEXEC));
-      if (!fd.valid() || ftruncate(fd.get(), kChunk) != 0 ||
-          mmap(reservation.as<char>() + c * kChunk, kChunk, PROT_READ | PROT_WRITE,
-               MAP_SHARED | MAP_FIXED, fd.get(), 0) == MAP_FAILED) {
+      UniqueFd fd = SealedMemfd(kChunk);
+      if (!fd.valid() || mmap(reservation.as<char>() + c * kChunk, kChunk, PROT_READ | PROT_WRITE,
+                              MAP_SHARED | MAP_FIXED, fd.get(), 0) == MAP_FAILED) {
         reservation.reset();
         return;
       }
@@ -115,6 +128,9 @@ TEST_F(MemfdTransportTest, OwnProcessTranslatesItsActivations) {
   EXPECT_EQ((*e)->Activate(m.at(3), 2 * kChunk, m.fds[0].get(), 0, 1).code(), HCCL_E_PARA);
   EXPECT_EQ((*e)->RemoveRange(m.base()).code(), HCCL_E_PARA);
   EXPECT_EQ((*e)->Deactivate(m.at(0) + 4096).code(), HCCL_E_PARA);
+  UniqueFd unsealed(memfd_create("memfd-transport-test", MFD_CLOEXEC));
+  ASSERT_EQ(ftruncate(unsealed.get(), kChunk), 0);
+  EXPECT_EQ((*e)->Activate(m.at(2), kChunk, unsealed.get(), 0, 1).code(), HCCL_E_PARA);
   auto acts = imp.Activations(getpid());
   ASSERT_TRUE(acts.ok());
   ASSERT_EQ(acts->size(), 2u);
@@ -257,6 +273,155 @@ TEST_F(MemfdTransportTest, DeadPeerIsSkippedStoppedPeerTimesOut) {
   ASSERT_TRUE(stopped.WaitExited());
   EXPECT_TRUE(e->RemoveRange(m.base()).ok());
   EXPECT_EQ(e->AttachedPeers(), 0u);
+}
+
+// What a peer's directory says is the peer's word. An owner that lists what it could not have
+// published (an activation past the end of its range, as a 68 KiB one in a 4 KiB range that
+// would be mapped over the importer's own pages; unaligned, wrapping, outside every range, or
+// backed by anything but a memfd sealed against shrinking that holds it) gets HCCL_E_REMOTE
+// naming the entry, and the importer maps nothing. The honest listing maps.
+TEST_F(MemfdTransportTest, CraftedListingIsRemoteErrorNeverMapped) {
+  std::string why;
+  if (!CanTakeDescriptors(&why)) {
+    GTEST_SKIP() << why;
+  }
+  const auto page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+  constexpr uint64_t kVa = uint64_t{1} << 40;
+  // The child's descriptors a crafted entry may name.
+  struct Fds {
+    int pipe = -1;
+    int unsealed = -1;
+    int short_one = -1;
+  };
+  struct Craft {
+    std::function<void(memfd::DirAct &, const Fds &)> patch;
+    std::string says;
+  };
+  const std::vector<Craft> crafts = {
+      {[&](memfd::DirAct &a, const Fds &) { a.size = 17 * page; }, "runs past the end of range"},
+      {[&](memfd::DirAct &a, const Fds &) { a.va += 8; }, "empty, unaligned or wrapping"},
+      {[&](memfd::DirAct &a, const Fds &) { a.size = 0; }, "empty, unaligned or wrapping"},
+      {[&](memfd::DirAct &a, const Fds &) { a.va = UINT64_MAX - page + 1, a.size = 2 * page; },
+       "empty, unaligned or wrapping"},
+      {[&](memfd::DirAct &a, const Fds &) { a.offset = 8; }, "memfd offset 0x8"},
+      {[&](memfd::DirAct &a, const Fds &) { a.offset = INT64_MAX & ~(page - 1); }, "memfd offset"},
+      {[&](memfd::DirAct &a, const Fds &) { a.va += page; }, "outside its ranges"},
+      {[&](memfd::DirAct &a, const Fds &) { a.fd = -1; }, "with descriptor -1"},
+      {[&](memfd::DirAct &a, const Fds &f) { a.fd = f.pipe; }, "not a regular file"},
+      {[&](memfd::DirAct &a, const Fds &f) { a.fd = f.unsealed; },
+       "not a memfd sealed against shrinking"},
+      {[&](memfd::DirAct &a, const Fds &f) { a.fd = f.short_one, a.offset = page; },
+       fmt::format("its memfd holds {:#x} bytes", page)},
+  };
+  ForkedChild owner([&](ForkedChild::Pipes pipes) {
+    auto e = MemfdExport::Process();
+    UniqueFd big = SealedMemfd(17 * page);  // room for the 68 KiB it will claim
+    UniqueFd short_one = SealedMemfd(page);
+    UniqueFd unsealed(memfd_create("memfd-transport-test", MFD_CLOEXEC));
+    int pipe_fds[2] = {-1, -1};
+    const uint8_t mark = 0x5a;
+    if (!e.ok() || !big.valid() || !short_one.valid() || !unsealed.valid() ||
+        ftruncate(unsealed.get(), static_cast<off_t>(17 * page)) != 0 || pipe(pipe_fds) != 0 ||
+        pwrite(big.get(), &mark, 1, 0) != 1 || !(*e)->AddRange(kVa, page).ok() ||
+        !(*e)->Activate(kVa, page, big.get(), 0, 1).ok()) {
+      return 1;
+    }
+    auto dir = UniqueMapping::Map(memfd::kDirBytes, PROT_READ | PROT_WRITE, MAP_SHARED, (*e)->fd());
+    if (!dir.valid()) {
+      return 2;
+    }
+    auto *d = dir.as<memfd::Directory>();
+    const memfd::DirAct honest = d->acts[0];
+    const Fds fds{.pipe = pipe_fds[0], .unsealed = unsealed.get(), .short_one = short_one.get()};
+    ForkedChild::Write(pipes.out, static_cast<uint64_t>((*e)->fd()));
+    for (uint64_t i = 0; ForkedChild::Read(pipes.in, &i, 10000);) {
+      std::atomic_ref<uint64_t>(d->generation).fetch_add(1);  // odd: being written
+      d->acts[0] = honest;
+      if (i < crafts.size()) {
+        crafts[i].patch(d->acts[0], fds);
+      }
+      std::atomic_ref<uint64_t>(d->generation).fetch_add(1);
+      ForkedChild::Write(pipes.out, i);
+    }
+    return 0;
+  });
+  uint64_t word = 0;
+  ASSERT_TRUE(owner.Receive(&word));
+  auto &imp = MemfdImport::Process();
+  ASSERT_TRUE(imp.Attach(owner.pid(), static_cast<int>(word)).ok());
+  const std::string pid = std::to_string(owner.pid());
+  for (size_t i = 0; i < crafts.size(); ++i) {
+    SCOPED_TRACE(crafts[i].says);
+    ASSERT_TRUE(owner.Send(i) && owner.Receive(&word));
+    auto p = imp.Translate(owner.pid(), kVa, 16);
+    ASSERT_FALSE(p.ok()) << "mapped at " << *p;
+    EXPECT_EQ(p.status().code(), HCCL_E_REMOTE);
+    EXPECT_THAT(p.status().message(), ::testing::HasSubstr(crafts[i].says));
+    EXPECT_THAT(p.status().message(), ::testing::HasSubstr("pid " + pid));
+    EXPECT_EQ(imp.MappedWindows(), 0u);
+  }
+  // Through a communicator's peer memory the error names the rank.
+  ASSERT_TRUE(owner.Send(0) && owner.Receive(&word));
+  MemfdPeerMemory peers(0, {static_cast<uint32_t>(getpid()), static_cast<uint32_t>(owner.pid())});
+  auto named = peers.Translate(1, kVa, 16);
+  ASSERT_FALSE(named.ok());
+  EXPECT_EQ(named.status().code(), HCCL_E_REMOTE);
+  EXPECT_THAT(named.status().message(),
+              ::testing::HasSubstr("rank 1 (pid " + pid + ") lists activation"));
+  EXPECT_EQ(peers.Activations(1).status().code(), HCCL_E_REMOTE);
+  // The honest listing again.
+  ASSERT_TRUE(owner.Send(crafts.size()) && owner.Receive(&word));
+  auto p = imp.Translate(owner.pid(), kVa, 16);
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  EXPECT_EQ(*static_cast<uint8_t *>(*p), 0x5a);
+  imp.Detach(owner.pid());
+}
+
+// Windows and mapped directories are not inherited across fork (the kernel transport's windows
+// are VM_DONTCOPY): a child of the importer cannot reach the owner's memory through its parent's
+// window, so no withdrawal can miss it. It attaches afresh and maps windows of its own.
+TEST_F(MemfdTransportTest, ForkedChildOfImporterInheritsNoWindow) {
+  std::string why;
+  if (!CanTakeDescriptors(&why)) {
+    GTEST_SKIP() << why;
+  }
+  MemfdExport *e = *MemfdExport::Process();
+  Chunks m(2);
+  ASSERT_TRUE(PublishTwo(e, m));
+  const pid_t owner = getpid();
+  ForkedChild importer([&](ForkedChild::Pipes) {
+    auto &imp = MemfdImport::Process();
+    if (!imp.Attach(owner, e->fd()).ok()) {
+      return 1;
+    }
+    auto p = imp.Translate(owner, m.at(0), 16);
+    if (!p.ok() || !Readable(*p)) {
+      return 2;
+    }
+    ForkedChild grandchild([&](ForkedChild::Pipes) {
+      if (Readable(*p)) {
+        return 3;  // the parent's window came along
+      }
+      auto &mine = MemfdImport::Process();
+      if (!mine.Attach(owner, e->fd()).ok()) {
+        return 4;
+      }
+      auto q = mine.Translate(owner, m.at(1), 16);
+      if (!q.ok() || static_cast<uint8_t *>(*q)[0] != 31 % 251) {
+        return 5;
+      }
+      mine.Detach(owner);
+      return 0;
+    });
+    const int rc = grandchild.Wait();
+    imp.Detach(owner);
+    return rc;
+  });
+  EXPECT_EQ(importer.Wait(), 0);
+  EXPECT_TRUE(e->Deactivate(m.at(0)).ok());
+  EXPECT_EQ(e->AttachedPeers(), 0u);  // both detached (and the dead are freed by a withdrawal)
+  EXPECT_TRUE(e->Deactivate(m.at(1)).ok());
+  EXPECT_TRUE(e->RemoveRange(m.base()).ok());
 }
 
 }  // namespace

@@ -12,13 +12,17 @@ namespace hzc::transport {
 
 namespace {
 
-// A directory error about rank @peer (pid @pid): an exit is named as the kernel transport
-// names it.
+// A directory error about rank @peer (pid @pid): what the peer did (it exited, it lists
+// something impossible) is named with its rank, an exit as the kernel transport names it.
 Status Named(const Status &st, uint32_t peer, pid_t pid) {
-  if (st.code() == HCCL_E_REMOTE) {
-    return Error(HCCL_E_REMOTE, "rank {} (pid {}) has exited", peer, pid);
+  if (st.code() != HCCL_E_REMOTE) {
+    return st;
   }
-  return st;
+  const std::string said = fmt::format("pid {} ", pid);
+  if (st.message().starts_with(said)) {
+    return Error(HCCL_E_REMOTE, "rank {} (pid {}) {}", peer, pid, st.message().substr(said.size()));
+  }
+  return Error(HCCL_E_REMOTE, "rank {} (pid {}): {}", peer, pid, st.message());
 }
 
 class MemfdLink final : public Link {

@@ -30,51 +30,24 @@
 #include "base/unique_fd.h"
 #include "base/unique_mapping.h"
 #include "bootstrap/peer_process.h"
+#include "transport/memfd_layout.h"
 
 namespace hzc::transport {
 
 namespace {
 
-constexpr uint32_t kMagic = 0x687a6364;  // "hzcd"
-constexpr size_t kSlots = 64;
-constexpr size_t kRanges = 256;
-constexpr size_t kActs = 1024;
+using memfd::DirAct;
+using memfd::Directory;
+using memfd::DirRange;
+using memfd::DirSlot;
+using memfd::kActs;
+using memfd::kDirBytes;
+using memfd::kMagic;
+using memfd::kRanges;
+using memfd::kSlots;
+
 constexpr int kSeals = F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL;
 constexpr const char *kDirName = "hzc-directory";
-
-struct DirSlot {
-  uint32_t pid;    // 0: free
-  int32_t dir_fd;  // the peer's own directory (its doorbell), in the peer's process
-  uint64_t acked;  // generation the peer holds nothing older than
-};
-struct DirRange {
-  uint64_t base;
-  uint64_t size;
-};
-struct DirAct {
-  uint64_t va;
-  uint64_t size;
-  uint64_t cookie;
-  uint64_t offset;
-  int32_t fd;  // in the owner's process
-  uint32_t reserved;
-};
-struct Directory {
-  uint32_t magic;
-  uint32_t nranges;
-  uint64_t generation;  // seqlock: odd while being written
-  uint32_t doorbell;    // futex: owners ring this process's watcher
-  uint32_t ack;         // futex: peers tell this process they acknowledged
-  uint32_t nacts;
-  uint32_t owner;  // pid of the process that publishes it
-  // The owner's death word (base/death_word.h): peers see its death without a system call.
-  uint32_t alive;
-  uint32_t reserved;
-  DirSlot slots[kSlots];
-  DirRange ranges[kRanges];
-  DirAct acts[kActs];
-};
-constexpr size_t kDirBytes = (sizeof(Directory) + 4095) / 4096 * 4096;
 
 template <typename T>
 std::atomic_ref<T> At(T &word) {
@@ -120,6 +93,10 @@ Expected<UniqueMapping> MapDirectory(int fd, pid_t pid) {
   if (!m.valid()) {
     return Error(HCCL_E_MEMORY, "mapping the memory directory of pid {}: {}", pid,
                  ErrnoString(errno));
+  }
+  if (::madvise(m.get(), m.size(), MADV_DONTFORK) != 0) {
+    return Error(HCCL_E_SYSCALL, "madvise(MADV_DONTFORK) of the memory directory of pid {}: {}",
+                 pid, ErrnoString(errno));
   }
   if (m.as<Directory>()->magic != kMagic ||
       m.as<Directory>()->owner != static_cast<uint32_t>(pid)) {
@@ -287,6 +264,11 @@ Expected<MemfdExport *> MemfdExport::Process() {
   if (!state->page.valid()) {
     return Error(HCCL_E_MEMORY, "mapping the memory directory: {}", ErrnoString(errno));
   }
+  // A forked child publishes a directory of its own and cannot write this one.
+  if (::madvise(state->page.get(), kDirBytes, MADV_DONTFORK) != 0) {
+    return Error(HCCL_E_SYSCALL, "madvise(MADV_DONTFORK) of the memory directory: {}",
+                 ErrnoString(errno));
+  }
   for (DirSlot &s : state->dir()->slots) {
     s.dir_fd = -1;
   }
@@ -374,6 +356,14 @@ Status MemfdExport::Activate(uintptr_t va, size_t size, int memfd, uint64_t offs
   if (acts.size() >= kActs) {
     return Error(HCCL_E_MEMORY, "the memory directory holds {} activations, its most", kActs);
   }
+  // Peers refuse any other (a memfd that shrinks under their mapping is SIGBUS in them).
+  const int seals = ::fcntl(memfd, F_GET_SEALS);
+  if (seals < 0 || (seals & F_SEAL_SHRINK) == 0) {
+    return Error(HCCL_E_PARA,
+                 "activation {:#x}: descriptor {} is no memfd sealed against "
+                 "shrinking",
+                 va, memfd);
+  }
   UniqueFd dup(::fcntl(memfd, F_DUPFD_CLOEXEC, 0));
   if (!dup.valid()) {
     return Error(HCCL_E_SYSCALL, "duplicating the memfd of activation {:#x}: {}", va,
@@ -437,6 +427,115 @@ uintptr_t Covered(const std::vector<MemfdActivation> &acts, uintptr_t va, uintpt
   return covered;
 }
 
+size_t Page() {
+  static const auto page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  return page;
+}
+
+bool Aligned(uint64_t v) {
+  return v % Page() == 0;
+}
+
+// Whether [base, base + size) is non-empty, page-aligned and does not wrap.
+bool Span(uint64_t base, uint64_t size) {
+  return size != 0 && Aligned(base) && Aligned(size) && base <= UINTPTR_MAX - size;
+}
+
+Status CheckRanges(pid_t pid, const std::vector<DirRange> &ranges) {
+  for (size_t i = 0; i < ranges.size(); ++i) {
+    const DirRange &r = ranges[i];
+    if (!Span(r.base, r.size)) {
+      return Error(HCCL_E_REMOTE,
+                   "pid {} lists range {:#x} of size {:#x}: empty, unaligned or "
+                   "wrapping",
+                   pid, r.base, r.size);
+    }
+    if (i > 0 && ranges[i - 1].base + ranges[i - 1].size > r.base) {
+      return Error(HCCL_E_REMOTE, "pid {} lists range {:#x}: it overlaps range {:#x}", pid, r.base,
+                   ranges[i - 1].base);
+    }
+  }
+  return Status::Ok();
+}
+
+// Activation @a of pid @pid against its fields and @ranges (sorted, checked).
+Status CheckAct(pid_t pid, const DirAct &a, const std::vector<DirRange> &ranges) {
+  if (!Span(a.va, a.size)) {
+    return Error(HCCL_E_REMOTE,
+                 "pid {} lists activation {:#x} of size {:#x}: empty, unaligned or "
+                 "wrapping",
+                 pid, a.va, a.size);
+  }
+  if (!Aligned(a.offset) || a.offset > static_cast<uint64_t>(INT64_MAX) - a.size) {
+    return Error(HCCL_E_REMOTE,
+                 "pid {} lists activation {:#x} at memfd offset {:#x}: unaligned "
+                 "or past the end of any file",
+                 pid, a.va, a.offset);
+  }
+  if (a.fd < 0) {
+    return Error(HCCL_E_REMOTE, "pid {} lists activation {:#x} with descriptor {}", pid, a.va,
+                 a.fd);
+  }
+  auto r = std::upper_bound(ranges.begin(), ranges.end(), a.va,
+                            [](uint64_t va, const DirRange &x) { return va < x.base; });
+  if (r == ranges.begin() || a.va - std::prev(r)->base >= std::prev(r)->size) {
+    return Error(HCCL_E_REMOTE, "pid {} lists activation {:#x} outside its ranges", pid, a.va);
+  }
+  --r;
+  if (a.size > r->size - (a.va - r->base)) {
+    return Error(HCCL_E_REMOTE,
+                 "pid {} lists activation {:#x} of size {:#x}: it runs past the end "
+                 "of range {:#x} (+{:#x})",
+                 pid, a.va, a.size, r->base, r->size);
+  }
+  return Status::Ok();
+}
+
+// @s (a listing of pid @pid, sorted here) checked field by field before any of it is used:
+// ranges and activations page-aligned spans that do not wrap, each activation inside one range
+// and apart from the others. HCCL_E_REMOTE naming the entry and the field otherwise.
+Status CheckListing(pid_t pid, Snapshot &s) {
+  std::sort(s.ranges.begin(), s.ranges.end(),
+            [](const DirRange &a, const DirRange &b) { return a.base < b.base; });
+  std::sort(s.acts.begin(), s.acts.end(),
+            [](const DirAct &a, const DirAct &b) { return a.va < b.va; });
+  HZC_RETURN_IF_ERROR(CheckRanges(pid, s.ranges));
+  for (size_t i = 0; i < s.acts.size(); ++i) {
+    HZC_RETURN_IF_ERROR(CheckAct(pid, s.acts[i], s.ranges));
+    if (i > 0 && s.acts[i - 1].va + s.acts[i - 1].size > s.acts[i].va) {
+      return Error(HCCL_E_REMOTE, "pid {} lists activation {:#x}: it overlaps activation {:#x}",
+                   pid, s.acts[i].va, s.acts[i - 1].va);
+    }
+  }
+  return Status::Ok();
+}
+
+// The descriptor @fd taken for activation @a of pid @pid: a regular memfd, sealed against
+// shrinking, that holds [offset, offset + size). HCCL_E_REMOTE otherwise.
+Status CheckMemfd(pid_t pid, const DirAct &a, int fd) {
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    return Error(HCCL_E_REMOTE,
+                 "pid {} lists activation {:#x} with descriptor {}: not a regular "
+                 "file",
+                 pid, a.va, a.fd);
+  }
+  const int seals = ::fcntl(fd, F_GET_SEALS);
+  if (seals < 0 || (seals & F_SEAL_SHRINK) == 0) {
+    return Error(HCCL_E_REMOTE,
+                 "pid {} lists activation {:#x} with descriptor {}: not a memfd "
+                 "sealed against shrinking",
+                 pid, a.va, a.fd);
+  }
+  if (static_cast<uint64_t>(st.st_size) < a.offset + a.size) {
+    return Error(HCCL_E_REMOTE,
+                 "pid {} lists activation {:#x} at offset {:#x} of size {:#x}: its "
+                 "memfd holds {:#x} bytes",
+                 pid, a.va, a.offset, a.size, st.st_size);
+  }
+  return Status::Ok();
+}
+
 std::vector<MemfdActivation> Listed(const std::vector<DirAct> &acts) {
   std::vector<MemfdActivation> out;
   for (const DirAct &a : acts) {
@@ -483,7 +582,15 @@ bool MemfdImport::State::Exited(const Owner &o) {
 
 void MemfdImport::State::Forked() {
   if (made_by != ProcessId()) {
-    owners.clear();  // the parent's views; their slots are the parent's
+    // The parent's views: their slots are the parent's, and their mappings (MADV_DONTFORK) are
+    // not this process's; whatever it has mapped at those addresses since is not theirs.
+    for (auto &[pid, o] : owners) {
+      o.dir.release();
+      for (auto &[base, w] : o.windows) {
+        w.release();
+      }
+    }
+    owners.clear();
     watching = false;
     made_by = ProcessId();
   }
@@ -498,7 +605,13 @@ void MemfdImport::State::Ack(Owner &o, uint64_t gen) {
 void MemfdImport::State::Revoke(Owner &o) {
   for (auto &[base, w] : o.windows) {
     // Keep the addresses reserved: a stale pointer faults instead of reaching other memory.
-    ::mmap(w.get(), w.size(), PROT_NONE, kReserveFlags | MAP_FIXED, -1, 0);
+    if (::mmap(w.get(), w.size(), PROT_NONE, kReserveFlags | MAP_FIXED, -1, 0) == MAP_FAILED) {
+      LogError("memfd transport: cannot cover the window of range {:#x} at {}: {}; unmapping it",
+               base, w.get(), ErrnoString(errno));
+      w.reset();
+      continue;
+    }
+    ::madvise(w.get(), w.size(), MADV_DONTFORK);
   }
   o.listed = false;
 }
@@ -512,9 +625,9 @@ Status MemfdImport::State::Relist(pid_t pid, Owner &o) {
     return Error(HCCL_E_INTERNAL, "the memory directory of pid {} stays busy", pid);
   }
   o.windows.clear();
+  o.listed = false;
+  HZC_RETURN_IF_ERROR(CheckListing(pid, *snap));
   o.list = std::move(*snap);
-  std::sort(o.list.acts.begin(), o.list.acts.end(),
-            [](const DirAct &a, const DirAct &b) { return a.va < b.va; });
   o.listed = true;
   return Status::Ok();
 }
@@ -537,17 +650,21 @@ Expected<void *> MemfdImport::State::Window(pid_t pid, Owner &o, const DirRange 
     if (!fd.ok()) {
       return fd.status();
     }
-    struct stat st {};
-    if (::fstat(fd->get(), &st) != 0 || static_cast<uint64_t>(st.st_size) < a.offset + a.size) {
-      return Error(HCCL_E_REMOTE, "activation {:#x} of pid {}: its memfd is shorter than listed",
-                   a.va, pid);
-    }
+    HZC_RETURN_IF_ERROR(CheckMemfd(pid, a, fd->get()));
+    // In bounds: CheckListing put [va, va + size) inside the range, the window's span.
     void *p = ::mmap(w.as<char>() + (a.va - r.base), a.size, PROT_READ | PROT_WRITE,
                      MAP_SHARED | MAP_FIXED, fd->get(), static_cast<off_t>(a.offset));
     if (p == MAP_FAILED) {
       return Error(HCCL_E_MEMORY, "mapping activation {:#x} of pid {}: {}", a.va, pid,
                    ErrnoString(errno));
     }
+  }
+  // A forked child inherits none of it (the kernel transport's windows are VM_DONTCOPY).
+  if (::madvise(w.get(), w.size(), MADV_DONTFORK) != 0) {
+    return Error(HCCL_E_SYSCALL,
+                 "madvise(MADV_DONTFORK) of the window of range {:#x} of pid {}: "
+                 "{}",
+                 r.base, pid, ErrnoString(errno));
   }
   LogDebug("memfd transport: mapped range {:#x} (+{:#x}) of pid {} at {}", r.base, r.size, pid,
            w.get());
@@ -774,8 +891,7 @@ Expected<std::vector<MemfdActivation>> MemfdImport::Activations(pid_t pid) {
   if (!snap) {
     return Error(HCCL_E_INTERNAL, "the memory directory of pid {} stays busy", pid);
   }
-  std::sort(snap->acts.begin(), snap->acts.end(),
-            [](const DirAct &a, const DirAct &b) { return a.va < b.va; });
+  HZC_RETURN_IF_ERROR(CheckListing(pid, *snap));
   return Listed(snap->acts);
 }
 
