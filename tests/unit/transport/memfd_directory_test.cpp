@@ -424,5 +424,63 @@ TEST_F(MemfdTransportTest, ForkedChildOfImporterInheritsNoWindow) {
   EXPECT_TRUE(e->RemoveRange(m.base()).ok());
 }
 
+// A rank is the process that held its pid when the ranks arrived (its card, a pidfd), not
+// whichever holds the pid later: under a card whose process has exited no other process's
+// memory is reached, attached already or not. Connect takes the cards and names a rank that is
+// gone already.
+TEST_F(MemfdTransportTest, RankIsItsCardNotItsPid) {
+  std::string why;
+  if (!CanTakeDescriptors(&why)) {
+    GTEST_SKIP() << why;
+  }
+  Chunks m(2);
+  ASSERT_TRUE(m.reservation.valid());
+  ForkedChild live([&](ForkedChild::Pipes pipes) {
+    auto e = MemfdExport::Process();
+    if (!e.ok() || !PublishTwo(*e, m)) {
+      return 1;
+    }
+    ForkedChild::Write(pipes.out, 1);
+    pause();
+    return 0;
+  });
+  ForkedChild gone([](ForkedChild::Pipes) { return 0; });
+  uint64_t word = 0;
+  ASSERT_TRUE(live.Receive(&word));
+  ASSERT_TRUE(gone.WaitExited());
+  auto gone_card = bootstrap::PeerProcess::Open(gone.pid());  // a zombie's: it has exited
+  ASSERT_TRUE(gone_card.ok()) << gone_card.status().message();
+  const auto gone_pid = static_cast<uint32_t>(gone.pid());
+  ASSERT_EQ(gone.Wait(), 0);
+  const std::vector<uint32_t> pids = {static_cast<uint32_t>(getpid()),
+                                      static_cast<uint32_t>(live.pid())};
+  auto cards = [](Expected<bootstrap::PeerProcess> card) {
+    std::vector<bootstrap::PeerProcess> v(2);
+    v[1] = std::move(*card);
+    return v;
+  };
+  // The live process stands where the card's process was (as if it had taken its pid).
+  MemfdPeerMemory stale(0, pids, cards(std::move(gone_card)));
+  auto p = stale.Translate(1, m.at(0), 16);
+  ASSERT_FALSE(p.ok());
+  EXPECT_EQ(p.status().code(), HCCL_E_REMOTE);
+  EXPECT_THAT(p.status().message(), ::testing::HasSubstr("has exited"));
+  EXPECT_EQ(MemfdImport::Process().MappedWindows(), 0u);
+  MemfdPeerMemory right(0, pids, cards(bootstrap::PeerProcess::Open(live.pid())));
+  auto q = right.Translate(1, m.at(1), 16);
+  ASSERT_TRUE(q.ok()) << q.status().message();
+  EXPECT_EQ(static_cast<uint8_t *>(*q)[0], 31 % 251);
+  // Attached now, and still not through the stale card.
+  EXPECT_EQ(stale.Translate(1, m.at(0), 16).status().code(), HCCL_E_REMOTE);
+  EXPECT_EQ(stale.Activations(1).status().code(), HCCL_E_REMOTE);
+  EXPECT_TRUE(right.Translate(1, m.at(0), 16).ok());
+  MemfdTransport transport;
+  auto link = transport.Connect({.rank = 0, .pids = {pids[0], gone_pid}});
+  ASSERT_FALSE(link.ok());
+  EXPECT_EQ(link.status().code(), HCCL_E_REMOTE);
+  EXPECT_EQ(link.status().message(), fmt::format("rank 1 (pid {}) has exited", gone_pid));
+  MemfdImport::Process().Detach(live.pid());
+}
+
 }  // namespace
 }  // namespace hzc::transport

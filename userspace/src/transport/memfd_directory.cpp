@@ -554,6 +554,7 @@ struct MemfdImport::State {
     bootstrap::PeerProcess process;
     UniqueMapping dir;
     DirSlot *slot = nullptr;
+    uint64_t serial = 0;  // of the attachment (AttachCard)
     bool dead = false;
     bool listed = false;
     Snapshot list;
@@ -562,10 +563,13 @@ struct MemfdImport::State {
   };
   std::mutex mutex;
   std::map<pid_t, Owner> owners;
+  uint64_t attachments = 0;
   pid_t made_by = 0;
   bool watching = false;
 
   void Forked();
+  // Unmap @it's windows, free this process's slot in its directory and drop it.
+  void Forget(std::map<pid_t, Owner>::iterator it);
   static void Ack(Owner &o, uint64_t gen);
   static void Revoke(Owner &o);
   static Status Relist(pid_t pid, Owner &o);
@@ -795,6 +799,7 @@ Status MemfdImport::Attach(pid_t pid, int dir_fd) {
     return Error(HCCL_E_MEMORY, "the memory directory of pid {} has no free peer slot ({} peers)",
                  pid, kSlots);
   }
+  o.serial = ++state_->attachments;
   state_->owners.emplace(pid, std::move(o));
   if (!state_->watching) {
     state_->watching = true;
@@ -835,6 +840,43 @@ Status MemfdImport::AttachProcess(pid_t pid) {
     }
   }
   return last;
+}
+
+Expected<uint64_t> MemfdImport::AttachCard(pid_t pid, const bootstrap::PeerProcess &card,
+                                           uint64_t checked) {
+  if (pid == ProcessId()) {
+    return checked;
+  }
+  {
+    std::lock_guard lock(state_->mutex);
+    state_->Forked();
+    auto it = state_->owners.find(pid);
+    if (it != state_->owners.end() && !it->second.dead && !State::Exited(it->second)) {
+      // The attached process holds the pid: it is the card's while the card's is alive.
+      if (it->second.serial == checked) {
+        return checked;
+      }
+      if (card.Exited()) {
+        return Error(HCCL_E_REMOTE, "pid {} has exited", pid);
+      }
+      return it->second.serial;
+    }
+    if (card.Exited()) {
+      return Error(HCCL_E_REMOTE, "pid {} has exited", pid);
+    }
+    if (it != state_->owners.end()) {
+      state_->Forget(it);  // an earlier process of that pid, dead
+    }
+  }
+  HZC_RETURN_IF_ERROR(AttachProcess(pid));
+  // Attached after the card's process was seen alive: the same process, unless it has exited.
+  if (card.Exited()) {
+    Detach(pid);
+    return Error(HCCL_E_REMOTE, "pid {} has exited", pid);
+  }
+  std::lock_guard lock(state_->mutex);
+  auto it = state_->owners.find(pid);
+  return it != state_->owners.end() ? it->second.serial : 0;
 }
 
 Expected<void *> MemfdImport::Translate(pid_t pid, uintptr_t va, size_t len) {
@@ -895,17 +937,20 @@ Expected<std::vector<MemfdActivation>> MemfdImport::Activations(pid_t pid) {
   return Listed(snap->acts);
 }
 
+void MemfdImport::State::Forget(std::map<pid_t, Owner>::iterator it) {
+  it->second.windows.clear();
+  At(it->second.slot->dir_fd).store(-1);
+  At(it->second.slot->pid).store(0, std::memory_order_release);
+  owners.erase(it);
+}
+
 void MemfdImport::Detach(pid_t pid) {
   std::lock_guard lock(state_->mutex);
   state_->Forked();
   auto it = state_->owners.find(pid);
-  if (it == state_->owners.end()) {
-    return;
+  if (it != state_->owners.end()) {
+    state_->Forget(it);
   }
-  it->second.windows.clear();
-  At(it->second.slot->dir_fd).store(-1);
-  At(it->second.slot->pid).store(0, std::memory_order_release);
-  state_->owners.erase(it);
 }
 
 size_t MemfdImport::MappedWindows() const {

@@ -59,6 +59,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "bootstrap/peer_process.h"
 
 namespace hzc::transport {
 
@@ -119,6 +120,12 @@ class MemfdImport {
   // Attach to the directory of process @pid, found among its descriptors (/proc/<pid>/fd).
   // HCCL_E_NOT_FOUND when it has published none (yet); errors of Attach otherwise.
   Status AttachProcess(pid_t pid);
+  // Attach to the directory of the process that @card holds (a pidfd taken when its rank
+  // arrived) under pid @pid: a process that took the pid since is never attached for it (nor is
+  // one attached for another card used for this one). Returns the attachment's serial number;
+  // while @checked (an earlier return) is still current the call costs no system call.
+  // HCCL_E_REMOTE when the card's process has exited; errors of AttachProcess otherwise.
+  Expected<uint64_t> AttachCard(pid_t pid, const bootstrap::PeerProcess &card, uint64_t checked);
   // A local pointer to [va, va + len) of attached process @pid, which must lie in its activated
   // memory (adjacent activations count as one); this process's own memory is @va itself.
   // HCCL_E_PARA for memory that is not activated or a process never attached, HCCL_E_REMOTE when
