@@ -116,6 +116,7 @@ struct MemfdExport::State {
     uint64_t cookie = 0;
     uint64_t offset = 0;
     UniqueFd fd;
+    uint32_t serial = 0;
   };
   // A peer whose doorbell this process rings.
   struct Rung {
@@ -128,6 +129,7 @@ struct MemfdExport::State {
   std::map<uintptr_t, size_t> ranges;
   std::map<uintptr_t, Act> acts;
   std::map<pid_t, Rung> rung;
+  uint32_t activations = 0;  // made: the next one's serial
   std::chrono::milliseconds timeout{10000};
 
   Directory *dir() const { return page.as<Directory>(); }
@@ -157,7 +159,7 @@ void MemfdExport::State::Publish() {
                           .cookie = a.cookie,
                           .offset = a.offset,
                           .fd = a.fd.get(),
-                          .reserved = 0};
+                          .serial = a.serial};
   }
   At(d->nacts).store(static_cast<uint32_t>(i));
   At(d->generation).store(g + 2, std::memory_order_release);
@@ -369,8 +371,11 @@ Status MemfdExport::Activate(uintptr_t va, size_t size, int memfd, uint64_t offs
     return Error(HCCL_E_SYSCALL, "duplicating the memfd of activation {:#x}: {}", va,
                  ErrnoString(errno));
   }
-  acts.emplace(va,
-               State::Act{.size = size, .cookie = cookie, .offset = offset, .fd = std::move(dup)});
+  acts.emplace(va, State::Act{.size = size,
+                              .cookie = cookie,
+                              .offset = offset,
+                              .fd = std::move(dup),
+                              .serial = ++state_->activations});
   state_->Publish();
   return Status::Ok();
 }
@@ -550,6 +555,13 @@ struct MemfdImport::State {
   struct Owner;
   // Whether @o's process has died: its death word, or (never armed) its pidfd.
   static bool Exited(const Owner &o);
+  // A range's reservation, kept as long as the range is listed: what another thread holds in
+  // it stays reserved across listings, and only what the owner withdrew is covered.
+  struct RangeWindow {
+    UniqueMapping span;
+    std::map<uint64_t, DirAct> mapped;  // by address: the activations mapped in it
+    uint64_t filled = UINT64_MAX;       // generation of the listing it maps all of
+  };
   struct Owner {
     bootstrap::PeerProcess process;
     UniqueMapping dir;
@@ -558,7 +570,10 @@ struct MemfdImport::State {
     bool dead = false;
     bool listed = false;
     Snapshot list;
-    std::map<uintptr_t, UniqueMapping> windows;  // by range base
+    std::map<uintptr_t, RangeWindow> windows;  // by range base
+    // Windows of ranges the owner withdrew: covered, kept reserved (a stale pointer faults)
+    // until the owner is forgotten.
+    std::vector<UniqueMapping> retired;
     Directory *d() const { return dir.as<Directory>(); }
   };
   std::mutex mutex;
@@ -571,13 +586,39 @@ struct MemfdImport::State {
   // Unmap @it's windows, free this process's slot in its directory and drop it.
   void Forget(std::map<pid_t, Owner>::iterator it);
   static void Ack(Owner &o, uint64_t gen);
+  // Cover every window of @o: it maps nothing of the owner until it lists again.
   static void Revoke(Owner &o);
+  // Cover what @o's windows map that its listing no longer has; retire the windows of ranges
+  // it no longer lists.
+  static void Reconcile(Owner &o);
   static Status Relist(pid_t pid, Owner &o);
   static Expected<void *> Window(pid_t pid, Owner &o, const DirRange &r);
+  static Status MapInto(pid_t pid, Owner &o, const DirRange &r, RangeWindow &w);
   static Expected<void *> Lookup(pid_t pid, Owner &o, uintptr_t va, size_t len);
   static void Watch(const std::shared_ptr<State> &self, Directory *own);
   Expected<Owner *> Live(pid_t pid);
 };
+
+namespace {
+
+// Put a PROT_NONE reservation over [p, p + len) of a window (a stale pointer faults instead of
+// reaching other memory); where that fails, unmap it rather than keep the owner's memory.
+void Cover(char *p, size_t len) {
+  if (::mmap(p, len, PROT_NONE, kReserveFlags | MAP_FIXED, -1, 0) == MAP_FAILED) {
+    LogError("memfd transport: cannot cover [{}, +{:#x}) of a window: {}; unmapping it",
+             static_cast<void *>(p), len, ErrnoString(errno));
+    ::munmap(p, len);
+    return;
+  }
+  ::madvise(p, len, MADV_DONTFORK);
+}
+
+bool SameAct(const DirAct &a, const DirAct &b) {
+  return a.va == b.va && a.size == b.size && a.offset == b.offset && a.fd == b.fd &&
+         a.serial == b.serial;
+}
+
+}  // namespace
 
 bool MemfdImport::State::Exited(const Owner &o) {
   const uint32_t word = At(o.d()->alive).load(std::memory_order_acquire);
@@ -591,6 +632,9 @@ void MemfdImport::State::Forked() {
     for (auto &[pid, o] : owners) {
       o.dir.release();
       for (auto &[base, w] : o.windows) {
+        w.span.release();
+      }
+      for (UniqueMapping &w : o.retired) {
         w.release();
       }
     }
@@ -608,16 +652,40 @@ void MemfdImport::State::Ack(Owner &o, uint64_t gen) {
 
 void MemfdImport::State::Revoke(Owner &o) {
   for (auto &[base, w] : o.windows) {
-    // Keep the addresses reserved: a stale pointer faults instead of reaching other memory.
-    if (::mmap(w.get(), w.size(), PROT_NONE, kReserveFlags | MAP_FIXED, -1, 0) == MAP_FAILED) {
-      LogError("memfd transport: cannot cover the window of range {:#x} at {}: {}; unmapping it",
-               base, w.get(), ErrnoString(errno));
-      w.reset();
-      continue;
+    if (!w.mapped.empty()) {
+      Cover(w.span.as<char>(), w.span.size());
+      w.mapped.clear();
     }
-    ::madvise(w.get(), w.size(), MADV_DONTFORK);
+    w.filled = UINT64_MAX;
   }
   o.listed = false;
+}
+
+void MemfdImport::State::Reconcile(Owner &o) {
+  for (auto it = o.windows.begin(); it != o.windows.end();) {
+    RangeWindow &w = it->second;
+    const auto range = std::find_if(o.list.ranges.begin(), o.list.ranges.end(), [&](auto &r) {
+      return r.base == it->first && r.size == w.span.size();
+    });
+    if (range == o.list.ranges.end()) {
+      Cover(w.span.as<char>(), w.span.size());
+      o.retired.push_back(std::move(w.span));
+      it = o.windows.erase(it);
+      continue;
+    }
+    for (auto m = w.mapped.begin(); m != w.mapped.end();) {
+      const auto now = std::lower_bound(o.list.acts.begin(), o.list.acts.end(), m->first,
+                                        [](const DirAct &a, uint64_t va) { return a.va < va; });
+      if (now != o.list.acts.end() && SameAct(*now, m->second)) {
+        ++m;
+        continue;
+      }
+      Cover(w.span.as<char>() + (m->first - it->first), m->second.size);
+      m = w.mapped.erase(m);
+    }
+    w.filled = UINT64_MAX;
+    ++it;
+  }
 }
 
 Status MemfdImport::State::Relist(pid_t pid, Owner &o) {
@@ -626,28 +694,27 @@ Status MemfdImport::State::Relist(pid_t pid, Owner &o) {
   At(o.slot->acked).store(g & ~uint64_t{1}, std::memory_order_seq_cst);
   auto snap = Read(o.d());
   if (!snap) {
+    Revoke(o);
     return Error(HCCL_E_INTERNAL, "the memory directory of pid {} stays busy", pid);
   }
-  o.windows.clear();
-  o.listed = false;
-  HZC_RETURN_IF_ERROR(CheckListing(pid, *snap));
+  if (Status st = CheckListing(pid, *snap); !st.ok()) {
+    Revoke(o);
+    return st;
+  }
   o.list = std::move(*snap);
+  Reconcile(o);
   o.listed = true;
+  // Nothing withdrawn by this listing is mapped any more.
+  if (At(o.slot->acked).load(std::memory_order_relaxed) < o.list.generation) {
+    Ack(o, o.list.generation);
+  }
   return Status::Ok();
 }
 
-Expected<void *> MemfdImport::State::Window(pid_t pid, Owner &o, const DirRange &r) {
-  auto it = o.windows.find(r.base);
-  if (it != o.windows.end()) {
-    return it->second.get();
-  }
-  auto w = UniqueMapping::Map(r.size, PROT_NONE, kReserveFlags, -1);
-  if (!w.valid()) {
-    return Error(HCCL_E_MEMORY, "reserving {:#x} bytes for range {:#x} of pid {}: {}", r.size,
-                 r.base, pid, ErrnoString(errno));
-  }
+// Map into @w what the listing has in range @r and @w does not map yet.
+Status MemfdImport::State::MapInto(pid_t pid, Owner &o, const DirRange &r, RangeWindow &w) {
   for (const DirAct &a : o.list.acts) {
-    if (a.va < r.base || a.va - r.base >= r.size) {
+    if (a.va < r.base || a.va - r.base >= r.size || w.mapped.contains(a.va)) {
       continue;
     }
     auto fd = o.process.TakeFd(a.fd);
@@ -656,25 +723,50 @@ Expected<void *> MemfdImport::State::Window(pid_t pid, Owner &o, const DirRange 
     }
     HZC_RETURN_IF_ERROR(CheckMemfd(pid, a, fd->get()));
     // In bounds: CheckListing put [va, va + size) inside the range, the window's span.
-    void *p = ::mmap(w.as<char>() + (a.va - r.base), a.size, PROT_READ | PROT_WRITE,
-                     MAP_SHARED | MAP_FIXED, fd->get(), static_cast<off_t>(a.offset));
-    if (p == MAP_FAILED) {
+    char *at = w.span.as<char>() + (a.va - r.base);
+    if (::mmap(at, a.size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd->get(),
+               static_cast<off_t>(a.offset)) == MAP_FAILED) {
+      const int err = errno;
+      Cover(at, a.size);
       return Error(HCCL_E_MEMORY, "mapping activation {:#x} of pid {}: {}", a.va, pid,
-                   ErrnoString(errno));
+                   ErrnoString(err));
+    }
+    w.mapped.emplace(a.va, a);
+    // A forked child inherits none of it (the kernel transport's windows are VM_DONTCOPY).
+    if (::madvise(at, a.size, MADV_DONTFORK) != 0) {
+      return Error(HCCL_E_SYSCALL, "madvise(MADV_DONTFORK) of activation {:#x} of pid {}: {}", a.va,
+                   pid, ErrnoString(errno));
     }
   }
-  // A forked child inherits none of it (the kernel transport's windows are VM_DONTCOPY).
-  if (::madvise(w.get(), w.size(), MADV_DONTFORK) != 0) {
-    return Error(HCCL_E_SYSCALL,
-                 "madvise(MADV_DONTFORK) of the window of range {:#x} of pid {}: "
-                 "{}",
-                 r.base, pid, ErrnoString(errno));
+  w.filled = o.list.generation;
+  return Status::Ok();
+}
+
+Expected<void *> MemfdImport::State::Window(pid_t pid, Owner &o, const DirRange &r) {
+  auto it = o.windows.find(r.base);
+  if (it == o.windows.end()) {
+    auto span = UniqueMapping::Map(r.size, PROT_NONE, kReserveFlags, -1);
+    if (!span.valid()) {
+      return Error(HCCL_E_MEMORY, "reserving {:#x} bytes for range {:#x} of pid {}: {}", r.size,
+                   r.base, pid, ErrnoString(errno));
+    }
+    if (::madvise(span.get(), span.size(), MADV_DONTFORK) != 0) {
+      return Error(HCCL_E_SYSCALL,
+                   "madvise(MADV_DONTFORK) of the window of range {:#x} of pid {}: "
+                   "{}",
+                   r.base, pid, ErrnoString(errno));
+    }
+    LogDebug("memfd transport: reserved range {:#x} (+{:#x}) of pid {} at {}", r.base, r.size, pid,
+             span.get());
+    it = o.windows
+             .emplace(r.base,
+                      RangeWindow{.span = std::move(span), .mapped = {}, .filled = UINT64_MAX})
+             .first;
   }
-  LogDebug("memfd transport: mapped range {:#x} (+{:#x}) of pid {} at {}", r.base, r.size, pid,
-           w.get());
-  void *base = w.get();
-  o.windows.emplace(r.base, std::move(w));
-  return base;
+  if (it->second.filled != o.list.generation) {
+    HZC_RETURN_IF_ERROR(MapInto(pid, o, r, it->second));
+  }
+  return it->second.span.get();
 }
 
 Expected<void *> MemfdImport::State::Lookup(pid_t pid, Owner &o, uintptr_t va, size_t len) {
@@ -702,7 +794,8 @@ Expected<MemfdImport::State::Owner *> MemfdImport::State::Live(pid_t pid) {
   }
   Owner &o = it->second;
   if (!o.dead && Exited(o)) {
-    o.windows.clear();
+    o.windows.clear();  // a dead owner's memory: nobody's any more
+    o.retired.clear();
     o.listed = false;
     o.dead = true;
   }
@@ -723,6 +816,7 @@ void MemfdImport::State::Watch(const std::shared_ptr<State> &self, Directory *ow
       for (auto &[pid, o] : self->owners) {
         if (!o.dead && Exited(o)) {
           o.windows.clear();  // a dead owner's memory: nobody's any more
+          o.retired.clear();
           o.listed = false;
           o.dead = true;
         }
@@ -737,8 +831,11 @@ void MemfdImport::State::Watch(const std::shared_ptr<State> &self, Directory *ow
           }
           continue;
         }
-        Revoke(o);
-        Ack(o, done);
+        // Cover only what the owner withdrew; a listing that cannot be read covers everything.
+        if (Status st = Relist(pid, o); !st.ok()) {
+          LogDebug("memfd transport: {}", st.message());
+          Ack(o, done);
+        }
       }
     }
     FutexWait(&own->doorbell, bell, std::chrono::milliseconds(1000));
@@ -939,6 +1036,7 @@ Expected<std::vector<MemfdActivation>> MemfdImport::Activations(pid_t pid) {
 
 void MemfdImport::State::Forget(std::map<pid_t, Owner>::iterator it) {
   it->second.windows.clear();
+  it->second.retired.clear();
   At(it->second.slot->dir_fd).store(-1);
   At(it->second.slot->pid).store(0, std::memory_order_release);
   owners.erase(it);
@@ -957,7 +1055,9 @@ size_t MemfdImport::MappedWindows() const {
   std::lock_guard lock(state_->mutex);
   size_t n = 0;
   for (const auto &[pid, o] : state_->owners) {
-    n += o.listed ? o.windows.size() : 0;
+    for (const auto &[base, w] : o.windows) {
+      n += w.mapped.empty() ? 0 : 1;
+    }
   }
   return n;
 }

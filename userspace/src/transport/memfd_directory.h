@@ -26,12 +26,25 @@
 // two equal even readings. A withdrawal (Deactivate, Unset) then rings every attached peer
 // (a futex word, the doorbell, in the peer's own directory) and waits until each has
 // acknowledged the new generation in its slot, or has exited. A peer's watcher thread (one per
-// process, started at its first attachment) answers the doorbell: it covers every window of
-// an owner whose generation moved with a PROT_NONE anonymous mapping (the address stays
-// reserved, so a stale pointer faults instead of reaching other memory; coll/guard turns the
-// fault into an error), forgets its listing, and acknowledges. So when Deactivate or Unset
-// returns, no peer maps the withdrawn memory any more. A Translate lists afresh whenever
+// process, started at its first attachment) answers the doorbell: it lists afresh the owner
+// whose generation moved and covers with a PROT_NONE anonymous mapping what the listing no
+// longer has (an activation gone, or one at the same place that is another: the owner numbers
+// its activations), then acknowledges. The address stays reserved, so a stale pointer faults
+// instead of reaching other memory (coll/guard turns the fault into an error); what is still
+// listed stays mapped where it was, since another thread may be using it, and a range's window
+// is kept (covered, reserved) even once the range is withdrawn, until the owner is forgotten.
+// A listing that cannot be read covers all of the owner's windows. So when Deactivate or
+// Unset returns, no peer maps the withdrawn memory any more. A Translate lists afresh whenever
 // the owner's generation moved since its listing, and acknowledges that generation.
+//
+// What a peer reads is the peer's word. Before any of a listing is used it is checked (ranges
+// and activations page-aligned spans that do not wrap, each activation inside one range and
+// apart from the others, its offset mappable), and every memfd taken from it must be a regular
+// memfd sealed against shrinking (F_SEAL_SHRINK, which aclrtMallocPhysical sets and the owner
+// requires) that holds what is listed; anything else is HCCL_E_REMOTE naming the entry, and
+// nothing of it is mapped. Windows and mapped directories are MADV_DONTFORK, as the kernel
+// transport's windows are VM_DONTCOPY: a forked child reaches none of a peer's memory through
+// its parent (and attaches afresh).
 //
 // When a process dies. An owner's exit is seen through its pidfd (bootstrap/peer_process.h):
 // Translate fails with HCCL_E_REMOTE and the peer unmaps what it had (so does the watcher, which

@@ -28,8 +28,8 @@ struct DirAct {
   uint64_t size;
   uint64_t cookie;
   uint64_t offset;
-  int32_t fd;  // in the owner's process
-  uint32_t reserved;
+  int32_t fd;       // in the owner's process
+  uint32_t serial;  // the owner's count of activations: a new one at the same place differs
 };
 struct Directory {
   uint32_t magic;
