@@ -91,6 +91,53 @@ bool Readable(const void *p) {
   return ::testing::AssertionSuccess();
 }
 
+// A directory made by hand, as a peer could make one (transport/memfd_layout.h): its maker
+// keeps a writable mapping, made before the seals that keep every later one read-only.
+struct ForgedDirectory {
+  UniqueFd fd;
+  UniqueFd mailbox_fd;
+  UniqueMapping dir;
+  UniqueMapping mailbox;
+
+  bool Make() {
+    fd.reset(memfd_create("hzc-directory", MFD_CLOEXEC | MFD_ALLOW_SEALING));
+    mailbox_fd.reset(memfd_create("hzc-mailbox", MFD_CLOEXEC | MFD_ALLOW_SEALING));
+    if (!fd.valid() || !mailbox_fd.valid() || ftruncate(fd.get(), memfd::kDirBytes) != 0 ||
+        ftruncate(mailbox_fd.get(), memfd::kMailboxBytes) != 0) {
+      return false;
+    }
+    dir = UniqueMapping::Map(memfd::kDirBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd.get());
+    mailbox = UniqueMapping::Map(memfd::kMailboxBytes, PROT_READ | PROT_WRITE, MAP_SHARED,
+                                 mailbox_fd.get());
+    if (!dir.valid() || !mailbox.valid()) {
+      return false;
+    }
+    auto *m = mailbox.as<memfd::Mailbox>();
+    m->magic = memfd::kMailboxMagic;
+    m->owner = static_cast<uint32_t>(getpid());
+    for (memfd::DirSlot &slot : m->slots) {
+      slot.dir_fd = -1;
+    }
+    auto *d = dir.as<memfd::Directory>();
+    d->magic = memfd::kMagic;
+    d->owner = static_cast<uint32_t>(getpid());
+    d->mailbox_fd = mailbox_fd.get();
+    return fcntl(fd.get(), F_ADD_SEALS,
+                 F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_FUTURE_WRITE | F_SEAL_SEAL) == 0 &&
+           fcntl(mailbox_fd.get(), F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) == 0;
+  }
+  // List @range with the one activation @a (a new generation).
+  void List(const memfd::DirRange &range, const memfd::DirAct &a) {
+    auto *d = dir.as<memfd::Directory>();
+    std::atomic_ref<uint64_t>(d->generation).fetch_add(1);  // odd: being written
+    d->ranges[0] = range;
+    d->nranges = 1;
+    d->acts[0] = a;
+    d->nacts = 1;
+    std::atomic_ref<uint64_t>(d->generation).fetch_add(1);
+  }
+};
+
 // Whether pidfd_getfd works on this machine (else the transport cannot; tests skip).
 bool CanTakeDescriptors(std::string *why) {
   auto e = MemfdExport::Process();
@@ -318,33 +365,29 @@ TEST_F(MemfdTransportTest, CraftedListingIsRemoteErrorNeverMapped) {
        fmt::format("its memfd holds {:#x} bytes", page)},
   };
   ForkedChild owner([&](ForkedChild::Pipes pipes) {
-    auto e = MemfdExport::Process();
+    ForgedDirectory forged;
     UniqueFd big = SealedMemfd(17 * page);  // room for the 68 KiB it will claim
     UniqueFd short_one = SealedMemfd(page);
     UniqueFd unsealed(memfd_create("memfd-transport-test", MFD_CLOEXEC));
     int pipe_fds[2] = {-1, -1};
     const uint8_t mark = 0x5a;
-    if (!e.ok() || !big.valid() || !short_one.valid() || !unsealed.valid() ||
+    if (!forged.Make() || !big.valid() || !short_one.valid() || !unsealed.valid() ||
         ftruncate(unsealed.get(), static_cast<off_t>(17 * page)) != 0 || pipe(pipe_fds) != 0 ||
-        pwrite(big.get(), &mark, 1, 0) != 1 || !(*e)->AddRange(kVa, page).ok() ||
-        !(*e)->Activate(kVa, page, big.get(), 0, 1).ok()) {
+        pwrite(big.get(), &mark, 1, 0) != 1) {
       return 1;
     }
-    auto dir = UniqueMapping::Map(memfd::kDirBytes, PROT_READ | PROT_WRITE, MAP_SHARED, (*e)->fd());
-    if (!dir.valid()) {
-      return 2;
-    }
-    auto *d = dir.as<memfd::Directory>();
-    const memfd::DirAct honest = d->acts[0];
+    const memfd::DirRange range{.base = kVa, .size = page};
+    const memfd::DirAct honest{
+        .va = kVa, .size = page, .cookie = 1, .offset = 0, .fd = big.get(), .serial = 1};
     const Fds fds{.pipe = pipe_fds[0], .unsealed = unsealed.get(), .short_one = short_one.get()};
-    ForkedChild::Write(pipes.out, static_cast<uint64_t>((*e)->fd()));
+    forged.List(range, honest);
+    ForkedChild::Write(pipes.out, static_cast<uint64_t>(forged.fd.get()));
     for (uint64_t i = 0; ForkedChild::Read(pipes.in, &i, 10000);) {
-      std::atomic_ref<uint64_t>(d->generation).fetch_add(1);  // odd: being written
-      d->acts[0] = honest;
+      memfd::DirAct a = honest;
       if (i < crafts.size()) {
-        crafts[i].patch(d->acts[0], fds);
+        crafts[i].patch(a, fds);
       }
-      std::atomic_ref<uint64_t>(d->generation).fetch_add(1);
+      forged.List(range, a);
       ForkedChild::Write(pipes.out, i);
     }
     return 0;
@@ -484,6 +527,25 @@ TEST_F(MemfdTransportTest, RankIsItsCardNotItsPid) {
   EXPECT_EQ(link.status().code(), HCCL_E_REMOTE);
   EXPECT_EQ(link.status().message(), fmt::format("rank 1 (pid {}) has exited", gone_pid));
   MemfdImport::Process().Detach(live.pid());
+}
+
+// Only its owner writes a directory: no descriptor of it maps writable or writes, not even the
+// owner's own (peers take that one), so what a peer lists is what the peer wrote.
+TEST_F(MemfdTransportTest, DirectoryIsWrittenByItsOwnerOnly) {
+  auto e = MemfdExport::Process();
+  ASSERT_TRUE(e.ok()) << e.status().message();
+  const auto page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  void *w = mmap(nullptr, page, PROT_READ | PROT_WRITE, MAP_SHARED, (*e)->fd(), 0);
+  EXPECT_EQ(w, MAP_FAILED) << "a writable mapping of the directory";
+  if (w != MAP_FAILED) {
+    munmap(w, page);
+  }
+  const uint64_t junk = ~uint64_t{0};
+  EXPECT_EQ(pwrite((*e)->fd(), &junk, sizeof(junk), 8), -1);  // over its generation
+  auto r = UniqueMapping::Map(page, PROT_READ, MAP_SHARED, (*e)->fd());
+  ASSERT_TRUE(r.valid());
+  EXPECT_EQ(mprotect(r.get(), page, PROT_READ | PROT_WRITE), -1);
+  EXPECT_EQ(r.as<memfd::Directory>()->generation, (*e)->generation());
 }
 
 }  // namespace

@@ -27,6 +27,7 @@
 #include "base/futex.h"
 #include "base/log.h"
 #include "base/process_id.h"
+#include "base/shared_memfd.h"
 #include "base/unique_fd.h"
 #include "base/unique_mapping.h"
 #include "bootstrap/peer_process.h"
@@ -36,6 +37,7 @@ namespace hzc::transport {
 
 namespace {
 
+using memfd::DirAck;
 using memfd::DirAct;
 using memfd::Directory;
 using memfd::DirRange;
@@ -43,11 +45,17 @@ using memfd::DirSlot;
 using memfd::kActs;
 using memfd::kDirBytes;
 using memfd::kMagic;
+using memfd::kMailboxBytes;
+using memfd::kMailboxMagic;
 using memfd::kRanges;
 using memfd::kSlots;
+using memfd::Mailbox;
 
-constexpr int kSeals = F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL;
+// A directory's: peers map it read-only (memfd_layout.h). A mailbox's: peers write it.
+constexpr int kSeals = F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_FUTURE_WRITE | F_SEAL_SEAL;
+constexpr int kMailboxSeals = F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL;
 constexpr const char *kDirName = "hzc-directory";
+constexpr const char *kMailboxName = "hzc-mailbox";
 
 template <typename T>
 std::atomic_ref<T> At(T &word) {
@@ -82,14 +90,15 @@ std::optional<Snapshot> Read(Directory *d) {
   return std::nullopt;
 }
 
-// Map a directory descriptor (checked: size and seals), read-write.
-Expected<UniqueMapping> MapDirectory(int fd, pid_t pid) {
+// Map @fd of pid @pid, checked: a memfd of @len bytes sealed with @seals, not inherited by
+// fork; read-only unless @writable.
+Expected<UniqueMapping> MapShared(int fd, pid_t pid, size_t len, int seals, bool writable) {
   struct stat st {};
-  if (::fstat(fd, &st) != 0 || st.st_size != static_cast<off_t>(kDirBytes) ||
-      ::fcntl(fd, F_GET_SEALS) != kSeals) {
+  if (::fstat(fd, &st) != 0 || st.st_size != static_cast<off_t>(len) ||
+      ::fcntl(fd, F_GET_SEALS) != seals) {
     return Error(HCCL_E_SYSCALL, "the descriptor of pid {} is not a memory directory", pid);
   }
-  auto m = UniqueMapping::Map(kDirBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd);
+  auto m = UniqueMapping::Map(len, writable ? PROT_READ | PROT_WRITE : PROT_READ, MAP_SHARED, fd);
   if (!m.valid()) {
     return Error(HCCL_E_MEMORY, "mapping the memory directory of pid {}: {}", pid,
                  ErrnoString(errno));
@@ -98,11 +107,60 @@ Expected<UniqueMapping> MapDirectory(int fd, pid_t pid) {
     return Error(HCCL_E_SYSCALL, "madvise(MADV_DONTFORK) of the memory directory of pid {}: {}",
                  pid, ErrnoString(errno));
   }
-  if (m.as<Directory>()->magic != kMagic ||
-      m.as<Directory>()->owner != static_cast<uint32_t>(pid)) {
+  return m;
+}
+
+// Map the directory @fd of pid @pid (checked: size, seals, owner), read-only.
+Expected<UniqueMapping> MapDirectory(int fd, pid_t pid) {
+  auto m = MapShared(fd, pid, kDirBytes, kSeals, false);
+  if (m.ok() && (m->as<Directory>()->magic != kMagic ||
+                 m->as<Directory>()->owner != static_cast<uint32_t>(pid))) {
     return Error(HCCL_E_SYSCALL, "the descriptor of pid {} is not a memory directory", pid);
   }
   return m;
+}
+
+// Map the mailbox @fd of pid @pid (checked: size, seals, owner), read-write.
+Expected<UniqueMapping> MapMailbox(int fd, pid_t pid) {
+  auto m = MapShared(fd, pid, kMailboxBytes, kMailboxSeals, true);
+  if (m.ok() && (m->as<Mailbox>()->magic != kMailboxMagic ||
+                 m->as<Mailbox>()->owner != static_cast<uint32_t>(pid))) {
+    return Error(HCCL_E_SYSCALL, "the mailbox descriptor of pid {} is not a memory mailbox", pid);
+  }
+  return m;
+}
+
+// The acknowledgement that directory @d (mapped) holds of owner @owner, or nothing.
+std::optional<uint64_t> AckedIn(Directory *d, pid_t owner) {
+  for (DirAck &a : d->acks) {
+    if (static_cast<pid_t>(At(a.owner).load(std::memory_order_acquire)) == owner) {
+      return At(a.acked).load(std::memory_order_acquire);
+    }
+  }
+  return std::nullopt;
+}
+
+// A new memfd @name of @len bytes, sealed with @seals except F_SEAL_FUTURE_WRITE and
+// F_SEAL_SEAL (the caller adds them once it has mapped it), mapped read-write.
+Expected<SharedMemfd> MakeSealable(const char *name, size_t len, int seals) {
+  UniqueFd fd(static_cast<int>(::memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING)));
+  if (!fd.valid()) {
+    return Error(HCCL_E_SYSCALL, "memfd_create of the memory {}: {}", name, ErrnoString(errno));
+  }
+  if (::ftruncate(fd.get(), static_cast<off_t>(len)) != 0 ||
+      ::fcntl(fd.get(), F_ADD_SEALS, seals & ~(F_SEAL_FUTURE_WRITE | F_SEAL_SEAL)) != 0) {
+    return Error(HCCL_E_SYSCALL, "sizing the memory {}: {}", name, ErrnoString(errno));
+  }
+  auto m = UniqueMapping::Map(len, PROT_READ | PROT_WRITE, MAP_SHARED, fd.get());
+  if (!m.valid()) {
+    return Error(HCCL_E_MEMORY, "mapping the memory {}: {}", name, ErrnoString(errno));
+  }
+  // A forked child publishes its own and cannot write this one.
+  if (::madvise(m.get(), len, MADV_DONTFORK) != 0) {
+    return Error(HCCL_E_SYSCALL, "madvise(MADV_DONTFORK) of the memory {}: {}", name,
+                 ErrnoString(errno));
+  }
+  return SharedMemfd{std::move(fd), std::move(m)};
 }
 
 }  // namespace
@@ -118,13 +176,15 @@ struct MemfdExport::State {
     UniqueFd fd;
     uint32_t serial = 0;
   };
-  // A peer whose doorbell this process rings.
+  // A peer: its directory (its acknowledgements, its doorbell), mapped read-only.
   struct Rung {
     bootstrap::PeerProcess process;
     UniqueMapping dir;
   };
   UniqueFd fd;
   UniqueMapping page;
+  UniqueFd mailbox_fd;
+  UniqueMapping mailbox;
   std::mutex mutex;  // serialises changes and withdrawals
   std::map<uintptr_t, size_t> ranges;
   std::map<uintptr_t, Act> acts;
@@ -133,6 +193,7 @@ struct MemfdExport::State {
   std::chrono::milliseconds timeout{10000};
 
   Directory *dir() const { return page.as<Directory>(); }
+  DirSlot *slots() const { return mailbox.as<Mailbox>()->slots; }
   void Publish();
   // The peer @pid (its doorbell mapped once @dir_fd names it), or nullptr when it is gone.
   Rung *Find(pid_t pid, int dir_fd);
@@ -181,7 +242,7 @@ MemfdExport::State::Rung *MemfdExport::State::Find(pid_t pid, int dir_fd) {
     if (m.ok()) {
       r.dir = std::move(*m);
     } else {
-      LogDebug("memfd transport: cannot ring pid {} yet: {}", pid, m.status().message());
+      LogDebug("memfd transport: cannot read pid {} yet: {}", pid, m.status().message());
     }
   }
   return &r;
@@ -197,8 +258,8 @@ void MemfdExport::State::Free(DirSlot &s, pid_t pid) {
 void MemfdExport::State::Prune() {
   for (auto it = rung.begin(); it != rung.end();) {
     bool attached = false;
-    for (DirSlot &s : dir()->slots) {
-      attached = attached || static_cast<pid_t>(At(s.pid).load()) == it->first;
+    for (size_t i = 0; i < kSlots; ++i) {
+      attached = attached || static_cast<pid_t>(At(slots()[i].pid).load()) == it->first;
     }
     it = attached ? std::next(it) : rung.erase(it);
   }
@@ -210,9 +271,10 @@ Status MemfdExport::State::Revoke(uint64_t gen) {
   for (;;) {
     const uint32_t ack = At(d->ack).load(std::memory_order_acquire);
     std::vector<pid_t> pending;
-    for (DirSlot &s : d->slots) {
+    for (size_t i = 0; i < kSlots; ++i) {
+      DirSlot &s = slots()[i];
       const auto pid = static_cast<pid_t>(At(s.pid).load(std::memory_order_acquire));
-      if (pid == 0 || At(s.acked).load(std::memory_order_acquire) >= gen) {
+      if (pid == 0) {
         continue;
       }
       Rung *r = Find(pid, At(s.dir_fd).load(std::memory_order_acquire));
@@ -220,10 +282,14 @@ Status MemfdExport::State::Revoke(uint64_t gen) {
         Free(s, pid);  // a dead peer holds nothing
         continue;
       }
+      // A peer acknowledges in its own directory; one that lists no acknowledgement of this
+      // directory is detaching (it drops that after its slot) and holds nothing.
       if (r->dir.valid()) {
-        Directory *bell = r->dir.as<Directory>();
-        At(bell->doorbell).fetch_add(1, std::memory_order_release);
-        FutexWake(&bell->doorbell);
+        const std::optional<uint64_t> acked = AckedIn(r->dir.as<Directory>(), ProcessId());
+        if (!acked || *acked >= gen) {
+          continue;
+        }
+        FutexWake(&r->dir.as<Directory>()->doorbell);
       }
       pending.push_back(pid);
     }
@@ -254,32 +320,32 @@ Expected<MemfdExport *> MemfdExport::Process() {
     return current;
   }
   auto state = std::make_unique<State>();
-  state->fd.reset(static_cast<int>(::memfd_create(kDirName, MFD_CLOEXEC | MFD_ALLOW_SEALING)));
-  if (!state->fd.valid()) {
-    return Error(HCCL_E_SYSCALL, "memfd_create of the memory directory: {}", ErrnoString(errno));
+  auto dir = MakeSealable(kDirName, kDirBytes, kSeals);
+  auto mailbox = MakeSealable(kMailboxName, kMailboxBytes, kMailboxSeals);
+  if (!dir.ok() || !mailbox.ok()) {
+    return dir.ok() ? mailbox.status() : dir.status();
   }
-  if (::ftruncate(state->fd.get(), kDirBytes) != 0 ||
-      ::fcntl(state->fd.get(), F_ADD_SEALS, kSeals) != 0) {
-    return Error(HCCL_E_SYSCALL, "sizing the memory directory: {}", ErrnoString(errno));
+  state->fd = std::move(dir->fd);
+  state->page = std::move(dir->map);
+  state->mailbox_fd = std::move(mailbox->fd);
+  state->mailbox = std::move(mailbox->map);
+  for (size_t i = 0; i < kSlots; ++i) {
+    state->slots()[i].dir_fd = -1;
   }
-  state->page = UniqueMapping::Map(kDirBytes, PROT_READ | PROT_WRITE, MAP_SHARED, state->fd.get());
-  if (!state->page.valid()) {
-    return Error(HCCL_E_MEMORY, "mapping the memory directory: {}", ErrnoString(errno));
-  }
-  // A forked child publishes a directory of its own and cannot write this one.
-  if (::madvise(state->page.get(), kDirBytes, MADV_DONTFORK) != 0) {
-    return Error(HCCL_E_SYSCALL, "madvise(MADV_DONTFORK) of the memory directory: {}",
-                 ErrnoString(errno));
-  }
-  for (DirSlot &s : state->dir()->slots) {
-    s.dir_fd = -1;
-  }
+  state->mailbox.as<Mailbox>()->owner = static_cast<uint32_t>(ProcessId());
+  state->mailbox.as<Mailbox>()->magic = kMailboxMagic;
   state->dir()->owner = static_cast<uint32_t>(ProcessId());
+  state->dir()->mailbox_fd = state->mailbox_fd.get();
   if (Status armed = ArmDeathWord(&state->dir()->alive); !armed.ok()) {
     LogInfo("memory directory: no death word ({}); peers poll this process's pidfd instead",
             armed.message());
   }
   state->dir()->magic = kMagic;
+  // From here on only this mapping writes the directory: peers can map it read-only only.
+  if (::fcntl(state->fd.get(), F_ADD_SEALS, F_SEAL_FUTURE_WRITE | F_SEAL_SEAL) != 0 ||
+      ::fcntl(state->mailbox_fd.get(), F_ADD_SEALS, F_SEAL_SEAL) != 0) {
+    return Error(HCCL_E_SYSCALL, "sealing the memory directory: {}", ErrnoString(errno));
+  }
   current = new MemfdExport(std::move(state));  // a forked child's inherited one is the parent's
   owner = ProcessId();
   return current;
@@ -300,8 +366,8 @@ void MemfdExport::set_revoke_timeout(std::chrono::milliseconds t) {
 
 size_t MemfdExport::AttachedPeers() const {
   size_t n = 0;
-  for (DirSlot &s : state_->dir()->slots) {
-    n += At(s.pid).load() != 0 ? 1 : 0;
+  for (size_t i = 0; i < kSlots; ++i) {
+    n += At(state_->slots()[i].pid).load() != 0 ? 1 : 0;
   }
   return n;
 }
@@ -564,9 +630,11 @@ struct MemfdImport::State {
   };
   struct Owner {
     bootstrap::PeerProcess process;
-    UniqueMapping dir;
+    UniqueMapping dir;      // read-only
+    UniqueMapping mailbox;  // where this process's slot is
     DirSlot *slot = nullptr;
-    uint64_t serial = 0;  // of the attachment (AttachCard)
+    DirAck *ack = nullptr;  // in this process's own directory
+    uint64_t serial = 0;    // of the attachment (AttachCard)
     bool dead = false;
     bool listed = false;
     Snapshot list;
@@ -583,8 +651,15 @@ struct MemfdImport::State {
   bool watching = false;
 
   void Forked();
-  // Unmap @it's windows, free this process's slot in its directory and drop it.
+  // Unmap @it's windows, free this process's slot in its mailbox and drop it.
   void Forget(std::map<pid_t, Owner>::iterator it);
+  // Take a slot in @o's mailbox naming this process's directory @own_fd, after an entry for
+  // @o's acknowledgements in that directory (@own).
+  static Status Claim(pid_t pid, Owner &o, Directory *own, int own_fd);
+  // Stop acknowledging @o (it no longer reads them).
+  static void Unclaim(Owner &o);
+  // @o has died: its memory is nobody's any more.
+  static void Bury(Owner &o);
   static void Ack(Owner &o, uint64_t gen);
   // Cover every window of @o: it maps nothing of the owner until it lists again.
   static void Revoke(Owner &o);
@@ -631,6 +706,7 @@ void MemfdImport::State::Forked() {
     // not this process's; whatever it has mapped at those addresses since is not theirs.
     for (auto &[pid, o] : owners) {
       o.dir.release();
+      o.mailbox.release();
       for (auto &[base, w] : o.windows) {
         w.span.release();
       }
@@ -645,8 +721,7 @@ void MemfdImport::State::Forked() {
 }
 
 void MemfdImport::State::Ack(Owner &o, uint64_t gen) {
-  At(o.slot->acked).store(gen, std::memory_order_release);
-  At(o.d()->ack).fetch_add(1, std::memory_order_release);
+  At(o.ack->acked).store(gen, std::memory_order_release);
   FutexWake(&o.d()->ack);
 }
 
@@ -691,7 +766,7 @@ void MemfdImport::State::Reconcile(Owner &o) {
 Status MemfdImport::State::Relist(pid_t pid, Owner &o) {
   // Acknowledge before reading: a withdrawal published after this reading is waited for.
   const uint64_t g = At(o.d()->generation).load(std::memory_order_acquire);
-  At(o.slot->acked).store(g & ~uint64_t{1}, std::memory_order_seq_cst);
+  At(o.ack->acked).store(g & ~uint64_t{1}, std::memory_order_seq_cst);
   auto snap = Read(o.d());
   if (!snap) {
     Revoke(o);
@@ -705,7 +780,7 @@ Status MemfdImport::State::Relist(pid_t pid, Owner &o) {
   Reconcile(o);
   o.listed = true;
   // Nothing withdrawn by this listing is mapped any more.
-  if (At(o.slot->acked).load(std::memory_order_relaxed) < o.list.generation) {
+  if (At(o.ack->acked).load(std::memory_order_relaxed) < o.list.generation) {
     Ack(o, o.list.generation);
   }
   return Status::Ok();
@@ -794,10 +869,7 @@ Expected<MemfdImport::State::Owner *> MemfdImport::State::Live(pid_t pid) {
   }
   Owner &o = it->second;
   if (!o.dead && Exited(o)) {
-    o.windows.clear();  // a dead owner's memory: nobody's any more
-    o.retired.clear();
-    o.listed = false;
-    o.dead = true;
+    Bury(o);
   }
   if (o.dead) {
     return Error(HCCL_E_REMOTE, "pid {} has exited", pid);
@@ -815,10 +887,7 @@ void MemfdImport::State::Watch(const std::shared_ptr<State> &self, Directory *ow
       }
       for (auto &[pid, o] : self->owners) {
         if (!o.dead && Exited(o)) {
-          o.windows.clear();  // a dead owner's memory: nobody's any more
-          o.retired.clear();
-          o.listed = false;
-          o.dead = true;
+          Bury(o);
         }
         if (o.dead) {
           continue;
@@ -826,7 +895,7 @@ void MemfdImport::State::Watch(const std::shared_ptr<State> &self, Directory *ow
         const uint64_t g = At(o.d()->generation).load(std::memory_order_acquire);
         const uint64_t done = g + (g & 1);  // a write in progress: its end
         if (o.listed && o.list.generation == g) {
-          if (At(o.slot->acked).load() < g) {
+          if (At(o.ack->acked).load() < g) {
             Ack(o, g);
           }
           continue;
@@ -883,19 +952,7 @@ Status MemfdImport::Attach(pid_t pid, int dir_fd) {
   State::Owner o;
   o.process = std::move(*process);
   o.dir = std::move(*dir);
-  for (DirSlot &s : o.d()->slots) {
-    uint32_t expected = 0;
-    if (At(s.pid).compare_exchange_strong(expected, static_cast<uint32_t>(ProcessId()))) {
-      At(s.acked).store(0);
-      At(s.dir_fd).store((*own)->fd(), std::memory_order_release);
-      o.slot = &s;
-      break;
-    }
-  }
-  if (o.slot == nullptr) {
-    return Error(HCCL_E_MEMORY, "the memory directory of pid {} has no free peer slot ({} peers)",
-                 pid, kSlots);
-  }
+  HZC_RETURN_IF_ERROR(State::Claim(pid, o, (*own)->state_->dir(), (*own)->fd()));
   o.serial = ++state_->attachments;
   state_->owners.emplace(pid, std::move(o));
   if (!state_->watching) {
@@ -1034,11 +1091,63 @@ Expected<std::vector<MemfdActivation>> MemfdImport::Activations(pid_t pid) {
   return Listed(snap->acts);
 }
 
+Status MemfdImport::State::Claim(pid_t pid, Owner &o, Directory *own, int own_fd) {
+  const int32_t mailbox_fd = At(o.d()->mailbox_fd).load(std::memory_order_acquire);
+  auto fd = o.process.TakeFd(mailbox_fd);
+  auto mailbox = fd.ok() ? MapMailbox(fd->get(), pid) : Expected<UniqueMapping>(fd.status());
+  if (!mailbox.ok()) {
+    return Error(HCCL_E_SYSCALL, "memory directory: {}", mailbox.status().message());
+  }
+  o.mailbox = std::move(*mailbox);
+  for (DirAck &a : own->acks) {  // only this process's importer writes them, under its lock
+    if (At(a.owner).load(std::memory_order_relaxed) == 0) {
+      At(a.acked).store(0, std::memory_order_relaxed);
+      At(a.owner).store(static_cast<uint32_t>(pid), std::memory_order_release);
+      o.ack = &a;
+      break;
+    }
+  }
+  if (o.ack == nullptr) {
+    return Error(HCCL_E_MEMORY, "this process has attached {} memory directories, its most",
+                 kSlots);
+  }
+  for (DirSlot &s : o.mailbox.as<Mailbox>()->slots) {
+    uint32_t expected = 0;
+    if (At(s.pid).compare_exchange_strong(expected, static_cast<uint32_t>(ProcessId()))) {
+      At(s.dir_fd).store(own_fd, std::memory_order_release);
+      o.slot = &s;
+      return Status::Ok();
+    }
+  }
+  Unclaim(o);
+  return Error(HCCL_E_MEMORY, "the memory directory of pid {} has no free peer slot ({} peers)",
+               pid, kSlots);
+}
+
+void MemfdImport::State::Unclaim(Owner &o) {
+  if (o.slot != nullptr) {  // the slot first: the owner reads a slot without an entry as gone
+    At(o.slot->dir_fd).store(-1);
+    At(o.slot->pid).store(0, std::memory_order_release);
+    o.slot = nullptr;
+  }
+  if (o.ack != nullptr) {
+    At(o.ack->owner).store(0, std::memory_order_release);
+    o.ack = nullptr;
+  }
+}
+
+void MemfdImport::State::Bury(Owner &o) {
+  o.windows.clear();
+  o.retired.clear();
+  o.listed = false;
+  o.dead = true;
+  Unclaim(o);
+}
+
 void MemfdImport::State::Forget(std::map<pid_t, Owner>::iterator it) {
   it->second.windows.clear();
   it->second.retired.clear();
-  At(it->second.slot->dir_fd).store(-1);
-  At(it->second.slot->pid).store(0, std::memory_order_release);
+  Unclaim(it->second);
   owners.erase(it);
 }
 
