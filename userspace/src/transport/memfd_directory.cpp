@@ -90,29 +90,30 @@ std::optional<Snapshot> Read(Directory *d) {
   return std::nullopt;
 }
 
-// Map @fd of pid @pid, checked: a memfd of @len bytes sealed with @seals, not inherited by
-// fork; read-only unless @writable.
-Expected<UniqueMapping> MapShared(int fd, pid_t pid, size_t len, int seals, bool writable) {
+// Map @fd of pid @pid, checked: a memfd of @len bytes sealed with @seals (else it is no memory
+// @what), not inherited by fork; read-only unless @writable.
+Expected<UniqueMapping> MapShared(int fd, pid_t pid, const char *what, size_t len, int seals,
+                                  bool writable) {
   struct stat st {};
   if (::fstat(fd, &st) != 0 || st.st_size != static_cast<off_t>(len) ||
       ::fcntl(fd, F_GET_SEALS) != seals) {
-    return Error(HCCL_E_SYSCALL, "the descriptor of pid {} is not a memory directory", pid);
+    return Error(HCCL_E_SYSCALL, "the descriptor of pid {} is not a memory {}", pid, what);
   }
   auto m = UniqueMapping::Map(len, writable ? PROT_READ | PROT_WRITE : PROT_READ, MAP_SHARED, fd);
   if (!m.valid()) {
-    return Error(HCCL_E_MEMORY, "mapping the memory directory of pid {}: {}", pid,
+    return Error(HCCL_E_MEMORY, "mapping the memory {} of pid {}: {}", what, pid,
                  ErrnoString(errno));
   }
   if (::madvise(m.get(), m.size(), MADV_DONTFORK) != 0) {
-    return Error(HCCL_E_SYSCALL, "madvise(MADV_DONTFORK) of the memory directory of pid {}: {}",
-                 pid, ErrnoString(errno));
+    return Error(HCCL_E_SYSCALL, "madvise(MADV_DONTFORK) of the memory {} of pid {}: {}", what, pid,
+                 ErrnoString(errno));
   }
   return m;
 }
 
 // Map the directory @fd of pid @pid (checked: size, seals, owner), read-only.
 Expected<UniqueMapping> MapDirectory(int fd, pid_t pid) {
-  auto m = MapShared(fd, pid, kDirBytes, kSeals, false);
+  auto m = MapShared(fd, pid, "directory", kDirBytes, kSeals, false);
   if (m.ok() && (m->as<Directory>()->magic != kMagic ||
                  m->as<Directory>()->owner != static_cast<uint32_t>(pid))) {
     return Error(HCCL_E_SYSCALL, "the descriptor of pid {} is not a memory directory", pid);
@@ -122,10 +123,10 @@ Expected<UniqueMapping> MapDirectory(int fd, pid_t pid) {
 
 // Map the mailbox @fd of pid @pid (checked: size, seals, owner), read-write.
 Expected<UniqueMapping> MapMailbox(int fd, pid_t pid) {
-  auto m = MapShared(fd, pid, kMailboxBytes, kMailboxSeals, true);
+  auto m = MapShared(fd, pid, "mailbox", kMailboxBytes, kMailboxSeals, true);
   if (m.ok() && (m->as<Mailbox>()->magic != kMailboxMagic ||
                  m->as<Mailbox>()->owner != static_cast<uint32_t>(pid))) {
-    return Error(HCCL_E_SYSCALL, "the mailbox descriptor of pid {} is not a memory mailbox", pid);
+    return Error(HCCL_E_SYSCALL, "the descriptor of pid {} is not a memory mailbox", pid);
   }
   return m;
 }
