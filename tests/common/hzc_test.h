@@ -63,7 +63,7 @@ class Test : public ::testing::Test {
   void TearDown() override {
     CheckLog();
     // The library keeps one descriptor of the device, one of its generation page (see
-    // userspace/src/transport/generation.h) and one of its memory directory
+    // userspace/src/transport/generation.h) and one each of its memory directory and mailbox
     // (userspace/src/transport/memfd_directory.h) per process by design. The device path is the one
     // hzc_device_path() reports, spelled out here so that tests of the layers below the API
     // (which do not link it) share this fixture.
@@ -74,7 +74,8 @@ class Test : public ::testing::Test {
       auto it = fds_before_.find(fd);
       if ((it == fds_before_.end() || it->second != target) && target != device &&
           target.rfind("/memfd:hzc-generation", 0) != 0 &&
-          target.rfind("/memfd:hzc-directory", 0) != 0) {
+          target.rfind("/memfd:hzc-directory", 0) != 0 &&
+          target.rfind("/memfd:hzc-mailbox", 0) != 0) {
         ADD_FAILURE() << "file descriptor " << fd << " (" << target << ") leaked by this test";
       }
     }

@@ -149,12 +149,14 @@ void *ReserveAligned(size_t size, size_t align) {
 // Try a hugetlb memfd with every page allocated up front; an empty fd if the pool lacks them.
 UniqueFd TryHugetlb(size_t size, size_t page) {
   const unsigned int size_flag = page == kGiantPageSize ? MFD_HUGE_1GB : MFD_HUGE_2MB;
-  UniqueFd fd(memfd_create("hzc-physical", MFD_CLOEXEC | MFD_HUGETLB | size_flag));
+  UniqueFd fd(
+      memfd_create("hzc-physical", MFD_CLOEXEC | MFD_ALLOW_SEALING | MFD_HUGETLB | size_flag));
   if (!fd.valid()) {
     return fd;
   }
   if (ftruncate(fd.get(), static_cast<off_t>(size)) != 0 ||
-      fallocate(fd.get(), 0, 0, static_cast<off_t>(size)) != 0) {
+      fallocate(fd.get(), 0, 0, static_cast<off_t>(size)) != 0 ||
+      fcntl(fd.get(), F_ADD_SEALS, F_SEAL_SHRINK) != 0) {
     LogDebug("aclrtMallocPhysical: hugetlb pool cannot back {} bytes ({}), using a plain memfd",
              size, ErrnoString(errno));
     fd.reset();
@@ -296,7 +298,7 @@ AclStatus MallocPhysical(aclrtDrvMemHandle *out, size_t size, const aclrtPhysica
     phys->hugetlb = phys->fd.valid();
   }
   if (!phys->fd.valid()) {
-    phys->fd.reset(memfd_create("hzc-physical", MFD_CLOEXEC));
+    phys->fd.reset(memfd_create("hzc-physical", MFD_CLOEXEC | MFD_ALLOW_SEALING));
     if (!phys->fd.valid()) {
       return Error(ACL_ERROR_RT_MEMORY_ALLOCATION, "size={:#x}: memfd_create failed: {}", size,
                    ErrnoString(errno));
@@ -309,6 +311,11 @@ AclStatus MallocPhysical(aclrtDrvMemHandle *out, size_t size, const aclrtPhysica
     if (int err = posix_fallocate(phys->fd.get(), 0, static_cast<off_t>(size)); err != 0) {
       return Error(ACL_ERROR_RT_MEMORY_ALLOCATION, "size={:#x}: cannot allocate: {}", size,
                    ErrnoString(err));
+    }
+    // Peers that map it (the memfd transport) must not see it shrink under them.
+    if (fcntl(phys->fd.get(), F_ADD_SEALS, F_SEAL_SHRINK) != 0) {
+      return Error(ACL_ERROR_RT_MEMORY_ALLOCATION, "size={:#x}: cannot seal the memfd: {}", size,
+                   ErrnoString(errno));
     }
   }
   State &s = GetState();

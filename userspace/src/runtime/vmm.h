@@ -8,7 +8,8 @@
 //                the caller cannot ask for an alignment (aclrtReserveMemAddress's is reserved).
 //                An expectPtr is taken as given: aligned to the page (flags 0) or 2 MiB (1).
 //   physical     a memfd (hugetlb for huge-page attributes when the pool has pages, else a
-//                plain memfd with transparent huge pages requested), allocated eagerly
+//                plain memfd with transparent huge pages requested), allocated eagerly and
+//                sealed against shrinking (F_SEAL_SHRINK: peers map it, transport/memfd.h)
 //   mapping      the whole memfd mapped MAP_SHARED|MAP_FIXED into a reservation
 //
 // Mappings keep their physical allocation alive, so aclrtFreePhysical only drops the handle.

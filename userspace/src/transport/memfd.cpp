@@ -12,18 +12,23 @@ namespace hzc::transport {
 
 namespace {
 
-// A directory error about rank @peer (pid @pid): an exit is named as the kernel transport
-// names it.
+// A directory error about rank @peer (pid @pid): what the peer did (it exited, it lists
+// something impossible) is named with its rank, an exit as the kernel transport names it.
 Status Named(const Status &st, uint32_t peer, pid_t pid) {
-  if (st.code() == HCCL_E_REMOTE) {
-    return Error(HCCL_E_REMOTE, "rank {} (pid {}) has exited", peer, pid);
+  if (st.code() != HCCL_E_REMOTE) {
+    return st;
   }
-  return st;
+  const std::string said = fmt::format("pid {} ", pid);
+  if (st.message().starts_with(said)) {
+    return Error(HCCL_E_REMOTE, "rank {} (pid {}) {}", peer, pid, st.message().substr(said.size()));
+  }
+  return Error(HCCL_E_REMOTE, "rank {} (pid {}): {}", peer, pid, st.message());
 }
 
 class MemfdLink final : public Link {
  public:
-  MemfdLink(uint32_t rank, std::vector<uint32_t> pids) : peers_(rank, std::move(pids)) {}
+  MemfdLink(uint32_t rank, std::vector<uint32_t> pids, std::vector<bootstrap::PeerProcess> cards)
+      : peers_(rank, std::move(pids), std::move(cards)) {}
   PeerMemory &peers() override { return peers_; }
   Expected<std::unique_ptr<verbs::Links>> Rdma(const verbs::LinkOptions &) override {
     return std::unique_ptr<verbs::Links>();
@@ -74,21 +79,54 @@ bool MemfdTransport::Withdrawn(const Status &st) const {
 }
 
 Expected<std::unique_ptr<Link>> MemfdTransport::Connect(const LinkRequest &request) {
-  return std::unique_ptr<Link>(std::make_unique<MemfdLink>(request.rank, request.pids));
+  std::vector<bootstrap::PeerProcess> cards(request.pids.size());
+  for (uint32_t peer = 0; peer < request.pids.size(); ++peer) {
+    const auto pid = static_cast<pid_t>(request.pids[peer]);
+    if (peer == request.rank || pid == ProcessId()) {
+      continue;
+    }
+    auto process = bootstrap::PeerProcess::Open(pid);
+    if (!process.ok() && process.status().code() == HCCL_E_REMOTE) {
+      return Error(HCCL_E_REMOTE, "rank {} (pid {}) has exited", peer, pid);
+    }
+    if (!process.ok()) {
+      return Error(process.status().code(), "rank {}: {}", peer, process.status().message());
+    }
+    cards[peer] = std::move(*process);
+  }
+  return std::unique_ptr<Link>(
+      std::make_unique<MemfdLink>(request.rank, request.pids, std::move(cards)));
 }
 
-MemfdPeerMemory::MemfdPeerMemory(uint32_t rank, std::vector<uint32_t> pids)
-    : rank_(rank), pids_(std::move(pids)) {}
+MemfdPeerMemory::MemfdPeerMemory(uint32_t rank, std::vector<uint32_t> pids,
+                                 std::vector<bootstrap::PeerProcess> cards)
+    : rank_(rank),
+      pids_(std::move(pids)),
+      cards_(std::move(cards)),
+      checked_(std::make_unique<std::atomic<uint64_t>[]>(pids_.size())) {}
 
 pid_t MemfdPeerMemory::PidOf(uint32_t peer) const {
   return peer == rank_ ? ProcessId() : static_cast<pid_t>(pids_[peer]);
+}
+
+Status MemfdPeerMemory::Attach(uint32_t peer, pid_t pid) {
+  auto &imp = MemfdImport::Process();
+  if (peer >= cards_.size() || !cards_[peer].valid()) {
+    return imp.AttachProcess(pid);
+  }
+  auto serial = imp.AttachCard(pid, cards_[peer], checked_[peer].load(std::memory_order_relaxed));
+  if (!serial.ok()) {
+    return serial.status();
+  }
+  checked_[peer].store(*serial, std::memory_order_relaxed);
+  return Status::Ok();
 }
 
 Expected<void *> MemfdPeerMemory::Translate(uint32_t peer, uintptr_t va, size_t len) {
   HZC_RETURN_IF_ERROR(CheckPeerArgs(peer, pids_.size(), va, len));
   const pid_t pid = PidOf(peer);
   auto &imp = MemfdImport::Process();
-  if (Status st = imp.AttachProcess(pid); !st.ok()) {
+  if (Status st = Attach(peer, pid); !st.ok()) {
     return Named(st, peer, pid);
   }
   auto p = imp.Translate(pid, va, len);
@@ -105,7 +143,7 @@ Expected<std::vector<PeerActivation>> MemfdPeerMemory::Activations(uint32_t peer
   HZC_RETURN_IF_ERROR(CheckPeerRank(peer, pids_.size()));
   const pid_t pid = PidOf(peer);
   auto &imp = MemfdImport::Process();
-  Status st = imp.AttachProcess(pid);
+  Status st = Attach(peer, pid);
   auto listed = st.ok() ? imp.Activations(pid) : Expected<std::vector<MemfdActivation>>(st);
   if (!listed.ok()) {
     return Error(listed.status().code(), "cannot list the ranges of rank {}: {}", peer,

@@ -5,17 +5,22 @@
 // generation protocol that revokes them, and what this transport gives up against the kernel
 // one), and peers map the memfds they find in each other's directories.
 //
-// Linking a communicator needs no rendezvous: peers find each other's directories through the
-// ranks' pids when they first look up their memory. There are no RDMA links over this transport.
+// Linking a communicator needs no rendezvous: it takes a pidfd of every rank's process (so a
+// process that takes a pid later is never mistaken for the rank), and peers find each other's
+// directories through them when they first look up their memory. There are no RDMA links over
+// this transport.
 #pragma once
 
 #include <sys/types.h>
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "base/status.h"
+#include "bootstrap/peer_process.h"
 #include "transport/transport.h"
 
 namespace hzc::transport {
@@ -42,7 +47,10 @@ class MemfdTransport final : public Transport {
 // shared with its other communicators.
 class MemfdPeerMemory final : public PeerMemory {
  public:
-  MemfdPeerMemory(uint32_t rank, std::vector<uint32_t> pids);
+  // @cards: a pidfd of each rank's process (invalid for this one), taken when the ranks
+  // arrived; without them (none given) each peer is whichever process holds its pid.
+  MemfdPeerMemory(uint32_t rank, std::vector<uint32_t> pids,
+                  std::vector<bootstrap::PeerProcess> cards = {});
 
   Expected<void *> Translate(uint32_t peer, uintptr_t peer_va, size_t len) override;
   Expected<PeerActivation> Activation(uint32_t peer, uintptr_t peer_va, size_t len) override;
@@ -52,9 +60,14 @@ class MemfdPeerMemory final : public PeerMemory {
 
  private:
   pid_t PidOf(uint32_t peer) const;
+  // Attach the directory of rank @peer (pid @pid).
+  Status Attach(uint32_t peer, pid_t pid);
 
   const uint32_t rank_;
   const std::vector<uint32_t> pids_;
+  const std::vector<bootstrap::PeerProcess> cards_;
+  // Per rank, the attachment last checked against its card (MemfdImport::AttachCard).
+  std::unique_ptr<std::atomic<uint64_t>[]> checked_;
 };
 
 }  // namespace hzc::transport

@@ -27,54 +27,35 @@
 #include "base/futex.h"
 #include "base/log.h"
 #include "base/process_id.h"
+#include "base/shared_memfd.h"
 #include "base/unique_fd.h"
 #include "base/unique_mapping.h"
 #include "bootstrap/peer_process.h"
+#include "transport/memfd_layout.h"
 
 namespace hzc::transport {
 
 namespace {
 
-constexpr uint32_t kMagic = 0x687a6364;  // "hzcd"
-constexpr size_t kSlots = 64;
-constexpr size_t kRanges = 256;
-constexpr size_t kActs = 1024;
-constexpr int kSeals = F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL;
-constexpr const char *kDirName = "hzc-directory";
+using memfd::DirAck;
+using memfd::DirAct;
+using memfd::Directory;
+using memfd::DirRange;
+using memfd::DirSlot;
+using memfd::kActs;
+using memfd::kDirBytes;
+using memfd::kMagic;
+using memfd::kMailboxBytes;
+using memfd::kMailboxMagic;
+using memfd::kRanges;
+using memfd::kSlots;
+using memfd::Mailbox;
 
-struct DirSlot {
-  uint32_t pid;    // 0: free
-  int32_t dir_fd;  // the peer's own directory (its doorbell), in the peer's process
-  uint64_t acked;  // generation the peer holds nothing older than
-};
-struct DirRange {
-  uint64_t base;
-  uint64_t size;
-};
-struct DirAct {
-  uint64_t va;
-  uint64_t size;
-  uint64_t cookie;
-  uint64_t offset;
-  int32_t fd;  // in the owner's process
-  uint32_t reserved;
-};
-struct Directory {
-  uint32_t magic;
-  uint32_t nranges;
-  uint64_t generation;  // seqlock: odd while being written
-  uint32_t doorbell;    // futex: owners ring this process's watcher
-  uint32_t ack;         // futex: peers tell this process they acknowledged
-  uint32_t nacts;
-  uint32_t owner;  // pid of the process that publishes it
-  // The owner's death word (base/death_word.h): peers see its death without a system call.
-  uint32_t alive;
-  uint32_t reserved;
-  DirSlot slots[kSlots];
-  DirRange ranges[kRanges];
-  DirAct acts[kActs];
-};
-constexpr size_t kDirBytes = (sizeof(Directory) + 4095) / 4096 * 4096;
+// A directory's: peers map it read-only (memfd_layout.h). A mailbox's: peers write it.
+constexpr int kSeals = F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_FUTURE_WRITE | F_SEAL_SEAL;
+constexpr int kMailboxSeals = F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL;
+constexpr const char *kDirName = "hzc-directory";
+constexpr const char *kMailboxName = "hzc-mailbox";
 
 template <typename T>
 std::atomic_ref<T> At(T &word) {
@@ -109,23 +90,78 @@ std::optional<Snapshot> Read(Directory *d) {
   return std::nullopt;
 }
 
-// Map a directory descriptor (checked: size and seals), read-write.
-Expected<UniqueMapping> MapDirectory(int fd, pid_t pid) {
+// Map @fd of pid @pid, checked: a memfd of @len bytes sealed with @seals (else it is no memory
+// @what), not inherited by fork; read-only unless @writable.
+Expected<UniqueMapping> MapShared(int fd, pid_t pid, const char *what, size_t len, int seals,
+                                  bool writable) {
   struct stat st {};
-  if (::fstat(fd, &st) != 0 || st.st_size != static_cast<off_t>(kDirBytes) ||
-      ::fcntl(fd, F_GET_SEALS) != kSeals) {
-    return Error(HCCL_E_SYSCALL, "the descriptor of pid {} is not a memory directory", pid);
+  if (::fstat(fd, &st) != 0 || st.st_size != static_cast<off_t>(len) ||
+      ::fcntl(fd, F_GET_SEALS) != seals) {
+    return Error(HCCL_E_SYSCALL, "the descriptor of pid {} is not a memory {}", pid, what);
   }
-  auto m = UniqueMapping::Map(kDirBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd);
+  auto m = UniqueMapping::Map(len, writable ? PROT_READ | PROT_WRITE : PROT_READ, MAP_SHARED, fd);
   if (!m.valid()) {
-    return Error(HCCL_E_MEMORY, "mapping the memory directory of pid {}: {}", pid,
+    return Error(HCCL_E_MEMORY, "mapping the memory {} of pid {}: {}", what, pid,
                  ErrnoString(errno));
   }
-  if (m.as<Directory>()->magic != kMagic ||
-      m.as<Directory>()->owner != static_cast<uint32_t>(pid)) {
+  if (::madvise(m.get(), m.size(), MADV_DONTFORK) != 0) {
+    return Error(HCCL_E_SYSCALL, "madvise(MADV_DONTFORK) of the memory {} of pid {}: {}", what, pid,
+                 ErrnoString(errno));
+  }
+  return m;
+}
+
+// Map the directory @fd of pid @pid (checked: size, seals, owner), read-only.
+Expected<UniqueMapping> MapDirectory(int fd, pid_t pid) {
+  auto m = MapShared(fd, pid, "directory", kDirBytes, kSeals, false);
+  if (m.ok() && (m->as<Directory>()->magic != kMagic ||
+                 m->as<Directory>()->owner != static_cast<uint32_t>(pid))) {
     return Error(HCCL_E_SYSCALL, "the descriptor of pid {} is not a memory directory", pid);
   }
   return m;
+}
+
+// Map the mailbox @fd of pid @pid (checked: size, seals, owner), read-write.
+Expected<UniqueMapping> MapMailbox(int fd, pid_t pid) {
+  auto m = MapShared(fd, pid, "mailbox", kMailboxBytes, kMailboxSeals, true);
+  if (m.ok() && (m->as<Mailbox>()->magic != kMailboxMagic ||
+                 m->as<Mailbox>()->owner != static_cast<uint32_t>(pid))) {
+    return Error(HCCL_E_SYSCALL, "the descriptor of pid {} is not a memory mailbox", pid);
+  }
+  return m;
+}
+
+// The acknowledgement that directory @d (mapped) holds of owner @owner, or nothing.
+std::optional<uint64_t> AckedIn(Directory *d, pid_t owner) {
+  for (DirAck &a : d->acks) {
+    if (static_cast<pid_t>(At(a.owner).load(std::memory_order_acquire)) == owner) {
+      return At(a.acked).load(std::memory_order_acquire);
+    }
+  }
+  return std::nullopt;
+}
+
+// A new memfd @name of @len bytes, sealed with @seals except F_SEAL_FUTURE_WRITE and
+// F_SEAL_SEAL (the caller adds them once it has mapped it), mapped read-write.
+Expected<SharedMemfd> MakeSealable(const char *name, size_t len, int seals) {
+  UniqueFd fd(static_cast<int>(::memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING)));
+  if (!fd.valid()) {
+    return Error(HCCL_E_SYSCALL, "memfd_create of the memory {}: {}", name, ErrnoString(errno));
+  }
+  if (::ftruncate(fd.get(), static_cast<off_t>(len)) != 0 ||
+      ::fcntl(fd.get(), F_ADD_SEALS, seals & ~(F_SEAL_FUTURE_WRITE | F_SEAL_SEAL)) != 0) {
+    return Error(HCCL_E_SYSCALL, "sizing the memory {}: {}", name, ErrnoString(errno));
+  }
+  auto m = UniqueMapping::Map(len, PROT_READ | PROT_WRITE, MAP_SHARED, fd.get());
+  if (!m.valid()) {
+    return Error(HCCL_E_MEMORY, "mapping the memory {}: {}", name, ErrnoString(errno));
+  }
+  // A forked child publishes its own and cannot write this one.
+  if (::madvise(m.get(), len, MADV_DONTFORK) != 0) {
+    return Error(HCCL_E_SYSCALL, "madvise(MADV_DONTFORK) of the memory {}: {}", name,
+                 ErrnoString(errno));
+  }
+  return SharedMemfd{std::move(fd), std::move(m)};
 }
 
 }  // namespace
@@ -139,21 +175,26 @@ struct MemfdExport::State {
     uint64_t cookie = 0;
     uint64_t offset = 0;
     UniqueFd fd;
+    uint32_t serial = 0;
   };
-  // A peer whose doorbell this process rings.
+  // A peer: its directory (its acknowledgements, its doorbell), mapped read-only.
   struct Rung {
     bootstrap::PeerProcess process;
     UniqueMapping dir;
   };
   UniqueFd fd;
   UniqueMapping page;
+  UniqueFd mailbox_fd;
+  UniqueMapping mailbox;
   std::mutex mutex;  // serialises changes and withdrawals
   std::map<uintptr_t, size_t> ranges;
   std::map<uintptr_t, Act> acts;
   std::map<pid_t, Rung> rung;
+  uint32_t activations = 0;  // made: the next one's serial
   std::chrono::milliseconds timeout{10000};
 
   Directory *dir() const { return page.as<Directory>(); }
+  DirSlot *slots() const { return mailbox.as<Mailbox>()->slots; }
   void Publish();
   // The peer @pid (its doorbell mapped once @dir_fd names it), or nullptr when it is gone.
   Rung *Find(pid_t pid, int dir_fd);
@@ -180,7 +221,7 @@ void MemfdExport::State::Publish() {
                           .cookie = a.cookie,
                           .offset = a.offset,
                           .fd = a.fd.get(),
-                          .reserved = 0};
+                          .serial = a.serial};
   }
   At(d->nacts).store(static_cast<uint32_t>(i));
   At(d->generation).store(g + 2, std::memory_order_release);
@@ -202,7 +243,7 @@ MemfdExport::State::Rung *MemfdExport::State::Find(pid_t pid, int dir_fd) {
     if (m.ok()) {
       r.dir = std::move(*m);
     } else {
-      LogDebug("memfd transport: cannot ring pid {} yet: {}", pid, m.status().message());
+      LogDebug("memfd transport: cannot read pid {} yet: {}", pid, m.status().message());
     }
   }
   return &r;
@@ -218,8 +259,8 @@ void MemfdExport::State::Free(DirSlot &s, pid_t pid) {
 void MemfdExport::State::Prune() {
   for (auto it = rung.begin(); it != rung.end();) {
     bool attached = false;
-    for (DirSlot &s : dir()->slots) {
-      attached = attached || static_cast<pid_t>(At(s.pid).load()) == it->first;
+    for (size_t i = 0; i < kSlots; ++i) {
+      attached = attached || static_cast<pid_t>(At(slots()[i].pid).load()) == it->first;
     }
     it = attached ? std::next(it) : rung.erase(it);
   }
@@ -231,9 +272,10 @@ Status MemfdExport::State::Revoke(uint64_t gen) {
   for (;;) {
     const uint32_t ack = At(d->ack).load(std::memory_order_acquire);
     std::vector<pid_t> pending;
-    for (DirSlot &s : d->slots) {
+    for (size_t i = 0; i < kSlots; ++i) {
+      DirSlot &s = slots()[i];
       const auto pid = static_cast<pid_t>(At(s.pid).load(std::memory_order_acquire));
-      if (pid == 0 || At(s.acked).load(std::memory_order_acquire) >= gen) {
+      if (pid == 0) {
         continue;
       }
       Rung *r = Find(pid, At(s.dir_fd).load(std::memory_order_acquire));
@@ -241,10 +283,14 @@ Status MemfdExport::State::Revoke(uint64_t gen) {
         Free(s, pid);  // a dead peer holds nothing
         continue;
       }
+      // A peer acknowledges in its own directory; one that lists no acknowledgement of this
+      // directory is detaching (it drops that after its slot) and holds nothing.
       if (r->dir.valid()) {
-        Directory *bell = r->dir.as<Directory>();
-        At(bell->doorbell).fetch_add(1, std::memory_order_release);
-        FutexWake(&bell->doorbell);
+        const std::optional<uint64_t> acked = AckedIn(r->dir.as<Directory>(), ProcessId());
+        if (!acked || *acked >= gen) {
+          continue;
+        }
+        FutexWake(&r->dir.as<Directory>()->doorbell);
       }
       pending.push_back(pid);
     }
@@ -275,27 +321,32 @@ Expected<MemfdExport *> MemfdExport::Process() {
     return current;
   }
   auto state = std::make_unique<State>();
-  state->fd.reset(static_cast<int>(::memfd_create(kDirName, MFD_CLOEXEC | MFD_ALLOW_SEALING)));
-  if (!state->fd.valid()) {
-    return Error(HCCL_E_SYSCALL, "memfd_create of the memory directory: {}", ErrnoString(errno));
+  auto dir = MakeSealable(kDirName, kDirBytes, kSeals);
+  auto mailbox = MakeSealable(kMailboxName, kMailboxBytes, kMailboxSeals);
+  if (!dir.ok() || !mailbox.ok()) {
+    return dir.ok() ? mailbox.status() : dir.status();
   }
-  if (::ftruncate(state->fd.get(), kDirBytes) != 0 ||
-      ::fcntl(state->fd.get(), F_ADD_SEALS, kSeals) != 0) {
-    return Error(HCCL_E_SYSCALL, "sizing the memory directory: {}", ErrnoString(errno));
+  state->fd = std::move(dir->fd);
+  state->page = std::move(dir->map);
+  state->mailbox_fd = std::move(mailbox->fd);
+  state->mailbox = std::move(mailbox->map);
+  for (size_t i = 0; i < kSlots; ++i) {
+    state->slots()[i].dir_fd = -1;
   }
-  state->page = UniqueMapping::Map(kDirBytes, PROT_READ | PROT_WRITE, MAP_SHARED, state->fd.get());
-  if (!state->page.valid()) {
-    return Error(HCCL_E_MEMORY, "mapping the memory directory: {}", ErrnoString(errno));
-  }
-  for (DirSlot &s : state->dir()->slots) {
-    s.dir_fd = -1;
-  }
+  state->mailbox.as<Mailbox>()->owner = static_cast<uint32_t>(ProcessId());
+  state->mailbox.as<Mailbox>()->magic = kMailboxMagic;
   state->dir()->owner = static_cast<uint32_t>(ProcessId());
+  state->dir()->mailbox_fd = state->mailbox_fd.get();
   if (Status armed = ArmDeathWord(&state->dir()->alive); !armed.ok()) {
     LogInfo("memory directory: no death word ({}); peers poll this process's pidfd instead",
             armed.message());
   }
   state->dir()->magic = kMagic;
+  // From here on only this mapping writes the directory: peers can map it read-only only.
+  if (::fcntl(state->fd.get(), F_ADD_SEALS, F_SEAL_FUTURE_WRITE | F_SEAL_SEAL) != 0 ||
+      ::fcntl(state->mailbox_fd.get(), F_ADD_SEALS, F_SEAL_SEAL) != 0) {
+    return Error(HCCL_E_SYSCALL, "sealing the memory directory: {}", ErrnoString(errno));
+  }
   current = new MemfdExport(std::move(state));  // a forked child's inherited one is the parent's
   owner = ProcessId();
   return current;
@@ -316,8 +367,8 @@ void MemfdExport::set_revoke_timeout(std::chrono::milliseconds t) {
 
 size_t MemfdExport::AttachedPeers() const {
   size_t n = 0;
-  for (DirSlot &s : state_->dir()->slots) {
-    n += At(s.pid).load() != 0 ? 1 : 0;
+  for (size_t i = 0; i < kSlots; ++i) {
+    n += At(state_->slots()[i].pid).load() != 0 ? 1 : 0;
   }
   return n;
 }
@@ -374,13 +425,24 @@ Status MemfdExport::Activate(uintptr_t va, size_t size, int memfd, uint64_t offs
   if (acts.size() >= kActs) {
     return Error(HCCL_E_MEMORY, "the memory directory holds {} activations, its most", kActs);
   }
+  // Peers refuse any other (a memfd that shrinks under their mapping is SIGBUS in them).
+  const int seals = ::fcntl(memfd, F_GET_SEALS);
+  if (seals < 0 || (seals & F_SEAL_SHRINK) == 0) {
+    return Error(HCCL_E_PARA,
+                 "activation {:#x}: descriptor {} is no memfd sealed against "
+                 "shrinking",
+                 va, memfd);
+  }
   UniqueFd dup(::fcntl(memfd, F_DUPFD_CLOEXEC, 0));
   if (!dup.valid()) {
     return Error(HCCL_E_SYSCALL, "duplicating the memfd of activation {:#x}: {}", va,
                  ErrnoString(errno));
   }
-  acts.emplace(va,
-               State::Act{.size = size, .cookie = cookie, .offset = offset, .fd = std::move(dup)});
+  acts.emplace(va, State::Act{.size = size,
+                              .cookie = cookie,
+                              .offset = offset,
+                              .fd = std::move(dup),
+                              .serial = ++state_->activations});
   state_->Publish();
   return Status::Ok();
 }
@@ -437,6 +499,115 @@ uintptr_t Covered(const std::vector<MemfdActivation> &acts, uintptr_t va, uintpt
   return covered;
 }
 
+size_t Page() {
+  static const auto page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  return page;
+}
+
+bool Aligned(uint64_t v) {
+  return v % Page() == 0;
+}
+
+// Whether [base, base + size) is non-empty, page-aligned and does not wrap.
+bool Span(uint64_t base, uint64_t size) {
+  return size != 0 && Aligned(base) && Aligned(size) && base <= UINTPTR_MAX - size;
+}
+
+Status CheckRanges(pid_t pid, const std::vector<DirRange> &ranges) {
+  for (size_t i = 0; i < ranges.size(); ++i) {
+    const DirRange &r = ranges[i];
+    if (!Span(r.base, r.size)) {
+      return Error(HCCL_E_REMOTE,
+                   "pid {} lists range {:#x} of size {:#x}: empty, unaligned or "
+                   "wrapping",
+                   pid, r.base, r.size);
+    }
+    if (i > 0 && ranges[i - 1].base + ranges[i - 1].size > r.base) {
+      return Error(HCCL_E_REMOTE, "pid {} lists range {:#x}: it overlaps range {:#x}", pid, r.base,
+                   ranges[i - 1].base);
+    }
+  }
+  return Status::Ok();
+}
+
+// Activation @a of pid @pid against its fields and @ranges (sorted, checked).
+Status CheckAct(pid_t pid, const DirAct &a, const std::vector<DirRange> &ranges) {
+  if (!Span(a.va, a.size)) {
+    return Error(HCCL_E_REMOTE,
+                 "pid {} lists activation {:#x} of size {:#x}: empty, unaligned or "
+                 "wrapping",
+                 pid, a.va, a.size);
+  }
+  if (!Aligned(a.offset) || a.offset > static_cast<uint64_t>(INT64_MAX) - a.size) {
+    return Error(HCCL_E_REMOTE,
+                 "pid {} lists activation {:#x} at memfd offset {:#x}: unaligned "
+                 "or past the end of any file",
+                 pid, a.va, a.offset);
+  }
+  if (a.fd < 0) {
+    return Error(HCCL_E_REMOTE, "pid {} lists activation {:#x} with descriptor {}", pid, a.va,
+                 a.fd);
+  }
+  auto r = std::upper_bound(ranges.begin(), ranges.end(), a.va,
+                            [](uint64_t va, const DirRange &x) { return va < x.base; });
+  if (r == ranges.begin() || a.va - std::prev(r)->base >= std::prev(r)->size) {
+    return Error(HCCL_E_REMOTE, "pid {} lists activation {:#x} outside its ranges", pid, a.va);
+  }
+  --r;
+  if (a.size > r->size - (a.va - r->base)) {
+    return Error(HCCL_E_REMOTE,
+                 "pid {} lists activation {:#x} of size {:#x}: it runs past the end "
+                 "of range {:#x} (+{:#x})",
+                 pid, a.va, a.size, r->base, r->size);
+  }
+  return Status::Ok();
+}
+
+// @s (a listing of pid @pid, sorted here) checked field by field before any of it is used:
+// ranges and activations page-aligned spans that do not wrap, each activation inside one range
+// and apart from the others. HCCL_E_REMOTE naming the entry and the field otherwise.
+Status CheckListing(pid_t pid, Snapshot &s) {
+  std::sort(s.ranges.begin(), s.ranges.end(),
+            [](const DirRange &a, const DirRange &b) { return a.base < b.base; });
+  std::sort(s.acts.begin(), s.acts.end(),
+            [](const DirAct &a, const DirAct &b) { return a.va < b.va; });
+  HZC_RETURN_IF_ERROR(CheckRanges(pid, s.ranges));
+  for (size_t i = 0; i < s.acts.size(); ++i) {
+    HZC_RETURN_IF_ERROR(CheckAct(pid, s.acts[i], s.ranges));
+    if (i > 0 && s.acts[i - 1].va + s.acts[i - 1].size > s.acts[i].va) {
+      return Error(HCCL_E_REMOTE, "pid {} lists activation {:#x}: it overlaps activation {:#x}",
+                   pid, s.acts[i].va, s.acts[i - 1].va);
+    }
+  }
+  return Status::Ok();
+}
+
+// The descriptor @fd taken for activation @a of pid @pid: a regular memfd, sealed against
+// shrinking, that holds [offset, offset + size). HCCL_E_REMOTE otherwise.
+Status CheckMemfd(pid_t pid, const DirAct &a, int fd) {
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    return Error(HCCL_E_REMOTE,
+                 "pid {} lists activation {:#x} with descriptor {}: not a regular "
+                 "file",
+                 pid, a.va, a.fd);
+  }
+  const int seals = ::fcntl(fd, F_GET_SEALS);
+  if (seals < 0 || (seals & F_SEAL_SHRINK) == 0) {
+    return Error(HCCL_E_REMOTE,
+                 "pid {} lists activation {:#x} with descriptor {}: not a memfd "
+                 "sealed against shrinking",
+                 pid, a.va, a.fd);
+  }
+  if (static_cast<uint64_t>(st.st_size) < a.offset + a.size) {
+    return Error(HCCL_E_REMOTE,
+                 "pid {} lists activation {:#x} at offset {:#x} of size {:#x}: its "
+                 "memfd holds {:#x} bytes",
+                 pid, a.va, a.offset, a.size, st.st_size);
+  }
+  return Status::Ok();
+}
+
 std::vector<MemfdActivation> Listed(const std::vector<DirAct> &acts) {
   std::vector<MemfdActivation> out;
   for (const DirAct &a : acts) {
@@ -451,30 +622,79 @@ struct MemfdImport::State {
   struct Owner;
   // Whether @o's process has died: its death word, or (never armed) its pidfd.
   static bool Exited(const Owner &o);
+  // A range's reservation, kept as long as the range is listed: what another thread holds in
+  // it stays reserved across listings, and only what the owner withdrew is covered.
+  struct RangeWindow {
+    UniqueMapping span;
+    std::map<uint64_t, DirAct> mapped;  // by address: the activations mapped in it
+    uint64_t filled = UINT64_MAX;       // generation of the listing it maps all of
+  };
   struct Owner {
     bootstrap::PeerProcess process;
-    UniqueMapping dir;
+    UniqueMapping dir;      // read-only
+    UniqueMapping mailbox;  // where this process's slot is
     DirSlot *slot = nullptr;
+    DirAck *ack = nullptr;  // in this process's own directory
+    uint64_t serial = 0;    // of the attachment (AttachCard)
     bool dead = false;
     bool listed = false;
     Snapshot list;
-    std::map<uintptr_t, UniqueMapping> windows;  // by range base
+    std::map<uintptr_t, RangeWindow> windows;  // by range base
+    // Windows of ranges the owner withdrew: covered, kept reserved (a stale pointer faults)
+    // until the owner is forgotten.
+    std::vector<UniqueMapping> retired;
     Directory *d() const { return dir.as<Directory>(); }
   };
   std::mutex mutex;
   std::map<pid_t, Owner> owners;
+  uint64_t attachments = 0;
   pid_t made_by = 0;
   bool watching = false;
 
   void Forked();
+  // Unmap @it's windows, free this process's slot in its mailbox and drop it.
+  void Forget(std::map<pid_t, Owner>::iterator it);
+  // Take a slot in @o's mailbox naming this process's directory @own_fd, after an entry for
+  // @o's acknowledgements in that directory (@own).
+  static Status Claim(pid_t pid, Owner &o, Directory *own, int own_fd);
+  // Stop acknowledging @o (it no longer reads them).
+  static void Unclaim(Owner &o);
+  // @o has died: its memory is nobody's any more.
+  static void Bury(Owner &o);
   static void Ack(Owner &o, uint64_t gen);
+  // Cover every window of @o: it maps nothing of the owner until it lists again.
   static void Revoke(Owner &o);
+  // Cover what @o's windows map that its listing no longer has; retire the windows of ranges
+  // it no longer lists.
+  static void Reconcile(Owner &o);
   static Status Relist(pid_t pid, Owner &o);
   static Expected<void *> Window(pid_t pid, Owner &o, const DirRange &r);
+  static Status MapInto(pid_t pid, Owner &o, const DirRange &r, RangeWindow &w);
   static Expected<void *> Lookup(pid_t pid, Owner &o, uintptr_t va, size_t len);
   static void Watch(const std::shared_ptr<State> &self, Directory *own);
   Expected<Owner *> Live(pid_t pid);
 };
+
+namespace {
+
+// Put a PROT_NONE reservation over [p, p + len) of a window (a stale pointer faults instead of
+// reaching other memory); where that fails, unmap it rather than keep the owner's memory.
+void Cover(char *p, size_t len) {
+  if (::mmap(p, len, PROT_NONE, kReserveFlags | MAP_FIXED, -1, 0) == MAP_FAILED) {
+    LogError("memfd transport: cannot cover [{}, +{:#x}) of a window: {}; unmapping it",
+             static_cast<void *>(p), len, ErrnoString(errno));
+    ::munmap(p, len);
+    return;
+  }
+  ::madvise(p, len, MADV_DONTFORK);
+}
+
+bool SameAct(const DirAct &a, const DirAct &b) {
+  return a.va == b.va && a.size == b.size && a.offset == b.offset && a.fd == b.fd &&
+         a.serial == b.serial;
+}
+
+}  // namespace
 
 bool MemfdImport::State::Exited(const Owner &o) {
   const uint32_t word = At(o.d()->alive).load(std::memory_order_acquire);
@@ -483,77 +703,146 @@ bool MemfdImport::State::Exited(const Owner &o) {
 
 void MemfdImport::State::Forked() {
   if (made_by != ProcessId()) {
-    owners.clear();  // the parent's views; their slots are the parent's
+    // The parent's views: their slots are the parent's, and their mappings (MADV_DONTFORK) are
+    // not this process's; whatever it has mapped at those addresses since is not theirs.
+    for (auto &[pid, o] : owners) {
+      o.dir.release();
+      o.mailbox.release();
+      for (auto &[base, w] : o.windows) {
+        w.span.release();
+      }
+      for (UniqueMapping &w : o.retired) {
+        w.release();
+      }
+    }
+    owners.clear();
     watching = false;
     made_by = ProcessId();
   }
 }
 
 void MemfdImport::State::Ack(Owner &o, uint64_t gen) {
-  At(o.slot->acked).store(gen, std::memory_order_release);
-  At(o.d()->ack).fetch_add(1, std::memory_order_release);
+  At(o.ack->acked).store(gen, std::memory_order_release);
   FutexWake(&o.d()->ack);
 }
 
 void MemfdImport::State::Revoke(Owner &o) {
   for (auto &[base, w] : o.windows) {
-    // Keep the addresses reserved: a stale pointer faults instead of reaching other memory.
-    ::mmap(w.get(), w.size(), PROT_NONE, kReserveFlags | MAP_FIXED, -1, 0);
+    if (!w.mapped.empty()) {
+      Cover(w.span.as<char>(), w.span.size());
+      w.mapped.clear();
+    }
+    w.filled = UINT64_MAX;
   }
   o.listed = false;
+}
+
+void MemfdImport::State::Reconcile(Owner &o) {
+  for (auto it = o.windows.begin(); it != o.windows.end();) {
+    RangeWindow &w = it->second;
+    const auto range = std::find_if(o.list.ranges.begin(), o.list.ranges.end(), [&](auto &r) {
+      return r.base == it->first && r.size == w.span.size();
+    });
+    if (range == o.list.ranges.end()) {
+      Cover(w.span.as<char>(), w.span.size());
+      o.retired.push_back(std::move(w.span));
+      it = o.windows.erase(it);
+      continue;
+    }
+    for (auto m = w.mapped.begin(); m != w.mapped.end();) {
+      const auto now = std::lower_bound(o.list.acts.begin(), o.list.acts.end(), m->first,
+                                        [](const DirAct &a, uint64_t va) { return a.va < va; });
+      if (now != o.list.acts.end() && SameAct(*now, m->second)) {
+        ++m;
+        continue;
+      }
+      Cover(w.span.as<char>() + (m->first - it->first), m->second.size);
+      m = w.mapped.erase(m);
+    }
+    w.filled = UINT64_MAX;
+    ++it;
+  }
 }
 
 Status MemfdImport::State::Relist(pid_t pid, Owner &o) {
   // Acknowledge before reading: a withdrawal published after this reading is waited for.
   const uint64_t g = At(o.d()->generation).load(std::memory_order_acquire);
-  At(o.slot->acked).store(g & ~uint64_t{1}, std::memory_order_seq_cst);
+  At(o.ack->acked).store(g & ~uint64_t{1}, std::memory_order_seq_cst);
   auto snap = Read(o.d());
   if (!snap) {
+    Revoke(o);
     return Error(HCCL_E_INTERNAL, "the memory directory of pid {} stays busy", pid);
   }
-  o.windows.clear();
+  if (Status st = CheckListing(pid, *snap); !st.ok()) {
+    Revoke(o);
+    return st;
+  }
   o.list = std::move(*snap);
-  std::sort(o.list.acts.begin(), o.list.acts.end(),
-            [](const DirAct &a, const DirAct &b) { return a.va < b.va; });
+  Reconcile(o);
   o.listed = true;
+  // Nothing withdrawn by this listing is mapped any more.
+  if (At(o.ack->acked).load(std::memory_order_relaxed) < o.list.generation) {
+    Ack(o, o.list.generation);
+  }
   return Status::Ok();
 }
 
-Expected<void *> MemfdImport::State::Window(pid_t pid, Owner &o, const DirRange &r) {
-  auto it = o.windows.find(r.base);
-  if (it != o.windows.end()) {
-    return it->second.get();
-  }
-  auto w = UniqueMapping::Map(r.size, PROT_NONE, kReserveFlags, -1);
-  if (!w.valid()) {
-    return Error(HCCL_E_MEMORY, "reserving {:#x} bytes for range {:#x} of pid {}: {}", r.size,
-                 r.base, pid, ErrnoString(errno));
-  }
+// Map into @w what the listing has in range @r and @w does not map yet.
+Status MemfdImport::State::MapInto(pid_t pid, Owner &o, const DirRange &r, RangeWindow &w) {
   for (const DirAct &a : o.list.acts) {
-    if (a.va < r.base || a.va - r.base >= r.size) {
+    if (a.va < r.base || a.va - r.base >= r.size || w.mapped.contains(a.va)) {
       continue;
     }
     auto fd = o.process.TakeFd(a.fd);
     if (!fd.ok()) {
       return fd.status();
     }
-    struct stat st {};
-    if (::fstat(fd->get(), &st) != 0 || static_cast<uint64_t>(st.st_size) < a.offset + a.size) {
-      return Error(HCCL_E_REMOTE, "activation {:#x} of pid {}: its memfd is shorter than listed",
-                   a.va, pid);
-    }
-    void *p = ::mmap(w.as<char>() + (a.va - r.base), a.size, PROT_READ | PROT_WRITE,
-                     MAP_SHARED | MAP_FIXED, fd->get(), static_cast<off_t>(a.offset));
-    if (p == MAP_FAILED) {
+    HZC_RETURN_IF_ERROR(CheckMemfd(pid, a, fd->get()));
+    // In bounds: CheckListing put [va, va + size) inside the range, the window's span.
+    char *at = w.span.as<char>() + (a.va - r.base);
+    if (::mmap(at, a.size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd->get(),
+               static_cast<off_t>(a.offset)) == MAP_FAILED) {
+      const int err = errno;
+      Cover(at, a.size);
       return Error(HCCL_E_MEMORY, "mapping activation {:#x} of pid {}: {}", a.va, pid,
-                   ErrnoString(errno));
+                   ErrnoString(err));
+    }
+    w.mapped.emplace(a.va, a);
+    // A forked child inherits none of it (the kernel transport's windows are VM_DONTCOPY).
+    if (::madvise(at, a.size, MADV_DONTFORK) != 0) {
+      return Error(HCCL_E_SYSCALL, "madvise(MADV_DONTFORK) of activation {:#x} of pid {}: {}", a.va,
+                   pid, ErrnoString(errno));
     }
   }
-  LogDebug("memfd transport: mapped range {:#x} (+{:#x}) of pid {} at {}", r.base, r.size, pid,
-           w.get());
-  void *base = w.get();
-  o.windows.emplace(r.base, std::move(w));
-  return base;
+  w.filled = o.list.generation;
+  return Status::Ok();
+}
+
+Expected<void *> MemfdImport::State::Window(pid_t pid, Owner &o, const DirRange &r) {
+  auto it = o.windows.find(r.base);
+  if (it == o.windows.end()) {
+    auto span = UniqueMapping::Map(r.size, PROT_NONE, kReserveFlags, -1);
+    if (!span.valid()) {
+      return Error(HCCL_E_MEMORY, "reserving {:#x} bytes for range {:#x} of pid {}: {}", r.size,
+                   r.base, pid, ErrnoString(errno));
+    }
+    if (::madvise(span.get(), span.size(), MADV_DONTFORK) != 0) {
+      return Error(HCCL_E_SYSCALL,
+                   "madvise(MADV_DONTFORK) of the window of range {:#x} of pid {}: "
+                   "{}",
+                   r.base, pid, ErrnoString(errno));
+    }
+    LogDebug("memfd transport: reserved range {:#x} (+{:#x}) of pid {} at {}", r.base, r.size, pid,
+             span.get());
+    it = o.windows
+             .emplace(r.base,
+                      RangeWindow{.span = std::move(span), .mapped = {}, .filled = UINT64_MAX})
+             .first;
+  }
+  if (it->second.filled != o.list.generation) {
+    HZC_RETURN_IF_ERROR(MapInto(pid, o, r, it->second));
+  }
+  return it->second.span.get();
 }
 
 Expected<void *> MemfdImport::State::Lookup(pid_t pid, Owner &o, uintptr_t va, size_t len) {
@@ -581,9 +870,7 @@ Expected<MemfdImport::State::Owner *> MemfdImport::State::Live(pid_t pid) {
   }
   Owner &o = it->second;
   if (!o.dead && Exited(o)) {
-    o.windows.clear();
-    o.listed = false;
-    o.dead = true;
+    Bury(o);
   }
   if (o.dead) {
     return Error(HCCL_E_REMOTE, "pid {} has exited", pid);
@@ -601,9 +888,7 @@ void MemfdImport::State::Watch(const std::shared_ptr<State> &self, Directory *ow
       }
       for (auto &[pid, o] : self->owners) {
         if (!o.dead && Exited(o)) {
-          o.windows.clear();  // a dead owner's memory: nobody's any more
-          o.listed = false;
-          o.dead = true;
+          Bury(o);
         }
         if (o.dead) {
           continue;
@@ -611,13 +896,16 @@ void MemfdImport::State::Watch(const std::shared_ptr<State> &self, Directory *ow
         const uint64_t g = At(o.d()->generation).load(std::memory_order_acquire);
         const uint64_t done = g + (g & 1);  // a write in progress: its end
         if (o.listed && o.list.generation == g) {
-          if (At(o.slot->acked).load() < g) {
+          if (At(o.ack->acked).load() < g) {
             Ack(o, g);
           }
           continue;
         }
-        Revoke(o);
-        Ack(o, done);
+        // Cover only what the owner withdrew; a listing that cannot be read covers everything.
+        if (Status st = Relist(pid, o); !st.ok()) {
+          LogDebug("memfd transport: {}", st.message());
+          Ack(o, done);
+        }
       }
     }
     FutexWait(&own->doorbell, bell, std::chrono::milliseconds(1000));
@@ -665,19 +953,8 @@ Status MemfdImport::Attach(pid_t pid, int dir_fd) {
   State::Owner o;
   o.process = std::move(*process);
   o.dir = std::move(*dir);
-  for (DirSlot &s : o.d()->slots) {
-    uint32_t expected = 0;
-    if (At(s.pid).compare_exchange_strong(expected, static_cast<uint32_t>(ProcessId()))) {
-      At(s.acked).store(0);
-      At(s.dir_fd).store((*own)->fd(), std::memory_order_release);
-      o.slot = &s;
-      break;
-    }
-  }
-  if (o.slot == nullptr) {
-    return Error(HCCL_E_MEMORY, "the memory directory of pid {} has no free peer slot ({} peers)",
-                 pid, kSlots);
-  }
+  HZC_RETURN_IF_ERROR(State::Claim(pid, o, (*own)->state_->dir(), (*own)->fd()));
+  o.serial = ++state_->attachments;
   state_->owners.emplace(pid, std::move(o));
   if (!state_->watching) {
     state_->watching = true;
@@ -718,6 +995,43 @@ Status MemfdImport::AttachProcess(pid_t pid) {
     }
   }
   return last;
+}
+
+Expected<uint64_t> MemfdImport::AttachCard(pid_t pid, const bootstrap::PeerProcess &card,
+                                           uint64_t checked) {
+  if (pid == ProcessId()) {
+    return checked;
+  }
+  {
+    std::lock_guard lock(state_->mutex);
+    state_->Forked();
+    auto it = state_->owners.find(pid);
+    if (it != state_->owners.end() && !it->second.dead && !State::Exited(it->second)) {
+      // The attached process holds the pid: it is the card's while the card's is alive.
+      if (it->second.serial == checked) {
+        return checked;
+      }
+      if (card.Exited()) {
+        return Error(HCCL_E_REMOTE, "pid {} has exited", pid);
+      }
+      return it->second.serial;
+    }
+    if (card.Exited()) {
+      return Error(HCCL_E_REMOTE, "pid {} has exited", pid);
+    }
+    if (it != state_->owners.end()) {
+      state_->Forget(it);  // an earlier process of that pid, dead
+    }
+  }
+  HZC_RETURN_IF_ERROR(AttachProcess(pid));
+  // Attached after the card's process was seen alive: the same process, unless it has exited.
+  if (card.Exited()) {
+    Detach(pid);
+    return Error(HCCL_E_REMOTE, "pid {} has exited", pid);
+  }
+  std::lock_guard lock(state_->mutex);
+  auto it = state_->owners.find(pid);
+  return it != state_->owners.end() ? it->second.serial : 0;
 }
 
 Expected<void *> MemfdImport::Translate(pid_t pid, uintptr_t va, size_t len) {
@@ -774,29 +1088,86 @@ Expected<std::vector<MemfdActivation>> MemfdImport::Activations(pid_t pid) {
   if (!snap) {
     return Error(HCCL_E_INTERNAL, "the memory directory of pid {} stays busy", pid);
   }
-  std::sort(snap->acts.begin(), snap->acts.end(),
-            [](const DirAct &a, const DirAct &b) { return a.va < b.va; });
+  HZC_RETURN_IF_ERROR(CheckListing(pid, *snap));
   return Listed(snap->acts);
+}
+
+Status MemfdImport::State::Claim(pid_t pid, Owner &o, Directory *own, int own_fd) {
+  const int32_t mailbox_fd = At(o.d()->mailbox_fd).load(std::memory_order_acquire);
+  auto fd = o.process.TakeFd(mailbox_fd);
+  auto mailbox = fd.ok() ? MapMailbox(fd->get(), pid) : Expected<UniqueMapping>(fd.status());
+  if (!mailbox.ok()) {
+    return Error(HCCL_E_SYSCALL, "memory directory: {}", mailbox.status().message());
+  }
+  o.mailbox = std::move(*mailbox);
+  for (DirAck &a : own->acks) {  // only this process's importer writes them, under its lock
+    if (At(a.owner).load(std::memory_order_relaxed) == 0) {
+      At(a.acked).store(0, std::memory_order_relaxed);
+      At(a.owner).store(static_cast<uint32_t>(pid), std::memory_order_release);
+      o.ack = &a;
+      break;
+    }
+  }
+  if (o.ack == nullptr) {
+    return Error(HCCL_E_MEMORY, "this process has attached {} memory directories, its most",
+                 kSlots);
+  }
+  for (DirSlot &s : o.mailbox.as<Mailbox>()->slots) {
+    uint32_t expected = 0;
+    if (At(s.pid).compare_exchange_strong(expected, static_cast<uint32_t>(ProcessId()))) {
+      At(s.dir_fd).store(own_fd, std::memory_order_release);
+      o.slot = &s;
+      return Status::Ok();
+    }
+  }
+  Unclaim(o);
+  return Error(HCCL_E_MEMORY, "the memory directory of pid {} has no free peer slot ({} peers)",
+               pid, kSlots);
+}
+
+void MemfdImport::State::Unclaim(Owner &o) {
+  if (o.slot != nullptr) {  // the slot first: the owner reads a slot without an entry as gone
+    At(o.slot->dir_fd).store(-1);
+    At(o.slot->pid).store(0, std::memory_order_release);
+    o.slot = nullptr;
+  }
+  if (o.ack != nullptr) {
+    At(o.ack->owner).store(0, std::memory_order_release);
+    o.ack = nullptr;
+  }
+}
+
+void MemfdImport::State::Bury(Owner &o) {
+  o.windows.clear();
+  o.retired.clear();
+  o.listed = false;
+  o.dead = true;
+  Unclaim(o);
+}
+
+void MemfdImport::State::Forget(std::map<pid_t, Owner>::iterator it) {
+  it->second.windows.clear();
+  it->second.retired.clear();
+  Unclaim(it->second);
+  owners.erase(it);
 }
 
 void MemfdImport::Detach(pid_t pid) {
   std::lock_guard lock(state_->mutex);
   state_->Forked();
   auto it = state_->owners.find(pid);
-  if (it == state_->owners.end()) {
-    return;
+  if (it != state_->owners.end()) {
+    state_->Forget(it);
   }
-  it->second.windows.clear();
-  At(it->second.slot->dir_fd).store(-1);
-  At(it->second.slot->pid).store(0, std::memory_order_release);
-  state_->owners.erase(it);
 }
 
 size_t MemfdImport::MappedWindows() const {
   std::lock_guard lock(state_->mutex);
   size_t n = 0;
   for (const auto &[pid, o] : state_->owners) {
-    n += o.listed ? o.windows.size() : 0;
+    for (const auto &[base, w] : o.windows) {
+      n += w.mapped.empty() ? 0 : 1;
+    }
   }
   return n;
 }

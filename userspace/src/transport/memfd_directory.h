@@ -8,30 +8,46 @@
 // kernel module does for the kernel transport (transport/kernel.h) with a protocol between
 // the processes.
 //
-// How memfds and offsets reach peers. Each process publishes one directory: a small memfd
-// (sizes sealed) holding a seqlocked generation, its ranges, its activations (address, length,
-// cookie, the owner's descriptor number of the memfd and the offset in it) and a slot per
-// attached peer. The directory's descriptor number travels on the rank card at link set-up;
-// a peer takes the directory and then each activation's memfd with pidfd_getfd (the same
-// right as ptrace over the owner, which the generation pages already rely on; where that is
-// refused, an SCM_RIGHTS hand-off over the communicator's Unix socket is the planned
-// alternative). For each range the peer reserves a PROT_NONE window as long as the range and
-// maps each activation's memfd MAP_FIXED at (va - base) in it, so adjacent activations
-// (allocations in different chunks) are contiguous in the peer as they are in the owner.
-// The owner keeps a duplicate of every activated memfd until the activation is withdrawn,
-// so the descriptor number a peer reads names that memfd.
+// How memfds and offsets reach peers. Each process publishes one directory: a small memfd (sizes
+// sealed, and writable by its owner's mapping only: F_SEAL_FUTURE_WRITE) holding a seqlocked
+// generation, its ranges, its activations (address, length, cookie, the owner's descriptor number
+// of the memfd and the offset in it, a serial number) and its own acknowledgements of the
+// directories it has attached; beside it a mailbox memfd, the one thing peers write, holds a slot
+// per attached peer naming that peer's directory (transport/memfd_layout.h). A peer finds the
+// directory among the owner's descriptors (MemfdImport::AttachProcess), through the pidfd its link
+// took when the ranks arrived; it takes the directory and then each activation's memfd with
+// pidfd_getfd (the same right as ptrace over the owner, which the generation pages already rely on;
+// where that is refused, an SCM_RIGHTS hand-off over the communicator's Unix socket is the planned
+// alternative). For each range the peer reserves a PROT_NONE window as long as the range and maps
+// each activation's memfd MAP_FIXED at (va - base) in it, so adjacent activations (allocations in
+// different chunks) are contiguous in the peer as they are in the owner. The owner keeps a
+// duplicate of every activated memfd until the activation is withdrawn, so the descriptor number a
+// peer reads names that memfd.
 //
-// Revocation without the kernel (the generation protocol). A change of the directory moves
-// its generation: odd while being written, even when done; peers copy the directory between
-// two equal even readings. A withdrawal (Deactivate, Unset) then rings every attached peer
-// (a futex word, the doorbell, in the peer's own directory) and waits until each has
-// acknowledged the new generation in its slot, or has exited. A peer's watcher thread (one per
-// process, started at its first attachment) answers the doorbell: it covers every window of
-// an owner whose generation moved with a PROT_NONE anonymous mapping (the address stays
-// reserved, so a stale pointer faults instead of reaching other memory; coll/guard turns the
-// fault into an error), forgets its listing, and acknowledges. So when Deactivate or Unset
-// returns, no peer maps the withdrawn memory any more. A Translate lists afresh whenever
-// the owner's generation moved since its listing, and acknowledges that generation.
+// Revocation without the kernel (the generation protocol). A change of the directory moves its
+// generation: odd while being written, even when done; peers copy the directory between two equal
+// even readings. A withdrawal (Deactivate, Unset) then rings every attached peer (a futex wake on
+// the doorbell word of the peer's directory, again every 20 ms) and waits until each has
+// acknowledged the new generation in its own directory, or has exited. A peer's watcher thread (one
+// per process, started at its first attachment) answers the doorbell: it lists afresh the owner
+// whose generation moved and covers with a PROT_NONE anonymous mapping what the listing no longer
+// has (an activation gone, or one at the same place that is another: the owner numbers its
+// activations), then acknowledges. The address stays reserved, so a stale pointer faults instead of
+// reaching other memory (coll/guard turns the fault into an error); what is still listed stays
+// mapped where it was, since another thread may be using it, and a range's window is kept (covered,
+// reserved) even once the range is withdrawn, until the owner is forgotten. A listing that cannot
+// be read covers all of the owner's windows. So when Deactivate or Unset returns, no peer maps the
+// withdrawn memory any more. A Translate lists afresh whenever the owner's generation moved since
+// its listing, and acknowledges that generation.
+//
+// What a peer reads is the peer's word. Before any of a listing is used it is checked (ranges
+// and activations page-aligned spans that do not wrap, each activation inside one range and
+// apart from the others, its offset mappable), and every memfd taken from it must be a regular
+// memfd sealed against shrinking (F_SEAL_SHRINK, which aclrtMallocPhysical sets and the owner
+// requires) that holds what is listed; anything else is HCCL_E_REMOTE naming the entry, and
+// nothing of it is mapped. Windows and mapped directories are MADV_DONTFORK, as the kernel
+// transport's windows are VM_DONTCOPY: a forked child reaches none of a peer's memory through
+// its parent (and attaches afresh).
 //
 // When a process dies. An owner's exit is seen through its pidfd (bootstrap/peer_process.h):
 // Translate fails with HCCL_E_REMOTE and the peer unmaps what it had (so does the watcher, which
@@ -59,6 +75,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "bootstrap/peer_process.h"
 
 namespace hzc::transport {
 
@@ -114,11 +131,18 @@ class MemfdImport {
 
   // Attach to the directory @dir_fd of process @pid (idempotent per pid). HCCL_E_SYSCALL when
   // pidfd_getfd is refused or the descriptor is no directory, HCCL_E_REMOTE when the process
-  // has exited, HCCL_E_MEMORY when its directory has no free peer slot.
+  // has exited, HCCL_E_MEMORY when its mailbox has no free peer slot or this process has
+  // attached as many directories as its own can acknowledge.
   Status Attach(pid_t pid, int dir_fd);
   // Attach to the directory of process @pid, found among its descriptors (/proc/<pid>/fd).
   // HCCL_E_NOT_FOUND when it has published none (yet); errors of Attach otherwise.
   Status AttachProcess(pid_t pid);
+  // Attach to the directory of the process that @card holds (a pidfd taken when its rank
+  // arrived) under pid @pid: a process that took the pid since is never attached for it (nor is
+  // one attached for another card used for this one). Returns the attachment's serial number;
+  // while @checked (an earlier return) is still current the call costs no system call.
+  // HCCL_E_REMOTE when the card's process has exited; errors of AttachProcess otherwise.
+  Expected<uint64_t> AttachCard(pid_t pid, const bootstrap::PeerProcess &card, uint64_t checked);
   // A local pointer to [va, va + len) of attached process @pid, which must lie in its activated
   // memory (adjacent activations count as one); this process's own memory is @va itself.
   // HCCL_E_PARA for memory that is not activated or a process never attached, HCCL_E_REMOTE when
