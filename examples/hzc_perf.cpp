@@ -50,6 +50,7 @@
 // server of the table.
 #include <acl/acl.h>
 #include <hccl/hccl.h>
+#include <sched.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -132,6 +133,7 @@ struct Options {
   int iters = 20, agg_iters = 1, warmup = 5, check = 1;
   int parallel_init = 0, blocking = 0, stream_null = 0, timeout = 0, cputime = 0;
   int average = 1;  // 0 rank 0, 1 mean, 2 min, 3 max of the ranks' times
+  int bind = 0;     // 1: rank r runs on the r-th CPU of the allowed ones (as mpirun --bind-to core)
   uint32_t root = 0;
   std::vector<TypeName> types;
   std::vector<OpName> ops;
@@ -870,6 +872,21 @@ bool Resolve(const std::string &type, const std::string &op, Options *o, std::st
   return true;
 }
 
+// The CPUs this process may run on, in order.
+std::vector<int> AllowedCpus() {
+  std::vector<int> out;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) {
+    for (int c = 0; c < CPU_SETSIZE; ++c) {
+      if (CPU_ISSET(c, &set)) {
+        out.push_back(c);
+      }
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 int main(int argc, char **argv) {
@@ -939,6 +956,10 @@ int main(int argc, char **argv) {
                  "time reported: 0 rank 0, 1 mean, 2 min, 3 max of "
                  "the ranks (default 1)")
       ->check(CLI::Range(0, 3));
+  app.add_option("--bind", o.bind,
+                 "0/1: bind rank r to the r-th allowed CPU, as mpirun --bind-to core (default 0; "
+                 "ignored when the ranks outnumber the CPUs)")
+      ->check(CLI::Range(0, 1));
   app.add_option("--mode", o.mode,
                  "zerocopy: buffers in activated memory (default); staging: "
                  "plain memory")
@@ -1016,9 +1037,18 @@ int main(int argc, char **argv) {
   }
   std::fflush(stdout);
   std::vector<pid_t> pids;
+  const std::vector<int> cpus = o.bind != 0 ? AllowedCpus() : std::vector<int>{};
   for (uint32_t r = 0; r < o.nranks(); ++r) {
     const pid_t pid = fork();
     if (pid == 0) {
+      if (o.nranks() <= cpus.size()) {
+        cpu_set_t set;
+        CPU_ZERO(&set);
+        CPU_SET(cpus[r], &set);
+        if (sched_setaffinity(0, sizeof(set), &set) != 0) {
+          std::perror("hzc-perf: sched_setaffinity");
+        }
+      }
       _exit(RunRank(o, root, r, shared));
     }
     if (pid < 0) {

@@ -34,11 +34,13 @@ bool Oversubscribed(uint32_t ranks);
 // How long the waits of one channel (a control area, a communicator's pair channels) spin,
 // adapted to what spinning bought lately: a wait that caught its peer while spinning makes the
 // budget at least four times what it took, up to 50 us; a wait whose spin ran out (the peer was
-// busy with a large copy, or was not running) halves it, down to 2 us. So a wait spins long when
-// the peers answer fast, and soon sleeps when they do not.
+// busy with a large copy, or was not running) halves it, down to 20 us. So a wait spins long when
+// the peers answer fast, and sooner sleeps when they do not. The floor is above what a sleeping
+// peer takes to wake up (about 10 us here): with less, two ranks fall into a convoy where each
+// sleeps until the other wakes it, every wait runs out and the budget never grows back.
 class SpinBudget {
  public:
-  static constexpr std::chrono::nanoseconds kMin = std::chrono::microseconds(2);
+  static constexpr std::chrono::nanoseconds kMin = std::chrono::microseconds(20);
   static constexpr std::chrono::nanoseconds kMax = std::chrono::microseconds(50);
 
   std::chrono::nanoseconds get() const { return ns_; }

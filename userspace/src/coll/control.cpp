@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "coll/control.h"
 
+#include <sched.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -76,7 +77,7 @@ struct alignas(64) ControlArea::Slot {
   std::atomic<uint32_t> step;     // futex word
   std::atomic<uint32_t> waiters;  // ranks about to sleep on @step
   uint32_t pid;
-  uint32_t reserved;
+  std::atomic<int32_t> cpu;      // where the rank last arrived (sched_getcpu)
   alignas(64) CallDesc desc[2];  // by call parity
 };
 
@@ -85,7 +86,7 @@ struct alignas(64) ControlArea::Line {
   std::atomic<uint32_t> waiters;  // ranks about to sleep on @seq
   uint32_t flags;
   uint32_t kind, dtype, op, root;
-  uint32_t reserved;
+  std::atomic<int32_t> cpu;  // where the rank arrived (sched_getcpu)
   uint64_t count, args_hash;
   uint8_t data[kLineData];
 };
@@ -122,10 +123,10 @@ ControlArea::Line &ControlArea::line(uint32_t r, uint64_t seq) const {
 
 ControlArea::Word ControlArea::word(uint32_t r, uint64_t seq) const {
   if (seq == 0) {
-    return {slot(r).step, slot(r).waiters};
+    return {slot(r).step, slot(r).waiters, slot(r).cpu};
   }
   Line &l = line(r, seq);
-  return {l.seq, l.waiters};
+  return {l.seq, l.waiters, l.cpu};
 }
 
 size_t ControlArea::InlineSlotBytes(size_t requested, uint32_t nranks) {
@@ -160,10 +161,10 @@ Expected<UniqueMapping> ControlArea::Create(const Options &o, Clock::time_point 
   h->staging_offset = kPage + slots + args + inlined;
   h->staging_bytes = staging;
   for (uint32_t r = 0; r < o.nranks; ++r) {
-    new (map.as<uint8_t>() + kPage + r * sizeof(Slot)) Slot{};
+    (new (map.as<uint8_t>() + kPage + r * sizeof(Slot)) Slot{})->cpu = -1;
   }
   for (uint32_t i = 0; i < 2 * o.nranks; ++i) {
-    new (map.as<uint8_t>() + kPage + o.nranks * sizeof(Slot) + i * sizeof(Line)) Line{};
+    (new (map.as<uint8_t>() + kPage + o.nranks * sizeof(Slot) + i * sizeof(Line)) Line{})->cpu = -1;
   }
   if (Status s = bootstrap::GiveDescriptor(HandOff(o, deadline), mem.get(), len); !s.ok()) {
     return HandOffError(s);
@@ -249,6 +250,7 @@ void ControlArea::Announce(const CallDesc &d, uint32_t flags) {
   l.dtype = d.dtype;
   l.op = d.op;
   l.root = d.root;
+  l.cpu.store(sched_getcpu(), std::memory_order_relaxed);
   l.count = d.count;
   l.args_hash = d.args_hash;
   // A release store, not a fence: the line goes to the peers without this rank stalling for it.
@@ -343,14 +345,20 @@ Status ControlArea::CheckPeers() const {
 Status ControlArea::WaitWord(uint32_t r, uint64_t seq, uint32_t target, Clock::time_point deadline,
                              const char *what) {
   const Word w = word(r, seq);
-  SpinWait spin(&spin_, oversubscribed_);
-  for (;;) {
-    if (Reached(w.value.load(std::memory_order_acquire), target)) {
-      spin.Caught();
-      return Status::Ok();
-    }
-    if (!spin.Again()) {
-      break;
+  // A peer that last ran on this rank's CPU (the scheduler may put both there while other CPUs
+  // idle) runs only when this rank lets it, and stays there as long as it only yields: sleep at
+  // once, so that its wake-up may put this rank on an idle CPU.
+  const int here = sched_getcpu();
+  if (here < 0 || w.cpu.load(std::memory_order_relaxed) != here) {
+    SpinWait spin(&spin_, oversubscribed_);
+    for (;;) {
+      if (Reached(w.value.load(std::memory_order_acquire), target)) {
+        spin.Caught();
+        return Status::Ok();
+      }
+      if (!spin.Again()) {
+        break;
+      }
     }
   }
   for (;;) {
@@ -386,6 +394,7 @@ Status ControlArea::WaitWord(uint32_t r, uint64_t seq, uint32_t target, Clock::t
 
 void ControlArea::Arrive() {
   Slot &mine = slot(rank_);
+  mine.cpu.store(sched_getcpu(), std::memory_order_relaxed);
   ++step_;
   mine.step.store(step_, std::memory_order_seq_cst);
   if (mine.waiters.load(std::memory_order_seq_cst) != 0) {

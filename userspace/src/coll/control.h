@@ -25,12 +25,12 @@
 //
 // Synchronisation within a call is by steps: each rank has a 32-bit step counter in its slot that
 // it only increments; a barrier is "advance mine, wait until every rank's counter reached it". A
-// wait spins (base/spin.h: up to 50 us; when the ranks outnumber the CPUs a few turns, then it
-// yields the CPU a few times), then sleeps on the counter with FUTEX_WAIT on the shared mapping
-// (not _PRIVATE) in short slices; a rank that advances its counter calls FUTEX_WAKE only when a
-// waiter announced itself, so a call where nobody sleeps makes no syscall. Each sleep slice
-// checks the abort word, the peers' processes (bootstrap/peer_process.h) and the deadline
-// (HCCL_EXEC_TIMEOUT).
+// wait spins (base/spin.h: up to 50 us; when the ranks outnumber the CPUs, or the rank waited
+// for last wrote from this rank's CPU, a few turns, then it yields the CPU a few times), then
+// sleeps on the counter with FUTEX_WAIT on the shared mapping (not _PRIVATE) in short slices; a
+// rank that advances its counter calls FUTEX_WAKE only when a waiter announced itself, so a call
+// where nobody sleeps makes no syscall. Each sleep slice checks the abort word, the peers'
+// processes (bootstrap/peer_process.h) and the deadline (HCCL_EXEC_TIMEOUT).
 #pragma once
 
 #include <atomic>
@@ -176,6 +176,7 @@ class ControlArea {
   struct Word {
     std::atomic<uint32_t> &value;
     std::atomic<uint32_t> &waiters;
+    const std::atomic<int32_t> &cpu;  // where its writer last wrote it
   };
   Word word(uint32_t r, uint64_t seq) const;
   // Wait until word(@r, @seq) reached @target.
