@@ -12,6 +12,7 @@
 #include <cerrno>
 #include <cstring>
 #include <deque>
+#include <future>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -246,6 +247,7 @@ struct Group::Impl {
   void AnswerLower(HelloReader &reader, HelloReader::Hello conn);
   std::optional<uint32_t> CheckProof(const HelloReader &reader, const HelloReader::Hello &conn);
   Status AwaitAnswer(uint32_t r, Clock::time_point deadline);
+  Status AwaitAnswers(Clock::time_point deadline);
 };
 
 void Group::Impl::Break(uint32_t p, HcclResult code, std::string before, std::string after) {
@@ -415,8 +417,7 @@ Status Group::Impl::Write(uint32_t to, std::string_view name, const std::byte *d
   return len == 0 ? Status::Ok() : Status(peer.broken_code, peer.Why(name));
 }
 
-// Connect to every higher rank and make the handshake with it, one after the other: a rank
-// answers once it has connected to the ranks above it, so the highest answers first.
+// Connect to every higher rank and send it the handshake.
 Status Group::Impl::DialHigher(const std::vector<sockaddr_storage> &addrs,
                                Clock::time_point deadline) {
   for (uint32_t r = rank + 1; r < size(); ++r) {
@@ -435,7 +436,6 @@ Status Group::Impl::DialHigher(const std::vector<sockaddr_storage> &addrs,
     }
     SetNoDelay(fd->get());
     peers[r].fd = std::move(*fd);
-    HZC_RETURN_IF_ERROR(AwaitAnswer(r, deadline));
   }
   return Status::Ok();
 }
@@ -557,9 +557,46 @@ std::optional<uint32_t> Group::Impl::CheckProof(const HelloReader &reader,
   return from;
 }
 
-// Receive higher rank @r's answer to this rank's handshake, check its proof and send this rank's
-// (at once: @r waits for it, within its own 2 s). A rank that did not answer by @deadline keeps no
-// connection (Connect names it).
+// Receive the answer of every higher rank to this rank's handshake as it comes (AwaitAnswer). A
+// rank that did not answer by @deadline keeps no connection (Connect names it). Runs beside
+// AcceptLower (it touches only the higher ranks' entries): a rank proves itself to the ranks above
+// it whatever the ranks below it do, so that one missing rank is the only one named missing.
+Status Group::Impl::AwaitAnswers(Clock::time_point deadline) {
+  std::vector<uint32_t> waiting;
+  for (uint32_t r = rank + 1; r < size(); ++r) {
+    waiting.push_back(r);
+  }
+  std::vector<pollfd> fds;
+  while (!waiting.empty()) {
+    fds.clear();
+    for (uint32_t r : waiting) {
+      fds.push_back({peers[r].fd.get(), POLLIN, 0});
+    }
+    const int n = poll(fds.data(), fds.size(), RemainingMs(deadline));
+    if (n < 0 && errno != EINTR) {
+      return Error(HCCL_E_SYSCALL, "poll failed: {}", ErrnoString(errno));
+    }
+    if (n == 0) {
+      break;
+    }
+    std::vector<uint32_t> still;
+    for (size_t i = 0; i < fds.size(); ++i) {
+      if (fds[i].revents == 0) {
+        still.push_back(waiting[i]);
+      } else {
+        HZC_RETURN_IF_ERROR(AwaitAnswer(waiting[i], deadline));
+      }
+    }
+    waiting = std::move(still);
+  }
+  for (uint32_t r : waiting) {
+    peers[r].fd.reset();
+  }
+  return Status::Ok();
+}
+
+// Receive higher rank @r's answer to this rank's handshake (it has come, or is coming), check its
+// proof and send this rank's (at once: @r waits for it, within its own 2 s).
 Status Group::Impl::AwaitAnswer(uint32_t r, Clock::time_point deadline) {
   {
     Answer a{};
@@ -629,7 +666,11 @@ Expected<std::unique_ptr<Group>> Group::Connect(Listener listener, const UniqueI
     addrs[r] = addr.ok() ? *addr : sockaddr_storage{};
   }
   HZC_RETURN_IF_ERROR(impl->DialHigher(addrs, deadline));
-  HZC_RETURN_IF_ERROR(impl->AcceptLower(listener, deadline));
+  auto answers = std::async(std::launch::async, [&] { return impl->AwaitAnswers(deadline); });
+  const Status accepted = impl->AcceptLower(listener, deadline);
+  const Status answered = answers.get();
+  HZC_RETURN_IF_ERROR(answered);
+  HZC_RETURN_IF_ERROR(accepted);
   const std::string missing =
       RanksWhere(n, [&](uint32_t r) { return r != rank && !impl->peers[r].fd.valid(); });
   if (!missing.empty()) {

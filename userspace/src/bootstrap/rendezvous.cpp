@@ -576,10 +576,13 @@ struct Outcome {
 Expected<std::vector<RankIdentity>> ParseTable(const json &r, uint32_t nranks, UniqueId *session) {
   Fields f(r);
   const json *ranks = f.Array("ranks", true);
-  const std::string id = f.Hex("session", sizeof(UniqueId));
-  if (ranks == nullptr || ranks->size() != nranks || !f.ok()) {
+  if (ranks == nullptr || ranks->size() != nranks) {
     return Error(HCCL_E_TCP_TRANSFER, "malformed rank table: {}",
-                 !f.ok() ? f.error() : fmt::format("{} ranks", ranks->size()));
+                 ranks == nullptr ? f.error() : fmt::format("{} ranks", ranks->size()));
+  }
+  const std::string id = f.Hex("session", sizeof(UniqueId));
+  if (!f.ok()) {
+    return Error(HCCL_E_TCP_TRANSFER, "malformed rank table: {}", f.error());
   }
   std::memcpy(session->data(), id.data(), session->size());
   std::vector<RankIdentity> peers;
@@ -662,7 +665,8 @@ Expected<std::vector<RankIdentity>> Exchange(const RootInfo &root, uint32_t nran
                                      {"address", self.address}});
   Status st = SendBody(fd->get(), body, deadline);
   auto reply = st.ok() ? RecvJson(fd->get(), deadline) : Expected<json>(st);
-  if (reply.ok() && reply->contains("proof")) {
+  const bool challenged = reply.ok() && reply->contains("proof");
+  if (challenged) {
     outcome->answered = true;
     st = AnswerChallenge(fd->get(), root, *reply, *nonce, body, deadline);
     reply = st.ok() ? RecvJson(fd->get(), deadline) : Expected<json>(st);
@@ -671,6 +675,14 @@ Expected<std::vector<RankIdentity>> Exchange(const RootInfo &root, uint32_t nran
     return Error(reply.status().code(), "root {}: {}", where, reply.status().message());
   }
   auto table = ParseAnswer(*reply, nranks, outcome);
+  if (table.ok() && !challenged) {
+    // A refusal may come before the proofs; the table only after them.
+    outcome->joined = false;
+    return Error(HCCL_E_TCP_CONNECT,
+                 "root {}: it sent the rank table without proving it holds the communicator's "
+                 "key: a stranger holds the root's address",
+                 where);
+  }
   if (!table.ok()) {
     return Error(table.status().code(), "root {}: {}", where, table.status().message());
   }
