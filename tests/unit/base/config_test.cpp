@@ -86,24 +86,48 @@ TEST_F(ConfigTest, AllSet) {
   EXPECT_EQ(c.if_ip, "10.0.0.1");
   EXPECT_EQ(c.if_base_port, 50000);
   EXPECT_TRUE(c.warnings.empty());
-  EXPECT_THAT(c.Describe(), testing::ElementsAre(
-                                "HZC_LOG=DEBUG", "HZC_LOG_FILE=/tmp/hzc.%h.%p", "HZC_DEVICE=/tmp/x",
-                                "HCCL_CONNECT_TIMEOUT=3", "HCCL_EXEC_TIMEOUT=40",
-                                "HCCL_BUFFSIZE=64", "HZC_RDMA_DEVICE=rxe0", "HZC_RDMA_GID_INDEX=3",
-                                "HZC_HOST_ID=node-b", "HCCL_IF_IP=10.0.0.1",
-                                "HCCL_IF_BASE_PORT=50000", "HZC_DEVICE_COUNT=(max(online CPUs, 8))",
-                                "HZC_TRANSPORT=auto", "HZC_INLINE_MAX=16384"));
+  EXPECT_THAT(c.Describe(),
+              testing::ElementsAre(
+                  "HZC_LOG=DEBUG", "HZC_LOG_FILE=/tmp/hzc.%h.%p", "HZC_DEVICE=/tmp/x",
+                  "HCCL_CONNECT_TIMEOUT=3", "HCCL_EXEC_TIMEOUT=40", "HCCL_BUFFSIZE=64",
+                  "HZC_RDMA_DEVICE=rxe0", "HZC_RDMA_GID_INDEX=3", "HZC_HOST_ID=node-b",
+                  "HCCL_IF_IP=10.0.0.1", "HCCL_IF_BASE_PORT=50000",
+                  "HZC_DEVICE_COUNT=(max(online CPUs, 8))", "HZC_TRANSPORT=auto",
+                  "HZC_INLINE_MAX=16384", "HZC_JOB_SECRET=(unset)", "HZC_JOB_SECRET_FILE=(unset)",
+                  "HCCL_WHITELIST_DISABLE=1", "HCCL_WHITELIST_FILE=(unset)"));
 }
 
 TEST_F(ConfigTest, DescribeDefaults) {
-  EXPECT_THAT(Parse({}).Describe(),
-              testing::ElementsAre(
-                  "HZC_LOG=WARN", "HZC_LOG_FILE=(stderr)", "HZC_DEVICE=/dev/hzc",
-                  "HCCL_CONNECT_TIMEOUT=120", "HCCL_EXEC_TIMEOUT=1836", "HCCL_BUFFSIZE=200",
-                  "HZC_RDMA_DEVICE=(first active port)", "HZC_RDMA_GID_INDEX=(RoCE v2, IPv4 first)",
-                  "HZC_HOST_ID=(boot id + hostname)", "HCCL_IF_IP=(first up interface)",
-                  "HCCL_IF_BASE_PORT=60000", "HZC_DEVICE_COUNT=(max(online CPUs, 8))",
-                  "HZC_TRANSPORT=auto", "HZC_INLINE_MAX=16384"));
+  EXPECT_THAT(
+      Parse({}).Describe(),
+      testing::ElementsAre(
+          "HZC_LOG=WARN", "HZC_LOG_FILE=(stderr)", "HZC_DEVICE=/dev/hzc",
+          "HCCL_CONNECT_TIMEOUT=120", "HCCL_EXEC_TIMEOUT=1836", "HCCL_BUFFSIZE=200",
+          "HZC_RDMA_DEVICE=(first active port)", "HZC_RDMA_GID_INDEX=(RoCE v2, IPv4 first)",
+          "HZC_HOST_ID=(boot id + hostname)", "HCCL_IF_IP=(first up interface)",
+          "HCCL_IF_BASE_PORT=60000", "HZC_DEVICE_COUNT=(max(online CPUs, 8))", "HZC_TRANSPORT=auto",
+          "HZC_INLINE_MAX=16384", "HZC_JOB_SECRET=(unset)", "HZC_JOB_SECRET_FILE=(unset)",
+          "HCCL_WHITELIST_DISABLE=1", "HCCL_WHITELIST_FILE=(unset)"));
+}
+
+// The job secret is never shown; the trust list's switch takes 0 or 1 only.
+TEST_F(ConfigTest, JobSecretAndTrustList) {
+  const Config c = Parse({{"HZC_JOB_SECRET", "hunter2"},
+                          {"HZC_JOB_SECRET_FILE", "/run/secret"},
+                          {"HCCL_WHITELIST_DISABLE", "0"},
+                          {"HCCL_WHITELIST_FILE", "/etc/w.json"}});
+  EXPECT_EQ(c.job_secret, "hunter2");
+  EXPECT_FALSE(c.whitelist_disable);
+  EXPECT_THAT(c.Describe(), testing::IsSupersetOf(
+                                {"HZC_JOB_SECRET=(set)", "HZC_JOB_SECRET_FILE=/run/secret",
+                                 "HCCL_WHITELIST_DISABLE=0", "HCCL_WHITELIST_FILE=/etc/w.json"}));
+  for (const auto &line : c.Describe()) {
+    EXPECT_THAT(line, testing::Not(testing::HasSubstr("hunter2")));
+  }
+  const Config bad = Parse({{"HCCL_WHITELIST_DISABLE", "yes"}});
+  EXPECT_TRUE(bad.whitelist_disable);
+  ASSERT_EQ(bad.warnings.size(), 1U);
+  EXPECT_THAT(bad.warnings[0], testing::HasSubstr("HCCL_WHITELIST_DISABLE=\"yes\""));
 }
 
 TEST_F(ConfigTest, InlineMax) {

@@ -10,11 +10,14 @@
 #include <cerrno>
 #include <cstring>
 #include <future>
+#include <optional>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "base/rank_list.h"
+#include "bootstrap/auth.h"
 #include "bootstrap/socket_io.h"
 #include "hzc_test.h"
 
@@ -55,19 +58,50 @@ void SendRaw(int fd, const std::string &bytes) {
   EXPECT_EQ(send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL), static_cast<ssize_t>(bytes.size()));
 }
 
-// A raw connection to rank @to at @address that passes the handshake as rank @from of @size ranks
-// of communicator @id (what any peer that knows the id can do), the answer read; invalid (with a
-// failure) when that fails.
+// How a raw rank makes the handshake.
+struct Raw {
+  std::optional<UniqueId> proof_key;  // nullopt: the key its hello names
+  std::string source;                 // the address it connects from; empty: the kernel's choice
+  bool reflect = false;               // it sends back the answer's proof as its own
+  bool hello_only = false;            // it sends its hello and waits for nothing
+};
+
+// A raw connection to rank @to at @address that makes the handshake as rank @from of @size ranks
+// of communicator @id (what any peer that holds the id can do: its hello, then its proof once the
+// answer came), as @how says; invalid (with a failure) when it is not answered.
 UniqueFd FakeRank(const std::string &address, const UniqueId &id, uint32_t from, uint32_t to,
-                  uint32_t size) {
-  UniqueFd fd = Dial(address);
-  uint32_t hello[8] = {htonl(0x48475a32), htonl(from), htonl(to), htonl(size)};  // "HGZ2"
-  std::memcpy(&hello[4], id.data(), id.size());
+                  uint32_t size, const Raw &how = {}) {
+  auto target = ParseEndpoint(address);
+  UniqueFd fd(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  const timeval wait{.tv_sec = 5, .tv_usec = 0};
+  EXPECT_EQ(setsockopt(fd.get(), SOL_SOCKET, SO_RCVTIMEO, &wait, sizeof(wait)), 0);
+  if (!how.source.empty()) {
+    const sockaddr_storage src = *ParseAddress(how.source);
+    EXPECT_EQ(bind(fd.get(), reinterpret_cast<const sockaddr *>(&src), AddrLen(src)), 0);
+  }
+  EXPECT_EQ(connect(fd.get(), reinterpret_cast<const sockaddr *>(&*target), AddrLen(*target)), 0);
+  uint32_t hello[12] = {htonl(0x48475a33), htonl(from), htonl(to), htonl(size)};  // "HGZ3"
+  const UniqueId tag = KeyedId(id, "hzc-group-tag");
+  const Nonce nonce = *RandomNonce();
+  std::memcpy(&hello[4], tag.data(), tag.size());
+  std::memcpy(&hello[8], nonce.data(), nonce.size());
   SendRaw(fd.get(), std::string(reinterpret_cast<const char *>(hello), sizeof(hello)));
-  if (recv(fd.get(), hello, sizeof(hello), MSG_WAITALL) != static_cast<ssize_t>(sizeof(hello))) {
+  if (how.hello_only) {
+    return fd;
+  }
+  uint8_t answer[80];
+  if (recv(fd.get(), answer, sizeof(answer), MSG_WAITALL) != static_cast<ssize_t>(sizeof(answer))) {
     ADD_FAILURE() << "rank " << to << " did not answer the handshake";
     return UniqueFd();
   }
+  const Mac proof = Prove(how.proof_key.value_or(id), "hzc-group-connect",
+                          {std::span(reinterpret_cast<const uint8_t *>(hello), sizeof(hello)),
+                           std::span(answer + 32, 16)});
+  uint8_t msg[36];
+  const uint32_t magic = htonl(0x48475a50);  // "HGZP"
+  std::memcpy(msg, &magic, sizeof(magic));
+  std::memcpy(msg + 4, how.reflect ? answer + 48 : proof.data(), 32);
+  SendRaw(fd.get(), std::string(reinterpret_cast<const char *>(msg), sizeof(msg)));
   return fd;
 }
 
@@ -607,12 +641,42 @@ TEST_F(GroupTest, ForeignHandshakesAreRefused) {
   }
   auto f = foreign.get();
   ASSERT_FALSE(f.ok());
-  EXPECT_THAT(f.status().message(), HasSubstr("did not answer the handshake"));
+  EXPECT_THAT(f.status().message(), HasSubstr("did not connect in time"));
   const auto deadline = Clock::now() + seconds(5);
   ASSERT_TRUE((*real[0])->Send(1, 1, Bytes("hello"), deadline).ok());
   auto got = (*real[1])->Recv(0, 1, deadline);
   ASSERT_TRUE(got.ok());
   EXPECT_EQ(Text(*got), "hello");
+}
+
+// Issue 27: a peer that knows where rank 1 listens, and even the communicator's tag, but not its
+// key, cannot take rank 0's place: its proof fails, and so does one that sends back rank 1's own
+// proof; one from an address off the trust list is dropped before. Rank 1 connects with the real
+// rank 0.
+TEST_F(GroupTest, AStrangerCannotTakeARanksPlace) {
+  Listen(2);
+  auto one = std::async(std::launch::async, [&] {
+    return Group::Connect(std::move(listeners_[1]), UniqueId{7}, 1, addresses_,
+                          Clock::now() + seconds(5), TrustList{true, {"127.0.0.1"}, "list"});
+  });
+  std::vector<UniqueFd> strangers;
+  strangers.push_back(FakeRank(addresses_[1], UniqueId{7}, 0, 1, 2, Raw{.proof_key = UniqueId{8}}));
+  strangers.push_back(FakeRank(addresses_[1], UniqueId{7}, 0, 1, 2, Raw{.reflect = true}));
+  strangers.push_back(FakeRank(addresses_[1], UniqueId{7}, 0, 1, 2,
+                               Raw{.source = "127.0.0.2", .hello_only = true}));
+  auto zero = Group::Connect(std::move(listeners_[0]), UniqueId{7}, 0, addresses_,
+                             Clock::now() + seconds(5));
+  ASSERT_TRUE(zero.ok()) << zero.status().message();
+  auto g1 = one.get();
+  ASSERT_TRUE(g1.ok()) << g1.status().message();
+  for (const UniqueFd &s : strangers) {
+    EXPECT_TRUE(Ends(s.get()));
+  }
+  const auto deadline = Clock::now() + seconds(5);
+  ASSERT_TRUE((*zero)->Send(1, 1, Bytes("real"), deadline).ok());
+  auto got = (*g1)->Recv(0, 1, deadline);
+  ASSERT_TRUE(got.ok()) << got.status().message();
+  EXPECT_EQ(Text(*got), "real");
 }
 
 // Issue 27: connections that send nothing, or part of a handshake, and stay open held up rank 1

@@ -183,5 +183,21 @@ TEST_F(RankTableTest, IdOfATable) {
   EXPECT_NE(RankTableId(*a), UniqueId{});
 }
 
+// Issue 27: a rank of a table is taken at its rendezvous only from its server's address (ranks on
+// rank 0's server, which serves it, also from local addresses).
+TEST_F(RankTableTest, ARankComesFromItsServersAddress) {
+  auto t = ParseRankTable(V12().dump());
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  EXPECT_EQ(ServerAddresses(*t, 2), (std::vector<std::string>{"10.0.0.2", "10.0.0.2"}));
+  EXPECT_EQ(WhyNotFrom(*t, 2, "10.0.0.2"), "");
+  EXPECT_EQ(WhyNotFrom(*t, 1, "10.0.0.1"), "");
+  EXPECT_EQ(WhyNotFrom(*t, 1, "127.0.0.1"), "");  // rank 0's server, by loopback
+  EXPECT_EQ(WhyNotFrom(*t, 2, "127.0.0.1"),
+            "rank 2 connects from 127.0.0.1, not from its server's address in the table "
+            "(server_list[1]: 10.0.0.2, 10.0.0.2)");
+  EXPECT_THAT(WhyNotFrom(*t, 2, "10.0.0.9"), HasSubstr("rank 2 connects from 10.0.0.9"));
+  EXPECT_THAT(WhyNotFrom(*t, 3, "10.0.0.2"), HasSubstr("the table has ranks 0..2"));
+}
+
 }  // namespace
 }  // namespace hzc::bootstrap

@@ -9,11 +9,14 @@
 #include <cstring>
 #include <future>
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <span>
 #include <thread>
 #include <utility>
 #include <vector>
 
 #include "base/unique_fd.h"
+#include "bootstrap/rank_table.h"
 #include "bootstrap/socket_io.h"
 #include "forked_child.h"
 #include "hzc_test.h"
@@ -64,6 +67,57 @@ json Answer(int fd) {
     return nullptr;
   }
   return json::parse(body, nullptr, false);
+}
+
+// The start of a hello of version 2 for communicator @key with a zero nonce: its fields up to
+// "nranks", with a comma.
+std::string HelloHead(const UniqueId &key) {
+  return R"({"hzc":2,"tag":")" + PublicId(key) + R"(","nonce":")" + std::string(32, '0') + R"(",)";
+}
+
+// How a raw rank proves itself.
+struct Raw {
+  std::optional<UniqueId> proof_key;  // nullopt: the key its hello names
+  std::string source;                 // the address it connects from; empty: the kernel's choice
+  bool reflect = false;               // it sends back the root's own proof as its proof
+};
+
+// A raw connection to @root that names communicator @key in its hello, says it is rank @rank of
+// @nranks and proves as @how says. *@challenge: the root's first answer. Invalid (with a failure)
+// if it cannot connect.
+UniqueFd RawRank(const RootInfo &root, const UniqueId &key, uint32_t nranks, uint32_t rank,
+                 json *challenge, const Raw &how = {}) {
+  const std::string &source = how.source;
+  UniqueFd fd(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  const timeval wait{.tv_sec = 5, .tv_usec = 0};
+  EXPECT_EQ(setsockopt(fd.get(), SOL_SOCKET, SO_RCVTIMEO, &wait, sizeof(wait)), 0);
+  if (!source.empty()) {
+    const sockaddr_storage from = *ParseAddress(source);
+    EXPECT_EQ(bind(fd.get(), reinterpret_cast<const sockaddr *>(&from), AddrLen(from)), 0);
+  }
+  if (connect(fd.get(), reinterpret_cast<const sockaddr *>(&root.addr), AddrLen(root.addr)) != 0) {
+    ADD_FAILURE() << "cannot connect to the root: " << strerror(errno);
+    return UniqueFd();
+  }
+  const Nonce nonce = *RandomNonce();
+  const std::string body =
+      json{{"hzc", 2},     {"tag", PublicId(key)}, {"nonce", Hex(nonce)}, {"nranks", nranks},
+           {"rank", rank}, {"host", "stranger"},   {"pid", 666},          {"address", ""}}
+          .dump();
+  SendRaw(fd.get(), Framed(body));
+  *challenge = Answer(fd.get());
+  if (!challenge->is_object() || !challenge->contains("proof")) {
+    return fd;
+  }
+  const std::string theirs = *Unhex(challenge->value("nonce", ""), sizeof(Nonce));
+  const auto bytes = [](const std::string &t) {
+    return std::span(reinterpret_cast<const uint8_t *>(t.data()), t.size());
+  };
+  const Mac proof = Prove(how.proof_key.value_or(key), "hzc-rendezvous-rank",
+                          {nonce, bytes(theirs), bytes(body)});
+  const std::string sent = how.reflect ? challenge->value("proof", "") : Hex(proof);
+  SendRaw(fd.get(), Framed(json{{"proof", sent}}.dump()));
+  return fd;
 }
 
 // Whether the other end closed @fd (within 5 s) without sending anything.
@@ -164,15 +218,10 @@ TEST_F(RendezvousTest, RootRankFailsWhenTheTableDidNotReachARank) {
   ExpectErrorLog("bootstrap: root");
   auto root = StartRoot("127.0.0.1", seconds(5));
   ASSERT_TRUE(root.ok()) << root.status().message();
-  UniqueFd gone(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  ASSERT_EQ(
-      connect(gone.get(), reinterpret_cast<const sockaddr *>(&root->addr), sizeof(sockaddr_in)), 0);
-  const std::string hello =
-      R"({"uid":")" + IdString(root->id) + R"(","nranks":2,"rank":1,"host":"h","pid":2})";
-  const uint32_t len = htonl(static_cast<uint32_t>(hello.size()));
-  ASSERT_EQ(send(gone.get(), &len, sizeof(len), 0), static_cast<ssize_t>(sizeof(len)));
-  ASSERT_EQ(send(gone.get(), hello.data(), hello.size(), 0), static_cast<ssize_t>(hello.size()));
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the root reads the hello
+  json challenge;
+  UniqueFd gone = RawRank(*root, root->id, 2, 1, &challenge);
+  ASSERT_TRUE(challenge.contains("proof")) << challenge.dump();
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the root reads the proof
   const linger reset{.l_onoff = 1, .l_linger = 0};              // close with a reset
   ASSERT_EQ(setsockopt(gone.get(), SOL_SOCKET, SO_LINGER, &reset, sizeof(reset)), 0);
   gone.reset();
@@ -291,9 +340,12 @@ TEST_F(RendezvousTest, TwoRendezvousShareAFixedPort) {
 TEST_F(RendezvousTest, HellosOfWrongTypesCostOnlyTheirConnection) {
   auto root = StartRoot("127.0.0.1", seconds(5));
   ASSERT_TRUE(root.ok()) << root.status().message();
-  const std::string uid = R"({"uid":")" + IdString(root->id) + R"(",)";
+  const std::string uid = HelloHead(root->id);
   const std::vector<std::pair<std::string, std::string>> bad = {
-      {R"({"uid":1})", R"("uid" is a number, not a string)"},
+      {R"({"hzc":2,"tag":1})", R"("tag" is a number, not a string)"},
+      {R"({"uid":")" + IdString(root->id) + R"(","nranks":2,"rank":0})", R"(no "hzc")"},
+      {R"({"hzc":"2"})", R"("hzc" is a string, not an integer)"},
+      {R"({"hzc":2,"tag":"x","nonce":"00"})", R"("nonce" is not 16 bytes of hex)"},
       {uid + R"("nranks":"2","rank":0})", R"("nranks" is a string, not an integer)"},
       {uid + R"("nranks":2,"rank":-1})", R"("rank" is -1, not in [0, 4294967295])"},
       {uid + R"("nranks":2,"rank":0.5})", R"("rank" is a number, not an integer)"},
@@ -394,50 +446,210 @@ TEST_F(RendezvousTest, OversizedAndTruncatedHellosAreDropped) {
   }
 }
 
+// The body of the message that came on @fd within 5 s; empty when the connection ended first.
+std::string Message(int fd) {
+  uint32_t len = 0;
+  if (recv(fd, &len, sizeof(len), MSG_WAITALL) != static_cast<ssize_t>(sizeof(len))) {
+    return "";
+  }
+  std::string body(ntohl(len), '\0');
+  if (recv(fd, body.data(), body.size(), MSG_WAITALL) != static_cast<ssize_t>(body.size())) {
+    return "";
+  }
+  return body;
+}
+
+std::span<const uint8_t> Bytes(const std::string &t) {
+  return std::span(reinterpret_cast<const uint8_t *>(t.data()), t.size());
+}
+
+// A listener on loopback that plays the root of communicator @id: Join at it, rank 0 of 1, and
+// answer its successive connections with @answers. An answer that starts with '!' is sent
+// (without it) right after the hello; any other comes after the challenge, whose proof is made
+// with @prover.
+class FakeRoot {
+ public:
+  FakeRoot() {
+    auto l = ListenOn(*ParseAddress("127.0.0.1"), false, &bound_);
+    EXPECT_TRUE(l.ok()) << l.status().message();
+    listener_ = std::move(*l);
+  }
+  Expected<std::vector<RankIdentity>> Join(const std::vector<std::string> &answers,
+                                           const UniqueId &id = UniqueId{5},
+                                           const UniqueId &prover = UniqueId{5}) {
+    RootInfo fake;
+    fake.addr = bound_;
+    fake.id = id;
+    auto server = std::async(std::launch::async, [&] {
+      for (const std::string &a : answers) {
+        UniqueFd conn(accept4(listener_.get(), nullptr, nullptr, SOCK_CLOEXEC));
+        const timeval wait{.tv_sec = 5, .tv_usec = 0};
+        (void)setsockopt(conn.get(), SOL_SOCKET, SO_RCVTIMEO, &wait, sizeof(wait));
+        const std::string hello = Message(conn.get());
+        if (a.starts_with("!")) {
+          SendRaw(conn.get(), Framed(a.substr(1)));
+          continue;
+        }
+        const json h = json::parse(hello, nullptr, false);
+        const std::string theirs = *Unhex(h.value("nonce", ""), sizeof(Nonce));
+        const Nonce mine = *RandomNonce();
+        const Mac proof = Prove(prover, "hzc-rendezvous-root", {Bytes(theirs), mine, Bytes(hello)});
+        SendRaw(conn.get(), Framed(json{{"nonce", Hex(mine)}, {"proof", Hex(proof)}}.dump()));
+        if (!Message(conn.get()).empty()) {  // the rank's proof
+          SendRaw(conn.get(), Framed(a));
+        }
+      }
+    });
+    auto r = bootstrap::Join(fake, 1, 0, RankIdentity{"h", 1, ""}, seconds(2));
+    server.get();
+    return r;
+  }
+
+ private:
+  sockaddr_storage bound_{};
+  UniqueFd listener_;
+};
+
+const std::string kSession = std::string(R"("session":")") + std::string(32, 'a') + R"(")";
+
 // A host that answers in the root's place is as untrusted as one that sends hellos: an answer of
 // the wrong shape is HCCL_E_TCP_TRANSFER naming what is wrong (it made Join throw); an answer
 // asking the rank to connect again (a root in a flood of connections) is followed.
 TEST_F(RendezvousTest, AnswersOfTheRootAreCheckedAndRetryIsFollowed) {
-  sockaddr_storage bound{};
-  auto listener = ListenOn(*ParseAddress("127.0.0.1"), false, &bound);
-  ASSERT_TRUE(listener.ok()) << listener.status().message();
-  RootInfo fake;
-  fake.addr = bound;
-  fake.id = UniqueId{5};
-  // Join rank 0 of 1 at a root that answers its successive connections with @answers.
-  const auto join = [&](const std::vector<std::string> &answers) {
-    auto server = std::async(std::launch::async, [&] {
-      for (const std::string &a : answers) {
-        UniqueFd conn(accept4(listener->get(), nullptr, nullptr, SOCK_CLOEXEC));
-        (void)Answer(conn.get());  // the hello
-        SendRaw(conn.get(), Framed(a));
-      }
-    });
-    auto r = Join(fake, 1, 0, RankIdentity{"h", 1, ""}, seconds(2));
-    server.get();
-    return r;
-  };
+  FakeRoot root;
   const std::vector<std::pair<std::string, std::string>> bad = {
-      {R"({"code":"0"})", R"(malformed answer: "code" is a string, not an integer)"},
-      {R"({"code":99999})", R"(malformed answer: "code" is 99999, not in [0, 1041])"},
-      {R"({"code":9,"error":5})", R"(malformed answer: "error" is a number, not a string)"},
-      {R"({"code":9,"retry":"yes"})", R"(malformed answer: "retry" is a string, not a boolean)"},
+      {R"(!{"code":"0"})", R"(malformed answer: "code" is a string, not an integer)"},
+      {R"(!{"code":99999})", R"(malformed answer: "code" is 99999, not in [0, 1041])"},
+      {R"(!{"code":9,"error":5})", R"(malformed answer: "error" is a number, not a string)"},
+      {R"(!{"code":9,"retry":"yes"})", R"(malformed answer: "retry" is a string, not a boolean)"},
+      {R"(!{"proof":7})", R"(malformed challenge: "proof" is a number, not a string)"},
       {R"({"code":0})", R"(malformed rank table: no "ranks")"},
       {R"({"code":0,"ranks":{"host":"h"}})", R"(malformed rank table: "ranks" is an object)"},
       {R"({"code":0,"ranks":[]})", "malformed rank table: 0 ranks"},
       {R"({"code":0,"ranks":[7]})", "malformed rank table: a number for a rank"},
-      {R"({"code":0,"ranks":[{"host":1}]})", R"(malformed rank table: rank 0: "host" is a number)"},
+      {R"({"code":0,"ranks":[{"host":"h"}]})", R"(malformed rank table: no "session")"},
+      {R"({"code":0,"ranks":[{"host":1}],)" + kSession + "}",
+       R"(malformed rank table: rank 0: "host" is a number)"},
   };
   for (const auto &[answer, why] : bad) {
-    auto r = join({answer});
+    auto r = root.Join({answer});
     ASSERT_FALSE(r.ok()) << answer;
     EXPECT_EQ(r.status().code(), HCCL_E_TCP_TRANSFER) << answer;
     EXPECT_THAT(r.status().message(), HasSubstr(why));
   }
-  auto again = join({R"({"code":11,"error":"busy","retry":true})",
-                     R"({"code":0,"ranks":[{"host":"h","pid":3,"address":"","later":[]}]})"});
+  auto again = root.Join(
+      {R"(!{"code":11,"error":"busy","retry":true})",
+       R"({"code":0,"ranks":[{"host":"h","pid":3,"address":"","later":[]}],)" + kSession + "}"});
   ASSERT_TRUE(again.ok()) << again.status().message();
   EXPECT_EQ((*again)[0].pid, 3U);
+}
+
+// Issue 27: a local user who binds a rank table's port first could hand every rank a forged
+// table. A root that does not prove it holds the communicator's key is refused: one that sends a
+// table straight away, one whose proof is of another key, and one that reflects the rank's own
+// hello back as its proof.
+TEST_F(RendezvousTest, AStrangerRootIsRefused) {
+  FakeRoot root;
+  const std::string table = R"({"code":0,"ranks":[{"host":"h","pid":3}],)" + kSession + "}";
+  for (const auto &r : {root.Join({"!" + table}), root.Join({table}, UniqueId{5}, UniqueId{6})}) {
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), HCCL_E_TCP_CONNECT);
+    EXPECT_THAT(r.status().message(), HasSubstr("stranger holds the root's address"));
+  }
+  auto reflected = root.Join({R"(!{"nonce":"00000000000000000000000000000000","proof":")" +
+                              std::string(64, '0') + R"("})"});
+  ASSERT_FALSE(reflected.ok());
+  EXPECT_THAT(reflected.status().message(), HasSubstr("does not prove it holds"));
+}
+
+// Issue 27: a program that knows where the root listens (and even the communicator's public
+// tag) but not its key cannot join: its proof fails, and so does one that reflects the root's
+// proof back; each is dropped with the reason and the real ranks form the communicator without
+// it. A hello of another key is told the rendezvous is another communicator's.
+TEST_F(RendezvousTest, AStrangerRankCannotJoin) {
+  auto root = StartRoot("127.0.0.1", seconds(5));
+  ASSERT_TRUE(root.ok()) << root.status().message();
+  json challenge;
+  UniqueFd wrong = RawRank(*root, UniqueId{1, 2, 3}, 2, 1, &challenge);
+  EXPECT_EQ(challenge.value("foreign", false), true) << challenge.dump();
+  for (const Raw &how : {Raw{.proof_key = UniqueId{1, 2, 3}}, Raw{.reflect = true}}) {
+    UniqueFd stranger = RawRank(*root, root->id, 2, 1, &challenge, how);
+    ASSERT_TRUE(challenge.contains("proof")) << challenge.dump();
+    const json refused = Answer(stranger.get());
+    EXPECT_EQ(refused.value("code", -1), HCCL_E_PARA) << refused.dump();
+    EXPECT_THAT(refused.value("error", ""),
+                HasSubstr("rank 1 not admitted: its proof does not hold"));
+  }
+  for (auto &r : RunRanks(*root, 2, {0, 1}, seconds(5))) {
+    ASSERT_TRUE(r.ok()) << r.status().message();
+    EXPECT_EQ((*r)[1].pid, 1001U);
+  }
+}
+
+// Issue 27: a raw-TCP program that knew only a rank table's server list joined as rank 1. The
+// root of a rank table takes rank 1 only from its server's address (127.0.0.2 here), and only
+// addresses on the trust list when it is on: a stranger elsewhere (127.0.0.3) is refused though
+// it holds the table's public key, and the real rank 1, connecting from its address, joins.
+TEST_F(RendezvousTest, ARankTableTakesARankOnlyFromItsAddressAndTheTrustList) {
+  const UniqueId key{9};
+  for (const bool trust : {false, true}) {
+    Admission admission;
+    admission.check = [](uint32_t rank, const std::string &ip) {
+      return ip == (rank == 0 ? "127.0.0.1" : "127.0.0.2") ? "" : "not from its server";
+    };
+    if (trust) {
+      admission.check = nullptr;
+      admission.trust = TrustList{true, {"127.0.0.1", "127.0.0.2"}, "list.json"};
+    }
+    auto root = StartRootAt("127.0.0.1", 0, key, seconds(5), admission);
+    ASSERT_TRUE(root.ok()) << root.status().message();
+    json refused;
+    UniqueFd stranger = RawRank(*root, key, 2, 1, &refused, Raw{.source = "127.0.0.3"});
+    EXPECT_EQ(refused.value("code", -1), HCCL_E_PARA) << refused.dump();
+    EXPECT_THAT(refused.value("error", ""),
+                HasSubstr(trust ? "127.0.0.3 is not on the trust list (HCCL_WHITELIST_FILE "
+                                  "list.json)"
+                                : "not from its server"));
+    RootInfo from2 = *root;
+    from2.source = *ParseAddress("127.0.0.2");
+    auto one = std::async(std::launch::async, [&] {
+      return Join(from2, 2, 1, RankIdentity{"h1", 11, ""}, seconds(5));
+    });
+    auto zero = Join(*root, 2, 0, RankIdentity{"h0", 10, ""}, seconds(5));
+    ASSERT_TRUE(zero.ok()) << zero.status().message();
+    ASSERT_TRUE(one.get().ok());
+    EXPECT_EQ((*zero)[1].pid, 11U);
+  }
+}
+
+// Issue 27: the ranks of a rank table with a job secret prove a key derived from it; a rank
+// given another secret names another communicator and is not taken.
+TEST_F(RendezvousTest, ARankWithAnotherJobSecretIsNotTaken) {
+  auto table = ParseRankTable(R"({"version":"1.0","server_count":"1","server_list":[
+      {"server_id":"127.0.0.1","device":[{"device_id":"0","device_ip":"1.1.1.1","rank_id":"0"},
+      {"device_id":"1","device_ip":"1.1.1.2","rank_id":"1"}]}],"status":"completed"})");
+  ASSERT_TRUE(table.ok()) << table.status().message();
+  const UniqueId right = RankTableKey(*table, "s3cret"), wrong = RankTableKey(*table, "guess");
+  EXPECT_NE(right, wrong);
+  EXPECT_NE(right, RankTableKey(*table, std::nullopt));
+  EXPECT_EQ(RankTableKey(*table, std::nullopt), RankTableId(*table));
+  auto root = StartRootAt("127.0.0.1", 0, right, seconds(2));
+  ASSERT_TRUE(root.ok()) << root.status().message();
+  RootInfo guessed = *root;
+  guessed.id = wrong;
+  auto stranger = Join(guessed, 2, 1, RankIdentity{"h", 1, ""}, seconds(1));
+  ASSERT_FALSE(stranger.ok());
+  EXPECT_EQ(stranger.status().code(), HCCL_E_PARA);
+  EXPECT_THAT(stranger.status().message(), HasSubstr("another communicator"));
+  UniqueId session_a{}, session_b{};
+  auto one = std::async(std::launch::async, [&] {
+    return Join(*root, 2, 1, RankIdentity{"h", 1, ""}, seconds(2), false, &session_b);
+  });
+  ASSERT_TRUE(Join(*root, 2, 0, RankIdentity{"h", 0, ""}, seconds(2), false, &session_a).ok());
+  ASSERT_TRUE(one.get().ok());
+  EXPECT_EQ(session_a, session_b);
+  EXPECT_NE(session_a, UniqueId{});
+  EXPECT_NE(session_a, right);
 }
 
 TEST_F(RendezvousTest, BadAddress) {

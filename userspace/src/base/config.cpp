@@ -124,6 +124,27 @@ uint64_t ParseInlineMax(const char *v, std::vector<std::string> *warnings) {
   return Config::kDefaultInlineMax;
 }
 
+// HZC_JOB_SECRET, HZC_JOB_SECRET_FILE, HCCL_WHITELIST_DISABLE and HCCL_WHITELIST_FILE into @c.
+void ParseTrust(const std::function<const char *(const char *)> &getenv_fn, Config *c) {
+  if (const char *v = getenv_fn("HZC_JOB_SECRET"); v != nullptr) {
+    c->job_secret = v;
+  }
+  if (const char *v = getenv_fn("HZC_JOB_SECRET_FILE"); v != nullptr) {
+    c->job_secret_file = v;
+  }
+  if (const char *v = getenv_fn("HCCL_WHITELIST_DISABLE"); v != nullptr) {
+    if (std::string_view(v) == "0" || std::string_view(v) == "1") {
+      c->whitelist_disable = *v == '1';
+    } else {
+      c->warnings.push_back(
+          fmt::format("HCCL_WHITELIST_DISABLE=\"{}\": not 0 or 1; using 1 (no trust list)", v));
+    }
+  }
+  if (const char *v = getenv_fn("HCCL_WHITELIST_FILE"); v != nullptr) {
+    c->whitelist_file = v;
+  }
+}
+
 }  // namespace
 
 Config Config::FromLookup(const std::function<const char *(const char *)> &getenv_fn) {
@@ -198,6 +219,7 @@ Config Config::FromLookup(const std::function<const char *(const char *)> &geten
   c.device_count = ParseDeviceCount(getenv_fn("HZC_DEVICE_COUNT"), &c.warnings);
   c.transport = ParseTransport(getenv_fn("HZC_TRANSPORT"), &c.warnings);
   c.inline_max = ParseInlineMax(getenv_fn("HZC_INLINE_MAX"), &c.warnings);
+  ParseTrust(getenv_fn, &c);
   return c;
 }
 
@@ -221,6 +243,11 @@ std::vector<std::string> Config::Describe() const {
                                       : transport == TransportChoice::kMemfd ? "memfd"
                                                                              : "auto"),
       fmt::format("HZC_INLINE_MAX={}", inline_max),
+      // Never the secret itself.
+      fmt::format("HZC_JOB_SECRET={}", job_secret.empty() ? "(unset)" : "(set)"),
+      fmt::format("HZC_JOB_SECRET_FILE={}", job_secret_file.empty() ? "(unset)" : job_secret_file),
+      fmt::format("HCCL_WHITELIST_DISABLE={}", whitelist_disable ? 1 : 0),
+      fmt::format("HCCL_WHITELIST_FILE={}", whitelist_file.empty() ? "(unset)" : whitelist_file),
   };
 }
 

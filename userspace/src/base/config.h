@@ -64,6 +64,15 @@ struct Config {
   static constexpr uint64_t kDefaultInlineMax = 16384;
   static constexpr uint64_t kMaxInlineMax = uint64_t{1} << 20;
   uint64_t inline_max = kDefaultInlineMax;
+  // HZC_JOB_SECRET, HZC_JOB_SECRET_FILE: the secret a rank table's ranks prove they share
+  // (bootstrap/auth.h); empty: none. The file is read (and its owner and mode checked) when a
+  // communicator needs it, not here.
+  std::string job_secret;
+  std::string job_secret_file;
+  // HCCL_WHITELIST_DISABLE (0: the trust list of HCCL_WHITELIST_FILE decides which addresses may
+  // connect; 1, the default: any) and HCCL_WHITELIST_FILE.
+  bool whitelist_disable = true;
+  std::string whitelist_file;
 
   // Values that were set but invalid, one message each ("HZC_LOG=\"loud\": ..."), for the
   // logger to report once it exists.

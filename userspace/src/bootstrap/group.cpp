@@ -12,6 +12,7 @@
 #include <cerrno>
 #include <cstring>
 #include <deque>
+#include <future>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -23,6 +24,7 @@
 #include "base/errno_string.h"
 #include "base/log.h"
 #include "base/rank_list.h"
+#include "bootstrap/auth.h"
 #include "bootstrap/socket_io.h"
 #include "bootstrap/wait_fd.h"
 
@@ -36,9 +38,14 @@ constexpr uint32_t kMaxPayload = 1U << 20;
 // A receive waits for its socket in slices of this length: another thread may take the bytes
 // it waits for (and queue the frame for it) without waking it.
 constexpr std::chrono::milliseconds kRecvSlice{10};
-// "HGZ2": frames carry a space since version 2, so a rank of version 1 is refused at the
-// handshake rather than misread.
-constexpr uint32_t kHelloMagic = 0x48475a32;
+// "HGZ3": frames carry a space since version 2, both ends prove the key since version 3; a rank
+// of another version is refused at the handshake rather than misread. "HGZP": the connecting
+// rank's proof.
+constexpr uint32_t kHelloMagic = 0x48475a33;
+constexpr uint32_t kProofMagic = 0x48475a50;
+// What the proofs of each side are labelled with, so that one side's proof is never the other's.
+constexpr std::string_view kAcceptProof = "hzc-group-accept";
+constexpr std::string_view kConnectProof = "hzc-group-connect";
 // How long an accepted connection has to send its handshake (each its own: see HelloReader).
 constexpr std::chrono::seconds kHelloTime{2};
 // Connections that may wait for their handshake at once (see HelloReader for why the oldest goes
@@ -53,16 +60,31 @@ constexpr uint32_t kMaxQueuedPerTag = 256;
 constexpr size_t kMaxQueuedBytes = 32U << 20;
 constexpr size_t kFrameCost = 64;
 
-// The handshake, each way: the connecting (lower) rank names itself, the rank it wants and the
-// communicator; the accepting rank answers in kind. Integers in network order.
+// The handshake (bootstrap/auth.h): the connecting (lower) rank names itself, the rank it wants,
+// the communicator (by a tag derived from its key, never the key) and a nonce; the accepting rank
+// answers in kind with its proof over the connecting rank's hello and its own nonce; the
+// connecting rank checks that and sends its own proof (ProofMessage). Integers in network order.
 struct Hello {
   uint32_t magic;
   uint32_t from;
   uint32_t to;
   uint32_t size;
-  uint8_t id[16];
+  uint8_t tag[16];
+  uint8_t nonce[16];
 };
-static_assert(sizeof(Hello) == 32);
+static_assert(sizeof(Hello) == 48);
+
+struct Answer {
+  Hello hello;
+  uint8_t proof[32];
+};
+static_assert(sizeof(Answer) == 80);
+
+struct ProofMessage {
+  uint32_t magic;
+  uint8_t proof[32];
+};
+static_assert(sizeof(ProofMessage) == 36);
 
 // Before each message's payload; network order. @space is the sending Group's (0, or a view's).
 struct FrameHeader {
@@ -72,10 +94,21 @@ struct FrameHeader {
 };
 static_assert(sizeof(FrameHeader) == 16);
 
-Hello MakeHello(const UniqueId &id, uint32_t from, uint32_t to, uint32_t size) {
-  Hello h{htonl(kHelloMagic), htonl(from), htonl(to), htonl(size), {}};
-  std::memcpy(h.id, id.data(), sizeof(h.id));
+// What a handshake names communicator @id by.
+UniqueId TagOf(const UniqueId &id) {
+  return KeyedId(id, "hzc-group-tag");
+}
+
+Hello MakeHello(const UniqueId &id, uint32_t from, uint32_t to, uint32_t size, const Nonce &nonce) {
+  Hello h{htonl(kHelloMagic), htonl(from), htonl(to), htonl(size), {}, {}};
+  const UniqueId tag = TagOf(id);
+  std::memcpy(h.tag, tag.data(), sizeof(h.tag));
+  std::memcpy(h.nonce, nonce.data(), sizeof(h.nonce));
   return h;
+}
+
+std::span<const uint8_t> Bytes(const void *p, size_t len) {
+  return {static_cast<const uint8_t *>(p), len};
 }
 
 // Why @h is not the hello of a rank of communicator @id (of @size ranks) to rank @to; "" if it is.
@@ -84,10 +117,10 @@ std::string CheckHello(const Hello &h, const UniqueId &id, uint32_t to, uint32_t
     return "not a handshake of a communicator's ranks";
   }
   UniqueId other{};
-  std::memcpy(other.data(), h.id, sizeof(h.id));
-  if (other != id || ntohl(h.size) != size) {
-    return fmt::format("handshake of communicator {} of {} ranks, not of this one ({} of {})",
-                       IdString(other), ntohl(h.size), IdString(id), size);
+  std::memcpy(other.data(), h.tag, sizeof(h.tag));
+  if (other != TagOf(id) || ntohl(h.size) != size) {
+    return fmt::format("handshake of another communicator ({} ranks), not of this one ({} of {})",
+                       ntohl(h.size), PublicId(id), size);
   }
   if (ntohl(h.to) != to || ntohl(h.from) >= size) {
     return fmt::format("handshake from rank {} to rank {}, this is rank {}", ntohl(h.from),
@@ -163,6 +196,7 @@ struct Group::Impl {
   struct Peer {
     UniqueFd fd;
     std::string address;
+    Nonce nonce{};                 // of this rank's hello to it (a higher rank)
     std::vector<std::byte> inbuf;  // read, not yet a whole frame
     std::deque<Frame> frames;      // whole frames not yet taken
     // Of frames: the bytes charged (kFrameCost each besides the payload), the count by
@@ -183,7 +217,8 @@ struct Group::Impl {
     }
   };
 
-  UniqueId id{};
+  UniqueId id{};  // the key the ranks prove
+  TrustList trust;
   uint32_t rank = 0;
   std::vector<Peer> peers;  // by rank; this rank's entry has no connection
   // Guards every peer's inbuf, frames and broken state, and the reads and writes of the
@@ -209,6 +244,9 @@ struct Group::Impl {
   // Connect's steps.
   Status DialHigher(const std::vector<sockaddr_storage> &addrs, Clock::time_point deadline);
   Status AcceptLower(const Listener &listener, Clock::time_point deadline);
+  void AnswerLower(HelloReader &reader, HelloReader::Hello conn);
+  std::optional<uint32_t> CheckProof(const HelloReader &reader, const HelloReader::Hello &conn);
+  Status AwaitAnswer(uint32_t r, Clock::time_point deadline);
   Status AwaitAnswers(Clock::time_point deadline);
 };
 
@@ -387,7 +425,12 @@ Status Group::Impl::DialHigher(const std::vector<sockaddr_storage> &addrs,
     if (!fd.ok()) {
       return Error(HCCL_E_TCP_CONNECT, "cannot connect to {}: {}", Name(r), fd.status().message());
     }
-    const Hello h = MakeHello(id, rank, r, size());
+    auto nonce = RandomNonce();
+    if (!nonce.ok()) {
+      return nonce.status();
+    }
+    peers[r].nonce = *nonce;
+    const Hello h = MakeHello(id, rank, r, size(), *nonce);
     if (Status st = SendAll(fd->get(), &h, sizeof(h), deadline); !st.ok()) {
       return Error(st.code(), "handshake with {}: {}", Name(r), st.message());
     }
@@ -398,17 +441,28 @@ Status Group::Impl::DialHigher(const std::vector<sockaddr_storage> &addrs,
 }
 
 // Accept the connection of every lower rank (until @deadline: Connect names those that did not
-// come) and answer its handshake. Handshakes are read all at once (HelloReader): a connection
-// that is not one of them (another communicator's, a stray, silent or garbled one) is dropped,
-// logged at WARN, and never delays the others. HCCL_E_SYSCALL when the listener cannot be
-// served.
+// come): answer its handshake (AnswerLower), then check its proof (CheckProof). Handshakes and
+// proofs are read all at once (HelloReader): a connection that is not one of them (another
+// communicator's, a stranger's, a stray, silent or garbled one, one from an address off the trust
+// list) is dropped, logged at WARN, and never delays the others. HCCL_E_SYSCALL when the listener
+// cannot be served.
 Status Group::Impl::AcceptLower(const Listener &listener, Clock::time_point deadline) {
   HelloReader::Options o;
   o.where = fmt::format("bootstrap: rank {} ({})", rank, listener.address());
   o.hello_time = kHelloTime;
   o.max_pending = kMaxPending;
-  o.header = sizeof(Hello);
-  o.size = [](std::span<const std::byte>) -> Expected<size_t> { return sizeof(Hello); };
+  o.header = sizeof(uint32_t);
+  o.size = [](std::span<const std::byte> header) -> Expected<size_t> {
+    uint32_t magic = 0;
+    std::memcpy(&magic, header.data(), sizeof(magic));
+    magic = ntohl(magic);
+    if (magic != kHelloMagic && magic != kProofMagic) {
+      return Error(HCCL_E_TCP_TRANSFER,
+                   "not a handshake of a communicator's ranks of this version (magic {:#x})",
+                   magic);
+    }
+    return magic == kHelloMagic ? sizeof(Hello) : sizeof(ProofMessage);
+  };
   auto reader = HelloReader::Open(listener.fd(), std::move(o));
   if (!reader.ok()) {
     return reader.status();
@@ -423,47 +477,156 @@ Status Group::Impl::AcceptLower(const Listener &listener, Clock::time_point dead
       return Status::Ok();
     }
     HelloReader::Hello &conn = **next;
-    Hello h{};
-    std::memcpy(&h, conn.data.data(), sizeof(h));
-    std::string why = CheckHello(h, id, rank, size());
-    const uint32_t from = ntohl(h.from);
-    if (why.empty() && (from >= rank || peers[from].fd.valid())) {
-      why = fmt::format("rank {} connects to higher ranks only, once", from);
-    }
-    if (why.empty()) {
-      // 32 bytes on a fresh connection: its socket takes them at once, so no wait.
-      const Hello answer = MakeHello(id, rank, from, size());
-      const Status st = SendAll(conn.fd.get(), &answer, sizeof(answer), Clock::now());
-      why = st.ok() ? "" : st.message();
-    }
-    if (!why.empty()) {
-      reader->LogDropped(conn.peer, why);
+    if (conn.state.empty()) {
+      AnswerLower(*reader, std::move(conn));
       continue;
     }
-    SetNoDelay(conn.fd.get());
-    peers[from].fd = std::move(conn.fd);
-    ++accepted;
+    if (const auto from = CheckProof(*reader, conn)) {
+      SetNoDelay(conn.fd.get());
+      peers[*from].fd = std::move(conn.fd);
+      ++accepted;
+    }
   }
   return Status::Ok();
 }
 
-// Receive the answer of every higher rank to this rank's handshake. A rank that did not answer
-// by @deadline keeps no connection (Connect names it).
+// A connection's handshake: dropped (logged) unless it is a lower rank's of this communicator from
+// an address on the trust list; else answered with this rank's nonce and proof and read again for
+// the lower rank's proof (its hello and this rank's nonce kept in its state).
+void Group::Impl::AnswerLower(HelloReader &reader, HelloReader::Hello conn) {
+  std::string why = trust.Why(HostOf(conn.peer));
+  Hello h{};
+  if (why.empty() && conn.data.size() != sizeof(Hello)) {
+    why = "a proof without a handshake";
+  }
+  if (why.empty()) {
+    std::memcpy(&h, conn.data.data(), sizeof(h));
+    why = CheckHello(h, id, rank, size());
+  }
+  const uint32_t from = ntohl(h.from);
+  if (why.empty() && (from >= rank || peers[from].fd.valid())) {
+    why = fmt::format("rank {} connects to higher ranks only, once", from);
+  }
+  auto nonce = RandomNonce();
+  if (why.empty() && !nonce.ok()) {
+    why = nonce.status().message();
+  }
+  if (why.empty()) {
+    Answer a{MakeHello(id, rank, from, size(), *nonce), {}};
+    const Mac proof = Prove(id, kAcceptProof, {Bytes(&h, sizeof(h)), *nonce});
+    std::memcpy(a.proof, proof.data(), sizeof(a.proof));
+    // 80 bytes on a fresh connection: its socket takes them at once, so no wait.
+    const Status st = SendAll(conn.fd.get(), &a, sizeof(a), Clock::now());
+    why = st.ok() ? "" : st.message();
+  }
+  if (!why.empty()) {
+    reader.LogDropped(conn.peer, why);
+    return;
+  }
+  conn.state.assign(reinterpret_cast<const char *>(&h), sizeof(h));
+  conn.state.append(reinterpret_cast<const char *>(nonce->data()), nonce->size());
+  reader.Again(std::move(conn));
+}
+
+// The lower rank whose proof came on @conn (answered by AnswerLower), if it holds; else the
+// connection is logged as dropped.
+std::optional<uint32_t> Group::Impl::CheckProof(const HelloReader &reader,
+                                                const HelloReader::Hello &conn) {
+  Hello h{};
+  std::memcpy(&h, conn.state.data(), sizeof(h));
+  const auto nonce = Bytes(conn.state.data() + sizeof(h), sizeof(Nonce));
+  const uint32_t from = ntohl(h.from);
+  std::string why;
+  if (conn.data.size() != sizeof(ProofMessage)) {
+    why = "a second handshake, not a proof";
+  } else {
+    ProofMessage m{};
+    std::memcpy(&m, conn.data.data(), sizeof(m));
+    const Mac want = Prove(id, kConnectProof, {Bytes(&h, sizeof(h)), nonce});
+    if (!SameMac(Bytes(m.proof, sizeof(m.proof)), want)) {
+      why = "its proof does not hold: it does not know the communicator's key";
+    }
+  }
+  if (why.empty() && peers[from].fd.valid()) {
+    why = "it connected already";
+  }
+  if (!why.empty()) {
+    reader.LogDropped(conn.peer, fmt::format("rank {} not admitted: {}", from, why));
+    return std::nullopt;
+  }
+  return from;
+}
+
+// Receive the answer of every higher rank to this rank's handshake as it comes (AwaitAnswer). A
+// rank that did not answer by @deadline keeps no connection (Connect names it). Runs beside
+// AcceptLower (it touches only the higher ranks' entries): a rank proves itself to the ranks above
+// it whatever the ranks below it do, so that one missing rank is the only one named missing.
 Status Group::Impl::AwaitAnswers(Clock::time_point deadline) {
+  std::vector<uint32_t> waiting;
   for (uint32_t r = rank + 1; r < size(); ++r) {
-    Hello h{};
-    Status st = RecvAll(peers[r].fd.get(), &h, sizeof(h), deadline);
+    waiting.push_back(r);
+  }
+  std::vector<pollfd> fds;
+  while (!waiting.empty()) {
+    fds.clear();
+    for (uint32_t r : waiting) {
+      fds.push_back({peers[r].fd.get(), POLLIN, 0});
+    }
+    const int n = poll(fds.data(), fds.size(), RemainingMs(deadline));
+    if (n < 0 && errno != EINTR) {
+      return Error(HCCL_E_SYSCALL, "poll failed: {}", ErrnoString(errno));
+    }
+    if (n == 0) {
+      break;
+    }
+    std::vector<uint32_t> still;
+    for (size_t i = 0; i < fds.size(); ++i) {
+      if (fds[i].revents == 0) {
+        still.push_back(waiting[i]);
+      } else {
+        HZC_RETURN_IF_ERROR(AwaitAnswer(waiting[i], deadline));
+      }
+    }
+    waiting = std::move(still);
+  }
+  for (uint32_t r : waiting) {
+    peers[r].fd.reset();
+  }
+  return Status::Ok();
+}
+
+// Receive higher rank @r's answer to this rank's handshake (it has come, or is coming), check its
+// proof and send this rank's (at once: @r waits for it, within its own 2 s).
+Status Group::Impl::AwaitAnswer(uint32_t r, Clock::time_point deadline) {
+  {
+    Answer a{};
+    Status st = RecvAll(peers[r].fd.get(), &a, sizeof(a), deadline);
     if (st.code() == HCCL_E_TIMEOUT) {
       peers[r].fd.reset();
-      continue;
+      return Status::Ok();
     }
     if (!st.ok()) {
       return Error(st.code(), "{} did not answer the handshake: {}", Name(r), st.message());
     }
-    const std::string why = CheckHello(h, id, rank, size());
-    if (!why.empty() || ntohl(h.from) != r) {
+    std::string why = CheckHello(a.hello, id, rank, size());
+    if (why.empty() && ntohl(a.hello.from) != r) {
+      why = fmt::format("it says it is rank {}", ntohl(a.hello.from));
+    }
+    const Hello mine = MakeHello(id, rank, r, size(), peers[r].nonce);
+    const auto theirs = Bytes(a.hello.nonce, sizeof(a.hello.nonce));
+    if (why.empty() && !SameMac(Bytes(a.proof, sizeof(a.proof)),
+                                Prove(id, kAcceptProof, {Bytes(&mine, sizeof(mine)), theirs}))) {
+      why = "its proof does not hold: it does not know the communicator's key";
+    }
+    if (!why.empty()) {
       return Error(HCCL_E_TCP_CONNECT, "{} is not rank {} of this communicator: {}", Name(r), r,
-                   why.empty() ? fmt::format("it says it is rank {}", ntohl(h.from)) : why);
+                   why);
+    }
+    ProofMessage m{htonl(kProofMagic), {}};
+    const Mac proof = Prove(id, kConnectProof, {Bytes(&mine, sizeof(mine)), theirs});
+    std::memcpy(m.proof, proof.data(), sizeof(m.proof));
+    if (st = SendAll(peers[r].fd.get(), &m, sizeof(m), deadline); !st.ok()) {
+      return Error(st.code(), "handshake with {}: {}", Name(r), st.message());
     }
   }
   return Status::Ok();
@@ -476,14 +639,20 @@ Group::~Group() = default;
 Expected<std::unique_ptr<Group>> Group::Connect(Listener listener, const UniqueId &id,
                                                 uint32_t rank,
                                                 const std::vector<std::string> &addresses,
-                                                Clock::time_point deadline) {
+                                                Clock::time_point deadline,
+                                                std::optional<TrustList> trust) {
   const auto n = static_cast<uint32_t>(addresses.size());
   if (rank >= n || listener.fd() < 0) {
     return Error(HCCL_E_PARA, "rank {} of {} ranks{}", rank, n,
                  listener.fd() < 0 ? " without a listener" : ": no such rank");
   }
+  auto list = trust ? Expected<TrustList>(std::move(*trust)) : ProcessTrustList();
+  if (!list.ok()) {
+    return list.status();
+  }
   auto impl = std::make_unique<Impl>();
   impl->id = id;
+  impl->trust = std::move(*list);
   impl->rank = rank;
   impl->peers.resize(n);
   std::vector<sockaddr_storage> addrs(n);
@@ -497,8 +666,11 @@ Expected<std::unique_ptr<Group>> Group::Connect(Listener listener, const UniqueI
     addrs[r] = addr.ok() ? *addr : sockaddr_storage{};
   }
   HZC_RETURN_IF_ERROR(impl->DialHigher(addrs, deadline));
-  HZC_RETURN_IF_ERROR(impl->AcceptLower(listener, deadline));
-  HZC_RETURN_IF_ERROR(impl->AwaitAnswers(deadline));
+  auto answers = std::async(std::launch::async, [&] { return impl->AwaitAnswers(deadline); });
+  const Status accepted = impl->AcceptLower(listener, deadline);
+  const Status answered = answers.get();
+  HZC_RETURN_IF_ERROR(answered);
+  HZC_RETURN_IF_ERROR(accepted);
   const std::string missing =
       RanksWhere(n, [&](uint32_t r) { return r != rank && !impl->peers[r].fd.valid(); });
   if (!missing.empty()) {

@@ -4,10 +4,12 @@
 // Every rank listens (Listener, made before the rendezvous, so that its address travels in
 // the rank's hello) and, once the rendezvous gave every rank's address, Group::Connect makes
 // one connection to each other rank (the lower rank connects, the higher accepts; a handshake
-// names the communicator id and both ranks, so a stray or foreign connection is refused). The
-// handshakes of all the connections that reach a rank are read at once, each within its own 2 s
-// (bootstrap/socket_io.h, HelloReader): a silent or garbled connection is dropped, logged at WARN
-// naming its address, and delays no other.
+// names the communicator by a tag derived from its id and both ranks, and both ends prove they
+// hold the id, the communicator's key (bootstrap/auth.h), so a stray, foreign or stranger's
+// connection is refused; so is one from an address off the trust list, HCCL_WHITELIST_FILE). The
+// handshakes of all the connections that reach a rank are read at once, each step within its own
+// 2 s (bootstrap/socket_io.h, HelloReader): a silent, garbled or unproven connection is dropped,
+// logged at WARN naming its address, and delays no other.
 // Over them ranks send small tagged messages: link-setup blobs (queue pairs, GIDs), memory
 // keys, and the errors a rank reports before it gives up. A connection that ends (the peer
 // process died, its server went away and the kernel reset the connection) fails every later
@@ -35,6 +37,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -42,6 +45,7 @@
 
 #include "base/status.h"
 #include "base/unique_fd.h"
+#include "bootstrap/auth.h"
 #include "bootstrap/root_info.h"
 
 namespace hzc::bootstrap {
@@ -73,11 +77,13 @@ class Group {
   // (logged at WARN) and the wait goes on. HCCL_E_TIMEOUT naming the ranks not connected by then
   // ("rank(s) 2,3 of 4 did not connect in time"), HCCL_E_TCP_CONNECT for a malformed address or
   // one refused until @deadline (naming the rank and the address), HCCL_E_PARA for @rank out
-  // of range.
+  // of range; @trust: the trust list (nullopt: the process's; HCCL_E_PARA or
+  // HCCL_E_OPEN_FILE_FAILURE when that cannot be read).
   static Expected<std::unique_ptr<Group>> Connect(Listener listener, const UniqueId &id,
                                                   uint32_t rank,
                                                   const std::vector<std::string> &addresses,
-                                                  Clock::time_point deadline);
+                                                  Clock::time_point deadline,
+                                                  std::optional<TrustList> trust = std::nullopt);
   // A view of @parent's connections for its ranks @members (ascending, distinct, ranks of
   // @parent that include @parent's own rank): rank i of the view is @parent's rank @members[i],
   // and the view's messages travel in @space, which must differ from @parent's and from every

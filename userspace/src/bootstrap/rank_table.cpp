@@ -2,7 +2,9 @@
 #include "bootstrap/rank_table.h"
 
 #include <arpa/inet.h>
+#include <fmt/ranges.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -13,6 +15,8 @@
 
 #include "base/config.h"
 #include "base/errno_string.h"
+#include "bootstrap/auth.h"
+#include "bootstrap/socket_io.h"
 
 namespace hzc::bootstrap {
 
@@ -305,6 +309,45 @@ UniqueId RankTableId(const RankTable &table) {
     text += "|" + table.servers[table.server_of_rank[r]].server_id;
   }
   return DerivedId(text);
+}
+
+UniqueId RankTableKey(const RankTable &table, const std::optional<std::string> &secret) {
+  const UniqueId id = RankTableId(table);
+  if (!secret) {
+    return id;
+  }
+  const auto *bytes = reinterpret_cast<const uint8_t *>(secret->data());
+  return KeyedId(std::span(bytes, secret->size()), "hzc-job-secret|" + IdString(id));
+}
+
+std::vector<std::string> ServerAddresses(const RankTable &table, uint32_t rank) {
+  const RankTable::Server &server = table.servers[table.server_of_rank[rank]];
+  std::vector<std::string> out;
+  for (const std::string &a : {server.server_id, server.host_ip}) {
+    if (auto addr = ParseAddress(a); addr.ok()) {
+      out.push_back(HostOf(EndpointString(*addr)));
+    }
+  }
+  return out;
+}
+
+std::string WhyNotFrom(const RankTable &table, uint32_t rank, const std::string &ip) {
+  if (rank >= table.nranks) {
+    return fmt::format("rank {}: the table has ranks 0..{}", rank, table.nranks - 1);
+  }
+  const std::vector<std::string> addresses = ServerAddresses(table, rank);
+  if (std::find(addresses.begin(), addresses.end(), ip) != addresses.end()) {
+    return "";
+  }
+  const uint32_t s = table.server_of_rank[rank];
+  if (s == table.server_of_rank[0] && IsLocalAddress(ip)) {
+    return "";  // a rank of the root's own server, by loopback or another local address
+  }
+  return fmt::format(
+      "rank {} connects from {}, not from its server's address in the table "
+      "(server_list[{}]: {})",
+      rank, ip, s,
+      addresses.empty() ? std::string("none") : fmt::format("{}", fmt::join(addresses, ", ")));
 }
 
 }  // namespace hzc::bootstrap

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -38,5 +39,15 @@ Expected<RankTable> LoadRankTable(const std::string &path);
 // The communicator id of @table: derived from its version and the server of each rank, so
 // every rank that reads the same table gets the same id.
 UniqueId RankTableId(const RankTable &table);
+// The key the ranks of @table prove at its rendezvous (bootstrap/auth.h): derived from the job
+// @secret and the table's id; without a secret, the table's id, which anyone who reads the table
+// knows (the source address checks and the trust list are all that hold then).
+UniqueId RankTableKey(const RankTable &table, const std::optional<std::string> &secret);
+// The IP addresses of the server of @rank in @table (its server_id and host_ip that are ones).
+std::vector<std::string> ServerAddresses(const RankTable &table, uint32_t rank);
+// Why a connection from @ip may not be rank @rank of @table at its rendezvous; "" if it may: @ip
+// is an address of the rank's server in the table, or the rank is on the server of rank 0 (which
+// serves the rendezvous) and @ip is local.
+std::string WhyNotFrom(const RankTable &table, uint32_t rank, const std::string &ip);
 
 }  // namespace hzc::bootstrap

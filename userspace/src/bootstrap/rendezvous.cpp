@@ -47,13 +47,35 @@ constexpr std::chrono::seconds kHelloTime{5};
 // Connections that may wait for their hello at once (see HelloReader for why the oldest goes
 // beyond that): each costs a descriptor and at most kMaxHello bytes.
 constexpr size_t kMaxPending = 128;
+// The version of the hello ("hzc"): 2 since root and rank prove the key.
+constexpr int64_t kHelloVersion = 2;
+// What the proofs of each side are labelled with, so that one side's proof is never the other's.
+constexpr std::string_view kRootProof = "hzc-rendezvous-root";
+constexpr std::string_view kRankProof = "hzc-rendezvous-rank";
 
-Status SendJson(int fd, const json &msg, Clock::time_point deadline) {
+std::string Dump(const json &msg) {
   // replace: a string that is not UTF-8 is sent with U+FFFD in its place rather than throw.
-  const std::string body = msg.dump(-1, ' ', false, json::error_handler_t::replace);
+  return msg.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+Status SendBody(int fd, const std::string &body, Clock::time_point deadline) {
   const uint32_t len = htonl(static_cast<uint32_t>(body.size()));
   HZC_RETURN_IF_ERROR(SendAll(fd, &len, sizeof(len), deadline));
   return SendAll(fd, body.data(), body.size(), deadline);
+}
+
+Status SendJson(int fd, const json &msg, Clock::time_point deadline) {
+  return SendBody(fd, Dump(msg), deadline);
+}
+
+std::span<const uint8_t> Bytes(std::string_view text) {
+  return {reinterpret_cast<const uint8_t *>(text.data()), text.size()};
+}
+
+// The body of a message read whole (its length word, then JSON).
+std::string_view Body(const std::vector<std::byte> &data) {
+  return {reinterpret_cast<const char *>(data.data()) + sizeof(uint32_t),
+          data.size() - sizeof(uint32_t)};
 }
 
 // A JSON object from the bytes of a message's body; HCCL_E_TCP_TRANSFER otherwise.
@@ -133,6 +155,15 @@ class Fields {
   const json *Array(const char *key, bool required) {
     return Find(key, required, &json::is_array, "an array");
   }
+  // @size bytes given as hex (required).
+  std::string Hex(const char *key, size_t size) {
+    const std::string text = String(key, true);
+    auto bytes = Unhex(text, size);
+    if (!bytes && ok()) {
+      Note(fmt::format("\"{}\" is not {} bytes of hex", key, size));
+    }
+    return bytes.value_or(std::string(size, '\0'));
+  }
 
  private:
   void Note(std::string why) {
@@ -165,23 +196,27 @@ class Fields {
 
 // A rank's hello, as the root reads it.
 struct RankHello {
-  std::string uid;
+  std::string tag;    // PublicId of the communicator's key
+  std::string nonce;  // 16 bytes
   uint32_t nranks = 0;
   uint32_t rank = 0;
   RankIdentity identity;
 };
 
-// The hello in @data (its length word, then JSON); HCCL_E_PARA saying what is wrong with it.
-Expected<RankHello> ParseHello(const std::vector<std::byte> &data) {
-  const std::string_view body(reinterpret_cast<const char *>(data.data()) + sizeof(uint32_t),
-                              data.size() - sizeof(uint32_t));
+// The hello whose JSON is @body; HCCL_E_PARA saying what is wrong with it.
+Expected<RankHello> ParseHello(std::string_view body) {
   auto msg = ParseObject(body);
   if (!msg.ok()) {
     return Error(HCCL_E_PARA, "malformed hello: {}", msg.status().message());
   }
   Fields f(*msg);
+  if (const auto v = f.Int("hzc", true, 0, INT64_MAX, 0); f.ok() && v != kHelloVersion) {
+    return Error(HCCL_E_PARA, "a hello of version {}, this library speaks version {}", v,
+                 kHelloVersion);
+  }
   RankHello h;
-  h.uid = f.String("uid", true);
+  h.tag = f.String("tag", true);
+  h.nonce = f.Hex("nonce", sizeof(Nonce));
   h.nranks = static_cast<uint32_t>(f.Int("nranks", true, 1, UINT32_MAX, 1));
   h.rank = f.U32("rank", true);
   h.identity =
@@ -298,15 +333,16 @@ void RefuseRank(int fd, HcclResult code, const std::string &why, bool joined = f
   (void)SendJson(fd, json{{"code", code}, {"error", why}, {"joined", joined}}, deadline);
 }
 
-// Send the table of all ranks to every rank; why some rank did not get it, or "".
+// Send the table of all ranks (and the @session id) to every rank; why some rank did not get it,
+// or "".
 std::string SendTable(const std::map<uint32_t, Joined> &joined, uint32_t nranks,
-                      const std::string &where) {
+                      const UniqueId &session, const std::string &where) {
   const auto deadline = Clock::now() + kAnswerTime;
   json table = json::array();
   for (const auto &[r, j] : joined) {
     table.push_back({{"host", j.peer.host}, {"pid", j.peer.pid}, {"address", j.peer.address}});
   }
-  const json reply{{"code", 0}, {"ranks", table}};
+  const json reply{{"code", 0}, {"ranks", table}, {"session", Hex(session)}};
   std::map<uint32_t, std::string> failed;
   for (const auto &[r, j] : joined) {
     if (Status st = SendJson(j.fd.get(), reply, deadline); !st.ok()) {
@@ -331,28 +367,106 @@ struct Roster {
   std::map<uint32_t, Joined> joined;
 };
 
-// Count the rank whose @hello came, or refuse it (its connection closes). The first rank of this
-// communicator (@uid) fixes nranks and starts the connect timeout: *@deadline.
-void Admit(const HelloReader &reader, HelloReader::Hello hello, const std::string &uid,
-           std::chrono::seconds timeout, Roster *roster, Clock::time_point *deadline) {
+// What the root thread serves: the key the ranks prove, whom it takes, the session id it hands
+// out.
+struct Served {
+  UniqueId key{};
+  std::string tag;  // PublicId(key): what a rank's hello names
+  Admission admission;
+  TrustList trust;
+  UniqueId session{};
+  std::string where;
+};
+
+// The first message of a connection, its hello: refused, or answered with the root's nonce and
+// proof and read again for the rank's proof (the hello and the nonce kept in its state).
+void Challenge(HelloReader &reader, HelloReader::Hello hello, const Served &s) {
   const int fd = hello.fd.get();
-  auto h = ParseHello(hello.data);
+  const std::string_view body = Body(hello.data);
+  auto h = ParseHello(body);
   if (!h.ok()) {
     reader.LogDropped(hello.peer, h.status().message());
     RefuseRank(fd, HCCL_E_PARA, h.status().message());
     return;
   }
-  if (h->uid != uid) {
+  if (h->tag != s.tag) {
     // "foreign": a rank of a rank table waits for its own rendezvous on the table's port.
     (void)SendJson(fd,
                    json{{"code", HCCL_E_PARA},
                         {"error",
                          "the rendezvous is of another communicator (rootInfo from "
-                         "another HcclGetRootInfo, or another rank table's)"},
+                         "another HcclGetRootInfo, or another rank table's or job secret's)"},
                         {"foreign", true}},
                    Clock::now());
     return;
   }
+  const std::string ip = HostOf(hello.peer);
+  std::string why = s.trust.Why(ip);
+  if (why.empty() && s.admission.check) {
+    why = s.admission.check(h->rank, ip);
+  }
+  auto nonce = RandomNonce();
+  if (why.empty() && !nonce.ok()) {
+    why = nonce.status().message();
+  }
+  if (!why.empty()) {
+    reader.LogDropped(hello.peer, why);
+    RefuseRank(fd, HCCL_E_PARA, why);
+    return;
+  }
+  const Mac proof = Prove(s.key, kRootProof, {Bytes(h->nonce), *nonce, Bytes(body)});
+  // A fresh socket takes the few bytes at once: no wait.
+  if (Status st = SendJson(fd, json{{"nonce", Hex(*nonce)}, {"proof", Hex(proof)}}, Clock::now());
+      !st.ok()) {
+    reader.LogDropped(hello.peer, st.message());
+    return;
+  }
+  hello.state.assign(reinterpret_cast<const char *>(nonce->data()), nonce->size());
+  hello.state += body;
+  reader.Again(std::move(hello));
+}
+
+// The hello of the rank whose proof came in @msg, if the proof holds; else it is refused and
+// logged.
+std::optional<RankHello> Verify(const HelloReader &reader, const HelloReader::Hello &msg,
+                                const Served &s) {
+  const std::string_view nonce = std::string_view(msg.state).substr(0, sizeof(Nonce));
+  const std::string_view body = std::string_view(msg.state).substr(sizeof(Nonce));
+  auto h = ParseHello(body);  // it parsed before
+  auto m = ParseObject(Body(msg.data));
+  std::string why = m.ok() ? "" : m.status().message();
+  if (why.empty()) {
+    Fields f(*m);
+    const std::string proof = f.Hex("proof", sizeof(Mac));
+    const Mac want = Prove(s.key, kRankProof, {Bytes(h->nonce), Bytes(nonce), Bytes(body)});
+    why = !f.ok()                        ? f.error()
+          : !SameMac(Bytes(proof), want) ? "its proof does not hold: it does not know the "
+                                           "communicator's key"
+                                         : "";
+  }
+  if (!why.empty()) {
+    why = fmt::format("rank {} not admitted: {}", h->rank, why);
+    reader.LogDropped(msg.peer, why);
+    RefuseRank(msg.fd.get(), HCCL_E_PARA, why);
+    return std::nullopt;
+  }
+  return std::move(*h);
+}
+
+// Take a connection's next message: its hello (Challenge) or its proof. A rank whose proof holds
+// is counted, or refused (its connection closes). The first rank counted fixes nranks and starts
+// the connect timeout: *@deadline.
+void Admit(HelloReader &reader, HelloReader::Hello msg, const Served &s,
+           std::chrono::seconds timeout, Roster *roster, Clock::time_point *deadline) {
+  if (msg.state.empty()) {
+    Challenge(reader, std::move(msg), s);
+    return;
+  }
+  auto h = Verify(reader, msg, s);
+  if (!h) {
+    return;
+  }
+  const int fd = msg.fd.get();
   if (roster->nranks == 0) {
     roster->nranks = h->nranks;
     *deadline = Clock::now() + timeout;
@@ -367,17 +481,16 @@ void Admit(const HelloReader &reader, HelloReader::Hello hello, const std::strin
     RefuseRank(fd, HCCL_E_PARA, fmt::format("rank={} is out of range or already joined", h->rank));
     return;
   }
-  roster->joined[h->rank] = Joined{std::move(hello.fd), std::move(h->identity)};
+  roster->joined[h->rank] = Joined{std::move(msg.fd), std::move(h->identity)};
 }
 
 // The root thread: one rendezvous, then exit; why some rank did not get the table, or "".
 // Hellos are read all at once (HelloReader): a connection that sends nothing or garbage costs
 // only itself.
-std::string ServeRootOnce(UniqueFd listener, RootInfo info, std::chrono::seconds timeout) {
-  const std::string uid = IdString(info.id);
-  const std::string where = info.AddressString();
+std::string ServeRootOnce(UniqueFd listener, const Served &served, std::chrono::seconds timeout) {
+  const std::string &where = served.where;
   Roster roster;
-  // Before anyone arrives, wait long; from the first hello on, the connect timeout.
+  // Before anyone arrives, wait long; from the first rank counted on, the connect timeout.
   auto deadline =
       Clock::now() + std::max<std::chrono::seconds>(timeout * 10, std::chrono::seconds(600));
   auto reader = HelloReader::Open(listener.get(), HelloOptions(where));
@@ -389,13 +502,13 @@ std::string ServeRootOnce(UniqueFd listener, RootInfo info, std::chrono::seconds
     } else if (!hello->has_value()) {
       break;
     } else {
-      Admit(*reader, std::move(**hello), uid, timeout, &roster, &deadline);
+      Admit(*reader, std::move(**hello), served, timeout, &roster, &deadline);
     }
   }
   const uint32_t nranks = roster.nranks;
   const auto &joined = roster.joined;
   if (nranks != 0 && joined.size() == nranks) {
-    return SendTable(joined, nranks, where);
+    return SendTable(joined, nranks, served.session, where);
   }
   const std::string missing = RanksWhere(nranks, [&](uint32_t r) { return !joined.contains(r); });
   const std::string why = !broke.empty() ? broke
@@ -412,12 +525,12 @@ std::string ServeRootOnce(UniqueFd listener, RootInfo info, std::chrono::seconds
 }
 
 void ServeRoot(UniqueFd listener, RootInfo info, std::chrono::seconds timeout,
-               std::shared_ptr<Serving> serving) {
+               std::shared_ptr<Serving> serving, std::shared_ptr<const Served> served) {
   std::string undelivered;
   try {
-    undelivered = ServeRootOnce(std::move(listener), info, timeout);
+    undelivered = ServeRootOnce(std::move(listener), *served, timeout);
   } catch (const std::exception &e) {
-    LogError("bootstrap: root {}: internal error: {}", info.AddressString(), e.what());
+    LogError("bootstrap: root {}: internal error: {}", served->where, e.what());
     undelivered = fmt::format("internal error: {}", e.what());
   }
   FinishServing(IdString(info.id), *serving, std::move(undelivered));
@@ -431,6 +544,12 @@ Expected<UniqueFd> Connect(const RootInfo &root, Clock::time_point deadline,
     UniqueFd fd(socket(root.addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0));
     if (!fd.valid()) {
       return Error(HCCL_E_TCP_CONNECT, "socket failed: {}", ErrnoString(errno));
+    }
+    if (root.source.ss_family == root.addr.ss_family &&
+        bind(fd.get(), reinterpret_cast<const sockaddr *>(&root.source), AddrLen(root.source)) !=
+            0) {
+      return Error(HCCL_E_TCP_CONNECT, "cannot connect from {}: {}",
+                   HostOf(EndpointString(root.source)), ErrnoString(errno));
     }
     if (connect(fd.get(), reinterpret_cast<const sockaddr *>(&root.addr), AddrLen(root.addr)) ==
         0) {
@@ -449,16 +568,23 @@ struct Outcome {
   bool foreign = false;   // it serves another communicator's rendezvous
   bool answered = false;  // it answered at all (else it went away, or never came)
   bool retry = false;     // it dropped the connection in a flood of them: connect again
+  UniqueId session{};     // the id it chose for the communicator's ranks (with the table)
 };
 
-// The table of @nranks ranks in the root's answer @r (code 0), or HCCL_E_TCP_TRANSFER.
-Expected<std::vector<RankIdentity>> ParseTable(const json &r, uint32_t nranks) {
+// The table of @nranks ranks in the root's answer @r (code 0), or HCCL_E_TCP_TRANSFER; its
+// session id in *@session.
+Expected<std::vector<RankIdentity>> ParseTable(const json &r, uint32_t nranks, UniqueId *session) {
   Fields f(r);
   const json *ranks = f.Array("ranks", true);
   if (ranks == nullptr || ranks->size() != nranks) {
     return Error(HCCL_E_TCP_TRANSFER, "malformed rank table: {}",
                  ranks == nullptr ? f.error() : fmt::format("{} ranks", ranks->size()));
   }
+  const std::string id = f.Hex("session", sizeof(UniqueId));
+  if (!f.ok()) {
+    return Error(HCCL_E_TCP_TRANSFER, "malformed rank table: {}", f.error());
+  }
+  std::memcpy(session->data(), id.data(), session->size());
   std::vector<RankIdentity> peers;
   for (const json &p : *ranks) {
     if (!p.is_object()) {
@@ -492,28 +618,71 @@ Expected<std::vector<RankIdentity>> ParseAnswer(const json &r, uint32_t nranks, 
   if (code != HCCL_SUCCESS) {
     return Error(code, "{}", error);
   }
-  return ParseTable(r, nranks);
+  return ParseTable(r, nranks, &outcome->session);
 }
 
-// Send this rank's hello and receive the table of all ranks.
+// Answer the root's challenge @c to this rank's hello @body (with @nonce): check the root's proof,
+// send this rank's. HCCL_E_TCP_CONNECT when the root does not prove it holds the key.
+Status AnswerChallenge(int fd, const RootInfo &root, const json &c, const Nonce &nonce,
+                       const std::string &body, Clock::time_point deadline) {
+  Fields f(c);
+  const std::string theirs = f.Hex("nonce", sizeof(Nonce));
+  const std::string proof = f.Hex("proof", sizeof(Mac));
+  if (!f.ok()) {
+    return Error(HCCL_E_TCP_TRANSFER, "malformed challenge: {}", f.error());
+  }
+  const Mac want = Prove(root.id, kRootProof, {nonce, Bytes(theirs), Bytes(body)});
+  if (!SameMac(Bytes(proof), want)) {
+    return Error(HCCL_E_TCP_CONNECT,
+                 "it does not prove it holds the communicator's key: a stranger holds the root's "
+                 "address (or the ranks were given different rootInfo or job secrets)");
+  }
+  const Mac mine = Prove(root.id, kRankProof, {nonce, Bytes(theirs), Bytes(body)});
+  return SendJson(fd, json{{"proof", Hex(mine)}}, deadline);
+}
+
+// Send this rank's hello, prove the key to the root (which proves it first) and receive the table
+// of all ranks.
 Expected<std::vector<RankIdentity>> Exchange(const RootInfo &root, uint32_t nranks, uint32_t rank,
                                              const RankIdentity &self, Clock::time_point deadline,
                                              std::chrono::seconds timeout, Outcome *outcome) {
   const std::string where = root.AddressString();
+  auto nonce = RandomNonce();
+  if (!nonce.ok()) {
+    return nonce.status();
+  }
   auto fd = Connect(root, deadline, timeout);
   if (!fd.ok()) {
     return fd.status();
   }
-  const json hello = {{"uid", IdString(root.id)}, {"nranks", nranks}, {"rank", rank},
-                      {"host", self.host},        {"pid", self.pid},  {"address", self.address}};
-  if (Status st = SendJson(fd->get(), hello, deadline); !st.ok()) {
-    return Error(st.code(), "root {}: {}", where, st.message());
+  const std::string body = Dump(json{{"hzc", kHelloVersion},
+                                     {"tag", PublicId(root.id)},
+                                     {"nonce", Hex(*nonce)},
+                                     {"nranks", nranks},
+                                     {"rank", rank},
+                                     {"host", self.host},
+                                     {"pid", self.pid},
+                                     {"address", self.address}});
+  Status st = SendBody(fd->get(), body, deadline);
+  auto reply = st.ok() ? RecvJson(fd->get(), deadline) : Expected<json>(st);
+  const bool challenged = reply.ok() && reply->contains("proof");
+  if (challenged) {
+    outcome->answered = true;
+    st = AnswerChallenge(fd->get(), root, *reply, *nonce, body, deadline);
+    reply = st.ok() ? RecvJson(fd->get(), deadline) : Expected<json>(st);
   }
-  auto reply = RecvJson(fd->get(), deadline);
   if (!reply.ok()) {
     return Error(reply.status().code(), "root {}: {}", where, reply.status().message());
   }
   auto table = ParseAnswer(*reply, nranks, outcome);
+  if (table.ok() && !challenged) {
+    // A refusal may come before the proofs; the table only after them.
+    outcome->joined = false;
+    return Error(HCCL_E_TCP_CONNECT,
+                 "root {}: it sent the rank table without proving it holds the communicator's "
+                 "key: a stranger holds the root's address",
+                 where);
+  }
   if (!table.ok()) {
     return Error(table.status().code(), "root {}: {}", where, table.status().message());
   }
@@ -561,11 +730,18 @@ Expected<RootInfo> RootAt(const std::string &address, uint16_t port, const Uniqu
 }
 
 Expected<RootInfo> StartRootAt(const std::string &address, uint16_t port, const UniqueId &id,
-                               std::chrono::seconds timeout) {
+                               std::chrono::seconds timeout, Admission admission) {
   auto at = RootAt(address, port, id);
   if (!at.ok()) {
     return at.status();
   }
+  auto trust = admission.trust ? Expected<TrustList>(*admission.trust) : ProcessTrustList();
+  auto session = RandomId();
+  if (!trust.ok() || !session.ok()) {
+    return !trust.ok() ? trust.status() : session.status();
+  }
+  auto served = std::make_shared<Served>(
+      Served{id, PublicId(id), std::move(admission), std::move(*trust), *session, ""});
   const sockaddr_storage addr = at->addr;
   RootInfo info = *at;
   const auto deadline = Clock::now() + timeout;
@@ -573,7 +749,10 @@ Expected<RootInfo> StartRootAt(const std::string &address, uint16_t port, const 
     bool in_use = false;
     auto fd = ListenOn(addr, /*reuse=*/port != 0, &info.addr, &in_use);
     if (fd.ok()) {
-      std::thread(ServeRoot, std::move(*fd), info, timeout, AddServing(IdString(info.id))).detach();
+      served->where = info.AddressString();
+      std::thread(ServeRoot, std::move(*fd), info, timeout, AddServing(IdString(info.id)),
+                  std::move(served))
+          .detach();
       break;
     }
     if (!in_use || Clock::now() >= deadline) {
@@ -583,13 +762,13 @@ Expected<RootInfo> StartRootAt(const std::string &address, uint16_t port, const 
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   LogInfo("bootstrap: root listening on {} for communicator {}", info.AddressString(),
-          IdString(info.id));
+          PublicId(info.id));
   return info;
 }
 
 Expected<std::vector<RankIdentity>> Join(const RootInfo &root, uint32_t nranks, uint32_t rank,
                                          const RankIdentity &self, std::chrono::seconds timeout,
-                                         bool shared_port) {
+                                         bool shared_port, UniqueId *session) {
   const auto deadline = Clock::now() + timeout + std::chrono::seconds(2);
   for (;;) {
     // Looked up before the hello: the thread cannot be done with this rank before it came.
@@ -603,6 +782,9 @@ Expected<std::vector<RankIdentity>> Join(const RootInfo &root, uint32_t nranks, 
         Clock::now() < deadline) {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
       continue;
+    }
+    if (session != nullptr) {
+      *session = outcome.session;
     }
     return Answered(root, serving, outcome, std::move(table), deadline);
   }

@@ -2,14 +2,16 @@
 #include "bootstrap/root_info.h"
 
 #include <arpa/inet.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
 #include <sys/random.h>
 
 #include <cerrno>
 #include <cstring>
-#include <functional>
 #include <string>
 
 #include "base/errno_string.h"
+#include "bootstrap/auth.h"
 #include "bootstrap/socket_io.h"
 
 namespace hzc::bootstrap {
@@ -121,11 +123,13 @@ std::string IdString(const UniqueId &id) {
 }
 
 UniqueId DerivedId(std::string_view text) {
+  static constexpr std::string_view kLabel = "hzc-derived-id";
+  Mac mac{};
+  unsigned int len = 0;
+  HMAC(EVP_sha256(), kLabel.data(), static_cast<int>(kLabel.size()),
+       reinterpret_cast<const uint8_t *>(text.data()), text.size(), mac.data(), &len);
   UniqueId id{};
-  const size_t a = std::hash<std::string>{}("hzc-a:" + std::string(text));
-  const size_t b = std::hash<std::string>{}("hzc-b:" + std::string(text));
-  std::memcpy(id.data(), &a, sizeof(a));
-  std::memcpy(id.data() + sizeof(a), &b, sizeof(b));
+  std::memcpy(id.data(), mac.data(), id.size());
   return id;
 }
 

@@ -22,6 +22,9 @@ struct RootInfo {
 
   sockaddr_storage addr{};  // AF_INET or AF_INET6, port set
   UniqueId id{};
+  // The address ranks connect to the root from (not encoded): a rank table's rank connects from
+  // its server's address in the table, which the root checks. Family 0: the kernel's choice.
+  sockaddr_storage source{};
 
   std::string AddressString() const;  // "1.2.3.4:5678" / "[::1]:5678"
 };
@@ -33,8 +36,9 @@ Expected<RootInfo> Decode(const HcclRootInfo &in);
 // 16 random bytes (getrandom).
 Expected<UniqueId> RandomId();
 std::string IdString(const UniqueId &id);
-// An id that depends on @text alone, so that processes holding the same text make the same id
-// without talking (rank tables, sub-communicators).
+// An id that depends on @text alone (the first half of its HMAC-SHA256 under a fixed label), so
+// that processes holding the same text make the same id without talking (rank tables,
+// sub-communicators), and one that holds a secret (a parent's id) makes an id as secret.
 UniqueId DerivedId(std::string_view text);
 
 }  // namespace hzc::bootstrap

@@ -254,7 +254,8 @@ bool HelloReader::Read(Pending &p) {
   for (;;) {
     if (p.got == p.data.size()) {
       if (p.sized) {
-        ready_.push_back(Hello{std::move(p.fd), std::move(p.peer), std::move(p.data)});
+        ready_.push_back(
+            Hello{std::move(p.fd), std::move(p.peer), std::move(p.data), std::move(p.state)});
         return false;
       }
       auto size = options_.size(p.data);
@@ -323,6 +324,16 @@ void HelloReader::Accept() {
     p.data.resize(options_.header);
     pending_.push_back(std::move(p));
   }
+}
+
+void HelloReader::Again(Hello hello) {
+  Pending p;
+  p.fd = std::move(hello.fd);
+  p.peer = std::move(hello.peer);
+  p.deadline = Clock::now() + options_.hello_time;
+  p.data.resize(options_.header);
+  p.state = std::move(hello.state);
+  pending_.push_back(std::move(p));  // the latest deadline: pending_ stays in deadline order
 }
 
 void HelloReader::Expire(Clock::time_point now) {

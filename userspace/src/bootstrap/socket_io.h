@@ -78,6 +78,7 @@ class HelloReader {
     UniqueFd fd;                  // non-blocking, close-on-exec
     std::string peer;             // the peer's address, "1.2.3.4:5678"
     std::vector<std::byte> data;  // the whole hello, header included
+    std::string state;            // what the caller kept with it (Again); empty at first
   };
 
   // Serves @listener (made non-blocking; it stays the caller's). HCCL_E_SYSCALL naming the
@@ -87,6 +88,10 @@ class HelloReader {
   // The next whole hello, waiting at most until @deadline (nullopt then); HCCL_E_SYSCALL when
   // poll fails.
   Expected<std::optional<Hello>> Next(Clock::time_point deadline);
+
+  // Serve @hello's connection again for its next message (a handshake's next step), within a new
+  // Options::hello_time; Next returns it with @hello.state as given here.
+  void Again(Hello hello);
 
   // Log that the connection of @peer was dropped because of @why, as this reader does.
   void LogDropped(const std::string &peer, const std::string &why) const;
@@ -99,6 +104,7 @@ class HelloReader {
     std::vector<std::byte> data;  // the header, then the whole hello once its size is known
     size_t got = 0;               // of data
     bool sized = false;           // data has the whole hello's size
+    std::string state;            // Hello::state
   };
   HelloReader(int listener, Options options) : listener_(listener), options_(std::move(options)) {}
   // Read what @p has sent; false when it is done with (a whole hello, or dropped).

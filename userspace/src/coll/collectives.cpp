@@ -12,6 +12,7 @@
 
 #include "base/config.h"
 #include "base/log.h"
+#include "bootstrap/auth.h"
 #include "bootstrap/root_info.h"
 #include "coll/control.h"
 #include "coll/exchange.h"
@@ -61,7 +62,7 @@ Expected<State *> GetState(Communicator &comm) {
     const std::string id = bootstrap::IdString(comm.id());
     const std::string key = id + "/" + std::to_string(comm.rank());
     ControlArea::Options o;
-    o.name = "hzc-coll-" + id + "-" + std::to_string(Made(key, +1));
+    o.name = "hzc-coll-" + bootstrap::SecretName(comm.id()) + "-" + std::to_string(Made(key, +1));
     o.rank = comm.rank();
     o.nranks = comm.size();
     o.staging_bytes = comm.StagingBytes();  // hcclBufferSize, else HCCL_BUFFSIZE

@@ -15,6 +15,7 @@
 #include "base/log.h"
 #include "base/shared_memfd.h"
 #include "base/unique_fd.h"
+#include "bootstrap/auth.h"
 #include "bootstrap/local_exchange.h"
 #include "bootstrap/root_info.h"
 
@@ -112,7 +113,7 @@ void Channel::Break(const Status &why) {
 Expected<std::unique_ptr<Channel>> Channel::Open(const Communicator &comm, uint32_t peer,
                                                  Clock::time_point deadline) {
   const uint32_t me = comm.rank(), lo = std::min(me, peer), hi = std::max(me, peer);
-  const bootstrap::LocalExchange x{.name = "hzc-p2p-" + bootstrap::IdString(comm.id()) + "-" +
+  const bootstrap::LocalExchange x{.name = "hzc-p2p-" + bootstrap::SecretName(comm.id()) + "-" +
                                            std::to_string(lo) + "-" + std::to_string(hi),
                                    .rank = me == lo ? 0u : 1u,
                                    .nranks = 2,

@@ -14,6 +14,7 @@
 #include "base/config.h"
 #include "base/log.h"
 #include "base/rank_list.h"
+#include "bootstrap/auth.h"
 #include "transport/activation_cookie.h"
 
 namespace hzc {
@@ -45,7 +46,7 @@ Communicator::Communicator(bootstrap::UniqueId id, uint32_t rank,
       options_(std::move(options)) {}
 
 std::string Communicator::Name() const {
-  return options_.name.empty() ? "hzc-" + bootstrap::IdString(id_) : options_.name;
+  return options_.name.empty() ? "hzc-" + bootstrap::PublicId(id_) : options_.name;
 }
 
 size_t Communicator::StagingBytes() const {

@@ -16,6 +16,7 @@
 
 #include "base/config.h"
 #include "base/log.h"
+#include "bootstrap/auth.h"
 #include "bootstrap/group.h"
 #include "bootstrap/host_id.h"
 #include "bootstrap/rank_table.h"
@@ -107,24 +108,40 @@ Expected<std::string> TableRootAddress(const bootstrap::RankTable &table, const 
                path, s, server.server_id, server.host_ip);
 }
 
-// The ranks of @table as the rendezvous on @port (rank 0 serves it) found them.
+// The ranks of @table as the rendezvous on @port (rank 0 serves it) found them; *@session: the
+// communicator's id the root chose. The ranks prove the table's key (the job secret's, if any:
+// bootstrap::RankTableKey); the root takes each rank only from its server's address in the table
+// (a rank connects from it when it is an address of this host).
 Expected<std::vector<bootstrap::RankIdentity>> TableRendezvous(
     const bootstrap::RankTable &table, const char *path, uint32_t rank, uint16_t port,
-    const Expected<bootstrap::Listener> &listener) {
+    const Expected<bootstrap::Listener> &listener, bootstrap::UniqueId *session) {
   auto address = TableRootAddress(table, path);
-  if (!address.ok()) {
-    return address.status();
+  auto secret = bootstrap::JobSecret();
+  if (!address.ok() || !secret.ok()) {
+    return !address.ok() ? address.status() : secret.status();
   }
   const std::chrono::seconds timeout = GetConfig().connect_timeout;
-  const bootstrap::UniqueId id = bootstrap::RankTableId(table);
-  auto root = rank == 0 ? bootstrap::StartRootAt(*address, port, id, timeout)
-                        : bootstrap::RootAt(*address, port, id);
+  const bootstrap::UniqueId key = bootstrap::RankTableKey(table, *secret);
+  bootstrap::Admission admission;
+  admission.check = [table](uint32_t r, const std::string &ip) {
+    return bootstrap::WhyNotFrom(table, r, ip);
+  };
+  auto root = rank == 0 ? bootstrap::StartRootAt(*address, port, key, timeout, admission)
+                        : bootstrap::RootAt(*address, port, key);
   if (!root.ok()) {
     return Error(root.status().code(), "rank {} of {}: the rendezvous at {} port {}: {}", rank,
                  table.nranks, *address, port, root.status().message());
   }
+  for (const std::string &mine : bootstrap::ServerAddresses(table, rank)) {
+    auto source = bootstrap::RootAt(mine, 0, {});
+    if (source.ok() && source->addr.ss_family == root->addr.ss_family &&
+        bootstrap::IsLocalAddress(mine)) {
+      root->source = source->addr;
+      break;
+    }
+  }
   auto peers = bootstrap::Join(*root, table.nranks, rank, Self(listener), timeout,
-                               /*shared_port=*/true);
+                               /*shared_port=*/true, session);
   if (!peers.ok()) {
     return Error(peers.status().code(), "rank {} of {}: {}", rank, table.nranks,
                  peers.status().message());
@@ -170,7 +187,7 @@ Expected<HcclComm> FromRootInfo(const HcclRootInfo &root_info, uint32_t nranks, 
     return c.status();
   }
   LogInfo("HcclCommInitRootInfo: rank {} of {} in communicator {} ({} server(s))", rank, nranks,
-          bootstrap::IdString((*c)->id()), (*c)->ServerCount());
+          bootstrap::PublicId((*c)->id()), (*c)->ServerCount());
   return CommRegistry::Process().Add(std::move(*c));
 }
 
@@ -186,13 +203,13 @@ Expected<HcclComm> FromRankTable(const char *path, uint32_t rank, CommOptions op
   }
   SetLogRank(rank);
   auto listener = bootstrap::Listener::Open("");
-  auto peers =
-      TableRendezvous(*table, path, rank, port.value_or(GetConfig().if_base_port), listener);
+  bootstrap::UniqueId session{};
+  auto peers = TableRendezvous(*table, path, rank, port.value_or(GetConfig().if_base_port),
+                               listener, &session);
   if (!peers.ok()) {
     return peers.status();
   }
-  auto c = Connected(bootstrap::RankTableId(*table), rank, std::move(*peers), std::move(listener),
-                     std::move(options));
+  auto c = Connected(session, rank, std::move(*peers), std::move(listener), std::move(options));
   if (!c.ok()) {
     return c.status();
   }
@@ -214,7 +231,7 @@ Expected<std::vector<HcclComm>> AllInProcess(uint32_t n) {
     out.push_back(CommRegistry::Process().Add(std::make_shared<Communicator>(*id, r, ranks)));
   }
   LogInfo("HcclCommInitAll: {} ranks in this process, communicator {}", n,
-          bootstrap::IdString(*id));
+          bootstrap::PublicId(*id));
   return out;
 }
 
@@ -249,8 +266,8 @@ Expected<HcclComm> SubCommunicator(HcclComm parent, const std::vector<uint32_t> 
     c->set_group(std::move(*view));
   }
   LogInfo("HcclCreateSubCommConfig: rank {} of {} in communicator {} (sub-communicator {} of {})",
-          position, members.size(), bootstrap::IdString(c->id()), sub_id,
-          bootstrap::IdString(pc.id()));
+          position, members.size(), bootstrap::PublicId(c->id()), sub_id,
+          bootstrap::PublicId(pc.id()));
   return CommRegistry::Process().Add(std::move(c));
 }
 
