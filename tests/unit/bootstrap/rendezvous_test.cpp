@@ -77,9 +77,9 @@ std::string HelloHead(const UniqueId &key) {
 
 // How a raw rank proves itself.
 struct Raw {
-  std::optional<UniqueId> proof_key;  // nullopt: the key its hello names
-  std::string source;                 // the address it connects from; empty: the kernel's choice
-  bool reflect = false;               // it sends back the root's own proof as its proof
+  std::optional<UniqueId> proof_key{};  // nullopt: the key its hello names
+  std::string source{};                 // the address it connects from; empty: the kernel's choice
+  bool reflect = false;                 // it sends back the root's own proof as its proof
 };
 
 // A raw connection to @root that names communicator @key in its hello, says it is rank @rank of
@@ -522,11 +522,12 @@ TEST_F(RendezvousTest, AnswersOfTheRootAreCheckedAndRetryIsFollowed) {
       {R"(!{"code":99999})", R"(malformed answer: "code" is 99999, not in [0, 1041])"},
       {R"(!{"code":9,"error":5})", R"(malformed answer: "error" is a number, not a string)"},
       {R"(!{"code":9,"retry":"yes"})", R"(malformed answer: "retry" is a string, not a boolean)"},
-      {R"(!{"proof":7})", R"(malformed challenge: "proof" is a number, not a string)"},
+      {R"(!{"nonce":"00000000000000000000000000000000","proof":7})",
+       R"(malformed challenge: "proof" is a number, not a string)"},
       {R"({"code":0})", R"(malformed rank table: no "ranks")"},
       {R"({"code":0,"ranks":{"host":"h"}})", R"(malformed rank table: "ranks" is an object)"},
       {R"({"code":0,"ranks":[]})", "malformed rank table: 0 ranks"},
-      {R"({"code":0,"ranks":[7]})", "malformed rank table: a number for a rank"},
+      {R"({"code":0,"ranks":[7],)" + kSession + "}", "malformed rank table: a number for a rank"},
       {R"({"code":0,"ranks":[{"host":"h"}]})", R"(malformed rank table: no "session")"},
       {R"({"code":0,"ranks":[{"host":1}],)" + kSession + "}",
        R"(malformed rank table: rank 0: "host" is a number)"},
