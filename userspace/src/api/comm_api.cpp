@@ -201,11 +201,12 @@ namespace {
 // The exchange of the window calls: an AllGather of bytes on @c (coll/collectives.h).
 hzc::sym_window::AllGather GatherOn(hzc::Communicator &c) {
   return [&c](const void *mine, void *all, size_t bytes) {
-    const Call call{.kind = Kind::kAllGather,
-                    .send = mine,
-                    .recv = all,
-                    .count = bytes,
-                    .dtype = HCCL_DATA_TYPE_UINT8};
+    Call call;
+    call.kind = Kind::kAllGather;
+    call.send = mine;
+    call.recv = all;
+    call.count = bytes;
+    call.dtype = HCCL_DATA_TYPE_UINT8;
     return hzc::coll::Run(c, call);
   };
 }

@@ -185,7 +185,10 @@ Expected<void *> Register(const std::shared_ptr<Communicator> &comm, const Reque
                  "server (peers reach them by load and store)",
                  req.handle, comm->size(), servers);
   }
-  Word mine{.flag = req.flag, .size = req.size, .base = req.addr};
+  Word mine;
+  mine.flag = req.flag;
+  mine.size = req.size;
+  mine.base = req.addr;
   std::vector<runtime::MappedBlock> blocks;
   const Status own = refused.ok() ? Plan(*comm, req, &mine, &blocks) : refused;
   mine.code = own.code();
@@ -199,18 +202,20 @@ Expected<void *> Register(const std::shared_ptr<Communicator> &comm, const Reque
   HZC_RETURN_IF_ERROR(Agree(*all, &Word::window, "the bytes mapped from addr (the window)"));
   Rollback rollback;
   const Status set = Setup(comm, req, blocks, mine.window, rollback);
-  auto done = Exchange(*comm, Word{.code = static_cast<uint32_t>(set.code())}, all_gather);
+  Word setup;
+  setup.code = set.code();
+  auto done = Exchange(*comm, setup, all_gather);
   if (!done.ok()) {
     return done.status();
   }
   HZC_RETURN_IF_ERROR(Verdict(*done, set, "the registration's activation"));
   rollback.Commit();
-  Window w{.comm_handle = req.handle,
-           .comm_serial = comm->serial(),
-           .addr = req.addr,
-           .size = mine.window,
-           .blocks = std::move(blocks),
-           .peers = {}};
+  Window w;
+  w.comm_handle = req.handle;
+  w.comm_serial = comm->serial();
+  w.addr = req.addr;
+  w.size = mine.window;
+  w.blocks = std::move(blocks);
   for (const Word &word : *all) {
     w.bases.push_back(word.base);
   }

@@ -388,7 +388,7 @@ AclStatus Map(void *va, size_t size, aclrtDrvMemHandle handle) {
   if (!phys->hugetlb && phys->granularity > PageSize()) {
     madvise(va, size, MADV_HUGEPAGE);  // best effort: THP for shmem may be disabled
   }
-  maps[Addr(va)] = Mapping{.size = size, .physical = phys};
+  maps[Addr(va)] = Mapping{.size = size, .physical = phys, .held = {}};
   return AclStatus::Ok();
 }
 
