@@ -4,6 +4,7 @@
 // errors and symmetric windows, with their argument checks.
 #include <acl/acl.h>
 #include <hccl/hccl.h>
+#include <hccl/hccl_sym_win.h>
 
 #include <cstring>
 #include <string>
@@ -192,24 +193,67 @@ TEST_F(CommApiTest, SubCommunicatorArgumentChecks) {
   EXPECT_EQ(HcclCreateSubCommConfig(nullptr, 1, ids, 0, 0, nullptr, &sub), HCCL_E_PTR);
 }
 
-TEST_F(CommApiTest, SymmetricWindowNeedsActivatedMemory) {
+// One rank: a window on reserved and mapped memory (as large as its mapping), its peer pointer
+// (its own memory), and the checks of every argument.
+TEST_F(CommApiTest, SymmetricWindowOnMappedMemory) {
   HcclComm comm = nullptr;
   ASSERT_EQ(InitOne(nullptr, &comm), HCCL_SUCCESS);
+  aclrtPhysicalMemProp prop{};
+  prop.memAttr = ACL_HBM_MEM_NORMAL;
+  prop.location.type = ACL_MEM_LOCATION_TYPE_DEVICE;
+  const size_t len = 64 << 10;
+  void *va = nullptr;
+  aclrtDrvMemHandle h = nullptr;
+  ASSERT_EQ(aclrtReserveMemAddress(&va, len, 0, nullptr, 0), ACL_SUCCESS);
+  ASSERT_EQ(aclrtMallocPhysical(&h, len, &prop, 0), ACL_SUCCESS);
   std::vector<char> plain(4096);
   HcclCommSymWindow win = nullptr;
   ExpectErrorLog("HcclCommSymWinRegister: addr=");
-  EXPECT_EQ(HcclCommSymWinRegister(comm, plain.data(), plain.size(), &win, 0), HCCL_E_PARA);
+  EXPECT_EQ(HcclCommSymWinRegister(comm, va, 4096, &win, 1), HCCL_E_PARA);  // not mapped yet
+  EXPECT_EQ(HcclCommSymWinRegister(comm, plain.data(), plain.size(), &win, 1), HCCL_E_PARA);
+  ExpectErrorLog("HcclCommSymWinRegister: flag=0 (HCCL_WIN_DEFAULT)");
+  EXPECT_EQ(HcclCommSymWinRegister(comm, va, 4096, &win, HCCL_WIN_DEFAULT), HCCL_E_NOT_SUPPORT);
   ExpectErrorLog("HcclCommSymWinRegister: flag=2");
-  EXPECT_EQ(HcclCommSymWinRegister(comm, plain.data(), plain.size(), &win, 2), HCCL_E_PARA);
-  ExpectErrorLog("HcclCommSymWinRegister: size");
-  EXPECT_EQ(HcclCommSymWinRegister(comm, plain.data(), 0, &win, 0), HCCL_E_PARA);
+  EXPECT_EQ(HcclCommSymWinRegister(comm, va, 4096, &win, 2), HCCL_E_PARA);
+  ExpectErrorLog("HcclCommSymWinRegister: size=0");
+  EXPECT_EQ(HcclCommSymWinRegister(comm, va, 0, &win, 1), HCCL_E_PARA);
+  ExpectErrorLog("HcclCommSymWinRegister: size=0x440000000: above hcclSymWinMaxMemSizePerRank");
+  EXPECT_EQ(HcclCommSymWinRegister(comm, va, uint64_t{17} << 30, &win, 1), HCCL_E_PARA);
+  ExpectErrorLog("HcclCommSymWinRegister: winHandle is null");
+  EXPECT_EQ(HcclCommSymWinRegister(comm, va, 4096, nullptr, 1), HCCL_E_PTR);
+  ExpectErrorLog("HcclCommSymWinRegister: comm is null");
+  EXPECT_EQ(HcclCommSymWinRegister(nullptr, va, 4096, &win, 1), HCCL_E_PTR);
   EXPECT_EQ(win, nullptr);
+  ASSERT_EQ(aclrtMapMem(va, len, 0, h, 0), ACL_SUCCESS);
+  ASSERT_EQ(HcclCommSymWinRegister(comm, va, 4096, &win, HCCL_WIN_COLL_SYMMETRIC), HCCL_SUCCESS);
+  HcclCommSymWindow found = nullptr;
+  size_t offset = 0;
+  char *p = static_cast<char *>(va);
+  ASSERT_EQ(HcclCommSymWinGet(comm, p + len - 16, 16, &found, &offset), HCCL_SUCCESS);
+  EXPECT_EQ(found, win);
+  EXPECT_EQ(offset, len - 16);
+  ExpectErrorLog("HcclCommSymWinGet: ptr=");
+  EXPECT_EQ(HcclCommSymWinGet(comm, p + len - 16, 17, &found, &offset), HCCL_E_NOT_FOUND);
+  EXPECT_EQ(HcclCommSymWinGet(comm, plain.data(), 16, &found, &offset), HCCL_E_NOT_FOUND);
+  void *at = nullptr;
+  ASSERT_EQ(HcclSymWinGetPeerPointer(win, 100, 0, &at), HCCL_SUCCESS);
+  EXPECT_EQ(at, p + 100);
+  ExpectErrorLog("HcclSymWinGetPeerPointer: peerRank=1");
+  EXPECT_EQ(HcclSymWinGetPeerPointer(win, 0, 1, &at), HCCL_E_PARA);
+  ExpectErrorLog("HcclSymWinGetPeerPointer: offset=0x10000");
+  EXPECT_EQ(HcclSymWinGetPeerPointer(win, len, 0, &at), HCCL_E_PARA);
+  ExpectErrorLog("aclrtUnmapMem: ");
+  EXPECT_EQ(aclrtUnmapMem(va), ACL_ERROR_RT_PARAM_INVALID);
+  ExpectErrorLog("HcclCommDeactivateCommMemory: virPtr=");
+  EXPECT_EQ(HcclCommDeactivateCommMemory(comm, va), HCCL_E_PARA);
+  EXPECT_EQ(HcclCommSymWinDeregister(win), HCCL_SUCCESS);
   ExpectErrorLog("HcclCommSymWinDeregister: winHandle=");
+  EXPECT_EQ(HcclCommSymWinDeregister(win), HCCL_E_PARA);
   int not_a_window = 0;
   EXPECT_EQ(HcclCommSymWinDeregister(&not_a_window), HCCL_E_PARA);
-  size_t offset = 0;
-  ExpectErrorLog("HcclCommSymWinGet: ptr=");
-  EXPECT_EQ(HcclCommSymWinGet(comm, plain.data(), 16, &win, &offset), HCCL_E_NOT_FOUND);
+  EXPECT_EQ(aclrtUnmapMem(va), ACL_SUCCESS);
+  EXPECT_EQ(aclrtFreePhysical(h), ACL_SUCCESS);
+  EXPECT_EQ(aclrtReleaseMemAddress(va), ACL_SUCCESS);
 }
 
 TEST_F(CommApiTest, CallsOnStreamsAreQueuedAndTheirErrorsAreAsync) {

@@ -113,6 +113,9 @@ TEST(CommOptionsTest, EveryRangeIsChecked) {
       {"service level 8", [](HcclCommConfig *c) { c->hcclRdmaServiceLevel = 8; }},
       {"qos 8", [](HcclCommConfig *c) { c->hcclQos = 8; }},
       {"zero copy 2", [](HcclCommConfig *c) { c->aclGraphZeroCopyEnable = 2; }},
+      {"window GB 0", [](HcclCommConfig *c) { c->hcclSymWinMaxMemSizePerRank = 0; }},
+      {"window GB 2^20 + 1",
+       [](HcclCommConfig *c) { c->hcclSymWinMaxMemSizePerRank = (uint64_t{1} << 20) + 1; }},
       {"name without NUL",
        [](HcclCommConfig *c) { std::memset(c->hcclCommName, 'a', COMM_NAME_MAX_LENGTH); }},
       {"udi without NUL", [](HcclCommConfig *c) { std::memset(c->hcclUdi, 'u', UDI_MAX_LENGTH); }},
@@ -127,6 +130,16 @@ TEST(CommOptionsTest, EveryRangeIsChecked) {
   c.hcclRdmaServiceLevel = 4;
   c.hcclQos = 7;
   EXPECT_EQ(Code(c), HCCL_SUCCESS);
+}
+
+TEST(CommOptionsTest, SymmetricWindowLimitInGigabytes) {
+  EXPECT_EQ(CommOptions{}.sym_win_bytes, uint64_t{16} << 30);  // HCCL's default
+  HcclCommConfig c = Initialised();
+  EXPECT_EQ(c.hcclSymWinMaxMemSizePerRank, 16U);
+  c.hcclSymWinMaxMemSizePerRank = 3;
+  auto o = CommOptions::FromConfig(&c);
+  ASSERT_TRUE(o.ok()) << o.status().message();
+  EXPECT_EQ(o->sym_win_bytes, uint64_t{3} << 30);
 }
 
 }  // namespace

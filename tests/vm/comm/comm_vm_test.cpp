@@ -226,39 +226,6 @@ struct Block {
   }
 };
 
-// Symmetric windows name ranges of activated memory: registered, found again with their
-// offset, refused outside activated memory, deregistered once.
-TEST_F(HcclApiTest, SymmetricWindowsOnActivatedMemory) {
-  Block b;
-  ASSERT_EQ(b.Set(comm_, 16 * kPage), HCCL_SUCCESS);
-  HcclCommSymWindow win = nullptr, found = nullptr, other = nullptr;
-  ExpectErrorLog("HcclCommSymWinRegister: addr=");
-  EXPECT_EQ(HcclCommSymWinRegister(comm_, b.va, b.size, &win, 0), HCCL_E_PARA);  // not active
-  ASSERT_EQ(b.Activate(comm_), HCCL_SUCCESS);
-  ASSERT_EQ(HcclCommSymWinRegister(comm_, b.va + kPage, 8 * kPage, &win, HCCL_WIN_COLL_SYMMETRIC),
-            HCCL_SUCCESS);
-  ASSERT_NE(win, nullptr);
-  size_t offset = 0;
-  ASSERT_EQ(HcclCommSymWinGet(comm_, b.va + 3 * kPage + 16, 64, &found, &offset), HCCL_SUCCESS);
-  EXPECT_EQ(found, win);
-  EXPECT_EQ(offset, 2 * kPage + 16);
-  ExpectErrorLog("HcclCommSymWinGet: ptr=");
-  EXPECT_EQ(HcclCommSymWinGet(comm_, b.va + 9 * kPage, 16, &found, &offset), HCCL_E_NOT_FOUND);
-  EXPECT_EQ(HcclCommSymWinRegister(comm_, b.va + 15 * kPage, 2 * kPage, &other, 0), HCCL_E_PARA);
-  EXPECT_EQ(other, nullptr);
-  // A collective on buffers in the window (zero-copy: the memory is activated).
-  auto *in = reinterpret_cast<int32_t *>(b.va + kPage);
-  auto *out = reinterpret_cast<int32_t *>(b.va + 2 * kPage);
-  in[0] = 42;
-  ASSERT_EQ(HcclAllReduce(in, out, 1, HCCL_DATA_TYPE_INT32, HCCL_REDUCE_SUM, comm_, nullptr),
-            HCCL_SUCCESS);
-  EXPECT_EQ(out[0], 42);
-  EXPECT_EQ(HcclCommSymWinDeregister(win), HCCL_SUCCESS);
-  ExpectErrorLog("HcclCommSymWinDeregister: winHandle=");
-  EXPECT_EQ(HcclCommSymWinDeregister(win), HCCL_E_PARA);
-  b.Release(comm_, comm_);
-}
-
 // Two ranks of one communicator in this process, each with a range set (the first set of
 // both ranks must run concurrently: a thread per rank).
 struct Pair {

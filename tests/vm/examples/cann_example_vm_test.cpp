@@ -2,7 +2,8 @@
 // examples/cann/hccl_collectives, a program written against the CANN API and built by a plain
 // Makefile with -lhccl -lascendcl -lmsprofiler -Wl,-z,now, run under mpirun with 2 and 4
 // ranks against the real module: every collective and point-to-point call with its data
-// check, on staging buffers and on activated memory.
+// check, on staging buffers and on activated memory; and examples/cann/hccl_symmetric, the
+// symmetric-memory flow.
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -21,11 +22,11 @@ struct Outcome {
   std::string output;
 };
 
-Outcome RunExample(int ranks) {
+Outcome RunExample(int ranks, const char *program = HZC_CANN_EXAMPLE) {
   // HZC_LOG=DEBUG: the library logs the path each collective takes.
   const std::string cmd = "HZC_LOG=DEBUG " + std::string(HZC_MPIRUN) +
                           " --allow-run-as-root --oversubscribe --mca btl self,vader -np " +
-                          std::to_string(ranks) + " " + HZC_CANN_EXAMPLE + " 4099 2>&1";
+                          std::to_string(ranks) + " " + program + " 4099 2>&1";
   Outcome o;
   FILE *p = popen(cmd.c_str(), "r");
   if (p == nullptr) {
@@ -63,6 +64,21 @@ TEST_P(CannExampleTest, EveryCheckPassesOnEveryRank) {
   }
   // The "(zc)" calls, and only they, take the zero-copy path: two collectives on every rank.
   EXPECT_EQ(Count(o.output, "takes the zero-copy path"), 2U * static_cast<size_t>(GetParam()))
+      << o.output;
+  std::printf("%s", o.output.c_str());
+}
+
+// examples/cann/hccl_symmetric: HCCL's symmetric-memory flow (windows on reserved and mapped
+// memory, collectives on them, stores through peer pointers).
+TEST_P(CannExampleTest, SymmetricMemoryProgramPasses) {
+  if (access(hzc_device_path(), F_OK) != 0) {
+    GTEST_SKIP() << "no " << hzc_device_path() << " (hzc.ko not loaded)";
+  }
+  const Outcome o = RunExample(GetParam(), HZC_CANN_SYMMETRIC);
+  EXPECT_EQ(o.status, 0) << o.output;
+  EXPECT_NE(o.output.find("PASS: 0 failed check(s)"), std::string::npos) << o.output;
+  // The four collectives on the window take the zero-copy path on every rank.
+  EXPECT_EQ(Count(o.output, "takes the zero-copy path"), 4U * static_cast<size_t>(GetParam()))
       << o.output;
   std::printf("%s", o.output.c_str());
 }

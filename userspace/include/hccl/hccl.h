@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include <acl/acl.h>
+#include <hccl/hccl_sym_win.h>
 #include <hccl/hccl_types.h>
 
 #ifdef __cplusplus
@@ -131,18 +132,31 @@ HcclResult HcclGetCommName(HcclComm comm, char *commName);
 HcclResult HcclGetCommAsyncError(HcclComm comm, HcclResult *asyncError);
 
 /*
- * Symmetric memory windows.  hzc's peers already reach every rank's activated memory, so a
- * window is a name for [addr, addr + size) inside memory activated through
- * HcclCommActivateCommMemory (any communicator of the process): registering checks that and
- * returns a handle, and collectives on buffers in it run zero-copy as for any activated
- * memory.  Memory that is not activated is HCCL_E_PARA (its peers could not map it).  @flag:
- * 0 or HCCL_WIN_COLL_SYMMETRIC.  Local calls: nothing is exchanged with the peers.
+ * Symmetric memory windows, on a communicator whose ranks share one server.  Every rank
+ * registers a window together, on memory it reserved and mapped (aclrtReserveMemAddress,
+ * aclrtMallocPhysical, aclrtMapMem) outside memory ranges: the window is the aclrtMapMem
+ * mappings from @addr that cover [addr, addr + size) (all of them, as in HCCL), which the call
+ * sets as a memory range and activates, so collectives on buffers in windows run zero-copy and
+ * every rank reaches every peer's window (HcclSymWinGetPeerPointer, hccl/hccl_sym_win.h).
+ * @flag must be HCCL_WIN_COLL_SYMMETRIC (HCCL_WIN_DEFAULT is HCCL_E_NOT_SUPPORT, as in HCCL).
+ * Every rank passes the same size and flag and maps as many bytes from addr, or the call fails
+ * on every rank with HCCL_E_PARA; a rank whose own arguments are bad returns its code and the
+ * others fail with HCCL_E_PARA.  A rank's windows on a communicator hold at most
+ * hcclSymWinMaxMemSizePerRank GB (HCCL_E_PARA).  A communicator that spans servers is
+ * HCCL_E_NOT_SUPPORT.  aclrtUnmapMem of a window's mapping fails until the window is
+ * deregistered, and the memory calls refuse its memory (HCCL_E_PARA).
  */
 HcclResult HcclCommSymWinRegister(HcclComm comm, void *addr, uint64_t size,
                                   HcclCommSymWindow *winHandle, uint32_t flag);
-/** Drop a window; the memory stays activated. */
+/**
+ * Deregister a window (every rank together, each with its handle): its memory is deactivated
+ * and its range unset.  HCCL_E_AGAIN while calls of its communicator queued on streams have not
+ * run (they may use the window; the others fail with HCCL_E_PARA and nothing is released: call
+ * again once the streams are synchronized); ranks that name different windows all fail with
+ * HCCL_E_PARA.  HcclCommDestroy releases the windows still registered on the communicator.
+ */
 HcclResult HcclCommSymWinDeregister(HcclCommSymWindow winHandle);
-/** The window of @comm holding [ptr, ptr + size), and ptr's offset in it. */
+/** The window of @comm holding [ptr, ptr + size) (size > 0), and ptr's offset in it. */
 HcclResult HcclCommSymWinGet(HcclComm comm, void *ptr, size_t size, HcclCommSymWindow *winHandle,
                              size_t *offset);
 

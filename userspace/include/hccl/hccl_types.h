@@ -130,7 +130,7 @@ typedef struct HcclCommConfigDef {
   char hcclRetryParams[HCCL_COMM_RETRY_PARAMS_MAX_LENGTH];
   char hcclBufferName[BUFFER_NAME_MAX_LENGTH];
   uint32_t hcclQos;                     /**< [0, 7] */
-  uint64_t hcclSymWinMaxMemSizePerRank; /**< GB, no effect */
+  uint64_t hcclSymWinMaxMemSizePerRank; /**< GB of symmetric windows per rank, [1, 1048576] */
   uint32_t hcclChannelSqDepth;          /**< no effect */
 } HcclCommConfig;
 
@@ -164,7 +164,12 @@ union HcclConfigValue {
 /** A registered symmetric memory window (HcclCommSymWinRegister). */
 typedef void *HcclCommSymWindow;
 typedef HcclCommSymWindow CommSymWindow;
-#define HCCL_WIN_COLL_SYMMETRIC 1u
+
+/** HcclCommSymWinRegister's flag. */
+typedef enum {
+  HCCL_WIN_DEFAULT = 0,       /**< reserved: HCCL_E_NOT_SUPPORT, as in HCCL */
+  HCCL_WIN_COLL_SYMMETRIC = 1 /**< a symmetric window for collectives */
+} symmetricMemoryFlag;
 
 /** The direction of one item of HcclBatchSendRecv. */
 typedef enum { HCCL_SEND = 0, HCCL_RECV = 1, HCCL_SEND_RECV_RESERVED } HcclSendRecvType;

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // HCCL communicator calls beyond making one from root info or a rank table: communicators of
 // one process (HcclCommInitAll) and sub-communicators, names, asynchronous errors, the
-// configuration capability, and symmetric memory windows. Argument checks, then core/.
+// configuration capability, and symmetric memory windows. Argument checks, then core/ (the
+// window calls exchange through an AllGather of coll/).
 #pragma GCC visibility push(default)
 #include <hccl/hccl.h>
 #pragma GCC visibility pop
@@ -15,6 +16,8 @@
 
 #include "api/boundary.h"
 #include "api/checks.h"
+#include "coll/call.h"
+#include "coll/collectives.h"
 #include "core/comm.h"
 #include "core/comm_init.h"
 #include "core/sym_window.h"
@@ -23,6 +26,8 @@
 namespace api = hzc::api;
 using hzc::Error;
 using hzc::Status;
+using hzc::coll::Call;
+using hzc::coll::Kind;
 
 namespace {
 
@@ -191,19 +196,50 @@ HcclResult HcclGetCommAsyncError(HcclComm comm, HcclResult *asyncError) {
   });
 }
 
+namespace {
+
+// The exchange of the window calls: an AllGather of bytes on @c (coll/collectives.h).
+hzc::sym_window::AllGather GatherOn(hzc::Communicator &c) {
+  return [&c](const void *mine, void *all, size_t bytes) {
+    Call call;
+    call.kind = Kind::kAllGather;
+    call.send = mine;
+    call.recv = all;
+    call.count = bytes;
+    call.dtype = HCCL_DATA_TYPE_UINT8;
+    return hzc::coll::Run(c, call);
+  };
+}
+
+// HcclCommSymWinRegister's own checks of its arguments (the others but @comm).
+Status CheckRegister(const void *addr, uint64_t size, const HcclCommSymWindow *winHandle,
+                     uint32_t flag) {
+  HZC_RETURN_IF_ERROR(api::NotNull(addr, "addr"));
+  HZC_RETURN_IF_ERROR(api::NotNull(winHandle, "winHandle"));
+  HZC_RETURN_IF_ERROR(api::NonZero(size, "size"));
+  HZC_RETURN_IF_ERROR(api::NoWrap(addr, size, "addr", "window wraps around"));
+  if (flag == HCCL_WIN_DEFAULT) {
+    return Error(HCCL_E_NOT_SUPPORT,
+                 "flag=0 (HCCL_WIN_DEFAULT): not supported, pass HCCL_WIN_COLL_SYMMETRIC (1)");
+  }
+  if (flag != HCCL_WIN_COLL_SYMMETRIC) {
+    return Error(HCCL_E_PARA, "flag={}: not HCCL_WIN_COLL_SYMMETRIC (1)", flag);
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
 HcclResult HcclCommSymWinRegister(HcclComm comm, void *addr, uint64_t size,
                                   HcclCommSymWindow *winHandle, uint32_t flag) {
   return api::HcclGuard("HcclCommSymWinRegister", [&]() -> Status {
     HZC_RETURN_IF_ERROR(api::NotNull(comm, "comm"));
-    HZC_RETURN_IF_ERROR(api::NotNull(addr, "addr"));
-    HZC_RETURN_IF_ERROR(api::NotNull(winHandle, "winHandle"));
-    HZC_RETURN_IF_ERROR(api::NonZero(size, "size"));
-    HZC_RETURN_IF_ERROR(api::NoWrap(addr, size, "addr", "window wraps around"));
-    if (flag != 0 && flag != HCCL_WIN_COLL_SYMMETRIC) {
-      return Error(HCCL_E_PARA, "flag={}: not 0 or HCCL_WIN_COLL_SYMMETRIC", flag);
-    }
     return api::WithComm(comm, [&](const auto &c) -> Status {
-      auto h = hzc::sym_window::Register(*c, Addr(addr), size);
+      // A rank whose arguments are bad still joins the exchange, so the others fail at once.
+      const Status own = CheckRegister(addr, size, winHandle, flag);
+      const hzc::sym_window::Request req{
+          .handle = comm, .addr = Addr(addr), .size = size, .flag = flag};
+      auto h = hzc::sym_window::Register(c, req, own, GatherOn(*c));
       if (!h.ok()) {
         return h.status();
       }
@@ -216,7 +252,13 @@ HcclResult HcclCommSymWinRegister(HcclComm comm, void *addr, uint64_t size,
 HcclResult HcclCommSymWinDeregister(HcclCommSymWindow winHandle) {
   return api::HcclGuard("HcclCommSymWinDeregister", [&]() -> Status {
     HZC_RETURN_IF_ERROR(api::NotNull(winHandle, "winHandle"));
-    return hzc::sym_window::Deregister(winHandle);
+    auto comm = hzc::sym_window::CommOf(winHandle);
+    if (!comm.ok()) {
+      return comm.status();
+    }
+    return api::WithComm(*comm, [&](const auto &c) {
+      return hzc::sym_window::Deregister(*c, winHandle, GatherOn(*c));
+    });
   });
 }
 
@@ -227,6 +269,7 @@ HcclResult HcclCommSymWinGet(HcclComm comm, void *ptr, size_t size, HcclCommSymW
     HZC_RETURN_IF_ERROR(api::NotNull(ptr, "ptr"));
     HZC_RETURN_IF_ERROR(api::NotNull(winHandle, "winHandle"));
     HZC_RETURN_IF_ERROR(api::NotNull(offset, "offset"));
+    HZC_RETURN_IF_ERROR(api::NonZero(size, "size"));
     HZC_RETURN_IF_ERROR(api::NoWrap(ptr, size, "ptr", "range wraps around"));
     return api::WithComm(comm, [&](const auto &c) -> Status {
       auto h = hzc::sym_window::Find(*c, Addr(ptr), size, offset);
@@ -234,6 +277,26 @@ HcclResult HcclCommSymWinGet(HcclComm comm, void *ptr, size_t size, HcclCommSymW
         return h.status();
       }
       *winHandle = *h;
+      return Status::Ok();
+    });
+  });
+}
+
+HcclResult HcclSymWinGetPeerPointer(HcclCommSymWindow winHandle, size_t offset, uint32_t peerRank,
+                                    void **ptr) {
+  return api::HcclGuard("HcclSymWinGetPeerPointer", [&]() -> Status {
+    HZC_RETURN_IF_ERROR(api::NotNull(winHandle, "winHandle"));
+    HZC_RETURN_IF_ERROR(api::NotNull(ptr, "ptr"));
+    auto comm = hzc::sym_window::CommOf(winHandle);
+    if (!comm.ok()) {
+      return comm.status();
+    }
+    return api::WithComm(*comm, [&](const auto &c) -> Status {
+      auto p = hzc::sym_window::PeerPointer(*c, winHandle, offset, peerRank);
+      if (!p.ok()) {
+        return p.status();
+      }
+      *ptr = *p;
       return Status::Ok();
     });
   });

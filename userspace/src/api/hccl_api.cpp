@@ -138,7 +138,7 @@ HcclResult HcclCommDestroy(HcclComm comm) {
     // on streams (core/comm.h, CommRegistry::Remove).
     uint64_t serial = 0;
     HZC_RETURN_IF_ERROR(hzc::CommRegistry::Process().Remove(comm, &serial));
-    hzc::sym_window::Forget(serial);  // its windows go with it
+    hzc::sym_window::Forget(serial);  // its windows go with it: deactivated, ranges unset
     return Status::Ok();
   });
 }
@@ -169,6 +169,7 @@ HcclResult HcclCommUnsetMemoryRange(HcclComm comm, void *baseVirPtr) {
   return api::HcclGuard("HcclCommUnsetMemoryRange", [&]() -> Status {
     HZC_RETURN_IF_ERROR(api::NotNull(comm, "comm"));
     HZC_RETURN_IF_ERROR(api::NotNull(baseVirPtr, "baseVirPtr"));
+    HZC_RETURN_IF_ERROR(hzc::sym_window::NotInWindow(Addr(baseVirPtr), "baseVirPtr"));
     return api::WithComm(comm,
                          [&](const auto &) { return hzc::memory::UnsetRange(Addr(baseVirPtr)); });
   });
@@ -193,6 +194,7 @@ HcclResult HcclCommDeactivateCommMemory(HcclComm comm, void *virPtr) {
   return api::HcclGuard("HcclCommDeactivateCommMemory", [&]() -> Status {
     HZC_RETURN_IF_ERROR(api::NotNull(comm, "comm"));
     HZC_RETURN_IF_ERROR(api::NotNull(virPtr, "virPtr"));
+    HZC_RETURN_IF_ERROR(hzc::sym_window::NotInWindow(Addr(virPtr), "virPtr"));
     return api::WithComm(comm, [&](const auto &) { return hzc::memory::Deactivate(Addr(virPtr)); });
   });
 }

@@ -11,6 +11,7 @@
 
 #include <hccl/hccl_types.h>
 
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <utility>
@@ -22,21 +23,45 @@
 
 namespace hzc::api {
 
+// A call counted among its communicator's queued calls (Communicator::QueuedCalls) until it has
+// run or the stream discarded it.
+class QueuedCount {
+ public:
+  explicit QueuedCount(std::shared_ptr<Communicator> comm) : comm_(std::move(comm)) {
+    comm_->CountQueued(1);
+  }
+  ~QueuedCount() { Drop(); }
+  QueuedCount(const QueuedCount &) = delete;
+  QueuedCount &operator=(const QueuedCount &) = delete;
+  void Drop() {
+    if (counted_.exchange(false)) {
+      comm_->CountQueued(-1);
+    }
+  }
+
+ private:
+  std::shared_ptr<Communicator> comm_;
+  std::atomic<bool> counted_{true};
+};
+
 // Run @work (the C function @name's work on @comm) now, or queue it on @stream.
 inline Status OnStream(const char *name, const std::shared_ptr<Communicator> &comm,
                        aclrtStream stream, std::function<Status()> work) {
   if (stream == nullptr) {
     return work();
   }
-  Status queued = runtime::Submit(stream, name, [name, comm, work = std::move(work)]() -> Status {
-    Status st = work();
-    if (!st.ok()) {
-      comm->RecordAsyncError(static_cast<HcclResult>(st.code()));
-      const LogRankScope rank_scope;
-      LogError("{} (queued on a stream): {}", name, st.message());
-    }
-    return st;
-  });
+  auto count = std::make_shared<QueuedCount>(comm);
+  Status queued =
+      runtime::Submit(stream, name, [name, comm, count, work = std::move(work)]() -> Status {
+        Status st = work();
+        count->Drop();
+        if (!st.ok()) {
+          comm->RecordAsyncError(static_cast<HcclResult>(st.code()));
+          const LogRankScope rank_scope;
+          LogError("{} (queued on a stream): {}", name, st.message());
+        }
+        return st;
+      });
   if (!queued.ok()) {
     return Error(HCCL_E_PARA, "stream={}: cannot queue the call: {}", stream, queued.message());
   }

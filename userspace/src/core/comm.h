@@ -59,6 +59,11 @@ class Communicator {
   void RecordAsyncError(HcclResult code);
   HcclResult AsyncError() const { return async_error_.load(); }
 
+  // Calls of the communicator queued on streams that have not finished running (api/queued.h
+  // counts them; a symmetric window is in use while there are any).
+  void CountQueued(int delta) { queued_calls_ += delta; }
+  int QueuedCalls() const { return queued_calls_.load(); }
+
   // Link establishment, done by the first HcclCommSetMemoryRange of the communicator (every
   // rank calls it together): connect the ranks over @transport (transport/transport.h; the
   // kernel transport joins the kernel domain and waits up to @timeout until every rank has
@@ -107,6 +112,7 @@ class Communicator {
   const uint32_t servers_;  // distinct hosts among ranks_ (every call asks)
   const CommOptions options_;
   std::atomic<HcclResult> async_error_{HCCL_SUCCESS};
+  std::atomic<int> queued_calls_{0};
   std::unique_ptr<bootstrap::Group> group_;
   // The communicator's 128-bit id as the transport's (the kernel domain's) id.
   std::array<uint64_t, 2> DomainId() const;

@@ -85,6 +85,20 @@ Status CheckRdma(const Fields &f, const HcclCommConfig &c) {
   return Status::Ok();
 }
 
+// hcclSymWinMaxMemSizePerRank, in GB.
+Status ReadSymWin(const Fields &f, const HcclCommConfig &c, CommOptions *o) {
+  constexpr uint64_t kMaxGb = uint64_t{1} << 20;
+  if (!HZC_HAS(f, hcclSymWinMaxMemSizePerRank)) {
+    return Status::Ok();
+  }
+  if (c.hcclSymWinMaxMemSizePerRank == 0 || c.hcclSymWinMaxMemSizePerRank > kMaxGb) {
+    return Error(HCCL_E_PARA, "config->hcclSymWinMaxMemSizePerRank={}: not in [1, {}] (GB)",
+                 c.hcclSymWinMaxMemSizePerRank, kMaxGb);
+  }
+  o->sym_win_bytes = c.hcclSymWinMaxMemSizePerRank << 30;
+  return Status::Ok();
+}
+
 Status ReadNumbers(const Fields &f, const HcclCommConfig &c, CommOptions *o) {
   if (c.hcclBufferSize != HCCL_COMM_BUFFSIZE_CONFIG_NOT_SET) {
     if (c.hcclBufferSize == 0) {
@@ -110,6 +124,7 @@ Status ReadNumbers(const Fields &f, const HcclCommConfig &c, CommOptions *o) {
     }
     o->exec_timeout = std::chrono::seconds(c.hcclExecTimeOut);
   }
+  HZC_RETURN_IF_ERROR(ReadSymWin(f, c, o));
   return CheckRdma(f, c);
 }
 

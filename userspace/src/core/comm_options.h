@@ -19,6 +19,9 @@ struct CommOptions {
   std::optional<std::chrono::seconds> exec_timeout;  // nullopt: HCCL_EXEC_TIMEOUT
   std::string udi;
   uint32_t deterministic = 0;  // kept for the log; reductions are always in rank order
+  // hcclSymWinMaxMemSizePerRank: the bytes of symmetric windows each rank may register on the
+  // communicator (the stride of HCCL's window address space).
+  uint64_t sym_win_bytes = uint64_t{HCCL_DEFAULT_SYMMETRIC_MEMORY_STRIDE} << 30;
 
   // The options of @config (nullptr: none). HCCL_E_PARA naming the field for a header that
   // HcclCommConfigInit did not fill, a name without its NUL, or a value out of its range.

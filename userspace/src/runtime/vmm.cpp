@@ -11,6 +11,9 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "base/errno_string.h"
 #include "base/log.h"
@@ -31,6 +34,7 @@ struct Physical {
 struct Mapping {
   size_t size = 0;
   std::shared_ptr<Physical> physical;
+  std::string held;  // why aclrtUnmapMem may not take it now (HoldMapping); empty: it may
 };
 
 struct Reservation {
@@ -384,7 +388,7 @@ AclStatus Map(void *va, size_t size, aclrtDrvMemHandle handle) {
   if (!phys->hugetlb && phys->granularity > PageSize()) {
     madvise(va, size, MADV_HUGEPAGE);  // best effort: THP for shmem may be disabled
   }
-  maps[Addr(va)] = Mapping{.size = size, .physical = phys};
+  maps[Addr(va)] = Mapping{.size = size, .physical = phys, .held = {}};
   return AclStatus::Ok();
 }
 
@@ -399,6 +403,9 @@ AclStatus Unmap(void *va) {
   }
   auto *maps = &rit->second.mappings;
   auto mit = maps->find(Addr(va));
+  if (!mit->second.held.empty()) {
+    return Error(ACL_ERROR_RT_PARAM_INVALID, "virPtr={}: {}", va, mit->second.held);
+  }
   void *p = mmap(va, mit->second.size, PROT_NONE,
                  MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
   if (p == MAP_FAILED) {
@@ -428,6 +435,56 @@ std::string CheckMapped(void *va, size_t size, aclrtDrvMemHandle handle) {
     }
   }
   return fmt::format("virPtr={}: handle {} is not mapped there (aclrtMapMem)", va, handle);
+}
+
+std::vector<MappedBlock> MappingsFrom(const void *p, size_t size) {
+  State &s = GetState();
+  std::lock_guard lock(s.mutex);
+  std::vector<MappedBlock> out;
+  uintptr_t va = Addr(p);
+  if (size == 0 || va > UINTPTR_MAX - size) {
+    return out;
+  }
+  const uintptr_t end = va + size;
+  auto rit = FindReservation(s, va, 1);
+  if (rit == s.reservations.end()) {
+    return out;
+  }
+  const auto &maps = rit->second.mappings;
+  for (auto mit = maps.find(va); mit != maps.end() && mit->first == va && va < end; ++mit) {
+    MappedBlock b{.va = va, .size = mit->second.size, .handle = nullptr};
+    for (const auto &[key, phys] : s.handles) {
+      if (phys == mit->second.physical) {
+        b.handle = reinterpret_cast<aclrtDrvMemHandle>(key);
+        break;
+      }
+    }
+    out.push_back(b);
+    va += mit->second.size;
+  }
+  if (va < end) {
+    out.clear();  // a gap before the end
+  }
+  return out;
+}
+
+bool HoldMapping(const void *va, std::string why) {
+  State &s = GetState();
+  std::lock_guard lock(s.mutex);
+  auto rit = FindReservation(s, Addr(va), 1);
+  if (rit == s.reservations.end()) {
+    return false;
+  }
+  auto mit = rit->second.mappings.find(Addr(va));
+  if (mit == rit->second.mappings.end()) {
+    return false;
+  }
+  mit->second.held = std::move(why);
+  return true;
+}
+
+void ReleaseMapping(const void *va) {
+  (void)HoldMapping(va, std::string());
 }
 
 int PhysicalFdAt(const void *va) {

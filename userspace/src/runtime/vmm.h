@@ -19,6 +19,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
+#include <vector>
 
 #include "base/status.h"
 
@@ -43,6 +45,24 @@ AclStatus Unmap(void *va);
 // For HcclCommActivateCommMemory: is @handle a live allocation of @size bytes mapped at @va?
 // Empty string if so, else why not.
 std::string CheckMapped(void *va, size_t size, aclrtDrvMemHandle handle);
+
+// One aclrtMapMem mapping: its address, its size and the live handle of its allocation
+// (nullptr once aclrtFreePhysical dropped it).
+struct MappedBlock {
+  uintptr_t va = 0;
+  size_t size = 0;
+  aclrtDrvMemHandle handle = nullptr;
+};
+// The mappings that cover [p, p + size), the first starting at @p and each starting where the
+// one before ends; empty when @p starts no mapping or a gap comes before p + size.
+std::vector<MappedBlock> MappingsFrom(const void *p, size_t size);
+
+// Keep the mapping that starts at @va from aclrtUnmapMem, which fails with
+// ACL_ERROR_RT_PARAM_INVALID and @why until ReleaseMapping (a symmetric window lives on it);
+// false when no mapping starts at @va. aclrtFreePhysical is not affected: the mapping keeps its
+// allocation.
+bool HoldMapping(const void *va, std::string why);
+void ReleaseMapping(const void *va);
 
 // The memfd of the allocation mapped at @va (the start of an aclrtMapMem mapping), -1 when none
 // is. The descriptor stays the allocation's: valid while it is mapped; duplicate it to keep it.
