@@ -19,7 +19,11 @@
 //     large     every collective once with 64 MiB buffers and an odd count, checked the same way
 //               (across servers: 16 MiB but for AllReduce)
 //     mismatch  calls that disagree across ranks fail with HCCL_E_PARA on every rank and leave
-//               the bytes around the buffers alone; a matching call afterwards works
+//               the bytes around the buffers alone (a small Broadcast whose ranks name
+//               themselves root: the next call fails on every rank); a matching call afterwards
+//               works
+//     eager     small Broadcasts whose root does not wait, among calls that wait, from every
+//               root; then rank 0 runs 7 of them ahead of the others (86: it could not)
 //     absent    the last rank never calls: the others get HCCL_E_TIMEOUT
 //     die       rank 1 is killed before a call: the others get an error, quickly (in zerocopy
 //               mode its buffer is activated memory)
@@ -239,6 +243,9 @@ int Matrix() {
       }
       for (HcclDataType t : kReducible) {
         for (HcclReduceOp op : kOps) {
+          if (!AcrossServersCase(t, op)) {
+            continue;
+          }
           for (Kind k : {kReduceScatter, kAllReduce}) {
             if (int rc = RunOne(arena, k, t, op, count, in_place, 0, ++seed)) {
               return rc;
@@ -401,8 +408,9 @@ int Mismatch() {
       return 61;
     }
   }
-  // Roots differ; types differ; collectives differ.
-  r = HcclBroadcast(buf, 16, HCCL_DATA_TYPE_INT8, g_rank == 0 ? 0 : 1, g_comm, nullptr);
+  // Roots differ (a Broadcast too large for its arrival line); types differ; collectives
+  // differ.
+  r = HcclBroadcast(buf, 17, HCCL_DATA_TYPE_INT8, g_rank == 0 ? 0 : 1, g_comm, nullptr);
   if (r != HCCL_E_PARA) {
     return r == HCCL_SUCCESS ? 71 : r;
   }
@@ -417,8 +425,102 @@ int Mismatch() {
   if (r != HCCL_E_PARA) {
     return r == HCCL_SUCCESS ? 73 : r;
   }
+  // Roots differ on a Broadcast whose root does not wait (16 bytes fit its arrival line): ranks
+  // 0 and 1 both name themselves root and return at once, the others fail it; ranks 0 and 1
+  // learn of it at their next call, which fails on every rank (inside one server: across
+  // servers, and with HZC_INLINE_MAX=0, every root waits).
+  const char *inline_max = std::getenv("HZC_INLINE_MAX");
+  if (g_per_server == 0 && (inline_max == nullptr || std::string(inline_max) != "0")) {
+    r = HcclBroadcast(buf, 16, HCCL_DATA_TYPE_INT8, g_rank == 0 ? 0 : 1, g_comm, nullptr);
+    if (r != (g_rank <= 1 ? HCCL_SUCCESS : HCCL_E_PARA)) {
+      return r == HCCL_SUCCESS ? 79 : r;
+    }
+    r = HcclAllReduce(buf, buf, 16, HCCL_DATA_TYPE_FP32, HCCL_REDUCE_SUM, g_comm, nullptr);
+    if (r != HCCL_E_PARA) {
+      return r == HCCL_SUCCESS ? 79 : r;
+    }
+  }
   // The communicator still works.
   return RunOne(arena, kAllReduce, HCCL_DATA_TYPE_FP32, HCCL_REDUCE_SUM, 1000, false, 0, 99);
+}
+
+// Rank 0 makes 7 small Broadcasts (coll/control.h's kLineDepth - 1) before the others come:
+// they wait for the file it writes after them (86 if it never comes: the root waited); then 16
+// in all, each checked.
+int RunAhead(Arena &arena, uint64_t seed) {
+  const char *tmp = std::getenv("TMPDIR");
+  const std::string flag =
+      std::string(tmp != nullptr ? tmp : "/tmp") + "/hzc-eager-" + std::to_string(getppid());
+  if (g_rank == 0) {
+    unlink(flag.c_str());
+  }
+  if (HcclResult r = HcclBarrier(g_comm, nullptr); r != HCCL_SUCCESS) {
+    return r;
+  }
+  int rc = 0;
+  if (g_rank != 0) {
+    for (int i = 0; i < 2000 && access(flag.c_str(), F_OK) != 0; ++i) {
+      usleep(10000);
+    }
+    rc = access(flag.c_str(), F_OK) == 0 ? 0 : 86;
+  }
+  for (int i = 0; i < 16; ++i) {
+    if (int e = RunOne(arena, kBroadcast, HCCL_DATA_TYPE_INT64, HCCL_REDUCE_SUM, 2, false, 0,
+                       seed + i)) {
+      return e;
+    }
+    if (g_rank == 0 && i == 6) {
+      FILE *f = std::fopen(flag.c_str(), "w");
+      if (f != nullptr) {
+        std::fclose(f);
+      }
+    }
+  }
+  if (HcclResult r = HcclBarrier(g_comm, nullptr); r != HCCL_SUCCESS) {
+    return r;
+  }
+  if (g_rank == 0) {
+    unlink(flag.c_str());
+  }
+  return rc;
+}
+
+// Small Broadcasts whose root does not wait (3, 8 and 16 bytes), runs of them from each root in
+// turn among calls that wait (an inline AllGather of 2 KiB per rank, an in-place AllReduce, a
+// Barrier, a 1 MiB Broadcast), every output checked; then RunAhead.
+int Eager() {
+  Arena arena(4 << 20, g_zero_copy);
+  if (!arena.ok) {
+    return 52;
+  }
+  uint64_t seed = 500;
+  for (int round = 0; round < 2; ++round) {
+    for (uint32_t root = 0; root < g_n; ++root) {
+      for (int i = 0; i < 20; ++i) {
+        const bool bytes = i % 3 == 0;
+        if (int rc = RunOne(arena, kBroadcast, bytes ? HCCL_DATA_TYPE_INT8 : HCCL_DATA_TYPE_INT64,
+                            HCCL_REDUCE_SUM, bytes ? 3 : 1 + i % 2, false, root, ++seed)) {
+          return rc;
+        }
+      }
+      if (int rc = RunOne(arena, kAllGather, HCCL_DATA_TYPE_INT8, HCCL_REDUCE_SUM, 2048, false, 0,
+                          ++seed)) {
+        return rc;
+      }
+      if (int rc =
+              RunOne(arena, kAllReduce, HCCL_DATA_TYPE_FP32, HCCL_REDUCE_SUM, 4, true, 0, ++seed)) {
+        return rc;
+      }
+      if (HcclResult r = HcclBarrier(g_comm, nullptr); r != HCCL_SUCCESS) {
+        return r;
+      }
+      if (int rc = RunOne(arena, kBroadcast, HCCL_DATA_TYPE_INT32, HCCL_REDUCE_SUM, (1 << 18) + 1,
+                          false, (root + 1) % g_n, ++seed)) {
+        return rc;
+      }
+    }
+  }
+  return RunAhead(arena, seed);
 }
 
 int Absent() {
@@ -682,6 +784,8 @@ int main(int argc, char **argv) {
     rc = Edges();
   } else if (scenario == "mismatch") {
     rc = Mismatch();
+  } else if (scenario == "eager") {
+    rc = Eager();
   } else if (scenario == "absent") {
     rc = Absent();
   } else if (scenario == "die") {

@@ -40,6 +40,15 @@ struct Arena : test::Arena {
 void Reference(HcclDataType type, HcclReduceOp op, const std::vector<const void *> &in, void *out,
                size_t count);
 
+// Whether the matrices run type @t with op @op: inside one server every pair; across servers,
+// where each call costs the guests' network round trips, every type with sum and every op with
+// fp32 and int8 (the reductions are the ones tested inside a server; what differs across
+// servers is how the partial results travel).
+inline bool AcrossServersCase(HcclDataType t, HcclReduceOp op) {
+  return g_per_server == 0 || op == HCCL_REDUCE_SUM || t == HCCL_DATA_TYPE_FP32 ||
+         t == HCCL_DATA_TYPE_INT8;
+}
+
 // The exchange scenarios (exchange_rank.cpp): the exit status of @scenario, or -1 when it is
 // not one of them.
 int ExchangeScenario(const std::string &scenario);

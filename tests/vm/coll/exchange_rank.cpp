@@ -307,7 +307,7 @@ int XMatrix() {
     for (HcclDataType t : kReducibleTypes) {
       for (HcclReduceOp op : kAllOps) {
         for (X k : {X::kReduce, X::kReduceScatterV}) {
-          if (count == 0 && t != HCCL_DATA_TYPE_FP32) {
+          if ((count == 0 && t != HCCL_DATA_TYPE_FP32) || !AcrossServersCase(t, op)) {
             continue;
           }
           ++seed;

@@ -284,9 +284,9 @@ TEST_F(SpanTest, RootInfoTwoServersOfOneRankEveryCollectiveTypeAndOp) {
   EXPECT_EQ(Run(false, 1, "matrix", "staging"), std::vector<int>(1, 0));
 }
 
-// Rank table, 2 x 2 ranks, every collective, type and op. Memory set and activated through the
-// server-local sub-communicator is used without staging inside each server (the local calls'
-// debug log says which path they take).
+// Rank table, 2 x 2 ranks, every collective and type (ops: coll_rank.h AcrossServersCase). Memory
+// set and activated through the server-local sub-communicator is used without staging inside each
+// server (the local calls' debug log says which path they take).
 TEST_F(SpanTest, RankTableTwoServersOfTwoRanksZeroCopyEveryCollectiveTypeAndOp) {
   EXPECT_EQ(Run(true, 2, "matrix", "zerocopy", {{"HZC_LOG", "debug"}}), std::vector<int>(2, 0));
   const uint32_t first = (hosts_.index - 1) * 2;

@@ -2,6 +2,7 @@
 #include "coll/collectives.h"
 
 #include <algorithm>
+#include <array>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -28,19 +29,19 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// CallDesc::kind of a call its rank refused (Refuse).
-constexpr uint32_t kRefusedKind = 0xffffffff;
-
 // The collectives' state of one communicator.
 struct State : Communicator::CollState {
   std::mutex mutex;  // one call at a time
   std::unique_ptr<ControlArea> area;
   uint64_t seq = 0;
   Status broken;  // set once a call failed half-way
-  // The last call was refused (Refuse): this rank passed its step without waiting, so the
-  // others may still read the descriptors of the call before it, in the slot the next call
-  // posts to. CatchUp waits for them first.
-  bool refused = false;
+  // Every rank announced this call or a later one, as far as this rank waited to see: the calls
+  // after it that this rank refused (Refuse) or whose Broadcast root it was (inline) ended
+  // without waiting. CatchUp waits for more before a call writes what a rank may still read.
+  uint64_t awaited = 0;
+  // This rank's calls that ended at its arrival and whose arrivals it has not checked yet, by
+  // call number modulo kLineDepth (seq 0: none): CheckUnseen checks them once it saw them.
+  std::array<CallDesc, ControlArea::kLineDepth> unseen{};
 };
 
 std::mutex g_made_mutex;
@@ -122,6 +123,12 @@ Status CheckSame(const ControlArea &area, const CallDesc &mine) {
       continue;  // its own line may still be in this CPU's store buffer: no reading it back
     }
     const ControlArea::Arrived a = area.Arrival(r, mine.seq);
+    if (a.seq != static_cast<uint32_t>(mine.seq)) {
+      return Error(HCCL_E_PARA,
+                   "ranks disagree on call {}: rank {} went past it without this rank (it was "
+                   "the root of a Broadcast too?); nothing was moved",
+                   mine.seq, r);
+    }
     if ((a.flags & ControlArea::kRefused) != 0) {
       return Error(HCCL_E_PARA,
                    "rank {} refused call {}: its arguments failed its own checks (see its log); "
@@ -197,15 +204,86 @@ Status Validate(const Communicator &comm, const Call &c) {
 
 namespace {
 
-// After a refused call, wait (until @deadline) until every rank reached its step, so that
-// this rank's next post overwrites no descriptor a rank still reads.
-Status CatchUp(State &s, Clock::time_point deadline) {
-  if (!s.refused) {
+// Before call s.seq + 1 writes what the others may still read of an earlier call (coll/
+// control.h, "Reuse"), wait (until @deadline) until every rank announced call @need.
+Status CatchUp(State &s, uint64_t need, Clock::time_point deadline) {
+  if (s.awaited >= need) {
     return Status::Ok();
   }
-  HZC_RETURN_IF_ERROR(s.area->AwaitArrivals(s.seq, deadline, "the call this rank refused"));
-  s.refused = false;
+  HZC_RETURN_IF_ERROR(
+      s.area->AwaitArrivals(need, deadline, "a call this rank ended without waiting"));
+  s.awaited = need;
   return Status::Ok();
+}
+
+// The first disagreement (HCCL_E_PARA) on the calls this rank ended at its arrival, among those
+// whose arrivals it has seen by now; forgets them.
+Status CheckUnseen(State &s) {
+  Status first;
+  uint64_t first_seq = UINT64_MAX;
+  for (CallDesc &d : s.unseen) {
+    if (d.seq == 0 || d.seq > s.awaited) {
+      continue;
+    }
+    if (Status st = CheckSame(*s.area, d); !st.ok() && d.seq < first_seq) {
+      first = st;
+      first_seq = d.seq;
+    }
+    d.seq = 0;
+  }
+  return first;
+}
+
+// What every rank must have announced before this rank's next call (eager: a small Broadcast's
+// root, coll/inline.h) writes what the others may still read (coll/control.h, "Reuse"): the
+// call before it, or for a call that writes only its arrival line, the oldest call whose line
+// it reuses.
+uint64_t Need(const State &s, bool eager) {
+  constexpr uint64_t kDepth = ControlArea::kLineDepth;
+  if (!eager) {
+    return s.seq;
+  }
+  return s.seq + 2 > kDepth ? s.seq + 2 - kDepth : 0;
+}
+
+// The protocol this rank offers for @call as call @seq: its input inline when it fits (copied
+// there), else zero-copy when its buffers allow it (the ranks take what they all offer, staging
+// otherwise). An exchange's plan is posted first.
+uint32_t Offer(Communicator &comm, ControlArea &area, const Call &call, uint64_t seq) {
+  const KindInfo &kind = Info(call.kind);
+  const bool exchange = kind.plan != nullptr;
+  const Plan plan = exchange ? ExchangePost(area, call, seq) : Plan{};
+  const size_t input = exchange ? plan.SendExtent() : InlineInputBytes(call, area.nranks());
+  const uint32_t flags = kind.inlined != nullptr ? InlinePost(area, call, seq, input) : 0;
+  if (flags == 0 && (exchange ? ExchangeEligible(comm, call, plan)
+                              : kind.zero_copy != nullptr && ZeroCopyEligible(comm, call))) {
+    return ControlArea::kZeroCopy;
+  }
+  return flags;
+}
+
+// The path of call @seq: what every rank offered (this rank @flags), the same on every rank.
+Entry Choose(const ControlArea &area, const KindInfo &kind, uint64_t seq, uint32_t flags) {
+  uint32_t all = flags;
+  for (uint32_t r = 0; r < area.nranks(); ++r) {
+    all &= r != area.rank() ? area.Arrival(r, seq).flags : flags;
+  }
+  const bool inlined = (all & ControlArea::kInlined) != 0;
+  const bool zero_copy = (all & ControlArea::kZeroCopy) != 0;
+  LogDebug("collectives: call {} ({}) takes the {} path", seq, kind.name,
+           inlined     ? "inline"
+           : zero_copy ? "zero-copy"
+                       : "staging");
+  return inlined ? kind.inlined : zero_copy ? kind.zero_copy : kind.staging;
+}
+
+// Take part in the next call as far as its arrival, which says "refused": the others pass it at
+// once and fail the call as they fail a mismatched one. @why, naming the call.
+Status RefuseNext(State &s, const Status &why) {
+  CallDesc refused;
+  refused.seq = ++s.seq;
+  s.area->Announce(refused, ControlArea::kRefused);
+  return Error(why.code(), "{}; the other ranks fail call {} too", why.message(), refused.seq);
 }
 
 }  // namespace
@@ -237,21 +315,17 @@ Status Refuse(Communicator &comm, const Status &why) {
   if (!s->broken.ok() || !s->area->CheckAbort().ok()) {
     return why;  // the others fail anyway
   }
-  if (Status st = CatchUp(*s, Clock::now() + comm.ExecTimeout()); !st.ok()) {
+  if (Status st = CatchUp(*s, s->seq, Clock::now() + comm.ExecTimeout()); !st.ok()) {
     s->area->Abort(st.code());
     s->broken = st;
     return Error(why.code(), "{}; the others did not reach the call this rank refused before: {}",
                  why.message(), st.message());
   }
-  // Take part in the call as far as its first step, with a descriptor that says "refused":
-  // the others pass that step at once and fail the call as they fail a mismatched one.
-  CallDesc refused;
-  refused.seq = ++s->seq;
-  refused.kind = kRefusedKind;
-  s->area->Post(refused);
-  s->area->Announce(refused, ControlArea::kRefused);
-  s->refused = true;
-  return Error(why.code(), "{}; the other ranks fail call {} too", why.message(), refused.seq);
+  if (Status earlier = CheckUnseen(*s); !earlier.ok()) {
+    return RefuseNext(*s,
+                      Error(why.code(), "{} (and before: {})", why.message(), earlier.message()));
+  }
+  return RefuseNext(*s, why);
 }
 
 Status Run(Communicator &comm, const Call &call) {
@@ -280,50 +354,43 @@ Status Run(Communicator &comm, const Call &call) {
     comm.RecordAsyncError(static_cast<HcclResult>(st.code()));
     return st;
   };
-  if (Status st = CatchUp(s, deadline); !st.ok()) {
+  const bool eager = InlineEager(area, call);
+  if (Status st = CatchUp(s, Need(s, eager), deadline); !st.ok()) {
     return fail(Error(st.code(), "{}: {}", KindName(call.kind), st.message()));
+  }
+  const KindInfo &kind = Info(call.kind);
+  if (Status st = CheckUnseen(s); !st.ok()) {
+    return RefuseNext(s, Error(st.code(),
+                               "{}; this rank, that call's Broadcast root, had returned before the "
+                               "others came (a small Broadcast's root does not wait)",
+                               st.message()));
   }
 
   CallDesc mine = Describe(call, ++s.seq, area.nranks());
-  const KindInfo &kind = Info(call.kind);
-  const bool exchange = kind.plan != nullptr;
-  // The protocol this rank offers: its input inline when it fits, else zero-copy when its
-  // buffers allow it (the ranks take what they all offer, staging otherwise).
-  const Plan plan = exchange ? ExchangePost(area, call, mine.seq) : Plan{};
-  const size_t input = exchange ? plan.SendExtent() : InlineInputBytes(call, area.nranks());
-  uint32_t flags = kind.inlined != nullptr ? InlinePost(area, call, mine.seq, input) : 0;
-  if (flags == 0 && (exchange ? ExchangeEligible(comm, call, plan)
-                              : kind.zero_copy != nullptr && ZeroCopyEligible(comm, call))) {
-    flags = ControlArea::kZeroCopy;
+  if (eager) {
+    area.Announce(mine, InlinePost(area, call, mine.seq, InlineInputBytes(call, area.nranks())));
+    s.unseen[mine.seq % ControlArea::kLineDepth] = mine;
+    LogDebug("collectives: call {} ({}) takes the inline path; its root is done", mine.seq,
+             kind.name);
+    return Status::Ok();
   }
-  mine.inlined = (flags & ControlArea::kInlined) != 0 ? 1 : 0;
-  mine.zero_copy = (flags & ControlArea::kZeroCopy) != 0 ? 1 : 0;
+  const uint32_t flags = Offer(comm, area, call, mine.seq);
   area.Post(mine);
   area.Announce(mine, flags);
   if (Status st = area.AwaitArrivals(mine.seq, deadline, kind.name); !st.ok()) {
     return fail(Error(st.code(), "{}: {}", kind.name, st.message()));
   }
+  s.awaited = mine.seq;
   // Every rank sees the same arrivals, so every rank takes the same decision.
   HZC_RETURN_IF_ERROR(CheckSame(area, mine));
   if (kind.staging == nullptr) {
     return Status::Ok();  // Barrier: the arrival was the call
   }
   Context ctx{.comm = comm, .area = &area, .seq = mine.seq, .deadline = deadline};
-  if (exchange) {
+  if (kind.plan != nullptr) {
     HZC_RETURN_IF_ERROR(ExchangeCheck(ctx));  // the pairs agree, on every rank alike
   }
-  uint32_t all = flags;
-  for (uint32_t r = 0; r < area.nranks(); ++r) {
-    all &= r != area.rank() ? area.Arrival(r, mine.seq).flags : flags;
-  }
-  const bool inlined = (all & ControlArea::kInlined) != 0;
-  const bool zero_copy = (all & ControlArea::kZeroCopy) != 0;
-  const Entry entry = inlined ? kind.inlined : zero_copy ? kind.zero_copy : kind.staging;
-  LogDebug("collectives: call {} ({}) takes the {} path", mine.seq, kind.name,
-           inlined     ? "inline"
-           : zero_copy ? "zero-copy"
-                       : "staging");
-  if (Status st = entry(ctx, call); !st.ok()) {
+  if (Status st = Choose(area, kind, mine.seq, flags)(ctx, call); !st.ok()) {
     return fail(st);
   }
   return Status::Ok();

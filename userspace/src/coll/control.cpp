@@ -113,12 +113,13 @@ ControlArea::Slot &ControlArea::slot(uint32_t r) const {
 
 size_t ControlArea::SlotBytes(uint32_t nranks) {
   static_assert(sizeof(Line) == 64, "an arrival line is one cache line");
-  return PageAligned(nranks * (sizeof(Slot) + 2 * sizeof(Line)));
+  return PageAligned(nranks * (sizeof(Slot) + kLineDepth * sizeof(Line)));
 }
 
 ControlArea::Line &ControlArea::line(uint32_t r, uint64_t seq) const {
   auto *lines = reinterpret_cast<Line *>(map_.as<uint8_t>() + kPage + nranks_ * sizeof(Slot));
-  return lines[size_t{r} * 2 + (seq & 1)];
+  static_assert((kLineDepth & (kLineDepth - 1)) == 0);
+  return lines[size_t{r} * kLineDepth + (seq & (kLineDepth - 1))];
 }
 
 ControlArea::Word ControlArea::word(uint32_t r, uint64_t seq) const {
@@ -163,7 +164,7 @@ Expected<UniqueMapping> ControlArea::Create(const Options &o, Clock::time_point 
   for (uint32_t r = 0; r < o.nranks; ++r) {
     (new (map.as<uint8_t>() + kPage + r * sizeof(Slot)) Slot{})->cpu = -1;
   }
-  for (uint32_t i = 0; i < 2 * o.nranks; ++i) {
+  for (uint32_t i = 0; i < kLineDepth * o.nranks; ++i) {
     (new (map.as<uint8_t>() + kPage + o.nranks * sizeof(Slot) + i * sizeof(Line)) Line{})->cpu = -1;
   }
   if (Status s = bootstrap::GiveDescriptor(HandOff(o, deadline), mem.get(), len); !s.ok()) {
@@ -264,7 +265,7 @@ void ControlArea::Announce(const CallDesc &d, uint32_t flags) {
 }
 
 Status ControlArea::AwaitArrivals(uint64_t seq, Clock::time_point deadline, const char *what) {
-  for (uint32_t r = 0; r < nranks_; ++r) {
+  for (uint32_t r = 0; r < nranks_ && seq != 0; ++r) {
     if (r != rank_) {
       HZC_RETURN_IF_ERROR(WaitWord(r, seq, static_cast<uint32_t>(seq), deadline, what));
     }
@@ -274,7 +275,8 @@ Status ControlArea::AwaitArrivals(uint64_t seq, Clock::time_point deadline, cons
 
 ControlArea::Arrived ControlArea::Arrival(uint32_t r, uint64_t seq) const {
   const Line &l = line(r, seq);
-  return {.flags = l.flags,
+  return {.seq = l.seq.load(std::memory_order_acquire),
+          .flags = l.flags,
           .kind = l.kind,
           .dtype = l.dtype,
           .op = l.op,
@@ -330,8 +332,9 @@ void ControlArea::Abort(HcclResult code) {
   }
   for (uint32_t r = 0; r < nranks_; ++r) {
     FutexWake(&slot(r).step);
-    FutexWake(&line(r, 0).seq);
-    FutexWake(&line(r, 1).seq);
+    for (uint32_t i = 0; i < kLineDepth; ++i) {
+      FutexWake(&line(r, i).seq);
+    }
   }
 }
 

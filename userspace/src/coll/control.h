@@ -16,12 +16,18 @@
 // of a small call before its arrival barrier (coll/inline.h); valid for the others, like the
 // descriptor, between that barrier and the next call. Rank 0's size wins.
 //
-// Arrival: per rank and call parity, one cache line where a rank announces a call (Announce):
-// the fields every rank must agree on (CallDesc's kind, dtype, op, root, count, args_hash), how
-// it offers to take part (inline, zero-copy, refused), up to kLineData bytes of inline input,
-// and last the call number, on which the others wait. A call's first barrier is this
-// announcement, so a small call costs each rank one line of each peer; the full descriptor is
-// read only by the paths that need the peers' addresses.
+// Arrival: per rank, kLineDepth cache lines used in turn by call number, where a rank announces
+// a call (Announce): the fields every rank must agree on (CallDesc's kind, dtype, op, root,
+// count, args_hash), how it offers to take part (inline, zero-copy, refused), up to kLineData
+// bytes of inline input, and last the call number, on which the others wait. A call's first
+// barrier is this announcement, so a small call costs each rank one line of each peer; the full
+// descriptor is read only by the paths that need the peers' addresses.
+//
+// Reuse: the descriptors, argument and inline regions come in two, by call parity: a rank
+// writes those of call n only once every rank announced call n-1 (so every reader of call n-2's
+// is done). Lines come in kLineDepth: a rank writes the line of call n once every rank announced
+// call n-kLineDepth+1. A call that writes only its line (a small Broadcast's root, which needs
+// nobody's arrival: coll/inline.h) may so run up to kLineDepth-1 calls ahead of the others.
 //
 // Synchronisation within a call is by steps: each rank has a 32-bit step counter in its slot that
 // it only increments; a barrier is "advance mine, wait until every rank's counter reached it". A
@@ -61,8 +67,6 @@ struct CallDesc {
   uint64_t count = 0;
   uint64_t send = 0;  // addresses in the poster's address space
   uint64_t recv = 0;
-  uint32_t zero_copy = 0;  // 1: send and recv lie in activated memory
-  uint32_t inlined = 0;    // 1: the poster's input is in its inline region (coll/inline.h)
   // A hash of the array arguments CANN requires to be the same on every rank (AllGatherV's
   // recvCounts/recvDispls, ReduceScatterV's sendCounts/sendDispls, AlltoAllVC's matrix).
   uint64_t args_hash = 0;
@@ -94,8 +98,11 @@ class ControlArea {
   static constexpr uint32_t kRefused = 8;    // it refused the call (its own checks failed it)
   // Inline input bytes an arrival line holds.
   static constexpr size_t kLineData = 16;
+  // Arrival lines per rank, used in turn (a power of two).
+  static constexpr uint32_t kLineDepth = 8;
   // What rank @r announced for a call (valid between the call's arrival and the next call).
   struct Arrived {
+    uint32_t seq;  // the call number's low bits (a later call's: the line was reused)
     uint32_t flags;
     uint32_t kind, dtype, op, root;
     uint64_t count, args_hash;
@@ -106,8 +113,9 @@ class ControlArea {
   // Arrive at call @d.seq: @d's fields every rank must agree on and @flags, then the call
   // number (the others' waits end).
   void Announce(const CallDesc &d, uint32_t flags);
-  // Wait until every rank announced call @seq (or a later one), until @deadline.
-  // HCCL_E_TIMEOUT naming the missing ranks, HCCL_E_REMOTE when a rank aborted or died.
+  // Wait until every rank announced call @seq (or a later one; nothing for @seq 0), until
+  // @deadline. HCCL_E_TIMEOUT naming the missing ranks, HCCL_E_REMOTE when a rank aborted or
+  // died.
   Status AwaitArrivals(uint64_t seq, std::chrono::steady_clock::time_point deadline,
                        const char *what);
   Arrived Arrival(uint32_t r, uint64_t seq) const;
@@ -120,8 +128,7 @@ class ControlArea {
   // Rank @r's descriptor of call @seq (valid between the arrival barrier and the next call).
   CallDesc Posted(uint32_t r, uint64_t seq) const;
 
-  // Advance this rank's step without waiting for the others (a call this rank refused: the
-  // others pass the step and read its descriptor).
+  // Advance this rank's step without waiting for the others.
   void Arrive();
   // Wait until every rank reached this rank's step, without advancing it, until @deadline.
   // HCCL_E_TIMEOUT naming the missing ranks, HCCL_E_REMOTE when a rank aborted or died.

@@ -92,6 +92,12 @@ uint32_t InlinePost(ControlArea &area, const Call &c, uint64_t seq, size_t input
   return ControlArea::kInlined | (line ? ControlArea::kLineHolds : 0);
 }
 
+bool InlineEager(const ControlArea &area, const Call &c) {
+  const size_t input = c.kind == Kind::kBroadcast ? BlockBytes(c) : 0;
+  return c.kind == Kind::kBroadcast && c.root == area.rank() && area.inline_bytes() != 0 &&
+         input <= area.inline_bytes() && input <= ControlArea::kLineData;
+}
+
 Status InlineAllGather(Context &ctx, const Call &c) {
   const uint32_t n = ctx.area->nranks(), me = ctx.area->rank();
   const size_t b = BlockBytes(c);

@@ -13,6 +13,12 @@
 // anywhere (activated or not), unaligned and in place: a rank reads the copies, never the peers'
 // buffers.
 //
+// A Broadcast whose input fits the arrival line is done for its root once it announced it: the
+// others read the root's line, and the root needs nobody's arrival, so it returns at once (as
+// MPI's eager sends; it may run up to ControlArea::kLineDepth-1 calls ahead). A rank that
+// disagrees with such a root fails the call with HCCL_E_PARA as with any mismatch; the root,
+// gone already, does not learn of it.
+//
 // A call goes inline when every rank's input fits (the same on every rank for the collectives,
 // whose counts every rank checks); an exchange where one rank's input does not fit takes
 // staging.
@@ -35,6 +41,10 @@ size_t InlineInputBytes(const Call &c, uint32_t n);
 // [0, @input) of its send buffer), and return the arrival's flags saying so
 // (ControlArea::kInlined, kLineHolds); else 0.
 uint32_t InlinePost(ControlArea &area, const Call &c, uint64_t seq, size_t input);
+
+// Whether this rank's part of @c (validated, not an exchange) ends with its arrival: it is the
+// root of a Broadcast whose input its arrival line holds.
+bool InlineEager(const ControlArea &area, const Call &c);
 
 // Entry points (coll/kinds.h), after the arrival where every rank posted inline.
 Status InlineAllGather(Context &ctx, const Call &c);
