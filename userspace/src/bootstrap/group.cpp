@@ -4,7 +4,6 @@
 #include <arpa/inet.h>
 #include <endian.h>
 #include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
 
@@ -127,11 +126,6 @@ std::string CheckHello(const Hello &h, const UniqueId &id, uint32_t to, uint32_t
                        ntohl(h.to), to);
   }
   return "";
-}
-
-void SetNoDelay(int fd) {
-  const int one = 1;
-  (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 }
 
 // A connection to @addr, retried until @deadline (refused, unreachable): the peer's listener

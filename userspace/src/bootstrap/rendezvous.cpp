@@ -553,6 +553,7 @@ Expected<UniqueFd> Connect(const RootInfo &root, Clock::time_point deadline,
     }
     if (connect(fd.get(), reinterpret_cast<const sockaddr *>(&root.addr), AddrLen(root.addr)) ==
         0) {
+      SetNoDelay(fd.get());
       return fd;
     }
     last_err = errno;

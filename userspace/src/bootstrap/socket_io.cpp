@@ -6,6 +6,7 @@
 #include <ifaddrs.h>
 #include <net/if.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 
 #include <algorithm>
@@ -131,6 +132,11 @@ Expected<UniqueFd> ListenOn(const sockaddr_storage &addr, bool reuse, sockaddr_s
     return Error(HCCL_E_TCP_CONNECT, "getsockname failed: {}", ErrnoString(errno));
   }
   return fd;
+}
+
+void SetNoDelay(int fd) {
+  const int one = 1;
+  (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 }
 
 namespace {
@@ -307,6 +313,7 @@ void HelloReader::Accept() {
       return;
     }
     last_accept_error_ = 0;
+    SetNoDelay(fd.get());
     if (pending_.size() >= options_.max_pending && !pending_.empty()) {
       Pending &oldest = pending_.front();
       if (options_.evicted) {

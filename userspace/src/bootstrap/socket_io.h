@@ -40,6 +40,10 @@ std::string ChooseAddress(const std::string &address);
 Expected<UniqueFd> ListenOn(const sockaddr_storage &addr, bool reuse, sockaddr_storage *bound,
                             bool *in_use = nullptr);
 
+// Turn Nagle's algorithm off on TCP socket @fd: a small message leaves at once instead of
+// waiting for the peer's (delayed, up to 40 ms) acknowledgement of the one before it.
+void SetNoDelay(int fd);
+
 // Send or receive @len bytes at @data, waiting for the socket until @deadline (HCCL_E_TIMEOUT);
 // HCCL_E_TCP_TRANSFER when the peer closed the connection or another socket error. Blocking and
 // non-blocking sockets alike.
