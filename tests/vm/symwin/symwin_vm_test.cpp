@@ -88,6 +88,8 @@ TEST_F(SymWinTest, MismatchesBadArgumentsAndWindowsInUseFailOnEveryRank) {
   ExpectErrorLog("HcclCommSymWinRegister: flag=2");
   ExpectErrorLog("HcclCommSymWinRegister: addr=0x");
   ExpectErrorLog("HcclCommSymWinRegister: addr is null");
+  ExpectErrorLog("HcclCommSymWinRegister: winHandle is null");
+  ExpectErrorLog("HcclCommSymWinRegister: size=0: must not be 0");
   ExpectErrorLog("HcclCommSymWinRegister: size=0x80000000: above hcclSymWinMaxMemSizePerRank");
   ExpectErrorLog("HcclCommSymWinRegister: the bytes mapped from addr (the window) differs");
   ExpectErrorLog("HcclCommSymWinDeregister: the window (its number on the communicator) differs");
