@@ -67,33 +67,45 @@ inline std::vector<int> WaitRanks(const std::vector<pid_t> &pids) {
   return statuses;
 }
 
+// Run @nranks processes of @binary (ROOT_INFO_HEX NRANKS RANK, then @more) on a fresh root info,
+// each after @prepare(rank) (may setenv) in its child; every rank's exit status, as WaitRanks.
+inline std::vector<int> RunRankProcesses(const char *binary, uint32_t nranks,
+                                         const std::vector<std::string> &more,
+                                         const std::function<void(uint32_t)> &prepare = nullptr) {
+  HcclRootInfo root;
+  EXPECT_EQ(HcclGetRootInfo(&root), HCCL_SUCCESS);
+  const std::string hex = RootInfoToHex(root);
+  const auto pids = StartRanks(
+      nranks,
+      [&](uint32_t r) {
+        std::vector<std::string> argv{binary, hex, std::to_string(nranks), std::to_string(r)};
+        argv.insert(argv.end(), more.begin(), more.end());
+        return argv;
+      },
+      prepare);
+  std::vector<int> statuses = WaitRanks(pids);
+  // HcclGetRootInfo's root thread closes its socket just after serving the last rank: let it
+  // finish before the test fixture looks for leaked descriptors.
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  return statuses;
+}
+
 // tests/unit/api/rank_main.cpp's ranks (ROOT_HEX NRANKS RANK): @nranks of them in one
 // communicator, on two simulated servers (HZC_HOST_ID, odd ranks on the second) when
 // @two_servers; every rank must exit with @expect. @transport (optional): HZC_TRANSPORT of the
 // ranks.
 inline void RunRankMain(const char *binary, uint32_t nranks, bool two_servers, int expect,
                         const char *transport = nullptr) {
-  HcclRootInfo root;
-  ASSERT_EQ(HcclGetRootInfo(&root), HCCL_SUCCESS);
-  const std::string hex = RootInfoToHex(root);
-  const auto pids = StartRanks(
-      nranks,
-      [&](uint32_t r) {
-        return std::vector<std::string>{binary, hex, std::to_string(nranks), std::to_string(r)};
-      },
-      [&](uint32_t r) {
-        setenv("HZC_HOST_ID", two_servers && r % 2 ? "server-b" : "server-a", 1);
-        if (transport != nullptr) {
-          setenv("HZC_TRANSPORT", transport, 1);
-        }
-      });
-  for (int status : WaitRanks(pids)) {
+  const std::vector<int> statuses = RunRankProcesses(binary, nranks, {}, [&](uint32_t r) {
+    setenv("HZC_HOST_ID", two_servers && r % 2 ? "server-b" : "server-a", 1);
+    if (transport != nullptr) {
+      setenv("HZC_TRANSPORT", transport, 1);
+    }
+  });
+  for (int status : statuses) {
     EXPECT_EQ(status, expect);
   }
-  EXPECT_EQ(pids.size(), nranks);
-  // HcclGetRootInfo's root thread closes its socket just after serving the last rank: let it
-  // finish before the test fixture looks for leaked descriptors.
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_EQ(statuses.size(), nranks);
 }
 
 }  // namespace hzc::test

@@ -44,7 +44,7 @@
 #include <thread>
 #include <vector>
 
-#include "root_info_hex.h"
+#include "rank_args.h"
 
 namespace {
 
@@ -338,18 +338,15 @@ int Run(const std::string &scenario, int rounds) {
 }  // namespace
 
 int main(int argc, char **argv) {
-  if (argc < 5 || argc > 6) {
+  hzc::test::RankArgs args;
+  if (!hzc::test::ParseRankArgs(argc, argv, 0, 1, &args)) {
     return 50;
   }
-  HcclRootInfo root;
-  if (!hzc::test::RootInfoFromHex(argv[1], &root)) {
-    return 50;
-  }
-  g_n = static_cast<uint32_t>(std::atoi(argv[2]));
-  g_rank = static_cast<uint32_t>(std::atoi(argv[3]));
-  const int rounds = argc > 5 ? std::atoi(argv[5]) : 200;
-  if (HcclCommInitRootInfo(g_n, &root, g_rank, &g_parent) != HCCL_SUCCESS) {
+  g_n = args.nranks;
+  g_rank = args.rank;
+  const int rounds = args.more.empty() ? 200 : std::atoi(args.more[0].c_str());
+  if (HcclCommInitRootInfo(g_n, &args.root, g_rank, &g_parent) != HCCL_SUCCESS) {
     return 53;
   }
-  return Run(argv[4], rounds);
+  return Run(args.scenario, rounds);
 }

@@ -21,7 +21,6 @@
 
 #include "hzc_test.h"
 #include "rank_launch.h"
-#include "root_info_hex.h"
 
 namespace {
 
@@ -45,24 +44,13 @@ class TeardownTest : public hzc::test::Test, public ::testing::WithParamInterfac
 
   // Run @scenario on GetParam() ranks (their library logs go to files); their exit statuses.
   std::vector<int> Run(const char *scenario) {
-    HcclRootInfo root;
-    EXPECT_EQ(HcclGetRootInfo(&root), HCCL_SUCCESS);
-    const std::string hex = hzc::test::RootInfoToHex(root), n = std::to_string(GetParam());
-    const auto pids = hzc::test::StartRanks(
-        GetParam(),
-        [&](uint32_t r) {
-          return std::vector<std::string>{HZC_TEARDOWN_RANK, hex,      n,
-                                          std::to_string(r), scenario, Rounds()};
-        },
-        [&](uint32_t) {
-          setenv("HCCL_BUFFSIZE", "1", 1);
-          setenv("HCCL_CONNECT_TIMEOUT", "30", 1);
-          setenv("HCCL_EXEC_TIMEOUT", "60", 1);
-          setenv("HZC_LOG_FILE", (logs_ + "/rank.%p").c_str(), 1);
-        });
-    auto statuses = hzc::test::WaitRanks(pids);
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));  // root thread exit
-    return statuses;
+    return hzc::test::RunRankProcesses(HZC_TEARDOWN_RANK, GetParam(), {scenario, Rounds()},
+                                       [&](uint32_t) {
+                                         setenv("HCCL_BUFFSIZE", "1", 1);
+                                         setenv("HCCL_CONNECT_TIMEOUT", "30", 1);
+                                         setenv("HCCL_EXEC_TIMEOUT", "60", 1);
+                                         setenv("HZC_LOG_FILE", (logs_ + "/rank.%p").c_str(), 1);
+                                       });
   }
 
   // Every error line the ranks logged contains one of @allowed (a refusal they were made to

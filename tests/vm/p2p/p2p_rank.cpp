@@ -51,8 +51,8 @@
 #include <vector>
 
 #include "arena.h"
+#include "rank_args.h"
 #include "reference.h"
-#include "root_info_hex.h"
 #include "shared_sync.h"
 
 namespace {
@@ -541,17 +541,14 @@ int Die() {
 }  // namespace
 
 int main(int argc, char **argv) {
-  if (argc != 6 || std::strlen(argv[1]) != 2 * sizeof(HcclRootInfo)) {
+  hzc::test::RankArgs args;
+  if (!hzc::test::ParseRankArgs(argc, argv, 1, 1, &args)) {
     return 50;
   }
-  HcclRootInfo root;
-  if (!hzc::test::RootInfoFromHex(argv[1], &root)) {
-    return 50;
-  }
-  g_n = static_cast<uint32_t>(std::atoi(argv[2]));
-  g_rank = static_cast<uint32_t>(std::atoi(argv[3]));
-  const std::string scenario = argv[4];
-  g_zero_copy = std::string(argv[5]) == "zerocopy";
+  g_n = args.nranks;
+  g_rank = args.rank;
+  const std::string &scenario = args.scenario;
+  g_zero_copy = args.more[0] == "zerocopy";
   const char *inline_max = std::getenv("HZC_INLINE_MAX");
   g_eager_max = std::min<uint64_t>(
       inline_max != nullptr ? std::strtoull(inline_max, nullptr, 10) : 16384, 512 << 10);
@@ -561,26 +558,17 @@ int main(int argc, char **argv) {
     setenv("HZC_LOG", "debug", 1);
     setenv("HZC_LOG_FILE", log.c_str(), 1);
   }
-  if (HcclCommInitRootInfo(g_n, &root, g_rank, &g_comm) != HCCL_SUCCESS) {
+  if (HcclCommInitRootInfo(g_n, &args.root, g_rank, &g_comm) != HCCL_SUCCESS) {
     return 54;
   }
-  int rc = 55;
-  if (scenario == "matrix") {
-    rc = Matrix();
-  } else if (scenario == "mismatch") {
-    rc = Mismatch();
-  } else if (scenario == "lateopen") {
-    rc = LateOpen();
-  } else if (scenario == "revoke") {
-    rc = Revoke();
-  } else if (scenario == "timeout") {
-    rc = Timeout();
-  } else if (scenario == "die") {
-    rc = Die();
-  }
-  if (HcclCommDestroy(g_comm) != HCCL_SUCCESS && rc == 0) {
-    rc = 56;
-  }
+  const int rc = hzc::test::RunScenario({{"matrix", Matrix},
+                                         {"mismatch", Mismatch},
+                                         {"lateopen", LateOpen},
+                                         {"revoke", Revoke},
+                                         {"timeout", Timeout},
+                                         {"die", Die}},
+                                        scenario, 55);
+  const int status = hzc::test::DestroyAfter(g_comm, rc, 56);
   unlink(log.c_str());
-  return rc;
+  return status;
 }

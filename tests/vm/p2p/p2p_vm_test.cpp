@@ -20,26 +20,14 @@ namespace {
 // Exit status of each rank (-signal when killed).
 std::vector<int> RunRanks(uint32_t n, const char *scenario, const char *mode,
                           const std::map<std::string, std::string> &env = {}) {
-  HcclRootInfo root;
-  EXPECT_EQ(HcclGetRootInfo(&root), HCCL_SUCCESS);
-  const std::string hex = hzc::test::RootInfoToHex(root);
-  const auto pids = hzc::test::StartRanks(
-      n,
-      [&](uint32_t r) {
-        return std::vector<std::string>{HZC_P2P_RANK,      hex,      std::to_string(n),
-                                        std::to_string(r), scenario, mode};
-      },
-      [&](uint32_t) {
-        setenv("HCCL_BUFFSIZE", "1", 1);
-        setenv("HCCL_CONNECT_TIMEOUT", "30", 1);
-        setenv("HCCL_EXEC_TIMEOUT", "60", 1);
-        for (const auto &[k, v] : env) {
-          setenv(k.c_str(), v.c_str(), 1);
-        }
-      });
-  const std::vector<int> out = hzc::test::WaitRanks(pids);
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // root thread exit
-  return out;
+  return hzc::test::RunRankProcesses(HZC_P2P_RANK, n, {scenario, mode}, [&](uint32_t) {
+    setenv("HCCL_BUFFSIZE", "1", 1);
+    setenv("HCCL_CONNECT_TIMEOUT", "30", 1);
+    setenv("HCCL_EXEC_TIMEOUT", "60", 1);
+    for (const auto &[k, v] : env) {
+      setenv(k.c_str(), v.c_str(), 1);
+    }
+  });
 }
 
 class P2pTest : public hzc::test::Test {

@@ -11,14 +11,21 @@
 //              checks from the debug log that they ran zero-copy), and an AllReduce from memory
 //              activated the usual way (a range of its own) into the window; the window's memory
 //              refused to the memory calls and to aclrtUnmapMem, aclrtFreePhysical under it
-//              harmless; a second window; bad peer-pointer arguments; deregistration
+//              harmless; a second window; bad arguments of HcclCommSymWinGet,
+//              HcclSymWinGetPeerPointer and HcclCommSymWinDeregister; deregistration
 //     refuse   (2 ranks) every mismatch and bad argument fails on both ranks, with the bad rank's
-//              own code: sizes, flags, null address, unmapped memory, a size above
-//              hcclSymWinMaxMemSizePerRank, mappings of different sizes; then deregistering
+//              own code: sizes, flags, null address and handle, size 0, unmapped memory, a size
+//              above hcclSymWinMaxMemSizePerRank, mappings of different sizes; then deregistering
 //              different windows, and a window in use (calls queued on a stream): HCCL_E_AGAIN on
-//              that rank, HCCL_E_PARA on the other, nothing released; then both deregister
+//              that rank, HCCL_E_PARA on the other, nothing released; then both deregister;
+//              then memory a window cannot have: an allocation freed before the registration,
+//              memory inside a range set with HcclCommSetMemoryRange (activated or not)
 //     servers  (2 ranks on two simulated servers) HCCL_E_NOT_SUPPORT on both
 //     destroy  (2 ranks) HcclCommDestroy with a live window releases it: aclrtUnmapMem works
+//     limit    (2 ranks) windows that together exceed hcclSymWinMaxMemSizePerRank fail on every
+//              rank, and register after a deregistration; other communicators' do not count
+//     free     every rank frees its window's allocations under the live window: peer pointers
+//              and an AllGather still work, unmap and release wait for the deregistration
 // Exit status: 0 success; 10 a check failed (the line is on stderr); 50+ setup failures.
 #include <acl/acl.h>
 #include <hccl/hccl.h>
@@ -32,7 +39,8 @@
 #include <vector>
 
 #include "arena.h"
-#include "root_info_hex.h"
+#include "mapped.h"
+#include "rank_args.h"
 
 namespace {
 
@@ -58,50 +66,17 @@ HcclComm g_comm = nullptr;
     }                                                                                           \
   } while (0)
 
-constexpr size_t kBlock = 256 << 10;
+constexpr size_t kBlock = hzc::test::kMappedBlock;
+using hzc::test::Mapped;
 
-// A reservation of @n blocks of @block bytes with the first @mapped of them mapped (aclrtMapMem),
-// each its own physical allocation: HCCL's symmetric-memory set-up.
-struct Mapped {
-  size_t block = kBlock;
-  void *va = nullptr;
-  std::vector<aclrtDrvMemHandle> handles;
-  std::vector<bool> is_mapped;
-
-  bool Make(size_t n, size_t mapped, size_t bytes = kBlock) {
-    block = bytes;
-    aclrtPhysicalMemProp prop{};
-    prop.memAttr = ACL_HBM_MEM_NORMAL;
-    prop.location.type = ACL_MEM_LOCATION_TYPE_DEVICE;
-    if (aclrtReserveMemAddress(&va, n * block, 0, nullptr, 0) != ACL_SUCCESS) {
-      return false;
-    }
-    for (size_t i = 0; i < mapped; ++i) {
-      aclrtDrvMemHandle h = nullptr;
-      if (aclrtMallocPhysical(&h, block, &prop, 0) != ACL_SUCCESS ||
-          aclrtMapMem(At(i), block, 0, h, 0) != ACL_SUCCESS) {
-        return false;
-      }
-      handles.push_back(h);
-      is_mapped.push_back(true);
-    }
-    return true;
+// A window over a block of @m, made here (a reservation of one block, mapped): the
+// registration's result.
+HcclResult OneBlockWindow(Mapped &m, HcclCommSymWindow *win) {
+  if (!m.Make(1, 1)) {
+    return HCCL_E_INTERNAL;
   }
-  char *At(size_t i) const { return static_cast<char *>(va) + i * block; }
-  ~Mapped() {
-    for (size_t i = 0; i < handles.size(); ++i) {
-      if (is_mapped[i]) {
-        aclrtUnmapMem(At(i));
-      }
-      if (handles[i] != nullptr) {
-        aclrtFreePhysical(handles[i]);
-      }
-    }
-    if (va != nullptr) {
-      aclrtReleaseMemAddress(va);
-    }
-  }
-};
+  return HcclCommSymWinRegister(g_comm, m.va, kBlock, win, HCCL_WIN_COLL_SYMMETRIC);
+}
 
 // The collectives HCCL runs on windows, on buffers in @base (@stride bytes apart), checked.
 int Collectives(char *base, size_t stride) {
@@ -196,6 +171,12 @@ int Flow() {
   CHECK_EQ(offset, 2 * kBlock - 8);
   CHECK_EQ(HcclCommSymWinGet(g_comm, m.At(2) - 8, 16, &found, &offset), HCCL_E_NOT_FOUND);
   CHECK_EQ(HcclCommSymWinGet(g_comm, m.va, 0, &found, &offset), HCCL_E_PARA);
+  CHECK_EQ(HcclCommSymWinGet(g_comm, m.At(1), SIZE_MAX, &found, &offset), HCCL_E_PARA);
+  CHECK_EQ(HcclCommSymWinGet(nullptr, m.va, 8, &found, &offset), HCCL_E_PTR);
+  CHECK_EQ(HcclCommSymWinGet(g_comm, nullptr, 8, &found, &offset), HCCL_E_PTR);
+  CHECK_EQ(HcclCommSymWinGet(g_comm, m.va, 8, nullptr, &offset), HCCL_E_PTR);
+  CHECK_EQ(HcclCommSymWinGet(g_comm, m.va, 8, &found, nullptr), HCCL_E_PTR);
+  CHECK_EQ(HcclCommSymWinDeregister(nullptr), HCCL_E_PTR);
   if (int rc = PeerPointers(win, m.At(0), 2 * kBlock); rc != 0) {
     return rc;
   }
@@ -220,10 +201,8 @@ int Flow() {
   CHECK_EQ(dst[100], g_n - 1 + 100);
   // A second window, deregistered first.
   Mapped m2;
-  CHECK(m2.Make(1, 1));
   HcclCommSymWindow win2 = nullptr;
-  CHECK_EQ(HcclCommSymWinRegister(g_comm, m2.va, kBlock, &win2, HCCL_WIN_COLL_SYMMETRIC),
-           HCCL_SUCCESS);
+  CHECK_EQ(OneBlockWindow(m2, &win2), HCCL_SUCCESS);
   CHECK(win2 != win);
   CHECK_EQ(HcclCommSymWinDeregister(win2), HCCL_SUCCESS);
   CHECK_EQ(HcclCommSymWinDeregister(win), HCCL_SUCCESS);
@@ -259,6 +238,31 @@ int InUse(HcclComm sub, HcclCommSymWindow win, int32_t *buf) {
   return 0;
 }
 
+// Memory a window cannot have, HCCL_E_PARA on every rank: rank 0's allocation freed before the
+// registration; memory inside a range set with HcclCommSetMemoryRange (a window sets its own),
+// with and without an activation; the same memory registers once its range is unset.
+int RefuseMemory() {
+  Mapped m, r;
+  CHECK(m.Make(1, 1));
+  if (g_rank == 0) {
+    CHECK_EQ(aclrtFreePhysical(m.handles[0]), ACL_SUCCESS);
+    m.handles[0] = nullptr;
+  }
+  HcclCommSymWindow win = nullptr;
+  CHECK_EQ(HcclCommSymWinRegister(g_comm, m.va, kBlock, &win, 1), HCCL_E_PARA);
+  CHECK(r.Make(1, 1));
+  CHECK_EQ(HcclCommSetMemoryRange(g_comm, r.va, kBlock, 0, 0), HCCL_SUCCESS);
+  CHECK_EQ(HcclCommSymWinRegister(g_comm, r.va, kBlock, &win, 1), HCCL_E_PARA);
+  CHECK_EQ(HcclCommActivateCommMemory(g_comm, r.va, kBlock, 0, r.handles[0], 0), HCCL_SUCCESS);
+  CHECK_EQ(HcclCommSymWinRegister(g_comm, r.va, kBlock, &win, 1), HCCL_E_PARA);
+  CHECK_EQ(HcclCommDeactivateCommMemory(g_comm, r.va), HCCL_SUCCESS);
+  CHECK_EQ(HcclCommUnsetMemoryRange(g_comm, r.va), HCCL_SUCCESS);
+  CHECK(win == nullptr);
+  CHECK_EQ(HcclCommSymWinRegister(g_comm, r.va, kBlock, &win, 1), HCCL_SUCCESS);
+  CHECK_EQ(HcclCommSymWinDeregister(win), HCCL_SUCCESS);
+  return 0;
+}
+
 int Refuse() {
   const bool r0 = g_rank == 0;
   Mapped m, uneven;
@@ -272,6 +276,9 @@ int Refuse() {
   CHECK_EQ(HcclCommSymWinRegister(g_comm, m.va, 4096, &win, r0 ? 1 : 2), HCCL_E_PARA);
   CHECK_EQ(HcclCommSymWinRegister(g_comm, r0 ? nullptr : m.va, 4096, &win, 1),
            r0 ? HCCL_E_PTR : HCCL_E_PARA);
+  CHECK_EQ(HcclCommSymWinRegister(g_comm, m.va, 4096, r0 ? nullptr : &win, 1),
+           r0 ? HCCL_E_PTR : HCCL_E_PARA);
+  CHECK_EQ(HcclCommSymWinRegister(g_comm, m.va, r0 ? 0 : 4096, &win, 1), HCCL_E_PARA);
   CHECK_EQ(HcclCommSymWinRegister(g_comm, r0 ? m.va : m.At(1), 4096, &win, 1), HCCL_E_PARA);
   CHECK_EQ(HcclCommSymWinRegister(g_comm, m.va, uint64_t{2} << 30, &win, 1), HCCL_E_PARA);
   CHECK_EQ(HcclCommSymWinRegister(g_comm, uneven.va, 4096, &win, 1), HCCL_E_PARA);
@@ -280,10 +287,9 @@ int Refuse() {
   CHECK_EQ(aclrtMapMem(m.va, kBlock, 0, m.handles[0], 0), ACL_SUCCESS);
   // Then windows work; deregistering different windows fails on both, and so does one in use.
   Mapped m3;
-  CHECK(m3.Make(1, 1));
   HcclCommSymWindow w1 = nullptr, w2 = nullptr;
   CHECK_EQ(HcclCommSymWinRegister(g_comm, m.va, kBlock, &w1, 1), HCCL_SUCCESS);
-  CHECK_EQ(HcclCommSymWinRegister(g_comm, m3.va, kBlock, &w2, 1), HCCL_SUCCESS);
+  CHECK_EQ(OneBlockWindow(m3, &w2), HCCL_SUCCESS);
   CHECK_EQ(HcclCommSymWinDeregister(r0 ? w1 : w2), HCCL_E_PARA);
   HcclComm sub = nullptr;
   uint32_t ranks[] = {0, 1};
@@ -294,22 +300,20 @@ int Refuse() {
   CHECK_EQ(HcclCommDestroy(sub), HCCL_SUCCESS);
   CHECK_EQ(HcclCommSymWinDeregister(w1), HCCL_SUCCESS);
   CHECK_EQ(HcclCommSymWinDeregister(w2), HCCL_SUCCESS);
-  return 0;
+  return RefuseMemory();
 }
 
 int Servers() {
   Mapped m;
-  CHECK(m.Make(1, 1));
   HcclCommSymWindow win = nullptr;
-  CHECK_EQ(HcclCommSymWinRegister(g_comm, m.va, kBlock, &win, 1), HCCL_E_NOT_SUPPORT);
+  CHECK_EQ(OneBlockWindow(m, &win), HCCL_E_NOT_SUPPORT);
   return 0;
 }
 
 int Destroy() {
   Mapped m;
-  CHECK(m.Make(1, 1));
   HcclCommSymWindow win = nullptr;
-  CHECK_EQ(HcclCommSymWinRegister(g_comm, m.va, kBlock, &win, 1), HCCL_SUCCESS);
+  CHECK_EQ(OneBlockWindow(m, &win), HCCL_SUCCESS);
   CHECK_EQ(aclrtUnmapMem(m.va), ACL_ERROR_RT_PARAM_INVALID);
   CHECK_EQ(HcclCommDestroy(g_comm), HCCL_SUCCESS);
   g_comm = nullptr;
@@ -319,37 +323,93 @@ int Destroy() {
   return 0;
 }
 
+// hcclSymWinMaxMemSizePerRank (1 GB here) bounds the bytes of a rank's windows on a
+// communicator together: beside a window of 1 GB (16 mappings of one 64 MB allocation) a second
+// one fails on every rank, and registers once the first is deregistered; a window of another
+// communicator does not count.
+int Limit() {
+  constexpr size_t kPiece = 64 << 20, kPieces = 16;
+  Mapped big, small, other;
+  CHECK(big.MakeAliased(kPieces, kPiece));
+  HcclCommSymWindow a = nullptr, b = nullptr;
+  CHECK_EQ(HcclCommSymWinRegister(g_comm, big.va, kPieces * kPiece, &a, 1), HCCL_SUCCESS);
+  CHECK_EQ(OneBlockWindow(small, &b), HCCL_E_PARA);
+  CHECK(b == nullptr);
+  HcclComm sub = nullptr;
+  uint32_t ranks[] = {0, 1};
+  HcclCommConfig config;
+  HcclCommConfigInit(&config);
+  config.hcclSymWinMaxMemSizePerRank = 1;  // GB: the 1 GB window above would fill it
+  CHECK_EQ(HcclCreateSubCommConfig(&g_comm, 2, ranks, 1, g_rank, &config, &sub), HCCL_SUCCESS);
+  CHECK(other.Make(1, 1));
+  HcclCommSymWindow c = nullptr;
+  CHECK_EQ(HcclCommSymWinRegister(sub, other.va, kBlock, &c, 1), HCCL_SUCCESS);
+  CHECK_EQ(HcclCommSymWinDeregister(a), HCCL_SUCCESS);
+  CHECK_EQ(HcclCommSymWinRegister(g_comm, small.va, kBlock, &b, 1), HCCL_SUCCESS);
+  CHECK_EQ(HcclCommSymWinRegister(g_comm, big.va, kPieces * kPiece, &a, 1), HCCL_E_PARA);
+  CHECK_EQ(HcclCommSymWinDeregister(b), HCCL_SUCCESS);
+  CHECK_EQ(HcclCommSymWinDeregister(c), HCCL_SUCCESS);
+  CHECK_EQ(HcclCommDestroy(sub), HCCL_SUCCESS);
+  return 0;
+}
+
+// Every rank frees its window's allocations (aclrtFreePhysical) right after the registration:
+// the mappings keep the memory, so peers still store and load through peer pointers and an
+// AllGather on the window works; aclrtUnmapMem and aclrtReleaseMemAddress stay refused until
+// the deregistration, after which both succeed.
+int Free() {
+  Mapped m;
+  CHECK(m.Make(2, 2));
+  HcclCommSymWindow win = nullptr;
+  CHECK_EQ(HcclCommSymWinRegister(g_comm, m.va, 2 * kBlock, &win, 1), HCCL_SUCCESS);
+  for (aclrtDrvMemHandle &h : m.handles) {
+    CHECK_EQ(aclrtFreePhysical(h), ACL_SUCCESS);
+    h = nullptr;
+  }
+  const uint32_t next = (g_rank + 1) % g_n;
+  void *at = nullptr;
+  CHECK_EQ(HcclSymWinGetPeerPointer(win, kBlock + 8, next, &at), HCCL_SUCCESS);
+  *static_cast<int64_t *>(at) = 500 + g_rank;  // into the second block of the next rank
+  CHECK_EQ(HcclBarrier(g_comm, nullptr), HCCL_SUCCESS);
+  CHECK_EQ(*reinterpret_cast<int64_t *>(m.At(1) + 8), 500 + (g_rank + g_n - 1) % g_n);
+  auto *in = reinterpret_cast<int32_t *>(m.At(0));
+  auto *out = reinterpret_cast<int32_t *>(m.At(1) + 4096);
+  in[0] = static_cast<int32_t>(g_rank + 1);
+  CHECK_EQ(HcclAllGather(in, out, 1024, HCCL_DATA_TYPE_INT32, g_comm, nullptr), HCCL_SUCCESS);
+  CHECK_EQ(out[1024 * (g_n - 1)], g_n);
+  CHECK_EQ(aclrtUnmapMem(m.At(0)), ACL_ERROR_RT_PARAM_INVALID);
+  CHECK_EQ(aclrtReleaseMemAddress(m.va), ACL_ERROR_RT_PARAM_INVALID);
+  CHECK_EQ(HcclCommSymWinDeregister(win), HCCL_SUCCESS);
+  for (size_t i = 0; i < 2; ++i) {
+    CHECK_EQ(aclrtUnmapMem(m.At(i)), ACL_SUCCESS);
+    m.is_mapped[i] = false;
+  }
+  CHECK_EQ(aclrtReleaseMemAddress(m.va), ACL_SUCCESS);
+  m.va = nullptr;
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char **argv) {
-  if (argc != 5 || std::strlen(argv[1]) != 2 * sizeof(HcclRootInfo)) {
+  hzc::test::RankArgs args;
+  if (!hzc::test::ParseRankArgs(argc, argv, 0, 0, &args)) {
     return 50;
   }
-  HcclRootInfo root;
-  if (!hzc::test::RootInfoFromHex(argv[1], &root)) {
-    return 50;
-  }
-  g_n = static_cast<uint32_t>(std::atoi(argv[2]));
-  g_rank = static_cast<uint32_t>(std::atoi(argv[3]));
-  const std::string scenario = argv[4];
+  g_n = args.nranks;
+  g_rank = args.rank;
   HcclCommConfig config;
   HcclCommConfigInit(&config);
   config.hcclSymWinMaxMemSizePerRank = 1;  // GB
-  if (HcclCommInitRootInfoConfig(g_n, &root, g_rank, &config, &g_comm) != HCCL_SUCCESS) {
+  if (HcclCommInitRootInfoConfig(g_n, &args.root, g_rank, &config, &g_comm) != HCCL_SUCCESS) {
     return 54;
   }
-  int rc = 55;
-  if (scenario == "flow") {
-    rc = Flow();
-  } else if (scenario == "refuse") {
-    rc = Refuse();
-  } else if (scenario == "servers") {
-    rc = Servers();
-  } else if (scenario == "destroy") {
-    rc = Destroy();
-  }
-  if (g_comm != nullptr && HcclCommDestroy(g_comm) != HCCL_SUCCESS && rc == 0) {
-    rc = 56;
-  }
-  return rc;
+  const int rc = hzc::test::RunScenario({{"flow", Flow},
+                                         {"refuse", Refuse},
+                                         {"servers", Servers},
+                                         {"destroy", Destroy},
+                                         {"limit", Limit},
+                                         {"free", Free}},
+                                        args.scenario, 55);
+  return hzc::test::DestroyAfter(g_comm, rc, 56);
 }

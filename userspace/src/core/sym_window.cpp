@@ -134,9 +134,19 @@ Status Plan(const Communicator &comm, const Request &req, Word *w,
 }
 
 // Set a memory range on the window's mappings and activate each; their undos go to @rollback.
+// Memory inside a range the caller set (HcclCommSetMemoryRange) is HCCL_E_PARA: the window's
+// range would overlap it.
 Status Setup(const std::shared_ptr<Communicator> &comm, const Request &req,
              const std::vector<runtime::MappedBlock> &blocks, size_t window, Rollback &rollback) {
-  HZC_RETURN_IF_ERROR(memory::SetRange(req.handle, *comm, req.addr, window));
+  if (Status st = memory::SetRange(req.handle, *comm, req.addr, window); !st.ok()) {
+    if (st.code() != HCCL_E_PARA) {
+      return st;
+    }
+    return Error(HCCL_E_PARA,
+                 "addr={:#x}: the window's memory {} (HcclCommSetMemoryRange); a window sets a "
+                 "range of its own: register memory outside the ranges, or unset the range first",
+                 req.addr, st.message());
+  }
   rollback.Push([addr = req.addr] { (void)memory::UnsetRange(addr); });
   for (const runtime::MappedBlock &b : blocks) {
     HZC_RETURN_IF_ERROR(memory::Activate(comm, b.va, b.size, b.handle));
