@@ -54,6 +54,9 @@ uint64_t Made(const std::string &key, int delta) {
 }
 
 Expected<State *> GetState(Communicator &comm) {
+  if (auto *made = comm.coll_state_made().load(std::memory_order_acquire)) {
+    return static_cast<State *>(made);
+  }
   // Per communicator: opening waits for the other ranks, which may be threads of this process
   // (HcclCommInitAll) opening their own communicator's area.
   std::lock_guard lock(comm.coll_state_mutex());
@@ -79,14 +82,14 @@ Expected<State *> GetState(Communicator &comm) {
     LogDebug("collectives: rank {} of {} mapped the control area @{} ({} MiB staging)", comm.rank(),
              comm.size(), o.name, state->area->staging_bytes() >> 20);
     slot = std::move(state);
+    comm.coll_state_made().store(slot.get(), std::memory_order_release);
   }
   return static_cast<State *>(slot.get());
 }
 
 // The communicator's state if its control area is open, else null (never opens it).
 State *OpenState(Communicator &comm) {
-  std::lock_guard lock(comm.coll_state_mutex());
-  return static_cast<State *>(comm.coll_state().get());
+  return static_cast<State *>(comm.coll_state_made().load(std::memory_order_acquire));
 }
 
 // The collectives that run only inside one server.

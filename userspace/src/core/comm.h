@@ -98,6 +98,8 @@ class Communicator {
   std::unique_ptr<CollState> &coll_state() { return coll_state_; }
   // Guards coll_state() while the collectives make or look up their state.
   std::mutex &coll_state_mutex() { return coll_state_mutex_; }
+  // coll_state() once made (stored under the mutex, with release): a call's lookup without it.
+  std::atomic<CollState *> &coll_state_made() { return coll_state_made_; }
   // State of the point-to-point calls (coll/p2p.h), the same way.
   std::unique_ptr<CollState> &p2p_state() { return p2p_state_; }
   // Access to the peers' activated memory; nullptr until linked. Valid while the communicator
@@ -119,6 +121,7 @@ class Communicator {
 
   std::mutex coll_state_mutex_;
   std::unique_ptr<CollState> coll_state_;
+  std::atomic<CollState *> coll_state_made_{nullptr};
   std::unique_ptr<CollState> p2p_state_;
 
   mutable std::mutex mutex_;
