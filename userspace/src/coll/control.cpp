@@ -82,13 +82,21 @@ struct alignas(64) ControlArea::Slot {
 };
 
 struct alignas(64) ControlArea::Line {
-  std::atomic<uint32_t> seq;      // futex word: the call number's low bits, written last
-  std::atomic<uint32_t> waiters;  // ranks about to sleep on @seq
+  std::atomic<uint32_t> seq;  // futex word: the call number's low bits, written last
+  uint32_t reserved;
   uint32_t flags;
   uint32_t kind, dtype, op, root;
   std::atomic<int32_t> cpu;  // where the rank arrived (sched_getcpu)
   uint64_t count, args_hash;
   uint8_t data[kLineData];
+};
+
+// The ranks about to sleep on one of a rank's arrival lines, in a cache line of its own: the
+// rank reads it after each announcement, and as long as nobody sleeps nobody writes it, so that
+// read hits this CPU's cache (in the line itself it waited for the line's way back from the
+// peers that read it: a cache miss per call).
+struct alignas(64) ControlArea::Sleepers {
+  std::atomic<uint32_t> count;
 };
 
 static_assert(std::atomic<uint32_t>::is_always_lock_free);
@@ -113,7 +121,7 @@ ControlArea::Slot &ControlArea::slot(uint32_t r) const {
 
 size_t ControlArea::SlotBytes(uint32_t nranks) {
   static_assert(sizeof(Line) == 64, "an arrival line is one cache line");
-  return PageAligned(nranks * (sizeof(Slot) + kLineDepth * sizeof(Line)));
+  return PageAligned(nranks * (sizeof(Slot) + kLineDepth * sizeof(Line) + sizeof(Sleepers)));
 }
 
 ControlArea::Line &ControlArea::line(uint32_t r, uint64_t seq) const {
@@ -122,12 +130,18 @@ ControlArea::Line &ControlArea::line(uint32_t r, uint64_t seq) const {
   return lines[size_t{r} * kLineDepth + (seq & (kLineDepth - 1))];
 }
 
+ControlArea::Sleepers &ControlArea::sleepers(uint32_t r) const {
+  auto *first = reinterpret_cast<Sleepers *>(map_.as<uint8_t>() + kPage + nranks_ * sizeof(Slot) +
+                                             size_t{nranks_} * kLineDepth * sizeof(Line));
+  return first[r];
+}
+
 ControlArea::Word ControlArea::word(uint32_t r, uint64_t seq) const {
   if (seq == 0) {
     return {slot(r).step, slot(r).waiters, slot(r).cpu};
   }
   Line &l = line(r, seq);
-  return {l.seq, l.waiters, l.cpu};
+  return {l.seq, sleepers(r).count, l.cpu};
 }
 
 size_t ControlArea::InlineSlotBytes(size_t requested, uint32_t nranks) {
@@ -255,11 +269,11 @@ void ControlArea::Announce(const CallDesc &d, uint32_t flags) {
   l.count = d.count;
   l.args_hash = d.args_hash;
   // A release store, not a fence: the line goes to the peers without this rank stalling for it.
-  // A waiter that counted itself in @waiters just as this load read the count before it (the
+  // A waiter that counted itself in Sleepers just as this load read the count before it (the
   // store still in this CPU's store buffer) finds the new number when its FUTEX_WAIT compares
   // (a system call later, long after the buffer drained); at worst it sleeps one slice.
   l.seq.store(static_cast<uint32_t>(d.seq), std::memory_order_release);
-  if (l.waiters.load(std::memory_order_relaxed) != 0) {
+  if (sleepers(rank_).count.load(std::memory_order_relaxed) != 0) {
     FutexWake(&l.seq);
   }
 }

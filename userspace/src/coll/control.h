@@ -178,6 +178,8 @@ class ControlArea {
   Status Meet(std::chrono::steady_clock::time_point deadline);
   struct Line;
   Line &line(uint32_t r, uint64_t seq) const;
+  struct Sleepers;
+  Sleepers &sleepers(uint32_t r) const;
   // A futex word the others wait on and its count of sleepers: rank @r's step (@seq 0) or its
   // arrival line of call @seq.
   struct Word {
