@@ -134,6 +134,7 @@ Status RefuseP2p(Communicator &comm, const std::vector<P2pItem> &all, const Stat
 
 Status RunP2p(Communicator &comm, const std::vector<P2pItem> &all) {
   std::vector<Op> ops;
+  ops.reserve(all.size());
   std::vector<P2pItem> remote;  // peers on other servers
   std::vector<size_t> remote_index;
   for (size_t i = 0; i < all.size(); ++i) {

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "coll/p2p_batch.h"
 
+#include <sched.h>
+
 #include <algorithm>
 #include <chrono>
 
@@ -76,7 +78,9 @@ void Batch::Assign(uint32_t peer, Channel *ch) {
     op.seq = op.item.dir == P2pItem::kSend ? ++ch->send_seq : ++ch->recv_seq;
     op.bytes = static_cast<size_t>(op.item.count) * TypeSize(op.item.dtype);
     op.chunks = Chunks(op.bytes, ch->half_bytes());
-    op.zero_copy = op.bytes > ch->eager_bytes() && Activated(comm_, op.item.buf, op.bytes);
+    op.box = op.item.dir == P2pItem::kSend && op.bytes <= ch->box_bytes();
+    op.zero_copy =
+        !op.box && op.bytes > ch->eager_bytes() && Activated(comm_, op.item.buf, op.bytes);
   }
 }
 
@@ -115,7 +119,9 @@ bool Batch::PollAll(Op **waiting, uint32_t *bell, bool *unfinished) {
     }
     if (*waiting == nullptr) {
       *waiting = &op;
-      *bell = op.ch->bell().load(std::memory_order_seq_cst);
+      if (bell != nullptr) {
+        *bell = op.ch->bell().load(std::memory_order_seq_cst);
+      }
     }
     if (op.prev == nullptr || op.prev->phase == Op::kFinished) {
       progressed |= op.item.dir == P2pItem::kSend ? PollSend(op) : PollRecv(comm_, op);
@@ -127,6 +133,7 @@ bool Batch::PollAll(Op **waiting, uint32_t *bell, bool *unfinished) {
 Status Batch::Run() {
   Start();
   SpinWait spin(budget_, Oversubscribed(comm_.size()));
+  bool spinning = false;  // since the last progress
   for (bool checked = false;;) {
     // The peers' liveness is taken before a pass (only after spinning: it is a system call): a
     // peer that finished its part and then exited is seen finished by the pass, not dead.
@@ -135,7 +142,8 @@ Status Batch::Run() {
     Op *waiting = nullptr;
     uint32_t bell = 0;
     bool unfinished = false;
-    const bool progressed = PollAll(&waiting, &bell, &unfinished);
+    // The bell only for the pass before a sleep: the peer rings it at every change.
+    const bool progressed = PollAll(&waiting, checked ? &bell : nullptr, &unfinished);
     if (!unfinished) {
       break;
     }
@@ -144,11 +152,17 @@ Status Batch::Run() {
         spin.Caught();
       }
       spin.Reset();
-      checked = false;
+      checked = spinning = false;
       continue;
     }
     if (!checked) {
-      checked = !spin.Again();  // once the spinning is over: check, then sleep
+      // Once the spinning is over: check, then sleep. A peer that last wrote from this CPU (the
+      // scheduler may put both there while other CPUs idle) runs only when this rank lets it:
+      // sleep at once, so that its wake-up may put this rank on an idle CPU.
+      const bool here =
+          !spinning && waiting != nullptr && waiting->ch->peer_cpu() == sched_getcpu();
+      spinning = true;
+      checked = here || !spin.Again();
       continue;
     }
     if (Status st = alive.ok() ? CheckDeadline(ops_, deadline_, comm_.ExecTimeout()) : alive;
