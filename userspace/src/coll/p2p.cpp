@@ -174,12 +174,14 @@ Status RunP2p(Communicator &comm, const std::vector<P2pItem> &all) {
       HZC_RETURN_IF_ERROR(it->second->CheckBroken());  // a dead peer: seen while waiting
     }
   }
-  const Clock::time_point deadline = Clock::now() + comm.ExecTimeout();
   // The items with peers on other servers progress at the same time as the others: a peer of
-  // one may wait for this rank's other items first.
+  // one may wait for this rank's other items first. Without them, the deadline counts from the
+  // batch's first wait (a call that does not wait reads no clock).
+  Clock::time_point deadline{};
   std::vector<Status> remote_results;
   std::thread across;
   if (!remote.empty()) {
+    deadline = Clock::now() + comm.ExecTimeout();
     if (!s.remote) {
       s.remote = std::make_unique<RemoteP2p>(comm);
     }

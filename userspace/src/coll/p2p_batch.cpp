@@ -60,8 +60,8 @@ void Batch::Start() {
       auto o = std::make_unique<Opening>();
       o->peer = peer;
       Opening *raw = o.get();
-      o->thread = std::thread([this, raw] {
-        raw->result = Channel::Open(comm_, raw->peer, deadline_);
+      o->thread = std::thread([this, raw, deadline = Deadline()] {
+        raw->result = Channel::Open(comm_, raw->peer, deadline);
         raw->done.store(true, std::memory_order_release);
       });
       openings_.push_back(std::move(o));
@@ -105,6 +105,13 @@ bool Batch::Collect() {
     Assign(o->peer, ch);
   }
   return any;
+}
+
+Clock::time_point Batch::Deadline() {
+  if (deadline_ == Clock::time_point{}) {
+    deadline_ = Clock::now() + comm_.ExecTimeout();
+  }
+  return deadline_;
 }
 
 bool Batch::PollAll(Op **waiting, uint32_t *bell, bool *unfinished) {
@@ -165,7 +172,7 @@ Status Batch::Run() {
       checked = here || !spin.Again();
       continue;
     }
-    if (Status st = alive.ok() ? CheckDeadline(ops_, deadline_, comm_.ExecTimeout()) : alive;
+    if (Status st = alive.ok() ? CheckDeadline(ops_, Deadline(), comm_.ExecTimeout()) : alive;
         !st.ok()) {
       failed_ = st;
       for (Op &op : ops_) {
@@ -177,7 +184,7 @@ Status Batch::Run() {
     }
     const bool several = openings_.size() + channels_.size() > 1;
     const auto left =
-        std::clamp<std::chrono::nanoseconds>(deadline_ - Clock::now(), std::chrono::nanoseconds(0),
+        std::clamp<std::chrono::nanoseconds>(Deadline() - Clock::now(), std::chrono::nanoseconds(0),
                                              waiting == nullptr || several ? kShortSlice : kSlice);
     if (waiting != nullptr) {
       waiting->ch->Sleep(bell, left);
