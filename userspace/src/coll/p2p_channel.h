@@ -65,8 +65,6 @@ struct alignas(64) SenderSide {
   uint64_t count;
   uint64_t addr;                 // in the sender's address space
   std::atomic<uint64_t> filled;  // staging chunks written for the posted message
-  // Number of the last message whose outcome the sender has read (or that it refused).
-  std::atomic<uint32_t> finished;
 };
 
 // Written by the receiver of a direction.

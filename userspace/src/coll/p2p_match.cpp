@@ -30,13 +30,6 @@ bool Finish(Op &op, Status st) {
 
 namespace {
 
-// Finish the send @op with @st, telling the receiver that its answer was read.
-bool FinishSend(Op &op, Status st) {
-  op.ch->out().s.finished.store(op.seq, std::memory_order_release);
-  op.ch->Ring();
-  return Finish(op, std::move(st));
-}
-
 // The buffered send @op: into the direction's next box once one is free (the receiver took the
 // message kBoxes before out); then it is done.
 bool SendBox(Op &op) {
@@ -90,17 +83,17 @@ bool ReadAnswer(Op &op) {
     if (!Reached(done, op.seq)) {
       return false;
     }
-    return FinishSend(op, Error(HCCL_E_PARA,
-                                "rank {} refused its receive {} from this rank (its arguments "
-                                "failed its own checks, see its log); nothing was moved",
-                                ch.peer(), op.seq));
+    return Finish(op, Error(HCCL_E_PARA,
+                            "rank {} refused its receive {} from this rank (its arguments "
+                            "failed its own checks, see its log); nothing was moved",
+                            ch.peer(), op.seq));
   }
   if (r.verdict == kMismatch) {
-    return FinishSend(op, Error(HCCL_E_PARA,
-                                "send {} to rank {}: it receives count={} dataType={}, this rank "
-                                "sends count={} dataType={}; nothing was moved",
-                                op.seq, ch.peer(), r.count, r.dtype, op.item.count,
-                                static_cast<int>(op.item.dtype)));
+    return Finish(op, Error(HCCL_E_PARA,
+                            "send {} to rank {}: it receives count={} dataType={}, this rank "
+                            "sends count={} dataType={}; nothing was moved",
+                            op.seq, ch.peer(), r.count, r.dtype, op.item.count,
+                            static_cast<int>(op.item.dtype)));
   }
   op.phase = r.verdict == kStaging && op.chunks != 0 ? Op::kFill : Op::kDone;  // or kEager
   return true;
@@ -144,11 +137,11 @@ bool PollSend(Op &op) {
         return false;
       }
       if (r.done_code != HCCL_SUCCESS) {
-        return FinishSend(
-            op, Error(static_cast<HcclResult>(r.done_code),
-                      "rank {} failed to receive send {} (see its log)", ch.peer(), op.seq));
+        return Finish(op,
+                      Error(static_cast<HcclResult>(r.done_code),
+                            "rank {} failed to receive send {} (see its log)", ch.peer(), op.seq));
       }
-      return FinishSend(op, Status::Ok());
+      return Finish(op, Status::Ok());
     default:
       return false;
   }
@@ -376,7 +369,6 @@ Status PostRefusal(Channel &ch, P2pItem::Dir dir, Clock::time_point deadline) {
         ch, [&] { return Reached(ch.out().r.done.load(std::memory_order_acquire), seq - 1); },
         deadline, "finish the message before"));
     s.refused = 1;
-    s.finished.store(seq, std::memory_order_relaxed);
     s.posted.store(seq, std::memory_order_release);
   } else {
     ch.in().r.done.store(++ch.recv_seq, std::memory_order_release);  // done, not answered
