@@ -12,7 +12,7 @@
 //               small messages in a row from rank 0 to rank 1. Every byte is checked, and the
 //               bytes around each receive buffer. The rank logs at debug level into its own
 //               file and checks that exactly the receives of at most HZC_P2P_BUFFERED_MAX
-//               bytes (default 4096) came buffered, the others of at most HZC_INLINE_MAX bytes
+//               bytes (default 2048) came buffered, the others of at most HZC_INLINE_MAX bytes
 //               (default 16384; at most 512 KiB, half the slot) eagerly and exactly the
 //               larger ones whose buffers were both activated took the zero-copy path
 //     mismatch  (2 ranks) count and dataType mismatches fail with HCCL_E_PARA on both sides
@@ -758,7 +758,7 @@ int main(int argc, char **argv) {
   g_eager_max = std::min<uint64_t>(
       inline_max != nullptr ? std::strtoull(inline_max, nullptr, 10) : 16384, 512 << 10);
   const char *buffered_max = std::getenv("HZC_P2P_BUFFERED_MAX");
-  g_buffered_max = buffered_max != nullptr ? std::strtoull(buffered_max, nullptr, 10) : 4096;
+  g_buffered_max = buffered_max != nullptr ? std::strtoull(buffered_max, nullptr, 10) : 2048;
   const std::string log = "/tmp/hzc-p2p-rank-" + std::to_string(getpid()) + ".log";
   if (scenario == "matrix" || scenario == "buffered") {
     // Before the library's first call, which reads the environment once.
