@@ -11,8 +11,9 @@
 //               items to the same peer in one batch (kept in order), an empty batch, and 300
 //               small messages in a row from rank 0 to rank 1. Every byte is checked, and the
 //               bytes around each receive buffer. The rank logs at debug level into its own
-//               file and checks that exactly the receives of at most HZC_INLINE_MAX bytes
-//               (default 16384; at most 512 KiB, half the slot) came eagerly and exactly the
+//               file and checks that exactly the receives of at most HZC_P2P_BUFFERED_MAX
+//               bytes (default 2048) came buffered, the others of at most HZC_INLINE_MAX bytes
+//               (default 16384; at most 512 KiB, half the slot) eagerly and exactly the
 //               larger ones whose buffers were both activated took the zero-copy path
 //     mismatch  (2 ranks) count and dataType mismatches fail with HCCL_E_PARA on both sides
 //               and leave the receive buffer alone; a rank with a bad argument (null buffer,
@@ -32,6 +33,13 @@
 //     die       (3 ranks) rank 1 is killed after a first exchange with rank 0; rank 0's next
 //               receive from it fails with HCCL_E_REMOTE quickly, then rank 0 and rank 2 still
 //               exchange
+//     buffered  (2 ranks, HZC_P2P_BUFFERED_MAX=B, HZC_INLINE_MAX=0) messages of B-1, B, B+1
+//               bytes between unaligned buffers; both ranks send 16 messages (the boxes) before
+//               receiving; one batch per rank of 40 sends and 40 receives; in-place echoes; a
+//               buffered mismatch fails the receive only (75 otherwise), a box sent to a
+//               refused receive is dropped, a refused send fails the receive; every receive
+//               took the path counted (62); then rank 1 is killed and rank 0's 17th buffered
+//               send fails with HCCL_E_REMOTE (76 otherwise)
 // Exit status: 0 success; an HcclResult for an unexpected result; 60 wrong data; 61 bytes
 // outside a buffer changed; 62 wrong number of zero-copy receives; 50+ setup failures;
 // 70+ a scenario step that did not fail as it should; 74 an error that took more than 5 s.
@@ -63,14 +71,19 @@ bool g_zero_copy = false;
 uint64_t g_expect_zero_copy = 0;  // receives that must have taken the zero-copy path
 uint64_t g_expect_eager = 0;      // receives that must have come eagerly (with the send)
 uint64_t g_eager_max = 0;         // bytes: HZC_INLINE_MAX, at most the 512 KiB of a slot's half
+uint64_t g_expect_buffered = 0;   // receives that must have come buffered (in a box)
+uint64_t g_buffered_max = 0;      // bytes: HZC_P2P_BUFFERED_MAX
 
 // Count a receive of @bytes (into activated memory unless @plain) as the path it must take:
-// eager up to g_eager_max, else zero-copy when both buffers are activated, else staged.
+// buffered up to g_buffered_max, else eager up to g_eager_max, else zero-copy when both buffers
+// are activated, else staged.
 void Expect(uint64_t bytes, bool plain = false) {
   if (bytes == 0) {
     return;
   }
-  if (bytes <= g_eager_max) {
+  if (bytes <= g_buffered_max) {
+    ++g_expect_buffered;
+  } else if (bytes <= g_eager_max) {
     ++g_expect_eager;
   } else if (g_zero_copy && !plain) {
     ++g_expect_zero_copy;
@@ -257,6 +270,21 @@ uint64_t Logged(const std::string &path) {
   return n;
 }
 
+// 0 if the receives logged each path as counted by Expect(), else 62.
+int CheckPaths() {
+  for (const auto &[path, want] : {std::pair{"zero-copy", g_expect_zero_copy},
+                                   std::pair{"eager", g_expect_eager + g_expect_buffered},
+                                   std::pair{"eager (buffered)", g_expect_buffered}}) {
+    const uint64_t logged = Logged(path);
+    if (logged != want) {
+      std::fprintf(stderr, "rank %u: %lu receives were %s, want %lu\n", g_rank,
+                   static_cast<unsigned long>(logged), path, static_cast<unsigned long>(want));
+      return 62;
+    }
+  }
+  return 0;
+}
+
 int Matrix() {
   Arena arena(kArena, g_zero_copy);
   std::vector<uint8_t> plain(kArena);
@@ -302,14 +330,8 @@ int Matrix() {
   if (int rc = ManyInARow(arena)) {
     return rc;
   }
-  for (const auto &[path, want] :
-       {std::pair{"zero-copy", g_expect_zero_copy}, std::pair{"eager", g_expect_eager}}) {
-    const uint64_t logged = Logged(path);
-    if (logged != want) {
-      std::fprintf(stderr, "rank %u: %lu receives were %s, want %lu\n", g_rank,
-                   static_cast<unsigned long>(logged), path, static_cast<unsigned long>(want));
-      return 62;
-    }
+  if (int rc = CheckPaths()) {
+    return rc;
   }
   // Leave together: a rank that destroys its communicator breaks the kernel domain, and with
   // it the peer mappings of the ranks still transferring.
@@ -538,6 +560,186 @@ int Die() {
   return r == HCCL_SUCCESS ? 0 : Fail("transfer with a live rank", r);
 }
 
+// Rank 0 sends @m from @send to rank 1, which receives it into @recv (guarded) and checks it.
+int OneWay(uint8_t *send, uint8_t *recv, const Message &m, const char *what) {
+  if (g_rank == 0) {
+    Prepare(send, m);
+    const HcclResult r = HcclSend(send, m.count, m.type, 1, g_comm, nullptr);
+    return r == HCCL_SUCCESS ? 0 : Fail(what, r);
+  }
+  Guard(recv, m);
+  if (HcclResult r = HcclRecv(recv, m.count, m.type, 0, g_comm, nullptr); r != HCCL_SUCCESS) {
+    return Fail(what, r);
+  }
+  Expect(m.Bytes());
+  return Check(recv, m, 0, what);
+}
+
+// Both ranks send 16 messages (as many as the boxes) before receiving any: only sends that
+// return before their receive let this finish (else both time out).
+int SendsFirst(uint8_t *base) {
+  const uint32_t peer = 1 - g_rank;
+  HcclResult r = HCCL_SUCCESS;
+  for (uint32_t i = 0; i < 16 && r == HCCL_SUCCESS; ++i) {
+    const Message m{HCCL_DATA_TYPE_INT32, 1 + i, 7000 + i};
+    Prepare(base + i * 256, m);
+    if (int rc = Quick(
+            [&] { return HcclSend(base + i * 256, m.count, m.type, peer, g_comm, nullptr); }, &r)) {
+      return rc;
+    }
+  }
+  for (uint32_t i = 0; i < 16 && r == HCCL_SUCCESS; ++i) {
+    const Message m{HCCL_DATA_TYPE_INT32, 1 + i, 7000 + i};
+    uint8_t *at = base + (16 + i) * 256;
+    Guard(at, m);
+    if (r = HcclRecv(at, m.count, m.type, peer, g_comm, nullptr); r == HCCL_SUCCESS) {
+      Expect(m.Bytes());
+      if (int rc = Check(at, m, peer, "sends first")) {
+        return rc;
+      }
+    }
+  }
+  return r == HCCL_SUCCESS ? 0 : Fail("sends first", r);
+}
+
+// One batch per rank of 40 sends to and 40 receives from the other (far more than the boxes),
+// mostly buffered, every tenth above the threshold; sends listed first on rank 0, last on 1.
+int ManyInFlight(uint8_t *base) {
+  constexpr uint32_t kItems = 40;
+  const size_t stride = g_buffered_max + 100 + 2 * kGuard;
+  uint8_t *sends = base + kGuard, *recvs = sends + kItems * stride;
+  const uint32_t peer = 1 - g_rank;
+  std::vector<Message> ms;
+  std::vector<HcclSendRecvItem> items(2 * kItems);
+  for (uint32_t i = 0; i < kItems; ++i) {
+    const uint64_t count = i % 10 == 9 ? g_buffered_max + 100 : 1 + (i * 37) % g_buffered_max;
+    const Message &m = ms.emplace_back(Message{HCCL_DATA_TYPE_INT8, count, 8000 + i});
+    Prepare(sends + i * stride, m);
+    Guard(recvs + i * stride, m);
+    items[(g_rank == 0 ? 0 : kItems) + i] = {HCCL_SEND, sends + i * stride, count, m.type, peer};
+    items[(g_rank == 0 ? kItems : 0) + i] = {HCCL_RECV, recvs + i * stride, count, m.type, peer};
+  }
+  if (HcclResult r = HcclBatchSendRecv(items.data(), 2 * kItems, g_comm, nullptr);
+      r != HCCL_SUCCESS) {
+    return Fail("many in flight", r);
+  }
+  for (uint32_t i = 0; i < kItems; ++i) {
+    Expect(ms[i].Bytes());
+    if (int rc = Check(recvs + i * stride, ms[i], peer, "many in flight")) {
+      return rc;
+    }
+  }
+  return 0;
+}
+
+// Rank 0 sends @m from @buf, rank 1 receives it there and sends it back from there, rank 0
+// receives it into the same buffer.
+int Echo(uint8_t *buf, const Message &m) {
+  Guard(buf, m);
+  if (g_rank == 0) {
+    Prepare(buf, m);
+  }
+  const uint32_t peer = 1 - g_rank;
+  for (int step = 0; step < 2; ++step) {
+    const bool sending = (step == 0) == (g_rank == 0);
+    const HcclResult r = sending ? HcclSend(buf, m.count, m.type, peer, g_comm, nullptr)
+                                 : HcclRecv(buf, m.count, m.type, peer, g_comm, nullptr);
+    if (r != HCCL_SUCCESS) {
+      return Fail("echo", r);
+    }
+    if (!sending) {
+      Expect(m.Bytes());
+      if (int rc = Check(buf, m, 0, "echo")) {
+        return rc;
+      }
+    }
+  }
+  return 0;
+}
+
+// Buffered mismatches and refusals: the receive fails, the buffered send does not; a box sent
+// to a refused receive is dropped; a refused send fails the receive at once; then transfers
+// work.
+int BufferedMismatch(uint8_t *buf) {
+  const Message m{HCCL_DATA_TYPE_FP32, 100, 31};
+  auto transfer = [&](uint64_t count, HcclDataType type, void *b) {
+    return g_rank == 0 ? HcclSend(b, count, type, 1, g_comm, nullptr)
+                       : HcclRecv(b, count, type, 0, g_comm, nullptr);
+  };
+  g_rank == 0 ? Prepare(buf, m) : Guard(buf, m);
+  const HcclResult mine = g_rank == 0 ? HCCL_SUCCESS : HCCL_E_PARA;
+  if (transfer(g_rank == 0 ? 100 : 99, m.type, buf) != mine ||
+      transfer(100, g_rank == 0 ? HCCL_DATA_TYPE_FP32 : HCCL_DATA_TYPE_INT32, buf) != mine) {
+    return 75;
+  }
+  if (g_rank == 1) {
+    const uint8_t *guarded = buf - kGuard;
+    for (size_t i = 0; i < m.Bytes() + 2 * kGuard; ++i) {
+      if (guarded[i] != kGuardByte) {
+        return 61;
+      }
+    }
+  }
+  if (HcclResult r = transfer(100, g_rank == 1 ? HcclDataType(99) : m.type, buf); r != mine) {
+    return Fail("a buffered send to a refused receive", r);
+  }
+  HcclResult r;
+  if (Quick([&] { return transfer(100, m.type, g_rank == 0 ? nullptr : buf); }, &r) ||
+      r != (g_rank == 0 ? HCCL_E_PTR : HCCL_E_PARA)) {
+    return Fail("a refused send", r);
+  }
+  return OneWay(buf, buf, Message{HCCL_DATA_TYPE_FP32, 100, 32}, "after the errors");
+}
+
+// Rank 1 dies; rank 0's buffered sends succeed while boxes are free (16), then the next fails
+// with HCCL_E_REMOTE quickly.
+int SendToTheDead(uint8_t *buf, const std::string &log) {
+  if (g_rank == 1) {
+    unlink(log.c_str());
+    raise(SIGKILL);
+  }
+  HcclResult r = HCCL_SUCCESS;
+  int sent = 0;
+  for (; sent <= 16; ++sent) {
+    if (int rc =
+            Quick([&] { return HcclSend(buf, 8, HCCL_DATA_TYPE_INT8, 1, g_comm, nullptr); }, &r)) {
+      return rc;
+    }
+    if (r != HCCL_SUCCESS) {
+      break;
+    }
+  }
+  if (sent != 16 || r != HCCL_E_REMOTE) {
+    std::fprintf(stderr, "rank 0: %d buffered sends to a dead rank succeeded, then %s\n", sent,
+                 HcclGetErrorString(r));
+    return 76;
+  }
+  return 0;
+}
+
+// The buffered path (2 ranks, HZC_P2P_BUFFERED_MAX set by the test, HZC_INLINE_MAX=0).
+int Buffered(const std::string &log) {
+  Arena arena(4 << 20, g_zero_copy);
+  if (!arena.ok) {
+    return 52;
+  }
+  uint8_t *at = arena.base + kGuard;
+  // The threshold's edges, from and into unaligned buffers.
+  for (uint64_t bytes : {g_buffered_max - 1, g_buffered_max, g_buffered_max + 1}) {
+    const Message m{HCCL_DATA_TYPE_INT8, bytes, 600 + bytes};
+    if (int rc = OneWay(at + 3, at + (1 << 20) + 5, m, "threshold")) {
+      return rc;
+    }
+  }
+  int rc = SendsFirst(at);
+  rc = rc != 0 ? rc : ManyInFlight(at);
+  rc = rc != 0 ? rc : Echo(at + 1, Message{HCCL_DATA_TYPE_INT8, 8, 41});
+  rc = rc != 0 ? rc : Echo(at, Message{HCCL_DATA_TYPE_INT8, g_buffered_max, 42});
+  rc = rc != 0 ? rc : BufferedMismatch(at);
+  rc = rc != 0 ? rc : CheckPaths();
+  return rc != 0 ? rc : SendToTheDead(at, log);
+}
+
 }  // namespace
 
 int main(int argc, char **argv) {
@@ -552,8 +754,10 @@ int main(int argc, char **argv) {
   const char *inline_max = std::getenv("HZC_INLINE_MAX");
   g_eager_max = std::min<uint64_t>(
       inline_max != nullptr ? std::strtoull(inline_max, nullptr, 10) : 16384, 512 << 10);
+  const char *buffered_max = std::getenv("HZC_P2P_BUFFERED_MAX");
+  g_buffered_max = buffered_max != nullptr ? std::strtoull(buffered_max, nullptr, 10) : 2048;
   const std::string log = "/tmp/hzc-p2p-rank-" + std::to_string(getpid()) + ".log";
-  if (scenario == "matrix") {
+  if (scenario == "matrix" || scenario == "buffered") {
     // Before the library's first call, which reads the environment once.
     setenv("HZC_LOG", "debug", 1);
     setenv("HZC_LOG_FILE", log.c_str(), 1);
@@ -566,7 +770,8 @@ int main(int argc, char **argv) {
                                          {"lateopen", LateOpen},
                                          {"revoke", Revoke},
                                          {"timeout", Timeout},
-                                         {"die", Die}},
+                                         {"die", Die},
+                                         {"buffered", [&log] { return Buffered(log); }}},
                                         scenario, 55);
   const int status = hzc::test::DestroyAfter(g_comm, rc, 56);
   unlink(log.c_str());

@@ -41,16 +41,19 @@ class P2pTest : public hzc::test::Test {
   }
 };
 
-// The matrix's modes: the ranks' buffers (p2p_rank.cpp's MODE) and HZC_INLINE_MAX, which
-// forces a protocol at every size: 0 turns eager messages off (staging, zero-copy); 1 MiB sends
-// every message of up to half a slot eagerly (the ranks check which path each receive took).
+// The matrix's modes: the ranks' buffers (p2p_rank.cpp's MODE), HZC_INLINE_MAX and
+// HZC_P2P_BUFFERED_MAX, which force a protocol at every size: 0 and 0 turn eager and buffered
+// messages off (staging, zero-copy); 1 MiB sends every message of up to half a slot eagerly,
+// but the ones of up to 4 KiB buffered (the ranks check which path each receive took).
 struct Mode {
   const char *name;
   const char *buffers;
   const char *inline_max;
+  const char *buffered_max;
 };
-constexpr Mode kModes[] = {
-    {"staging", "staging", "0"}, {"zerocopy", "zerocopy", "0"}, {"eager", "zerocopy", "1048576"}};
+constexpr Mode kModes[] = {{"staging", "staging", "0", "0"},
+                           {"zerocopy", "zerocopy", "0", "0"},
+                           {"eager", "zerocopy", "1048576", "4096"}};
 
 class P2pMatrixTest : public P2pTest,
                       public ::testing::WithParamInterface<std::tuple<uint32_t, Mode>> {};
@@ -60,8 +63,10 @@ TEST_P(P2pMatrixTest, EveryPairTypeAndSize) {
   if (std::string(mode.buffers) == "zerocopy" && !HaveTransport()) {
     GTEST_SKIP() << hzc_device_path() << " is absent and HZC_TRANSPORT=kernel";
   }
-  EXPECT_EQ(RunRanks(n, "matrix", mode.buffers, {{"HZC_INLINE_MAX", mode.inline_max}}),
-            std::vector<int>(n, 0));
+  EXPECT_EQ(
+      RunRanks(n, "matrix", mode.buffers,
+               {{"HZC_INLINE_MAX", mode.inline_max}, {"HZC_P2P_BUFFERED_MAX", mode.buffered_max}}),
+      std::vector<int>(n, 0));
 }
 
 INSTANTIATE_TEST_SUITE_P(Ranks, P2pMatrixTest,
@@ -72,12 +77,14 @@ INSTANTIATE_TEST_SUITE_P(Ranks, P2pMatrixTest,
                                   std::get<1>(param_info.param).name;
                          });
 
-// Mismatches and one side's bad arguments fail both sides at once; the channel stays usable.
+// Mismatches and one side's bad arguments fail both sides at once; the channel stays usable
+// (messages that are not buffered: a buffered send learns of neither, BufferedSends).
 TEST_F(P2pTest, MismatchAndRefusalFailBothSidesAtOnce) {
   ExpectErrorLog("HcclSend: ");
   ExpectErrorLog("HcclRecv: ");
   ExpectErrorLog("HcclBatchSendRecv: sendRecvInfo is null");
-  EXPECT_EQ(RunRanks(2, "mismatch", "staging"), std::vector<int>(2, 0));
+  EXPECT_EQ(RunRanks(2, "mismatch", "staging", {{"HZC_P2P_BUFFERED_MAX", "0"}}),
+            std::vector<int>(2, 0));
 }
 
 TEST_F(P2pTest, MismatchAndRefusalZeroCopy) {
@@ -87,8 +94,29 @@ TEST_F(P2pTest, MismatchAndRefusalZeroCopy) {
   ExpectErrorLog("HcclSend: ");
   ExpectErrorLog("HcclRecv: ");
   ExpectErrorLog("HcclBatchSendRecv: sendRecvInfo is null");
-  EXPECT_EQ(RunRanks(2, "mismatch", "zerocopy", {{"HZC_INLINE_MAX", "0"}}), std::vector<int>(2, 0));
+  EXPECT_EQ(
+      RunRanks(2, "mismatch", "zerocopy", {{"HZC_INLINE_MAX", "0"}, {"HZC_P2P_BUFFERED_MAX", "0"}}),
+      std::vector<int>(2, 0));
 }
+
+// Buffered sends (1000 bytes at most here, the rest staged or zero-copy): the threshold's edges
+// from and into unaligned buffers, sends that return before their receive, a batch with more
+// messages in flight than boxes, in-place echoes, mismatches and refusals (only the receive
+// fails), and a receiver that dies (the send that waits for a box fails).
+class P2pBufferedTest : public P2pTest, public ::testing::WithParamInterface<const char *> {};
+
+TEST_P(P2pBufferedTest, Edges) {
+  if (std::string(GetParam()) == "zerocopy" && !HaveTransport()) {
+    GTEST_SKIP() << hzc_device_path() << " is absent and HZC_TRANSPORT=kernel";
+  }
+  EXPECT_EQ(
+      RunRanks(
+          2, "buffered", GetParam(),
+          {{"HZC_P2P_BUFFERED_MAX", "1000"}, {"HZC_INLINE_MAX", "0"}, {"HCCL_EXEC_TIMEOUT", "10"}}),
+      (std::vector<int>{0, -SIGKILL}));
+}
+
+INSTANTIATE_TEST_SUITE_P(Buffers, P2pBufferedTest, ::testing::Values("staging", "zerocopy"));
 
 // A batch's items progress while the channel of another of its items is still being opened.
 TEST_F(P2pTest, BatchProgressesWhileAChannelWaitsToOpen) {

@@ -124,6 +124,21 @@ uint64_t ParseInlineMax(const char *v, std::vector<std::string> *warnings) {
   return Config::kDefaultInlineMax;
 }
 
+// HZC_P2P_BUFFERED_MAX's value (nullptr: unset, the default); anything else is the default with
+// a warning.
+uint64_t ParseP2pBufferedMax(const char *v, std::vector<std::string> *warnings) {
+  if (v == nullptr) {
+    return Config::kDefaultP2pBufferedMax;
+  }
+  if (auto b = ParseUnsigned(v, 0, Config::kMaxP2pBufferedMax)) {
+    return *b;
+  }
+  warnings->push_back(
+      fmt::format("HZC_P2P_BUFFERED_MAX=\"{}\": not a number of bytes in [0, {}]; using {}", v,
+                  Config::kMaxP2pBufferedMax, Config::kDefaultP2pBufferedMax));
+  return Config::kDefaultP2pBufferedMax;
+}
+
 // HZC_JOB_SECRET, HZC_JOB_SECRET_FILE, HCCL_WHITELIST_DISABLE and HCCL_WHITELIST_FILE into @c.
 void ParseTrust(const std::function<const char *(const char *)> &getenv_fn, Config *c) {
   if (const char *v = getenv_fn("HZC_JOB_SECRET"); v != nullptr) {
@@ -219,6 +234,7 @@ Config Config::FromLookup(const std::function<const char *(const char *)> &geten
   c.device_count = ParseDeviceCount(getenv_fn("HZC_DEVICE_COUNT"), &c.warnings);
   c.transport = ParseTransport(getenv_fn("HZC_TRANSPORT"), &c.warnings);
   c.inline_max = ParseInlineMax(getenv_fn("HZC_INLINE_MAX"), &c.warnings);
+  c.p2p_buffered_max = ParseP2pBufferedMax(getenv_fn("HZC_P2P_BUFFERED_MAX"), &c.warnings);
   ParseTrust(getenv_fn, &c);
   return c;
 }
@@ -243,6 +259,7 @@ std::vector<std::string> Config::Describe() const {
                                       : transport == TransportChoice::kMemfd ? "memfd"
                                                                              : "auto"),
       fmt::format("HZC_INLINE_MAX={}", inline_max),
+      fmt::format("HZC_P2P_BUFFERED_MAX={}", p2p_buffered_max),
       // Never the secret itself.
       fmt::format("HZC_JOB_SECRET={}", job_secret.empty() ? "(unset)" : "(set)"),
       fmt::format("HZC_JOB_SECRET_FILE={}", job_secret_file.empty() ? "(unset)" : job_secret_file),

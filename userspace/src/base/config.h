@@ -64,6 +64,12 @@ struct Config {
   static constexpr uint64_t kDefaultInlineMax = 16384;
   static constexpr uint64_t kMaxInlineMax = uint64_t{1} << 20;
   uint64_t inline_max = kDefaultInlineMax;
+  // HZC_P2P_BUFFERED_MAX: the largest point-to-point message, in bytes, that a send inside one
+  // server copies into one of its pair channel's slots and returns without waiting for the
+  // receiver (coll/p2p.h); 0: never.
+  static constexpr uint64_t kDefaultP2pBufferedMax = 2048;
+  static constexpr uint64_t kMaxP2pBufferedMax = uint64_t{1} << 16;
+  uint64_t p2p_buffered_max = kDefaultP2pBufferedMax;
   // HZC_JOB_SECRET, HZC_JOB_SECRET_FILE: the secret a rank table's ranks prove they share
   // (bootstrap/auth.h); empty: none. The file is read (and its owner and mode checked) when a
   // communicator needs it, not here.

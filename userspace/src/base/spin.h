@@ -77,8 +77,9 @@ class SpinWait {
       }
       return false;
     }
-    // The clock is read every 64 turns: a turn is a check and a pause (tens of nanoseconds).
-    if (turns_ == 1) {
+    // The clock is read every 64 turns from the 64th on (a turn is a check and a pause, tens of
+    // nanoseconds; a clock read can take a hundred in a virtual machine): a short wait reads none.
+    if (turns_ == 64) {
       start_ = std::chrono::steady_clock::now();
       yield_at_ = kYieldEvery;
     } else if (turns_ % 64 == 0) {
@@ -100,7 +101,7 @@ class SpinWait {
     return true;
   }
   // A check after Again() found what it waited for: tell the budget what the spin took. Spins
-  // shorter than 64 turns are not timed.
+  // shorter than 64 turns are not timed (nor their first 64 turns).
   void Caught() {
     if (budget_ != nullptr && !oversubscribed_ && turns_ >= 64) {
       budget_->Caught(std::chrono::steady_clock::now() - start_);

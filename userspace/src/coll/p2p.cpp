@@ -30,7 +30,8 @@ using p2p::PostRefusal;
 struct State : Communicator::CollState {
   std::mutex mutex;  // one call at a time
   p2p::Channels channels;
-  SpinBudget spin;                    // how long the waits of its calls spin (base/spin.h)
+  std::vector<Op> ops;  // the items of the call in progress (kept: no allocation per call)
+  SpinBudget spin;      // how long the waits of its calls spin (base/spin.h)
   std::unique_ptr<RemoteP2p> remote;  // peers on other servers (made by their first item)
 };
 
@@ -133,15 +134,24 @@ Status RefuseP2p(Communicator &comm, const std::vector<P2pItem> &all, const Stat
 }
 
 Status RunP2p(Communicator &comm, const std::vector<P2pItem> &all) {
-  std::vector<Op> ops;
-  std::vector<P2pItem> remote;  // peers on other servers
-  std::vector<size_t> remote_index;
   for (size_t i = 0; i < all.size(); ++i) {
     if (all[i].count == 0) {
       continue;  // NonEmpty
     }
     if (Status st = ValidateP2p(comm, all[i]); !st.ok()) {
       return RefuseP2p(comm, all, ItemError(all, i, st));
+    }
+  }
+  State &s = GetState(comm);
+  std::lock_guard lock(s.mutex);
+  std::vector<Op> &ops = s.ops;
+  ops.clear();
+  ops.reserve(all.size());
+  std::vector<P2pItem> remote;  // peers on other servers
+  std::vector<size_t> remote_index;
+  for (size_t i = 0; i < all.size(); ++i) {
+    if (all[i].count == 0) {
+      continue;
     }
     if (OnOtherServer(comm, all[i].peer)) {
       remote.push_back(all[i]);
@@ -159,19 +169,19 @@ Status RunP2p(Communicator &comm, const std::vector<P2pItem> &all) {
       }
     }
   }
-  State &s = GetState(comm);
-  std::lock_guard lock(s.mutex);
   for (const Op &op : ops) {
     if (auto it = s.channels.find(op.item.peer); it != s.channels.end()) {
       HZC_RETURN_IF_ERROR(it->second->CheckBroken());  // a dead peer: seen while waiting
     }
   }
-  const Clock::time_point deadline = Clock::now() + comm.ExecTimeout();
   // The items with peers on other servers progress at the same time as the others: a peer of
-  // one may wait for this rank's other items first.
+  // one may wait for this rank's other items first. Without them, the deadline counts from the
+  // batch's first wait (a call that does not wait reads no clock).
+  Clock::time_point deadline{};
   std::vector<Status> remote_results;
   std::thread across;
   if (!remote.empty()) {
+    deadline = Clock::now() + comm.ExecTimeout();
     if (!s.remote) {
       s.remote = std::make_unique<RemoteP2p>(comm);
     }

@@ -15,12 +15,21 @@
 // so opening the channels one after the other could deadlock a valid program. (A call that
 // fails returns once its openings end too, which is at the latest its deadline.) The area
 // holds a header (the two ranks' wake-up words and a "broken" word), one direction block per
-// ordered pair (sender -> receiver) and one staging slot per direction of the communicator's
-// staging size (hcclBufferSize, else HCCL_BUFFSIZE) but at most 4 MiB, split in two halves.
+// ordered pair (sender -> receiver), one staging slot per direction of the communicator's
+// staging size (hcclBufferSize, else HCCL_BUFFSIZE) but at most 4 MiB, split in two halves, and
+// a ring of 16 boxes per direction of HZC_P2P_BUFFERED_MAX bytes each (rank lo's setting).
 //
 // Sequence numbers. Each direction numbers its messages from 1 on both sides, independently
 // of the collectives' call numbers and of other pairs; the n-th send of a to b meets the n-th
-// receive of b from a. Per message:
+// receive of b from a. A message of at most HZC_P2P_BUFFERED_MAX bytes goes buffered, in the
+// manner of Open MPI's fast boxes:
+//   sender:   wait for a free box (the receiver took the message 16 boxes before out: a sender
+//             rarely waits); copy the bytes, count and dataType into it, then n; done (its
+//             buffer is reusable at once; no answer is waited for).
+//   receiver: wait until the next box holds n (or message n is posted: it is not buffered);
+//             copy the bytes out, free the box and mark n done. A mismatch fails the receive
+//             (HCCL_E_PARA, nothing moved); the sender's call succeeded already and is not told.
+// Any other message:
 //   sender:   wait until the receiver finished message n-1; post (n, count, dtype, address,
 //             whether its buffer lies in activated memory); wait for the receiver's answer.
 //   receiver: wait for post n; answer it: mismatch (count or dataType differ: HCCL_E_PARA on
@@ -35,8 +44,9 @@
 // batch on every rank progresses; items of one direction of one pair keep their list order.
 //
 // Waiting. Each side of a pair has a 32-bit wake-up word in the header that the other side
-// bumps (and FUTEX_WAKEs) after every change it makes. A waiter sleeps on the word of one of
-// the channels it waits on in short slices (10 ms with one channel, 1 ms with several) and
+// bumps (and FUTEX_WAKEs, only when it sleeps) after every change it makes. A waiter spins first
+// (base/spin.h), unless the peer last wrote from this rank's CPU; then it sleeps on the word of one
+// of the channels it waits on in short slices (10 ms with one channel, 1 ms with several) and
 // checks, each slice: the "broken" word, the peer's process (bootstrap/peer_process.h, a
 // dead peer is HCCL_E_REMOTE at once) and the call's deadline (the communicator's
 // hcclExecTimeOut, else HCCL_EXEC_TIMEOUT:
@@ -45,12 +55,15 @@
 //
 // Failures. A mismatch, or a rank that refuses a call because its own arguments are bad (it
 // posts "refused" on an open channel: the peer fails the matching call at once with
-// HCCL_E_PARA naming it), leaves the channel usable. A failure half-way (timeout, dead peer,
-// peer memory revoked) breaks the channel, and those of the call's other unfinished items:
-// both sides' later transfers on such a pair fail with HCCL_E_REMOTE; the other pairs and the
-// collectives are unaffected. A refusal before the pair's channel exists reaches nobody: the
-// peer times out. The two sides never disagree on the path: the receiver alone chooses it for
-// each message and tells the sender in its answer.
+// HCCL_E_PARA naming it), leaves the channel usable. A buffered send learns of neither: on a
+// mismatch only the receive fails, and a box sent to a receive that was refused is dropped by
+// the receiver's next receive on the pair. A buffered send to a peer that died succeeds while
+// a box is free; the next one that waits for a box fails with HCCL_E_REMOTE. A failure half-way
+// (timeout, dead peer, peer memory revoked) breaks the channel, and those of the call's other
+// unfinished items: both sides' later transfers on such a pair fail with HCCL_E_REMOTE; the other
+// pairs and the collectives are unaffected. A refusal before the pair's channel exists reaches
+// nobody: the peer times out. The two sides never disagree on the path: the receiver alone chooses
+// it for each message and tells the sender in its answer.
 //
 // Semantics taken from CANN: an item of count 0 is no transfer (no message, and its buffer,
 // dataType and rank are not looked at); a rank cannot send to or receive from itself

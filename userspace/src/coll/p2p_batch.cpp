@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "coll/p2p_batch.h"
 
+#include <sched.h>
+
 #include <algorithm>
 #include <chrono>
 
@@ -58,8 +60,8 @@ void Batch::Start() {
       auto o = std::make_unique<Opening>();
       o->peer = peer;
       Opening *raw = o.get();
-      o->thread = std::thread([this, raw] {
-        raw->result = Channel::Open(comm_, raw->peer, deadline_);
+      o->thread = std::thread([this, raw, deadline = Deadline()] {
+        raw->result = Channel::Open(comm_, raw->peer, deadline);
         raw->done.store(true, std::memory_order_release);
       });
       openings_.push_back(std::move(o));
@@ -76,7 +78,9 @@ void Batch::Assign(uint32_t peer, Channel *ch) {
     op.seq = op.item.dir == P2pItem::kSend ? ++ch->send_seq : ++ch->recv_seq;
     op.bytes = static_cast<size_t>(op.item.count) * TypeSize(op.item.dtype);
     op.chunks = Chunks(op.bytes, ch->half_bytes());
-    op.zero_copy = op.bytes > ch->eager_bytes() && Activated(comm_, op.item.buf, op.bytes);
+    op.box = op.item.dir == P2pItem::kSend && op.bytes <= ch->box_bytes();
+    op.zero_copy =
+        !op.box && op.bytes > ch->eager_bytes() && Activated(comm_, op.item.buf, op.bytes);
   }
 }
 
@@ -103,6 +107,13 @@ bool Batch::Collect() {
   return any;
 }
 
+Clock::time_point Batch::Deadline() {
+  if (deadline_ == Clock::time_point{}) {
+    deadline_ = Clock::now() + comm_.ExecTimeout();
+  }
+  return deadline_;
+}
+
 bool Batch::PollAll(Op **waiting, uint32_t *bell, bool *unfinished) {
   bool progressed = false;
   for (Op &op : ops_) {
@@ -115,7 +126,9 @@ bool Batch::PollAll(Op **waiting, uint32_t *bell, bool *unfinished) {
     }
     if (*waiting == nullptr) {
       *waiting = &op;
-      *bell = op.ch->bell().load(std::memory_order_seq_cst);
+      if (bell != nullptr) {
+        *bell = op.ch->bell().load(std::memory_order_seq_cst);
+      }
     }
     if (op.prev == nullptr || op.prev->phase == Op::kFinished) {
       progressed |= op.item.dir == P2pItem::kSend ? PollSend(op) : PollRecv(comm_, op);
@@ -127,6 +140,7 @@ bool Batch::PollAll(Op **waiting, uint32_t *bell, bool *unfinished) {
 Status Batch::Run() {
   Start();
   SpinWait spin(budget_, Oversubscribed(comm_.size()));
+  bool spinning = false;  // since the last progress
   for (bool checked = false;;) {
     // The peers' liveness is taken before a pass (only after spinning: it is a system call): a
     // peer that finished its part and then exited is seen finished by the pass, not dead.
@@ -135,7 +149,8 @@ Status Batch::Run() {
     Op *waiting = nullptr;
     uint32_t bell = 0;
     bool unfinished = false;
-    const bool progressed = PollAll(&waiting, &bell, &unfinished);
+    // The bell only for the pass before a sleep: the peer rings it at every change.
+    const bool progressed = PollAll(&waiting, checked ? &bell : nullptr, &unfinished);
     if (!unfinished) {
       break;
     }
@@ -144,14 +159,20 @@ Status Batch::Run() {
         spin.Caught();
       }
       spin.Reset();
-      checked = false;
+      checked = spinning = false;
       continue;
     }
     if (!checked) {
-      checked = !spin.Again();  // once the spinning is over: check, then sleep
+      // Once the spinning is over: check, then sleep. A peer that last wrote from this CPU (the
+      // scheduler may put both there while other CPUs idle) runs only when this rank lets it:
+      // sleep at once, so that its wake-up may put this rank on an idle CPU.
+      const bool here =
+          !spinning && waiting != nullptr && waiting->ch->peer_cpu() == sched_getcpu();
+      spinning = true;
+      checked = here || !spin.Again();
       continue;
     }
-    if (Status st = alive.ok() ? CheckDeadline(ops_, deadline_, comm_.ExecTimeout()) : alive;
+    if (Status st = alive.ok() ? CheckDeadline(ops_, Deadline(), comm_.ExecTimeout()) : alive;
         !st.ok()) {
       failed_ = st;
       for (Op &op : ops_) {
@@ -163,7 +184,7 @@ Status Batch::Run() {
     }
     const bool several = openings_.size() + channels_.size() > 1;
     const auto left =
-        std::clamp<std::chrono::nanoseconds>(deadline_ - Clock::now(), std::chrono::nanoseconds(0),
+        std::clamp<std::chrono::nanoseconds>(Deadline() - Clock::now(), std::chrono::nanoseconds(0),
                                              waiting == nullptr || several ? kShortSlice : kSlice);
     if (waiting != nullptr) {
       waiting->ch->Sleep(bell, left);

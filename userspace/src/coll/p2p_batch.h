@@ -38,7 +38,9 @@ struct Opening {
 // The items of one call in progress, on @channels (which the caller holds).
 class Batch {
  public:
-  // @spin: the communicator's spinning budget (base/spin.h).
+  // @spin: the communicator's spinning budget (base/spin.h); @deadline: the call's, or
+  // Clock::time_point{}: the communicator's timeout from the batch's first wait on (a batch that
+  // never waits reads no clock).
   Batch(Communicator &comm, Channels &channels, std::vector<Op> &ops, Clock::time_point deadline,
         SpinBudget *spin)
       : comm_(comm), channels_(channels), ops_(ops), deadline_(deadline), budget_(spin) {}
@@ -61,11 +63,13 @@ class Batch {
   bool Collect();
   // One pass over the ops; the first unfinished op with a channel and its bell before it.
   bool PollAll(Op **waiting, uint32_t *bell, bool *unfinished);
+  // The deadline (set now if it was not).
+  Clock::time_point Deadline();
 
   Communicator &comm_;
   Channels &channels_;
   std::vector<Op> &ops_;
-  const Clock::time_point deadline_;
+  Clock::time_point deadline_;
   SpinBudget *budget_;
   std::vector<std::unique_ptr<Opening>> openings_;
   Status failed_;

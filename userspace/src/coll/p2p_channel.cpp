@@ -23,14 +23,26 @@ namespace hzc::coll::p2p {
 
 namespace {
 
-constexpr uint32_t kMagic = 0x687a7032;  // "hzp2"
+constexpr uint32_t kMagic = 0x687a7033;  // "hzp3"
 constexpr size_t kMaxSlot = size_t{4} << 20;
+
+// Bytes from one box to the next for buffered messages of up to @bytes (0: no boxes).
+size_t BoxStride(size_t bytes) {
+  return bytes == 0 ? 0 : (kBoxHead + bytes + kAlign - 1) / kAlign * kAlign;
+}
+
+// Bytes of the area: the header page, two staging slots of @slot, two rings of boxes of
+// @stride, in whole pages.
+size_t AreaBytes(size_t slot, size_t stride) {
+  return kPage + 2 * slot + (2 * kBoxes * stride + kPage - 1) / kPage * kPage;
+}
 
 // The area of the pair {lo, hi}: made by lo.
 Expected<UniqueMapping> MakeArea(const bootstrap::LocalExchange &x, size_t staging_bytes) {
   const size_t slot =
       std::min<size_t>(std::max<size_t>(staging_bytes, kPage), kMaxSlot) / kPage * kPage;
-  const size_t len = kPage + 2 * slot;
+  const size_t box_bytes = GetConfig().p2p_buffered_max;
+  const size_t len = AreaBytes(slot, BoxStride(box_bytes));
   auto shared = MakeSharedMemfd("hzc-p2p", len);
   if (!shared.ok()) {
     return shared.status();
@@ -41,6 +53,10 @@ Expected<UniqueMapping> MakeArea(const bootstrap::LocalExchange &x, size_t stagi
   h->magic = kMagic;
   h->bytes = len;
   h->slot_bytes = slot;
+  h->box_bytes = box_bytes;
+  h->box_stride = BoxStride(box_bytes);
+  h->cpu[0].store(-1, std::memory_order_relaxed);
+  h->cpu[1].store(-1, std::memory_order_relaxed);
   HZC_RETURN_IF_ERROR(bootstrap::GiveDescriptor(x, mem.get(), len));
   return map;
 }
@@ -57,7 +73,8 @@ Expected<UniqueMapping> TakeArea(const bootstrap::LocalExchange &x) {
     return Error(HCCL_E_MEMORY, "mmap of {} bytes: {}", len, ErrnoString(errno));
   }
   const auto *h = map.as<const PairHeader>();
-  if (h->magic != kMagic || h->bytes != len || kPage + 2 * h->slot_bytes != len) {
+  if (h->magic != kMagic || h->bytes != len || h->box_bytes > Config::kMaxP2pBufferedMax ||
+      h->box_stride != BoxStride(h->box_bytes) || AreaBytes(h->slot_bytes, h->box_stride) != len) {
     return Error(HCCL_E_INTERNAL, "the area handed over does not match");
   }
   return map;
@@ -70,6 +87,10 @@ Channel::Channel(UniqueMapping map, uint32_t me, uint32_t peer)
   h_ = map_.as<PairHeader>();
   slots_ = map_.as<uint8_t>() + kPage;
   slot_bytes_ = h_->slot_bytes;
+  box_bytes_ = h_->box_bytes;
+  box_stride_ = h_->box_stride;
+  boxes_[0] = slots_ + 2 * slot_bytes_;
+  boxes_[1] = boxes_[0] + kBoxes * box_stride_;
 }
 
 Status Channel::Check() const {

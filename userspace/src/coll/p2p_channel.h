@@ -2,8 +2,11 @@
 // The pair channel of point-to-point transfers inside a server (coll/p2p.h): the shared area of
 // one unordered pair of ranks {lo, hi}, made by lo as a memfd and handed to hi over an abstract
 // Unix socket, with its layout (a header with the two ranks' wake-up words and a "broken" word,
-// one direction block per ordered pair, one staging slot per direction in two halves).
+// one direction block per ordered pair, one staging slot per direction in two halves, a ring of
+// boxes per direction for buffered messages).
 #pragma once
+
+#include <sched.h>
 
 #include <atomic>
 #include <chrono>
@@ -34,9 +37,22 @@ enum Verdict : uint32_t {
   kStaging = 1,
   kZeroCopy = 2,
   kMismatch = 3,
-  kRefused = 4,
+  // 4: no longer used (a refused receive marks the message done without an answer)
   kEager = 5,  // copied out of the post's staging half: the message is done
 };
+
+// Boxes per direction: buffered sends in flight before a sender waits for the receiver.
+constexpr uint32_t kBoxes = 16;
+
+// A buffered message (coll/p2p.h), written by the sender of a direction: @seq last, after the
+// rest; the bytes follow it (the first 48 of them in its cache line).
+struct Box {
+  std::atomic<uint32_t> seq;  // number of the message it holds
+  uint32_t dtype;
+  uint64_t count;
+};
+constexpr size_t kBoxHead = sizeof(Box);
+static_assert(kBoxHead == 16);
 
 // Written by the sender of a direction.
 struct alignas(64) SenderSide {
@@ -49,9 +65,6 @@ struct alignas(64) SenderSide {
   uint64_t count;
   uint64_t addr;                 // in the sender's address space
   std::atomic<uint64_t> filled;  // staging chunks written for the posted message
-  // Number of the last message whose outcome the sender has read (or that it refused): the
-  // receiver answers the next one only then, so an answer is never overwritten unread.
-  std::atomic<uint32_t> finished;
 };
 
 // Written by the receiver of a direction.
@@ -62,12 +75,20 @@ struct alignas(64) ReceiverSide {
   uint32_t done_code;              // HcclResult of message @done
   uint64_t count;
   std::atomic<uint64_t> drained;  // staging chunks copied out for the answered message
-  std::atomic<uint32_t> done;     // number of the last message finished (or failed)
+  // Number of the last message finished (or failed, or refused: then @answered stays below it).
+  std::atomic<uint32_t> done;
+  std::atomic<uint32_t> freed;  // boxes taken out so far (the sender's credits)
 };
 
 struct Direction {
   SenderSide s;
   ReceiverSide r;
+};
+
+// A side's wake-up word, bumped by the other side (its only writer) to wake it.
+struct alignas(64) Bell {
+  std::atomic<uint32_t> word;
+  std::atomic<uint32_t> sleepers;  // the side's threads asleep on it (or about to be)
 };
 
 struct PairHeader {
@@ -77,10 +98,13 @@ struct PairHeader {
   uint32_t reserved;
   uint64_t bytes;
   uint64_t slot_bytes;
-  std::atomic<uint32_t> broken;               // 0, or 1 + the rank that broke the channel
-  alignas(64) std::atomic<uint32_t> bell[2];  // by side (0: lo, 1: hi), bumped to wake it
-  std::atomic<uint32_t> sleepers[2];          // by side: its threads asleep (or about to be)
-  alignas(64) Direction dir[2];               // 0: lo -> hi, 1: hi -> lo
+  uint64_t box_bytes;            // the largest buffered message (0: none), from lo's settings
+  uint64_t box_stride;           // bytes from one box to the next
+  std::atomic<uint32_t> broken;  // 0, or 1 + the rank that broke the channel
+  Bell bell[2];                  // by side (0: lo, 1: hi)
+  // By side: where it last wrote to the channel (sched_getcpu; -1: unknown), for its peer's waits.
+  alignas(64) std::atomic<int32_t> cpu[2];
+  alignas(64) Direction dir[2];  // 0: lo -> hi, 1: hi -> lo
 };
 
 static_assert(std::atomic<uint32_t>::is_always_lock_free);
@@ -105,22 +129,46 @@ class Channel {
     return slots_ + (out ? side_ : 1 - side_) * slot_bytes_ + (chunk % 2) * half_bytes();
   }
   size_t half_bytes() const { return slot_bytes_ / 2 / kAlign * kAlign; }
-  std::atomic<uint32_t> &bell() const { return h_->bell[side_]; }
+  std::atomic<uint32_t> &bell() const { return h_->bell[side_].word; }
+  // Box @index (counted from 0 since the channel opened) of the outgoing direction, or of the
+  // incoming one; its bytes.
+  Box *box(bool out, uint32_t index) const {
+    return reinterpret_cast<Box *>(boxes_[out ? side_ : 1 - side_] +
+                                   (index % kBoxes) * box_stride_);
+  }
+  static uint8_t *box_data(Box *b) { return reinterpret_cast<uint8_t *>(b) + kBoxHead; }
+  // The largest message sent buffered on this channel (0: none).
+  size_t box_bytes() const { return box_bytes_; }
+  // Where the peer last wrote to the channel (sched_getcpu; -1: unknown).
+  int peer_cpu() const { return h_->cpu[1 - side_].load(std::memory_order_relaxed); }
+  // Note where this rank writes from (a store only when it moved).
+  void NoteCpu() const {
+    const int here = sched_getcpu();
+    if (h_->cpu[side_].load(std::memory_order_relaxed) != here) {
+      h_->cpu[side_].store(here, std::memory_order_relaxed);
+    }
+  }
 
   // Wake the peer after a change: its bell moves, and FUTEX_WAKE is called only when it sleeps
-  // (or is about to: Sleep), so a transfer where nobody sleeps makes no system call.
+  // (or is about to: Sleep), so a transfer where nobody sleeps makes no system call. A release
+  // store, not a locked increment (this rank is the bell's only writer, one call at a time): a
+  // sleeper that counted itself in @sleepers just as this load read the count before it (the
+  // store still in this CPU's store buffer) finds the new number when its FUTEX_WAIT compares
+  // (a system call later, long after the buffer drained); at worst it sleeps one slice.
   void Ring() const {
-    h_->bell[1 - side_].fetch_add(1, std::memory_order_seq_cst);
-    if (h_->sleepers[1 - side_].load(std::memory_order_seq_cst) != 0) {
-      FutexWake(&h_->bell[1 - side_]);
+    Bell &b = h_->bell[1 - side_];
+    b.word.store(b.word.load(std::memory_order_relaxed) + 1, std::memory_order_release);
+    if (b.sleepers.load(std::memory_order_relaxed) != 0) {
+      FutexWake(&b.word);
     }
   }
   // Sleep until this rank's bell moves from @seen (read before the checks that found nothing to
   // do), at most @slice.
   void Sleep(uint32_t seen, std::chrono::nanoseconds slice) const {
-    h_->sleepers[side_].fetch_add(1, std::memory_order_seq_cst);
-    FutexWait(&h_->bell[side_], seen, slice);
-    h_->sleepers[side_].fetch_sub(1, std::memory_order_seq_cst);
+    Bell &b = h_->bell[side_];
+    b.sleepers.fetch_add(1, std::memory_order_seq_cst);
+    FutexWait(&b.word, seen, slice);
+    b.sleepers.fetch_sub(1, std::memory_order_seq_cst);
   }
   // An error when the channel is broken or the peer died (a system call: for waits that
   // sleep).
@@ -134,12 +182,19 @@ class Channel {
 
   uint32_t send_seq = 0;  // number of the last message sent / received on this channel
   uint32_t recv_seq = 0;
+  uint32_t boxes_sent = 0;   // boxes filled so far
+  uint32_t boxes_freed = 0;  // the receiver's count of boxes taken, as last read
+  uint32_t boxes_taken = 0;  // boxes of the incoming direction taken out so far
+  uint32_t box_seq = 0;      // number of the last message taken out of a box
 
  private:
   Channel(UniqueMapping map, uint32_t me, uint32_t peer);
   UniqueMapping map_;
   PairHeader *h_ = nullptr;
   uint8_t *slots_ = nullptr;
+  uint8_t *boxes_[2] = {};  // by direction
+  size_t box_bytes_ = 0;
+  size_t box_stride_ = 0;
   size_t slot_bytes_ = 0;
   uint32_t me_ = 0;
   uint32_t peer_ = 0;

@@ -30,11 +30,73 @@ bool Finish(Op &op, Status st) {
 
 namespace {
 
-// Finish the send @op with @st, telling the receiver that its answer was read.
-bool FinishSend(Op &op, Status st) {
-  op.ch->out().s.finished.store(op.seq, std::memory_order_release);
-  op.ch->Ring();
-  return Finish(op, std::move(st));
+// The buffered send @op: into the direction's next box once one is free (the receiver took the
+// message kBoxes before out); then it is done.
+bool SendBox(Op &op) {
+  Channel &ch = *op.ch;
+  if (ch.boxes_sent - ch.boxes_freed >= kBoxes) {
+    ch.boxes_freed = ch.out().r.freed.load(std::memory_order_acquire);
+    if (ch.boxes_sent - ch.boxes_freed >= kBoxes) {
+      return false;
+    }
+  }
+  Box *b = ch.box(true, ch.boxes_sent++);
+  std::memcpy(Channel::box_data(b), op.item.buf, op.bytes);
+  b->dtype = static_cast<uint32_t>(op.item.dtype);
+  b->count = op.item.count;
+  b->seq.store(op.seq, std::memory_order_release);
+  ch.NoteCpu();
+  ch.Ring();
+  return Finish(op, Status::Ok());
+}
+
+// The sender's post of @op (the receiver answers it).
+void Post(Op &op) {
+  Channel &ch = *op.ch;
+  SenderSide &s = ch.out().s;
+  s.refused = 0;
+  // A small message goes eagerly: its bytes with the post, into a staging half that is free
+  // (the message before is done).
+  s.eager = op.bytes != 0 && op.bytes <= ch.eager_bytes() ? 1 : 0;
+  if (s.eager != 0) {
+    std::memcpy(ch.half(true, 0), op.item.buf, op.bytes);
+  }
+  s.dtype = static_cast<uint32_t>(op.item.dtype);
+  s.count = op.item.count;
+  s.addr = reinterpret_cast<uintptr_t>(op.item.buf);
+  s.zero_copy = op.zero_copy ? 1 : 0;
+  s.filled.store(0, std::memory_order_relaxed);
+  s.posted.store(op.seq, std::memory_order_release);
+  ch.NoteCpu();
+  ch.Ring();
+  op.phase = Op::kAnswer;
+}
+
+// The sender reads the receiver's answer to @op, if there is one yet.
+bool ReadAnswer(Op &op) {
+  Channel &ch = *op.ch;
+  const ReceiverSide &r = ch.out().r;
+  // @done before @answered: a message marked done but not answered was refused (an answered
+  // one is answered before it is marked done).
+  const uint32_t done = r.done.load(std::memory_order_acquire);
+  if (!Reached(r.answered.load(std::memory_order_acquire), op.seq)) {
+    if (!Reached(done, op.seq)) {
+      return false;
+    }
+    return Finish(op, Error(HCCL_E_PARA,
+                            "rank {} refused its receive {} from this rank (its arguments "
+                            "failed its own checks, see its log); nothing was moved",
+                            ch.peer(), op.seq));
+  }
+  if (r.verdict == kMismatch) {
+    return Finish(op, Error(HCCL_E_PARA,
+                            "send {} to rank {}: it receives count={} dataType={}, this rank "
+                            "sends count={} dataType={}; nothing was moved",
+                            op.seq, ch.peer(), r.count, r.dtype, op.item.count,
+                            static_cast<int>(op.item.dtype)));
+  }
+  op.phase = r.verdict == kStaging && op.chunks != 0 ? Op::kFill : Op::kDone;  // or kEager
+  return true;
 }
 
 }  // namespace
@@ -46,48 +108,16 @@ bool PollSend(Op &op) {
   ReceiverSide &r = ch.out().r;
   switch (op.phase) {
     case Op::kStart:
+      if (op.box) {
+        return SendBox(op);
+      }
       if (!Reached(r.done.load(std::memory_order_acquire), op.seq - 1)) {
         return false;
       }
-      s.refused = 0;
-      // A small message goes eagerly: its bytes with the post, into a staging half that is free
-      // (the message before is done).
-      s.eager =
-          op.bytes != 0 && op.bytes <= std::min<size_t>(ch.half_bytes(), GetConfig().inline_max)
-              ? 1
-              : 0;
-      if (s.eager != 0) {
-        std::memcpy(ch.half(true, 0), op.item.buf, op.bytes);
-      }
-      s.dtype = static_cast<uint32_t>(op.item.dtype);
-      s.count = op.item.count;
-      s.addr = reinterpret_cast<uintptr_t>(op.item.buf);
-      s.zero_copy = op.zero_copy ? 1 : 0;
-      s.filled.store(0, std::memory_order_relaxed);
-      s.posted.store(op.seq, std::memory_order_release);
-      ch.Ring();
-      op.phase = Op::kAnswer;
+      Post(op);
       return true;
     case Op::kAnswer:
-      if (!Reached(r.answered.load(std::memory_order_acquire), op.seq)) {
-        return false;
-      }
-      if (r.verdict == kRefused) {
-        return FinishSend(op, Error(HCCL_E_PARA,
-                                    "rank {} refused its receive {} from this rank (its arguments "
-                                    "failed its own checks, see its log); nothing was moved",
-                                    ch.peer(), op.seq));
-      }
-      if (r.verdict == kMismatch) {
-        return FinishSend(op,
-                          Error(HCCL_E_PARA,
-                                "send {} to rank {}: it receives count={} dataType={}, this rank "
-                                "sends count={} dataType={}; nothing was moved",
-                                op.seq, ch.peer(), r.count, r.dtype, op.item.count,
-                                static_cast<int>(op.item.dtype)));
-      }
-      op.phase = r.verdict == kStaging && op.chunks != 0 ? Op::kFill : Op::kDone;  // or kEager
-      return true;
+      return ReadAnswer(op);
     case Op::kFill: {
       if (op.chunk >= r.drained.load(std::memory_order_acquire) + 2) {
         return false;  // both halves hold chunks the receiver has not copied yet
@@ -107,11 +137,11 @@ bool PollSend(Op &op) {
         return false;
       }
       if (r.done_code != HCCL_SUCCESS) {
-        return FinishSend(
-            op, Error(static_cast<HcclResult>(r.done_code),
-                      "rank {} failed to receive send {} (see its log)", ch.peer(), op.seq));
+        return Finish(op,
+                      Error(static_cast<HcclResult>(r.done_code),
+                            "rank {} failed to receive send {} (see its log)", ch.peer(), op.seq));
       }
-      return FinishSend(op, Status::Ok());
+      return Finish(op, Status::Ok());
     default:
       return false;
   }
@@ -135,6 +165,59 @@ void MarkDone(Op &op, HcclResult code) {
   r.done_code = static_cast<uint32_t>(code);
   r.done.store(op.seq, std::memory_order_release);
   op.ch->Ring();
+}
+
+// The receiver's failure of @op: the sender sends @count elements of @dtype.
+Status Mismatch(const Op &op, uint64_t count, uint32_t dtype) {
+  return Error(HCCL_E_PARA,
+               "receive {} from rank {}: it sends count={} dataType={}, this rank receives "
+               "count={} dataType={}; nothing was moved",
+               op.seq, op.ch->peer(), count, dtype, op.item.count, static_cast<int>(op.item.dtype));
+}
+
+// The receiver frees the next box of its incoming direction, which held message @seq.
+void FreeBox(Channel &ch, uint32_t seq) {
+  ch.box_seq = seq;
+  ch.in().r.freed.store(++ch.boxes_taken, std::memory_order_release);
+}
+
+// The next box of the incoming direction if it holds message @seq, else null (the message is
+// not there yet, or comes posted). Boxes of earlier messages, which this rank refused, are
+// dropped on the way.
+Box *NextBox(Channel &ch, uint32_t seq) {
+  for (;;) {
+    Box *b = ch.box(false, ch.boxes_taken);
+    const uint32_t q = b->seq.load(std::memory_order_acquire);
+    if (q == seq) {
+      return b;
+    }
+    if (!Reached(q, ch.box_seq + 1) || Reached(q, seq)) {
+      return nullptr;  // taken before (or never used), or a later message
+    }
+    FreeBox(ch, q);
+    ch.Ring();
+  }
+}
+
+// The receiver takes buffered message @op.seq out of box @b.
+bool TakeBox(Op &op, Box *b) {
+  Channel &ch = *op.ch;
+  Status st;
+  if (b->count != op.item.count || b->dtype != static_cast<uint32_t>(op.item.dtype)) {
+    st = Mismatch(op, b->count, b->dtype);
+  } else if (op.bytes > ch.box_bytes()) {
+    st = Error(HCCL_E_REMOTE, "rank {} sent {} bytes buffered, more than the channel's {}",
+               ch.peer(), op.bytes, ch.box_bytes());
+  } else {
+    std::memcpy(op.item.buf, Channel::box_data(b), op.bytes);
+    LogDebug("p2p: receive {} from rank {}: {} bytes eager (buffered)", op.seq, ch.peer(),
+             op.bytes);
+  }
+  FreeBox(ch, op.seq);
+  ch.in().r.done.store(op.seq, std::memory_order_release);
+  ch.NoteCpu();
+  ch.Ring();
+  return Finish(op, std::move(st));
 }
 
 // Zero-copy: copy the sender's buffer, mapped at @from, straight into this rank's.
@@ -172,11 +255,7 @@ bool Match(Communicator &comm, Op &op) {
   if (s.count != op.item.count || s.dtype != static_cast<uint32_t>(op.item.dtype)) {
     Answer(op, kMismatch);
     MarkDone(op, HCCL_E_PARA);
-    return Finish(op, Error(HCCL_E_PARA,
-                            "receive {} from rank {}: it sends count={} dataType={}, this rank "
-                            "receives count={} dataType={}; nothing was moved",
-                            op.seq, op.ch->peer(), s.count, s.dtype, op.item.count,
-                            static_cast<int>(op.item.dtype)));
+    return Finish(op, Mismatch(op, s.count, s.dtype));
   }
   if (s.eager != 0) {
     // The bytes came with the post (at most a staging half: anything else is not this
@@ -221,6 +300,11 @@ bool PollRecv(Communicator &comm, Op &op) {
   const SenderSide &s = ch.in().s;
   ReceiverSide &r = ch.in().r;
   if (op.phase == Op::kStart) {
+    if (ch.box_bytes() != 0) {
+      if (Box *b = NextBox(ch, op.seq)) {
+        return TakeBox(op, b);
+      }
+    }
     if (!Reached(s.posted.load(std::memory_order_acquire), op.seq)) {
       return false;
     }
@@ -244,6 +328,9 @@ bool PollRecv(Communicator &comm, Op &op) {
 // What the peer of @op has not done yet, for the timeout message.
 std::string Awaited(const Op &op) {
   if (op.item.dir == P2pItem::kSend) {
+    if (op.box) {
+      return fmt::format("take this rank's buffered sends out (its {} boxes are full)", kBoxes);
+    }
     return op.phase == Op::kStart ? fmt::format("finish receive {} from this rank", op.seq - 1)
                                   : fmt::format("receive send {} of this rank", op.seq);
   }
@@ -282,18 +369,9 @@ Status PostRefusal(Channel &ch, P2pItem::Dir dir, Clock::time_point deadline) {
         ch, [&] { return Reached(ch.out().r.done.load(std::memory_order_acquire), seq - 1); },
         deadline, "finish the message before"));
     s.refused = 1;
-    s.finished.store(seq, std::memory_order_relaxed);
     s.posted.store(seq, std::memory_order_release);
   } else {
-    ReceiverSide &r = ch.in().r;
-    const uint32_t seq = ++ch.recv_seq;
-    HZC_RETURN_IF_ERROR(WaitOn(
-        ch, [&] { return Reached(ch.in().s.finished.load(std::memory_order_acquire), seq - 1); },
-        deadline, "read the answer to the message before"));
-    r.verdict = kRefused;
-    r.done_code = HCCL_E_PARA;
-    r.answered.store(seq, std::memory_order_release);
-    r.done.store(seq, std::memory_order_release);
+    ch.in().r.done.store(++ch.recv_seq, std::memory_order_release);  // done, not answered
   }
   ch.Ring();
   return Status::Ok();

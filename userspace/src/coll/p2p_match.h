@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 // The matching of point-to-point messages on a pair channel (coll/p2p_channel.h): the n-th send
-// of a to b meets the n-th receive of b from a; the sender posts a header, the receiver answers
-// it (mismatch, refused, zero-copy or staging) and moves the bytes; the sender's buffer is
-// reusable once the receiver marked the message done. Each item runs as a small state machine
-// (Op) that a batch (coll/p2p_batch.h) polls.
+// of a to b meets the n-th receive of b from a. A small message goes buffered: the sender copies
+// it into the next free box of the direction and is done, the receiver copies it out. Any other
+// message: the sender posts a header, the receiver answers it (mismatch, zero-copy or staging)
+// and moves the bytes; the sender's buffer is reusable once the receiver marked the message done.
+// Each item runs as a small state machine (Op) that a batch (coll/p2p_batch.h) polls.
 #pragma once
 
 #include <cstddef>
@@ -25,6 +26,7 @@ struct Op {
   uint32_t seq = 0;
   enum Phase { kStart, kAnswer, kFill, kDrain, kDone, kFinished } phase = kStart;
   bool zero_copy = false;  // this rank's buffer lies in activated memory
+  bool box = false;        // a send that goes buffered (at most the channel's box_bytes)
   size_t bytes = 0;
   const Op *prev = nullptr;  // the op before it in the same direction of the same channel
   uint64_t chunk = 0;
@@ -45,9 +47,10 @@ bool PollRecv(Communicator &comm, Op &op);
 // What the peer of @op has not done yet, for the timeout message.
 std::string Awaited(const Op &op);
 
-// Take the next message number of @dir on @ch and post it as refused by this rank. First wait
-// for the peer to be done with the message before (the one this rank refused just before, if
-// any: refusals are not waited for), so that nothing it still reads is overwritten.
+// Take the next message number of @dir on @ch and post it as refused by this rank. A sender
+// first waits for the receiver to be done with the message before, so that nothing it still
+// reads is overwritten; a receiver marks the message done unanswered at once (its box, if it
+// comes buffered, is dropped by this rank's next receive on the direction).
 Status PostRefusal(Channel &ch, P2pItem::Dir dir, Clock::time_point deadline);
 
 }  // namespace hzc::coll::p2p
