@@ -119,27 +119,30 @@ TEST_F(P2pTwoRanksTest, LargeTransfersBothWaysAndABatchExchange) {
   EXPECT_EQ(results, std::vector<int>(2, 0));
 }
 
+// A message above HZC_P2P_BUFFERED_MAX (2 KiB by default), so the sender waits for the answer
+// (a buffered send is never told of a mismatch: tests/vm/p2p).
 TEST_F(P2pTwoRanksTest, MismatchFailsBothSidesAndMovesNothing) {
-  ExpectErrorLog("HcclSend: send 1 to rank 1: it receives count=100 dataType=2");
-  ExpectErrorLog("HcclRecv: receive 1 from rank 0: it sends count=100 dataType=9");
+  ExpectErrorLog("HcclSend: send 1 to rank 1: it receives count=1000 dataType=2");
+  ExpectErrorLog("HcclRecv: receive 1 from rank 0: it sends count=1000 dataType=9");
   const auto results = TwoRanks([&](uint32_t me, HcclComm comm) {
-    std::vector<uint32_t> buf(100, me == 0 ? 7 : 9);
+    std::vector<uint32_t> buf(1000, me == 0 ? 7 : 9);
     const HcclResult r = me == 0
-                             ? HcclSend(buf.data(), 100, HCCL_DATA_TYPE_UINT32, 1, comm, nullptr)
-                             : HcclRecv(buf.data(), 100, HCCL_DATA_TYPE_INT32, 0, comm, nullptr);
+                             ? HcclSend(buf.data(), 1000, HCCL_DATA_TYPE_UINT32, 1, comm, nullptr)
+                             : HcclRecv(buf.data(), 1000, HCCL_DATA_TYPE_INT32, 0, comm, nullptr);
     if (r != HCCL_E_PARA) {
       return r == HCCL_SUCCESS ? 70 : static_cast<int>(r);
     }
-    return buf == std::vector<uint32_t>(100, me == 0 ? 7 : 9) ? 0 : 61;
+    return buf == std::vector<uint32_t>(1000, me == 0 ? 7 : 9) ? 0 : 61;
   });
   EXPECT_EQ(results, std::vector<int>(2, 0));
 }
 
 // On a stream the call is queued and returns at once; the transfer happens on the stream's
-// worker; a failure there is the stream's error and the communicator's async error.
+// worker; a failure there is the stream's error and the communicator's async error (a send
+// above HZC_P2P_BUFFERED_MAX, told of the mismatch).
 TEST_F(P2pTwoRanksTest, OnAStreamTheCallIsQueued) {
-  ExpectErrorLog("HcclSend (queued on a stream): send 2 to rank 1: it receives count=7");
-  ExpectErrorLog("HcclRecv: receive 2 from rank 0: it sends count=8");
+  ExpectErrorLog("HcclSend (queued on a stream): send 2 to rank 1: it receives count=1000");
+  ExpectErrorLog("HcclRecv: receive 2 from rank 0: it sends count=1001");
   ExpectErrorLog("aclrtSynchronizeStream: task HcclSend failed");
   constexpr size_t kCount = (5 << 20) / 4 + 1;
   const auto results = TwoRanks([&](uint32_t me, HcclComm comm) {
@@ -151,8 +154,9 @@ TEST_F(P2pTwoRanksTest, OnAStreamTheCallIsQueued) {
       if (buf != Pattern(kCount, 0)) {
         return 60;
       }
-      return HcclRecv(buf.data(), 7, HCCL_DATA_TYPE_UINT32, 0, comm, nullptr) == HCCL_E_PARA ? 0
-                                                                                             : 72;
+      return HcclRecv(buf.data(), 1000, HCCL_DATA_TYPE_UINT32, 0, comm, nullptr) == HCCL_E_PARA
+                 ? 0
+                 : 72;
     }
     aclrtStream stream = nullptr;
     if (aclrtCreateStream(&stream) != ACL_SUCCESS) {
@@ -162,7 +166,7 @@ TEST_F(P2pTwoRanksTest, OnAStreamTheCallIsQueued) {
     if (HcclSend(buf.data(), kCount, HCCL_DATA_TYPE_UINT32, 1, comm, stream) != HCCL_SUCCESS ||
         aclrtSynchronizeStream(stream) != ACL_SUCCESS) {
       rc = 74;
-    } else if (HcclSend(buf.data(), 8, HCCL_DATA_TYPE_UINT32, 1, comm, stream) != HCCL_SUCCESS ||
+    } else if (HcclSend(buf.data(), 1001, HCCL_DATA_TYPE_UINT32, 1, comm, stream) != HCCL_SUCCESS ||
                aclrtSynchronizeStream(stream) == ACL_SUCCESS) {
       rc = 75;  // queued, then failed on the stream
     } else {
