@@ -89,6 +89,10 @@ void ShowSysfs() {
   fmt::print("  {}: nr_ranges={} nr_activations={} nr_domains={} pinned_bytes={}\n", root.string(),
              ReadFile(root / "nr_ranges"), ReadFile(root / "nr_activations"),
              ReadFile(root / "nr_domains"), ReadFile(root / "pinned_bytes"));
+  if (geteuid() != 0) {
+    fmt::print("  (the files of ranges and domains are root's; `hzcctl range show` lists yours)\n");
+    return;
+  }
   for (const char *kind : {"ranges", "domains"}) {
     if (!fs::exists(root / kind)) {
       continue;

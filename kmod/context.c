@@ -87,7 +87,8 @@ struct hzc_ctx *hzc_ctx_create(void)
 	ctx = kzalloc(sizeof(*ctx), GFP_KERNEL_ACCOUNT);
 	if (!ctx)
 		return ERR_PTR(-ENOMEM);
-	ctx->hu = hzc_user_get(current_uid());
+	ctx->uid = current_uid();
+	ctx->hu = hzc_user_get(hzc_account_uid());
 	if (!ctx->hu) {
 		kfree(ctx);
 		return ERR_PTR(-ENOMEM);

@@ -207,9 +207,11 @@ static void hzc_domain_revoke(struct hzc_domain *dom)
 
 /*
  * Leave @m.  Returns the domain, referenced, if this broke it: the caller
- * must hzc_domain_revoke() it after dropping hzc_domains_lock.
+ * must hzc_domain_revoke() it after dropping hzc_domains_lock, and send the
+ * @event noted in @note then.
  */
-static struct hzc_domain *hzc_member_leave(struct hzc_member *m, u8 event)
+static struct hzc_domain *hzc_member_leave(struct hzc_member *m, u8 event,
+					   struct hzc_nl_member_note *note)
 {
 	struct hzc_domain *dom = m->dom;
 	struct hzc_ctx *ctx = m->ctx;
@@ -230,7 +232,7 @@ static struct hzc_domain *hzc_member_leave(struct hzc_member *m, u8 event)
 	atomic_dec(&ctx->hu->nr_members);
 	dom->members[m->rank] = NULL;
 	WRITE_ONCE(dom->nr_joined, dom->nr_joined - 1);
-	hzc_nl_event_member(event, m);
+	hzc_nl_note_member(note, event, m);
 	/*
 	 * The member's blobs stay on the board: ranks woken by a key that
 	 * every rank published still read it after this rank is gone.
@@ -341,7 +343,8 @@ static int hzc_domain_number(struct hzc_domain *dom)
  * Complete: now @m, and @m->dom if the join @created it, may be found.  A
  * member holds a reference on its domain: of a created domain, the first.
  */
-static void hzc_member_publish(struct hzc_member *m, bool created)
+static void hzc_member_publish(struct hzc_member *m, bool created,
+			       struct hzc_nl_member_note *note)
 {
 	struct hzc_domain *dom = m->dom;
 
@@ -357,7 +360,7 @@ static void hzc_member_publish(struct hzc_member *m, bool created)
 	dom->members[m->rank] = m;
 	WRITE_ONCE(dom->nr_joined, dom->nr_joined + 1);
 	hzc_member_link(m->ctx, m);
-	hzc_nl_event_member(HZC_NL_CMD_EVENT_MEMBER_JOIN, m);
+	hzc_nl_note_member(note, HZC_NL_CMD_EVENT_MEMBER_JOIN, m);
 }
 
 int hzc_domain_join(struct hzc_ucmd *ucmd)
@@ -365,6 +368,7 @@ int hzc_domain_join(struct hzc_ucmd *ucmd)
 	struct hzc_domain_join *cmd = ucmd->cmd;
 	struct hzc_ctx *ctx = ucmd->ctx;
 	struct hzc_domain *dom, *new_dom = NULL;
+	struct hzc_nl_member_note note;
 	struct hzc_member *m;
 	bool created = false;
 	int ret;
@@ -416,8 +420,9 @@ int hzc_domain_join(struct hzc_ucmd *ucmd)
 	ret = hzc_sysfs_member_add(m);
 	if (ret)
 		goto out_uncharge;
-	hzc_member_publish(m, created);
+	hzc_member_publish(m, created, &note);
 	mutex_unlock(&hzc_domains_lock);
+	hzc_nl_event_member(&note);
 	/* Allocated because the domain did not exist; it does now. */
 	if (new_dom)
 		hzc_domain_put(new_dom);
@@ -440,6 +445,7 @@ out_unlock:
 int hzc_domain_leave(struct hzc_ucmd *ucmd)
 {
 	struct hzc_domain_leave *cmd = ucmd->cmd;
+	struct hzc_nl_member_note note = {};
 	struct hzc_domain *broke = NULL;
 	struct hzc_member *m;
 	int ret = 0;
@@ -450,10 +456,12 @@ int hzc_domain_leave(struct hzc_ucmd *ucmd)
 	mutex_lock(&hzc_domains_lock);
 	m = hzc_member_find(ucmd->ctx, cmd->domain_id, cmd->rank);
 	if (m)
-		broke = hzc_member_leave(m, HZC_NL_CMD_EVENT_MEMBER_LEAVE);
+		broke = hzc_member_leave(m, HZC_NL_CMD_EVENT_MEMBER_LEAVE,
+					 &note);
 	else
 		ret = -ENOENT;
 	mutex_unlock(&hzc_domains_lock);
+	hzc_nl_event_member(&note);
 	if (broke)
 		hzc_domain_revoke(broke);
 	return ret;
@@ -461,6 +469,7 @@ int hzc_domain_leave(struct hzc_ucmd *ucmd)
 
 void hzc_domains_leave_all(struct hzc_ctx *ctx)
 {
+	struct hzc_nl_member_note note;
 	struct hzc_domain *broke;
 
 	mutex_lock(&hzc_domains_lock);
@@ -468,12 +477,12 @@ void hzc_domains_leave_all(struct hzc_ctx *ctx)
 		broke = hzc_member_leave(list_first_entry(&ctx->members,
 							  struct hzc_member,
 							  ctx_node),
-					 HZC_NL_CMD_EVENT_MEMBER_BROKEN);
-		if (broke) {
-			mutex_unlock(&hzc_domains_lock);
+					 HZC_NL_CMD_EVENT_MEMBER_BROKEN, &note);
+		mutex_unlock(&hzc_domains_lock);
+		hzc_nl_event_member(&note);
+		if (broke)
 			hzc_domain_revoke(broke);
-			mutex_lock(&hzc_domains_lock);
-		}
+		mutex_lock(&hzc_domains_lock);
 	}
 	mutex_unlock(&hzc_domains_lock);
 }

@@ -104,7 +104,7 @@ extern struct hzc_stats hzc_stats;
 /**
  * struct hzc_user - what one uid holds, for the per-user limits (user.c)
  * @node: in the table of users
- * @uid: the (real) uid of the openers
+ * @uid: the uid charged (hzc_account_uid() of the openers)
  * @ref: references: each context of the uid, each blob it published
  * @pinned_bytes: bytes pinned by its activations
  * @nr_members: memberships of its contexts
@@ -131,8 +131,10 @@ struct hzc_user {
  * @mm: the opener's mm (mmgrab()ed); every ioctl and mmap must come from it
  * @tgid: the opener's thread group, shown in sysfs
  * @user: the opener's user_struct, charged with pins (RLIMIT_MEMLOCK)
- * @hu: the opener's hzc_user; its uid (the opener's real uid) owns the
- *	context's objects for the netlink family (HZC_NLA_UID)
+ * @uid: the opener's real uid: it owns the context's objects for the netlink
+ *	family (HZC_NLA_UID)
+ * @hu: the hzc_user the per-user limits charge: @uid's, or for an opener in
+ *	a user namespace, its namespace's owner's (hzc_account_uid())
  * @teardown_lock: serialises teardown (mm release against close)
  * @dead: torn down; nothing new may appear
  * @lock: serialises changes of this context's ranges and activations
@@ -150,6 +152,7 @@ struct hzc_ctx {
 	struct mm_struct *mm;
 	struct pid *tgid;
 	struct user_struct *user;
+	kuid_t uid;
 	struct hzc_user *hu;
 	struct mutex teardown_lock; /* teardown against teardown */
 	bool dead;
@@ -303,6 +306,7 @@ struct hzc_ucmd {
 };
 
 /* user.c */
+kuid_t hzc_account_uid(void);
 struct hzc_user *hzc_user_get(kuid_t uid);
 void hzc_user_put(struct hzc_user *hu);
 
@@ -367,7 +371,22 @@ void hzc_nl_exit(void);
 void hzc_nl_event_range(u8 cmd, struct hzc_range *range);
 void hzc_nl_event_act(u8 cmd, struct hzc_range *range,
 		      const struct hzc_activation *act);
-void hzc_nl_event_member(u8 cmd, const struct hzc_member *m);
+/*
+ * A member event, noted under hzc_domains_lock (what it says of the member
+ * and its domain then) and sent after it is dropped; cmd 0: none.
+ */
+struct hzc_nl_member_note {
+	u8 cmd;
+	u32 rank;
+	u32 pid;
+	u32 uid;
+	u64 seq;
+	const char *state;
+};
+
+void hzc_nl_note_member(struct hzc_nl_member_note *note, u8 cmd,
+			const struct hzc_member *m);
+void hzc_nl_event_member(const struct hzc_nl_member_note *note);
 void hzc_nl_event_ctx_release(struct hzc_ctx *ctx);
 
 #endif /* _HZC_PRIV_H */

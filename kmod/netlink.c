@@ -18,7 +18,10 @@
  *
  * Events are numbered under hzc_events_lock and sent under it, so their
  * HZC_NLA_EVENT_SEQ follows the order listeners receive them in.  An event
- * that cannot be allocated or built is dropped, its number spent.
+ * that cannot be allocated or built is dropped, its number spent.  Member
+ * events are noted under hzc_domains_lock and built and sent after it (no
+ * allocation under the global lock), so the events of two threads may be
+ * numbered in the other order than their changes were made.
  */
 #include <linux/capability.h>
 #include <linux/mutex.h>
@@ -90,7 +93,7 @@ static u32 hzc_nl_uid(kuid_t uid)
 static bool hzc_nl_range_visible(const struct hzc_nl_who *who,
 				 const struct hzc_range *range)
 {
-	return who->priv || uid_eq(range->ctx->hu->uid, who->uid);
+	return who->priv || uid_eq(range->ctx->uid, who->uid);
 }
 
 /* Called with hzc_domains_lock held: does a member belong to @who? */
@@ -104,7 +107,7 @@ static bool hzc_nl_domain_visible(const struct hzc_nl_who *who,
 		return true;
 	for (r = 0; r < dom->nranks; r++)
 		if (dom->members[r] &&
-		    uid_eq(dom->members[r]->ctx->hu->uid, who->uid))
+		    uid_eq(dom->members[r]->ctx->uid, who->uid))
 			return true;
 	return false;
 }
@@ -117,7 +120,7 @@ static int hzc_nl_put_u64(struct sk_buff *skb, int type, u64 value)
 static int hzc_nl_put_owner(struct sk_buff *skb, struct hzc_ctx *ctx)
 {
 	if (nla_put_u32(skb, HZC_NLA_PID, pid_nr(ctx->tgid)) ||
-	    nla_put_u32(skb, HZC_NLA_UID, hzc_nl_uid(ctx->hu->uid)))
+	    nla_put_u32(skb, HZC_NLA_UID, hzc_nl_uid(ctx->uid)))
 		return -EMSGSIZE;
 	return 0;
 }
@@ -212,7 +215,7 @@ static int hzc_nl_fill_member(struct sk_buff *skb, const struct hzc_member *m)
 	if (hzc_nl_put_u64(skb, HZC_NLA_DOMAIN_SEQ, m->dom->seq) ||
 	    nla_put_u32(skb, HZC_NLA_MEMBER_RANK, m->rank) ||
 	    nla_put_u32(skb, HZC_NLA_PID, m->pid) ||
-	    nla_put_u32(skb, HZC_NLA_UID, hzc_nl_uid(m->ctx->hu->uid)))
+	    nla_put_u32(skb, HZC_NLA_UID, hzc_nl_uid(m->ctx->uid)))
 		return -EMSGSIZE;
 	return 0;
 }
@@ -357,6 +360,7 @@ static int hzc_nl_act_start(struct netlink_callback *cb)
 static int hzc_nl_act_dumpit(struct sk_buff *skb, struct netlink_callback *cb)
 {
 	struct hzc_nl_dump *d = hzc_nl_dump_ctx(cb);
+	u64 paused = d->key;
 	struct hzc_range *range;
 	int ret = 0;
 
@@ -365,6 +369,9 @@ static int hzc_nl_act_dumpit(struct sk_buff *skb, struct netlink_callback *cb)
 			hzc_range_put(range);
 			break;
 		}
+		/* The range the last call paused in is gone: this one from its start. */
+		if (d->key != paused)
+			d->key2 = 0;
 		if (hzc_nl_dump_wants(d, range))
 			ret = hzc_nl_range_acts(skb, cb, range);
 		hzc_range_put(range);
@@ -443,6 +450,7 @@ static int hzc_nl_member_dumpit(struct sk_buff *skb,
 				struct netlink_callback *cb)
 {
 	struct hzc_nl_dump *d = hzc_nl_dump_ctx(cb);
+	u64 paused = d->key;
 	struct hzc_domain *dom;
 	int ret = 0;
 
@@ -451,6 +459,9 @@ static int hzc_nl_member_dumpit(struct sk_buff *skb,
 			hzc_domain_put(dom);
 			break;
 		}
+		/* The domain the last call paused in is gone: this one from rank 0. */
+		if (d->key != paused)
+			d->key2 = 0;
 		mutex_lock(&hzc_domains_lock);
 		if (hzc_nl_domain_visible(&d->who, dom))
 			ret = hzc_nl_domain_members(skb, cb, dom);
@@ -541,34 +552,40 @@ static int hzc_nl_range_doit(struct sk_buff *skb, struct genl_info *info)
 	return ret;
 }
 
-static int hzc_nl_fill_domain_obj(struct sk_buff *skb, void *obj, bool priv)
-{
-	return hzc_nl_fill_domain(skb, obj, priv);
-}
-
+/* The message is made before hzc_domains_lock and sent after it. */
 static int hzc_nl_domain_doit(struct sk_buff *skb, struct genl_info *info)
 {
 	struct hzc_nl_who who = hzc_nl_who(skb);
 	struct hzc_domain *dom;
-	u64 seq;
+	struct sk_buff *msg;
+	u64 want, seq;
+	void *hdr;
 	int ret;
 
 	if (GENL_REQ_ATTR_CHECK(info, HZC_NLA_DOMAIN_SEQ))
 		return -EINVAL;
-	seq = nla_get_u64(info->attrs[HZC_NLA_DOMAIN_SEQ]);
+	want = nla_get_u64(info->attrs[HZC_NLA_DOMAIN_SEQ]);
+	seq = want;
 	dom = hzc_domain_get_next(&seq);
 	if (!dom)
 		return -ENOENT;
-	mutex_lock(&hzc_domains_lock);
-	if (dom->seq == nla_get_u64(info->attrs[HZC_NLA_DOMAIN_SEQ]) &&
-	    hzc_nl_domain_visible(&who, dom))
-		ret = hzc_nl_reply(info, HZC_NL_CMD_DOMAIN_GET,
-				   hzc_nl_fill_domain_obj, dom, who.priv);
-	else
-		ret = -ENOENT;
-	mutex_unlock(&hzc_domains_lock);
+	msg = genlmsg_new(NLMSG_GOODSIZE, GFP_KERNEL);
+	hdr = msg ? genlmsg_put_reply(msg, info, &hzc_genl_family, 0,
+				      HZC_NL_CMD_DOMAIN_GET) : NULL;
+	ret = !msg ? -ENOMEM : !hdr ? -EMSGSIZE : -ENOENT;
+	if (hdr) {
+		mutex_lock(&hzc_domains_lock);
+		if (dom->seq == want && hzc_nl_domain_visible(&who, dom))
+			ret = hzc_nl_fill_domain(msg, dom, who.priv);
+		mutex_unlock(&hzc_domains_lock);
+	}
 	hzc_domain_put(dom);
-	return ret;
+	if (ret) {
+		nlmsg_free(msg);
+		return ret;
+	}
+	genlmsg_end(msg, hdr);
+	return genlmsg_reply(msg, info);
 }
 
 static const struct nla_policy hzc_nl_stat_policy[HZC_NLA_MAX + 1] = {};
@@ -718,19 +735,36 @@ void hzc_nl_event_act(u8 cmd, struct hzc_range *range,
 }
 
 /* Called with hzc_domains_lock held; with the domain's state after it. */
-void hzc_nl_event_member(u8 cmd, const struct hzc_member *m)
+void hzc_nl_note_member(struct hzc_nl_member_note *note, u8 cmd,
+			const struct hzc_member *m)
+{
+	lockdep_assert_held(&hzc_domains_lock);
+	note->cmd = cmd;
+	note->rank = m->rank;
+	note->pid = m->pid;
+	note->uid = hzc_nl_uid(m->ctx->uid);
+	note->seq = m->dom->seq;
+	note->state = hzc_nl_domain_state(m->dom);
+}
+
+/* Called without hzc_domains_lock: nothing is allocated or sent under it. */
+void hzc_nl_event_member(const struct hzc_nl_member_note *note)
 {
 	struct sk_buff *skb;
 	void *hdr;
-	int ret;
+	int ret = -EMSGSIZE;
 
-	skb = hzc_nl_event_new(cmd, &hdr);
+	if (!note->cmd)
+		return;
+	skb = hzc_nl_event_new(note->cmd, &hdr);
 	if (!skb)
 		return;
-	ret = hzc_nl_fill_member(skb, m);
-	if (!ret)
-		ret = nla_put_string(skb, HZC_NLA_DOMAIN_STATE,
-				     hzc_nl_domain_state(m->dom));
+	if (!hzc_nl_put_u64(skb, HZC_NLA_DOMAIN_SEQ, note->seq) &&
+	    !nla_put_u32(skb, HZC_NLA_MEMBER_RANK, note->rank) &&
+	    !nla_put_u32(skb, HZC_NLA_PID, note->pid) &&
+	    !nla_put_u32(skb, HZC_NLA_UID, note->uid) &&
+	    !nla_put_string(skb, HZC_NLA_DOMAIN_STATE, note->state))
+		ret = 0;
 	hzc_nl_event_send(skb, hdr, ret);
 }
 

@@ -79,7 +79,13 @@ static const struct attribute_group hzc_root_group = {
 	.attrs = hzc_root_attrs,
 };
 
-/* /sys/kernel/hzc/ranges/<id>/ */
+/*
+ * /sys/kernel/hzc/ranges/<id>/
+ *
+ * The files of ranges, domains and members show every user's objects (pids,
+ * sizes, uids), which the netlink family shows each user only for its own:
+ * they are root's (mode 0400).  The counters above are for everyone.
+ */
 
 static ssize_t owner_pid_show(struct kobject *kobj, struct kobj_attribute *attr,
 			      char *buf)
@@ -156,15 +162,15 @@ static ssize_t domains_show(struct kobject *kobj, struct kobj_attribute *attr,
 	return len;
 }
 
-static struct kobj_attribute range_owner_pid_attr = __ATTR_RO(owner_pid);
-static struct kobj_attribute range_base_attr = __ATTR(base, 0400, base_show, NULL);
-static struct kobj_attribute range_size_attr = __ATTR_RO(size);
+static struct kobj_attribute range_owner_pid_attr = __ATTR_RO_MODE(owner_pid, 0400);
+static struct kobj_attribute range_base_attr = __ATTR_RO_MODE(base, 0400);
+static struct kobj_attribute range_size_attr = __ATTR_RO_MODE(size, 0400);
 static struct kobj_attribute range_activated_bytes_attr =
-	__ATTR_RO(activated_bytes);
+	__ATTR_RO_MODE(activated_bytes, 0400);
 static struct kobj_attribute range_nr_activations_attr =
-	__ATTR_RO(nr_activations);
-static struct kobj_attribute range_state_attr = __ATTR_RO(state);
-static struct kobj_attribute range_domains_attr = __ATTR_RO(domains);
+	__ATTR_RO_MODE(nr_activations, 0400);
+static struct kobj_attribute range_state_attr = __ATTR_RO_MODE(state, 0400);
+static struct kobj_attribute range_domains_attr = __ATTR_RO_MODE(domains, 0400);
 
 static struct attribute *hzc_range_attrs[] = {
 	&range_owner_pid_attr.attr,
@@ -227,12 +233,12 @@ static ssize_t creator_uid_show(struct kobject *kobj,
 	return sysfs_emit(buf, "%u\n", from_kuid(&init_user_ns, dom->euid));
 }
 
-static struct kobj_attribute domain_id_attr = __ATTR(id, 0400, id_show, NULL);
+static struct kobj_attribute domain_id_attr = __ATTR_RO_MODE(id, 0400);
 static struct kobj_attribute domain_state_attr =
-	__ATTR(state, 0444, state_dom_show, NULL);
-static struct kobj_attribute domain_nranks_attr = __ATTR_RO(nranks);
-static struct kobj_attribute domain_joined_attr = __ATTR_RO(joined);
-static struct kobj_attribute domain_creator_uid_attr = __ATTR_RO(creator_uid);
+	__ATTR(state, 0400, state_dom_show, NULL);
+static struct kobj_attribute domain_nranks_attr = __ATTR_RO_MODE(nranks, 0400);
+static struct kobj_attribute domain_joined_attr = __ATTR_RO_MODE(joined, 0400);
+static struct kobj_attribute domain_creator_uid_attr = __ATTR_RO_MODE(creator_uid, 0400);
 
 static struct attribute *hzc_domain_attrs[] = {
 	&domain_id_attr.attr,
@@ -260,7 +266,7 @@ static ssize_t pid_show(struct kobject *kobj, struct kobj_attribute *attr,
 	return sysfs_emit(buf, "%d\n", m->pid);
 }
 
-static struct kobj_attribute member_pid_attr = __ATTR_RO(pid);
+static struct kobj_attribute member_pid_attr = __ATTR_RO_MODE(pid, 0400);
 
 static struct attribute *hzc_member_attrs[] = {
 	&member_pid_attr.attr,

@@ -5,13 +5,34 @@
  * memberships, board bytes, ranges and their bytes.  Pins are also charged to the kernel's own
  * user_struct (RLIMIT_MEMLOCK, see activation.c).
  */
+#include <linux/cred.h>
 #include <linux/hashtable.h>
+#include <linux/user_namespace.h>
 #include <linux/slab.h>
 
 #include "hzc.h"
 
 static DEFINE_HASHTABLE(hzc_users, 6);
 static DEFINE_SPINLOCK(hzc_users_lock);
+
+/*
+ * Whom the per-user limits charge for the calling task: its real uid, or,
+ * in a user namespace, the owner of its outermost one below the initial
+ * namespace.  Whoever creates a user namespace may map many uids into it
+ * (a subordinate range through newuidmap); charged apart, each would have
+ * limits of its own, and together they could take what is global
+ * (max_domains).  So the uids of a namespace share its creator's limits.
+ */
+kuid_t hzc_account_uid(void)
+{
+	const struct user_namespace *ns = current_user_ns();
+
+	if (ns == &init_user_ns)
+		return current_uid();
+	while (ns->parent != &init_user_ns)
+		ns = ns->parent;
+	return ns->owner;
+}
 
 /* The hzc_user of @uid, referenced; created on first use.  NULL: no memory. */
 struct hzc_user *hzc_user_get(kuid_t uid)

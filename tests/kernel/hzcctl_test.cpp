@@ -5,7 +5,11 @@
 // no addresses, and may not monitor.
 #include <nlohmann/json.hpp>
 
+#include <sys/stat.h>
+
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <set>
 #include <sstream>
@@ -23,10 +27,44 @@ using Fields = std::map<std::string, std::string>;
 
 constexpr size_t kMiB = 1 << 20;
 
+// hzcctl as another user: a copy in a directory everyone may enter, since the build tree may
+// lie where only its owner may (a clone in root's home, a `mktemp -d`); removed at exit.
+char g_copy_dir[] = "/tmp/hzcctl-test-XXXXXX";
+
+std::string HzcctlForAnyone() {
+  static const std::string path = [] {
+    if (mkdtemp(g_copy_dir) == nullptr || chmod(g_copy_dir, 0755) != 0) {
+      return std::string(HZCCTL_PATH);
+    }
+    std::atexit([] { std::filesystem::remove_all(g_copy_dir); });
+    const std::string copy = std::string(g_copy_dir) + "/hzcctl";
+    std::ifstream in(HZCCTL_PATH, std::ios::binary);
+    std::ofstream out(copy, std::ios::binary);
+    out << in.rdbuf();
+    out.close();
+    if (!out || chmod(copy.c_str(), 0755) != 0) {
+      return std::string(HZCCTL_PATH);
+    }
+    return copy;
+  }();
+  return path;
+}
+
 ProgramResult Hzcctl(std::vector<std::string> args, std::optional<uid_t> uid = std::nullopt) {
-  args.insert(args.begin(), HZCCTL_PATH);
+  args.insert(args.begin(), uid ? HzcctlForAnyone() : std::string(HZCCTL_PATH));
   return test::RunProgram(args, uid);
 }
+
+// Closes a file of the device at the end of a test, also one that ends at a failed ASSERT:
+// the objects made through it must not outlive the test.
+struct DeviceFile {
+  int fd = OpenDevice();
+  ~DeviceFile() {
+    if (fd >= 0) {
+      close(fd);
+    }
+  }
+};
 
 std::string Hex(uint64_t v) {
   char buf[32];
@@ -338,7 +376,8 @@ TEST(HzcctlMonitor, SeesTheEventsInOrder) {
 // uid 65534 sees its own range only, without base; root's range stays hidden; monitor is
 // refused with the reason.
 TEST(HzcctlUnprivileged, SeesOnlyItsOwnObjects) {
-  const int fd = OpenDevice();
+  const DeviceFile file;
+  const int fd = file.fd;
   ASSERT_GE(fd, 0);
   Reservation mine(kMiB, PROT_READ | PROT_WRITE);
   hzc_range_register root_range{};
@@ -380,7 +419,6 @@ TEST(HzcctlUnprivileged, SeesOnlyItsOwnObjects) {
   EXPECT_EQ(std::count(monitor.err.begin(), monitor.err.end(), '\n'), 1) << monitor.err;
   user.channel().Send("done");
   EXPECT_EQ(user.Wait(), "");
-  close(fd);
 }
 
 // A dump over many datagrams: 10,000 ranges, each once, each as sysfs shows it.

@@ -2,6 +2,7 @@
 // A hostile local user (issue 10): each attack runs as an unprivileged uid in a forked
 // child; root in the test process sets module parameters and checks root-only files.
 // What each attack must achieve against a safe module is said above its TEST.
+#include <sched.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 
@@ -75,13 +76,13 @@ bool IsDecimal(const std::string &s) {
 // Attack 1 (issue item 1): a range's sysfs directory became visible before the range was
 // initialised, so reading ranges/<next id>/owner_pid (or domains) while another thread
 // registers ranges dereferenced a NULL context: an oops any user could trigger.
-// Must: as nobody, 5 s of register/unregister (and join/leave) in some threads while
-// others read every file of ranges/<last id + 1..3>/ and domains/*/ never splats (the
-// guest run fails on a kernel splat); every read either fails with ENOENT/ENODEV (not
-// there yet, or gone) or EACCES (root-only files), or shows the reader's own pid as
-// owner; the counters return to baseline.
+// Must: 5 s of register/unregister (and join/leave) in some threads while others read
+// every file of ranges/<last id + 1..3>/ and domains/*/ never splats (the guest run fails
+// on a kernel splat); every read either fails with ENOENT/ENODEV (not there yet, or gone),
+// or shows the reader's own pid as owner; the counters return to baseline. As root: the
+// per-object files are root's now (SysfsObjectFilesAreRootsOnly), and the race is the same.
 TEST_F(LimitsTest, SysfsReadsRacingRegisterAndUnregisterNeverOops) {
-  const std::string outcome = AsUser(kNobody, []() -> std::string {
+  const std::string outcome = []() -> std::string {
     const size_t page = PageSize();
     const std::string ranges = std::string(kSysfsRoot) + "/ranges/";
     const std::string domains = std::string(kSysfsRoot) + "/domains/";
@@ -205,8 +206,52 @@ TEST_F(LimitsTest, SysfsReadsRacingRegisterAndUnregisterNeverOops) {
              " ranges registered, " + std::to_string(owner_reads.load()) + " owner_pid reads";
     }
     return "";
+  }();
+  EXPECT_EQ(outcome, "");
+}
+
+// The files of ranges, domains and members show every user's objects, which the netlink
+// family shows each user only for its own: another user's read of any of them is EACCES,
+// root's works, and the global counters are for everyone.
+TEST_F(LimitsTest, SysfsObjectFilesAreRootsOnly) {
+  const size_t page = PageSize();
+  const int fd = OpenDevice();
+  ASSERT_GE(fd, 0);
+  Reservation res(4 * page, PROT_READ | PROT_WRITE);
+  hzc_range_register reg{};
+  ASSERT_EQ(RegisterRange(fd, res.base(), res.size(), &reg), 0);
+  const DomainId id = NewDomainId();
+  ASSERT_EQ(Join(fd, id, 0, 2), 0);
+  const std::string range = std::string(kSysfsRoot) + "/ranges/" + std::to_string(reg.out_id);
+  const std::string domain = FindDomainDir(id);
+  ASSERT_FALSE(domain.empty());
+  std::vector<std::string> files;
+  for (const char *f :
+       {"owner_pid", "base", "size", "activated_bytes", "nr_activations", "state", "domains"}) {
+    files.push_back(range + "/" + f);
+  }
+  for (const char *f : {"id", "state", "nranks", "joined", "creator_uid", "rank0/pid"}) {
+    files.push_back(domain + "/" + f);
+  }
+  for (const std::string &f : files) {
+    EXPECT_EQ(ReadFile(f).err, 0) << "root reads " << f;
+  }
+  const std::string outcome = AsUser(kNobody, [&]() -> std::string {
+    for (const std::string &f : files) {
+      if (const int err = ReadFile(f).err; err != EACCES) {
+        return f + ": " + (err == 0 ? std::string("readable") : std::strerror(err)) +
+               ", not EACCES";
+      }
+    }
+    for (const char *counter : {"nr_ranges", "nr_domains", "pinned_bytes", "abi_version"}) {
+      if (const int err = ReadFile(std::string(kSysfsRoot) + "/" + counter).err; err != 0) {
+        return std::string(counter) + ": " + std::strerror(err);
+      }
+    }
+    return "";
   });
   EXPECT_EQ(outcome, "");
+  close(fd);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -1028,6 +1073,82 @@ TEST_F(LimitsTest, OneUserCannotTakeTheWindowSpace) {
   EXPECT_EQ(ProbeRegister(kOtherUser, big), "0") << "another user still finds a window";
   flooder.channel().Send("exit");
   EXPECT_EQ(flooder.Wait(), "");
+}
+
+// ---------------------------------------------------------------------------------------
+// One person with many uids: whoever creates a user namespace may map a range of uids into
+// it (a subordinate range through newuidmap) and run a process as each. Charged apart, 17
+// such uids within max_user_memberships each exhausted max_domains for every other user.
+// Must: the uids of a namespace share its owner's per-user limits. Here a namespace that
+// root creates maps 16 uids; as 8 of them, a process joins one new domain each with
+// max_user_memberships at 4: the joins past the owner's 4 are EDQUOT.
+TEST_F(LimitsTest, UidsOfAUserNamespaceShareTheirOwnersLimits) {
+  ScopedParam cap("max_user_memberships", 4);
+  ASSERT_TRUE(cap.ok());
+  int report[2], go[2];
+  ASSERT_EQ(pipe(report), 0);
+  ASSERT_EQ(pipe(go), 0);
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    close(report[0]);
+    close(go[1]);
+    // Inside: uid u is 100000 + u outside (the map is written by root, outside: a process in
+    // a new namespace has no capability in the parent to map more than its own uid).
+    int joined = 0, quota = 0, other = 0;
+    char mapped = 0;
+    if (unshare(CLONE_NEWUSER) != 0) {
+      other = 1000 + errno;
+      (void)!write(report[1], "x", 1);
+    } else if (write(report[1], "u", 1) != 1 || read(go[0], &mapped, 1) != 1 || mapped != 'm') {
+      other = 100;
+    } else {
+      std::vector<int> fds;
+      for (uid_t u = 1; u <= 8; ++u) {
+        if (setresuid(0, 0, 0) != 0 || setresuid(u, u, 0) != 0) {
+          ++other;
+          continue;
+        }
+        const int fd = OpenDevice();
+        const int err = fd < 0 ? ENODEV : Join(fd, NewDomainId(), 0, 2);
+        joined += err == 0;
+        quota += err == EDQUOT;
+        other += err != 0 && err != EDQUOT;
+        fds.push_back(fd);
+      }
+    }
+    const std::string line =
+        std::to_string(joined) + " " + std::to_string(quota) + " " + std::to_string(other);
+    (void)!write(report[1], line.data(), line.size());
+    _exit(0);
+  }
+  close(go[0]);
+  char unshared = 0;  // 'u', or 'x' when unshare failed
+  if (read(report[0], &unshared, 1) == 1 && unshared == 'u') {
+    const std::string path = "/proc/" + std::to_string(child) + "/uid_map";
+    std::ofstream map(path);
+    map << "0 100000 16\n";
+    map.close();
+    (void)!write(go[1], map ? "m" : "x", 1);
+  }
+  close(go[1]);
+  close(report[1]);
+  char buf[64] = {};
+  const ssize_t n = read(report[0], buf, sizeof(buf) - 1);
+  close(report[0]);
+  int status = 0;
+  waitpid(child, &status, 0);
+  ASSERT_GT(n, 0);
+  int joined = -1, quota = -1, other = -1;
+  std::istringstream(buf) >> joined >> quota >> other;
+  if (other > 1000) {
+    GTEST_SKIP() << "unshare(CLONE_NEWUSER): " << std::strerror(other - 1000)
+                 << " (no user namespaces here)";
+  }
+  EXPECT_EQ(other, 0) << "set-up failed (100: uid_map) or a join failed otherwise";
+  EXPECT_GE(joined, 1);
+  EXPECT_LE(joined, 4) << "the namespace's uids were charged apart";
+  EXPECT_EQ(joined + quota, 8);
 }
 
 }  // namespace

@@ -735,6 +735,60 @@ TEST_F(Netlink, DumpResumesAcrossReadsWhileObjectsChange) {
   }
 }
 
+// ACTIVATION_GET's dump keeps the range it paused in and the address to go on from there. When
+// that range goes away between two reads, the next range's activations come from its start:
+// here they all lie below that address, and a dump that kept it skipped every one of them.
+TEST_F(Netlink, ActivationDumpGoesOnFromTheStartOfTheNextRange) {
+  const size_t page = PageSize(), per = 1000;
+  const int fd = OpenDevice();
+  ASSERT_GE(fd, 0);
+  Reservation res(4 * per * page, PROT_READ | PROT_WRITE);
+  ASSERT_NE(res.base(), nullptr);
+  char *low = res.base(), *high = low + 2 * per * page;
+  hzc_range_register first{}, second{};
+  ASSERT_EQ(RegisterRange(fd, high, 2 * per * page, &first), 0);  // dumped first: lower id
+  ASSERT_EQ(RegisterRange(fd, low, 2 * per * page, &second), 0);
+  for (size_t i = 0; i < per; ++i) {
+    ASSERT_EQ(Activate(fd, high + 2 * i * page, page), 0);
+    ASSERT_EQ(Activate(fd, low + 2 * i * page, page), 0);
+  }
+  Genl nl;
+  ASSERT_TRUE(nl.ok());
+  ASSERT_TRUE(nl.SendRaw(NLM_F_DUMP, HZC_NL_CMD_ACTIVATION_GET, {}));
+  std::map<uint64_t, size_t> seen;  // activations per range id
+  std::vector<uint8_t> buf(4096);   // a few dozen activations per read
+  bool removed = false;
+  for (bool done = false; !done;) {
+    const ssize_t len = recv(nl.fd(), buf.data(), buf.size(), 0);
+    ASSERT_GT(len, 0) << strerror(errno);
+    size_t left = static_cast<size_t>(len);
+    for (auto *nlh = reinterpret_cast<nlmsghdr *>(buf.data()); NLMSG_OK(nlh, left);
+         nlh = NLMSG_NEXT(nlh, left)) {
+      ASSERT_NE(nlh->nlmsg_type, NLMSG_ERROR);
+      if (nlh->nlmsg_type == NLMSG_DONE) {
+        done = true;
+        break;
+      }
+      auto *a = reinterpret_cast<nlattr *>(static_cast<char *>(NLMSG_DATA(nlh)) + GENL_HDRLEN);
+      ASSERT_EQ(a->nla_type, HZC_NLA_RANGE_ID) << "RANGE_ID comes first";
+      uint64_t id = 0;
+      std::memcpy(&id, reinterpret_cast<char *>(a) + NLA_HDRLEN, 8);
+      ++seen[id];
+    }
+    if (!removed && seen[first.out_id] > 0) {  // paused inside the first range: remove it
+      for (size_t i = 0; i < per; ++i) {
+        ASSERT_EQ(Deactivate(fd, high + 2 * i * page), 0);
+      }
+      ASSERT_EQ(UnregisterRange(fd, high), 0);
+      removed = true;
+    }
+  }
+  ASSERT_TRUE(removed);
+  EXPECT_LT(seen[first.out_id], per) << "the dump did not pause inside the first range";
+  EXPECT_EQ(seen[second.out_id], per) << "activations of the next range were skipped";
+  close(fd);
+}
+
 void ExpectEvent(Genl &nl, uint64_t *seq, uint8_t cmd, const std::map<int, uint64_t> &want,
                  const std::string &state = "") {
   std::optional<NlMsg> e = nl.NextEvent();
@@ -869,9 +923,10 @@ TEST_F(Netlink, UnprivilegedSeesOnlyItsOwn) {
           if (own.count(m.U64(HZC_NLA_RANGE_ID)) == 0 || m.U32(HZC_NLA_UID) != kNobody) {
             return "saw a range of another user";
           }
-          const std::string diff = CompareRange(m, false);
-          if (!diff.empty()) {
-            return diff;
+          // (Its values against sysfs: DumpsAgreeWithSysfs*, as root; sysfs's object files
+          // are root's.)
+          if (m.Has(HZC_NLA_RANGE_BASE)) {
+            return "range " + std::to_string(m.U64(HZC_NLA_RANGE_ID)) + ": base shown";
           }
         }
         r = nl.Request(HZC_NL_CMD_ACTIVATION_GET, {}, true);
@@ -888,9 +943,9 @@ TEST_F(Netlink, UnprivilegedSeesOnlyItsOwn) {
           return Failed("domain dump: " + std::to_string(r.msgs.size()) + " domains", r.err);
         }
         for (const NlMsg &m : r.msgs) {
-          const std::string diff = CompareDomain(m, false);
-          if (!diff.empty() || m.U64(HZC_NLA_DOMAIN_SEQ) == root_seq) {
-            return "domain: " + diff;
+          if (m.Has(HZC_NLA_DOMAIN_ID) || m.U64(HZC_NLA_DOMAIN_SEQ) == root_seq) {
+            return "domain " + std::to_string(m.U64(HZC_NLA_DOMAIN_SEQ)) +
+                   ": root's, or its id shown";
           }
         }
         r = nl.Request(HZC_NL_CMD_MEMBER_GET, {}, true);
