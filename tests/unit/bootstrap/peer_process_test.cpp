@@ -57,8 +57,10 @@ TEST_F(PeerProcessTest, TakeFdOfANonDescriptor) {
   ASSERT_TRUE(self.ok()) << self.status().message();
   auto fd = self->TakeFd(4095);
   ASSERT_FALSE(fd.ok());
-  EXPECT_EQ(fd.status().code(), HCCL_E_SYSCALL);
+  // A descriptor the peer does not hold is the peer's fault (its listing named it).
+  EXPECT_EQ(fd.status().code(), HCCL_E_REMOTE);
   EXPECT_THAT(fd.status().message(), ::testing::HasSubstr("pidfd_getfd of descriptor 4095"));
+  EXPECT_THAT(fd.status().message(), ::testing::HasSubstr("holds no such descriptor"));
 }
 
 TEST_F(PeerProcessTest, OpenOfAnExitedProcessIsRemote) {

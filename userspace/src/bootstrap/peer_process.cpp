@@ -52,8 +52,16 @@ std::optional<size_t> PeerProcess::FirstExited(const std::vector<PeerProcess> &p
 Expected<UniqueFd> PeerProcess::TakeFd(int remote_fd) const {
   UniqueFd fd(static_cast<int>(::syscall(SYS_pidfd_getfd, pidfd_.get(), remote_fd, 0)));
   if (!fd.valid()) {
-    return Error(HCCL_E_SYSCALL, "pidfd_getfd of descriptor {} of pid {}: {}", remote_fd, pid_,
-                 ErrnoString(errno));
+    const int err = errno;
+    if (err == EBADF || err == ESRCH) {  // what the peer said it holds, it does not (or it exited)
+      return Error(HCCL_E_REMOTE, "pidfd_getfd of descriptor {} of pid {}: {}", remote_fd, pid_,
+                   err == EBADF ? "the peer holds no such descriptor" : "the peer has exited");
+    }
+    return Error(HCCL_E_SYSCALL, "pidfd_getfd of descriptor {} of pid {}: {}{}", remote_fd, pid_,
+                 ErrnoString(err),
+                 err == EPERM ? " (taking a peer's descriptor needs ptrace rights over it: see "
+                                "kernel.yama.ptrace_scope)"
+                              : "");
   }
   return fd;
 }

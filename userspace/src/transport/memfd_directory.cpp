@@ -91,13 +91,13 @@ std::optional<Snapshot> Read(Directory *d) {
 }
 
 // Map @fd of pid @pid, checked: a memfd of @len bytes sealed with @seals (else it is no memory
-// @what), not inherited by fork; read-only unless @writable.
+// @what: HCCL_E_REMOTE, the peer's fault), not inherited by fork; read-only unless @writable.
 Expected<UniqueMapping> MapShared(int fd, pid_t pid, const char *what, size_t len, int seals,
                                   bool writable) {
   struct stat st {};
   if (::fstat(fd, &st) != 0 || st.st_size != static_cast<off_t>(len) ||
       ::fcntl(fd, F_GET_SEALS) != seals) {
-    return Error(HCCL_E_SYSCALL, "the descriptor of pid {} is not a memory {}", pid, what);
+    return Error(HCCL_E_REMOTE, "the descriptor of pid {} is not a memory {}", pid, what);
   }
   auto m = UniqueMapping::Map(len, writable ? PROT_READ | PROT_WRITE : PROT_READ, MAP_SHARED, fd);
   if (!m.valid()) {
@@ -116,7 +116,7 @@ Expected<UniqueMapping> MapDirectory(int fd, pid_t pid) {
   auto m = MapShared(fd, pid, "directory", kDirBytes, kSeals, false);
   if (m.ok() && (m->as<Directory>()->magic != kMagic ||
                  m->as<Directory>()->owner != static_cast<uint32_t>(pid))) {
-    return Error(HCCL_E_SYSCALL, "the descriptor of pid {} is not a memory directory", pid);
+    return Error(HCCL_E_REMOTE, "the descriptor of pid {} is not a memory directory", pid);
   }
   return m;
 }
@@ -126,7 +126,7 @@ Expected<UniqueMapping> MapMailbox(int fd, pid_t pid) {
   auto m = MapShared(fd, pid, "mailbox", kMailboxBytes, kMailboxSeals, true);
   if (m.ok() && (m->as<Mailbox>()->magic != kMailboxMagic ||
                  m->as<Mailbox>()->owner != static_cast<uint32_t>(pid))) {
-    return Error(HCCL_E_SYSCALL, "the descriptor of pid {} is not a memory mailbox", pid);
+    return Error(HCCL_E_REMOTE, "the descriptor of pid {} is not a memory mailbox", pid);
   }
   return m;
 }
