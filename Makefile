@@ -43,7 +43,7 @@ export BUILD HZC_DEPS
 
 CMAKE_CONFIGURE = cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=$(CMAKE_BUILD_TYPE)
 
-.PHONY: all deps kmod lib lib-check lib-bench lib-demo check demo bench bench-native bench-hosts install dkms-install deb deb-check \
+.PHONY: all deps kmod lib lib-check lib-bench lib-demo check demo fuzz bench bench-native bench-hosts install dkms-install deb deb-check \
 	lint format clean
 
 all: kmod lib
@@ -92,6 +92,13 @@ check:
 
 demo:
 	@scripts/demo
+
+# The fuzzers for FUZZ_SECONDS each (make check runs them 10 s), adding what reached new code
+# to fuzz/corpus/ (scripts/fuzz).
+FUZZ_SECONDS ?= 1800
+fuzz:
+	@"$(HZC_DEPS)" check
+	@scripts/fuzz --seconds $(FUZZ_SECONDS) --merge
 
 bench:
 	@"$(HZC_DEPS)" bench

@@ -791,4 +791,17 @@ Expected<std::vector<RankIdentity>> Join(const RootInfo &root, uint32_t nranks, 
   }
 }
 
+Status CheckHello(std::string_view body) {
+  return ParseHello(body).status();
+}
+
+Status CheckAnswer(std::string_view body, uint32_t nranks) {
+  auto r = ParseObject(body);
+  if (!r.ok()) {
+    return r.status();
+  }
+  Outcome outcome;
+  return ParseAnswer(*r, nranks, &outcome).status();
+}
+
 }  // namespace hzc::bootstrap

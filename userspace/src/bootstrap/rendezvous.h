@@ -38,6 +38,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "base/status.h"
@@ -88,5 +89,11 @@ Expected<RootInfo> StartRootAt(const std::string &address, uint16_t port, const 
 Expected<std::vector<RankIdentity>> Join(const RootInfo &root, uint32_t nranks, uint32_t rank,
                                          const RankIdentity &self, std::chrono::seconds timeout,
                                          bool shared_port = false, UniqueId *session = nullptr);
+
+// What the root makes of a rank's hello (@body: the bytes after its length word), and a rank
+// of the root's answer to a hello for @nranks ranks: OK, or what is wrong with it, whatever @body
+// holds. The rendezvous' own parsers, for the fuzzers (fuzz/).
+Status CheckHello(std::string_view body);
+Status CheckAnswer(std::string_view body, uint32_t nranks);
 
 }  // namespace hzc::bootstrap
