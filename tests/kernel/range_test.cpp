@@ -148,7 +148,9 @@ TEST_F(RangeTest, SysfsDirectoryPerRange) {
   ASSERT_EQ(stat((dir + "/base").c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0400u) << "base reveals an address: root only";
   ASSERT_EQ(stat((dir + "/size").c_str(), &st), 0);
-  EXPECT_EQ(st.st_mode & 0777, 0444u);
+  EXPECT_EQ(st.st_mode & 0777, 0400u) << "every user's objects: root only";
+  ASSERT_EQ(stat((std::string(kSysfsRoot) + "/nr_ranges").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0444u) << "the counters are for everyone";
   ASSERT_EQ(UnregisterRange(fd_, res.base()), 0);
   EXPECT_NE(access(dir.c_str(), F_OK), 0) << dir << " still exists";
 }
