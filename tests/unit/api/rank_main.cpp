@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-// One rank of a host multi-process test: init from a hex root info, query, set and unset one
-// range, destroy. Exit status: the HcclResult of HcclCommSetMemoryRange, or 10+ on setup errors.
+// One rank of a host multi-process test: init from a hex root info, query, set one range, meet
+// the others in a barrier, unset the range, destroy. Exit status: the HcclResult of
+// HcclCommSetMemoryRange, or 10+ on setup errors.
 //
 // Usage: hzc-test-rank ROOT_INFO_HEX NRANKS RANK [DELAY_MS_BEFORE_SET [RETRIES]]
 #include <acl/acl.h>
@@ -43,6 +44,11 @@ int main(int argc, char **argv) {
   HcclResult set = HcclCommSetMemoryRange(comm, va, page, 0, 0);
   while (set == HCCL_E_TIMEOUT && retries-- > 0) {
     set = HcclCommSetMemoryRange(comm, va, page, 0, 0);  // no half state: a retry starts afresh
+  }
+  // Link establishment completes on each rank by itself: a rank that left at once could be
+  // gone before a slower one opened it. Programs meet in collectives after it; so do the ranks.
+  if (set == HCCL_SUCCESS && HcclBarrier(comm, nullptr) != HCCL_SUCCESS) {
+    return 15;
   }
   if (set == HCCL_SUCCESS && HcclCommUnsetMemoryRange(comm, va) != HCCL_SUCCESS) {
     return 13;

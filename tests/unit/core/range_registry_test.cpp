@@ -13,20 +13,42 @@ using ::testing::HasSubstr;
 
 class RangeRegistryTest : public test::Test {
  protected:
+  // Each change in its two steps, the transport agreeing.
+  Status Set(uintptr_t base, size_t size, uint64_t comm = 1) {
+    HZC_RETURN_IF_ERROR(reg.Add(base, size, comm));
+    reg.Settle(base, true);
+    return Status::Ok();
+  }
+  Status Unset(uintptr_t base) {
+    HZC_RETURN_IF_ERROR(reg.Remove(base));
+    reg.Settle(base, true);
+    return Status::Ok();
+  }
+  Status Activate(uintptr_t va, size_t size, void *handle, std::weak_ptr<Communicator> comm = {}) {
+    HZC_RETURN_IF_ERROR(reg.Activate(va, size, handle, std::move(comm)));
+    reg.SettleActivation(va, true);
+    return Status::Ok();
+  }
+  Status Deactivate(uintptr_t va, RangeRegistry::Activation *removed = nullptr) {
+    HZC_RETURN_IF_ERROR(reg.Deactivate(va, removed));
+    reg.SettleActivation(va, true);
+    return Status::Ok();
+  }
+
   RangeRegistry reg;
   static constexpr uintptr_t kBase = 0x100000;
   static constexpr size_t kSize = 0x10000;
 };
 
 TEST_F(RangeRegistryTest, AdjacentRangesAreAccepted) {
-  ASSERT_TRUE(reg.Add(kBase, kSize, 1).ok());
-  EXPECT_TRUE(reg.Add(kBase + kSize, kSize, 1).ok());  // right neighbour
-  EXPECT_TRUE(reg.Add(kBase - kSize, kSize, 2).ok());  // left neighbour, other comm
+  ASSERT_TRUE(Set(kBase, kSize, 1).ok());
+  EXPECT_TRUE(Set(kBase + kSize, kSize, 1).ok());  // right neighbour
+  EXPECT_TRUE(Set(kBase - kSize, kSize, 2).ok());  // left neighbour, other comm
   EXPECT_EQ(reg.RangeCount(), 3U);
 }
 
 TEST_F(RangeRegistryTest, OverlapsAreRejectedAcrossCommunicators) {
-  ASSERT_TRUE(reg.Add(kBase, kSize, 1).ok());
+  ASSERT_TRUE(Set(kBase, kSize, 1).ok());
   struct Case {
     uintptr_t base;
     size_t size;
@@ -43,53 +65,53 @@ TEST_F(RangeRegistryTest, OverlapsAreRejectedAcrossCommunicators) {
   };
   for (const auto &c : cases) {
     for (uint64_t comm : {1, 2}) {
-      Status st = reg.Add(c.base, c.size, comm);
+      Status st = Set(c.base, c.size, comm);
       EXPECT_EQ(st.code(), HCCL_E_PARA) << c.what << " via comm " << comm;
       EXPECT_THAT(st.message(), HasSubstr("already set")) << c.what;
     }
   }
-  EXPECT_THAT(reg.Add(kBase, kSize, 2).message(), HasSubstr("repeats"));
+  EXPECT_THAT(Set(kBase, kSize, 2).message(), HasSubstr("repeats"));
   EXPECT_EQ(reg.RangeCount(), 1U);  // nothing changed
 }
 
 TEST_F(RangeRegistryTest, RemoveNeedsExactBase) {
-  ASSERT_TRUE(reg.Add(kBase, kSize, 1).ok());
-  EXPECT_EQ(reg.Remove(kBase + 0x1000).code(), HCCL_E_PARA);
-  EXPECT_EQ(reg.Remove(kBase - 0x1000).code(), HCCL_E_PARA);
-  EXPECT_TRUE(reg.Remove(kBase).ok());
-  EXPECT_EQ(reg.Remove(kBase).code(), HCCL_E_PARA);
+  ASSERT_TRUE(Set(kBase, kSize, 1).ok());
+  EXPECT_EQ(Unset(kBase + 0x1000).code(), HCCL_E_PARA);
+  EXPECT_EQ(Unset(kBase - 0x1000).code(), HCCL_E_PARA);
+  EXPECT_TRUE(Unset(kBase).ok());
+  EXPECT_EQ(Unset(kBase).code(), HCCL_E_PARA);
   EXPECT_EQ(reg.RangeCount(), 0U);
 }
 
 TEST_F(RangeRegistryTest, ActivationRules) {
-  ASSERT_TRUE(reg.Add(kBase, kSize, 1).ok());
-  ASSERT_TRUE(reg.Add(kBase + kSize, kSize, 1).ok());
+  ASSERT_TRUE(Set(kBase, kSize, 1).ok());
+  ASSERT_TRUE(Set(kBase + kSize, kSize, 1).ok());
   int h = 0;
   // Adjacent growth inside one range.
-  EXPECT_TRUE(reg.Activate(kBase, 0x2000, &h).ok());
-  EXPECT_TRUE(reg.Activate(kBase + 0x2000, 0x2000, &h).ok());
+  EXPECT_TRUE(Activate(kBase, 0x2000, &h).ok());
+  EXPECT_TRUE(Activate(kBase + 0x2000, 0x2000, &h).ok());
   // Overlaps with activated memory.
-  EXPECT_EQ(reg.Activate(kBase + 0x1000, 0x1000, &h).code(), HCCL_E_PARA);
-  EXPECT_EQ(reg.Activate(kBase + 0x3000, 0x2000, &h).code(), HCCL_E_PARA);
+  EXPECT_EQ(Activate(kBase + 0x1000, 0x1000, &h).code(), HCCL_E_PARA);
+  EXPECT_EQ(Activate(kBase + 0x3000, 0x2000, &h).code(), HCCL_E_PARA);
   // Across two adjacent ranges, or outside any.
-  EXPECT_THAT(reg.Activate(kBase + kSize - 0x1000, 0x2000, &h).message(),
+  EXPECT_THAT(Activate(kBase + kSize - 0x1000, 0x2000, &h).message(),
               HasSubstr("not inside one set range"));
-  EXPECT_EQ(reg.Activate(kBase - 0x1000, 0x1000, &h).code(), HCCL_E_PARA);
-  EXPECT_EQ(reg.Activate(kBase + 2 * kSize, 0x1000, &h).code(), HCCL_E_PARA);
+  EXPECT_EQ(Activate(kBase - 0x1000, 0x1000, &h).code(), HCCL_E_PARA);
+  EXPECT_EQ(Activate(kBase + 2 * kSize, 0x1000, &h).code(), HCCL_E_PARA);
   EXPECT_EQ(reg.ActivationCount(), 2U);
 
   // Unset refused while activated memory remains.
-  Status st = reg.Remove(kBase);
+  Status st = Unset(kBase);
   EXPECT_EQ(st.code(), HCCL_E_PARA);
   EXPECT_THAT(st.message(), HasSubstr("2 activation(s) remain"));
 
   // Deactivate by exact start only.
-  EXPECT_EQ(reg.Deactivate(kBase + 0x1000).code(), HCCL_E_PARA);
-  EXPECT_TRUE(reg.Deactivate(kBase).ok());
-  EXPECT_EQ(reg.Deactivate(kBase).code(), HCCL_E_PARA);
-  EXPECT_TRUE(reg.Deactivate(kBase + 0x2000).ok());
-  EXPECT_TRUE(reg.Remove(kBase).ok());
-  EXPECT_TRUE(reg.Remove(kBase + kSize).ok());
+  EXPECT_EQ(Deactivate(kBase + 0x1000).code(), HCCL_E_PARA);
+  EXPECT_TRUE(Deactivate(kBase).ok());
+  EXPECT_EQ(Deactivate(kBase).code(), HCCL_E_PARA);
+  EXPECT_TRUE(Deactivate(kBase + 0x2000).ok());
+  EXPECT_TRUE(Unset(kBase).ok());
+  EXPECT_TRUE(Unset(kBase + kSize).ok());
 }
 
 // An activation remembers the communicator it was made through (which holds its RDMA
@@ -97,10 +119,10 @@ TEST_F(RangeRegistryTest, ActivationRules) {
 TEST_F(RangeRegistryTest, ActivationKeepsItsCommunicatorWeakly) {
   auto comm = std::make_shared<Communicator>(bootstrap::UniqueId{}, 0,
                                              std::vector<bootstrap::RankIdentity>(1));
-  ASSERT_TRUE(reg.Add(kBase, kSize, comm->serial()).ok());
+  ASSERT_TRUE(Set(kBase, kSize, comm->serial()).ok());
   int h = 0;
-  ASSERT_TRUE(reg.Activate(kBase, 0x1000, &h, comm).ok());
-  ASSERT_TRUE(reg.Activate(kBase + 0x1000, 0x1000, &h).ok());  // through no communicator
+  ASSERT_TRUE(Activate(kBase, 0x1000, &h, comm).ok());
+  ASSERT_TRUE(Activate(kBase + 0x1000, 0x1000, &h).ok());  // through no communicator
   EXPECT_EQ(comm.use_count(), 1);
 
   RangeRegistry::Activation removed;
@@ -108,20 +130,53 @@ TEST_F(RangeRegistryTest, ActivationKeepsItsCommunicatorWeakly) {
   EXPECT_EQ(removed.size, 0x1000U);
   EXPECT_EQ(removed.handle, &h);
   EXPECT_EQ(removed.comm.lock(), comm);
-  // Put back as it was (the rollback of a deactivation the kernel refused).
-  ASSERT_TRUE(reg.Activate(kBase, removed.size, removed.handle, removed.comm).ok());
+  reg.SettleActivation(kBase, false);  // a deactivation the kernel refused: back as it was
   comm.reset();
-  ASSERT_TRUE(reg.Deactivate(kBase, &removed).ok());
+  ASSERT_TRUE(Deactivate(kBase, &removed).ok());
   EXPECT_TRUE(removed.comm.expired());  // destroyed meanwhile: nothing to drop
-  ASSERT_TRUE(reg.Deactivate(kBase + 0x1000, &removed).ok());
+  ASSERT_TRUE(Deactivate(kBase + 0x1000, &removed).ok());
   EXPECT_TRUE(removed.comm.expired());
-  EXPECT_TRUE(reg.Remove(kBase).ok());
+  EXPECT_TRUE(Unset(kBase).ok());
+}
+
+// An entry keeps its place until its change settles: what overlaps it is refused meanwhile, as
+// is a second change of it, and an undone change leaves it as it was.
+TEST_F(RangeRegistryTest, AnEntryInTheMiddleOfAChangeHoldsItsPlace) {
+  ASSERT_TRUE(reg.Add(kBase, kSize, 1).ok());  // arriving
+  EXPECT_THAT(reg.Add(kBase, 0x1000, 2).message(), HasSubstr("already set"));
+  EXPECT_THAT(reg.Remove(kBase).message(), HasSubstr("being set by another call"));
+  int h = 0;
+  EXPECT_THAT(reg.Activate(kBase, 0x1000, &h).message(), HasSubstr("being set"));
+  reg.Settle(kBase, false);  // the transport refused: gone
+  EXPECT_EQ(reg.RangeCount(), 0U);
+
+  ASSERT_TRUE(Set(kBase, kSize).ok());
+  ASSERT_TRUE(reg.Remove(kBase).ok());  // leaving
+  EXPECT_THAT(reg.Add(kBase + 0x1000, 0x1000, 1).message(), HasSubstr("already set"));
+  EXPECT_THAT(reg.Remove(kBase).message(), HasSubstr("being unset by another call"));
+  EXPECT_THAT(reg.Activate(kBase, 0x1000, &h).message(), HasSubstr("being unset"));
+  reg.Settle(kBase, false);  // the transport kept it: set again
+  ASSERT_EQ(reg.RangeCount(), 1U);
+
+  ASSERT_TRUE(reg.Activate(kBase, 0x1000, &h).ok());  // arriving
+  EXPECT_THAT(reg.Activate(kBase, 0x2000, &h).message(), HasSubstr("overlaps activated memory"));
+  EXPECT_THAT(reg.Deactivate(kBase).message(), HasSubstr("being activated by another call"));
+  EXPECT_THAT(reg.Remove(kBase).message(), HasSubstr("1 activation(s) remain"));
+  reg.SettleActivation(kBase, true);
+  ASSERT_TRUE(reg.Deactivate(kBase).ok());  // leaving
+  EXPECT_THAT(reg.Deactivate(kBase).message(), HasSubstr("being deactivated by another call"));
+  EXPECT_THAT(reg.Remove(kBase).message(), HasSubstr("1 activation(s) remain"));
+  reg.SettleActivation(kBase, false);
+  EXPECT_EQ(reg.ActivationCount(), 1U);
+  ASSERT_TRUE(Deactivate(kBase).ok());
+  ASSERT_TRUE(Unset(kBase).ok());
+  EXPECT_EQ(reg.RangeCount(), 0U);
 }
 
 TEST_F(RangeRegistryTest, ManySetUnsetPairsStayBalanced) {
   for (int i = 0; i < 10000; ++i) {
-    ASSERT_TRUE(reg.Add(kBase, kSize, 1).ok());
-    ASSERT_TRUE(reg.Remove(kBase).ok());
+    ASSERT_TRUE(Set(kBase, kSize, 1).ok());
+    ASSERT_TRUE(Unset(kBase).ok());
   }
   EXPECT_EQ(reg.RangeCount(), 0U);
 }

@@ -14,26 +14,21 @@ namespace hzc::memory {
 
 namespace {
 
-// What UnsetRange and Deactivate share: take an entry out of the process's registry (@take),
-// withdraw it from the transport (@withdraw), and put the entry back (@put_back) if that fails.
-// A withdrawal that failed but happened all the same (transport::Transport::Withdrawn) leaves
-// the entry out and returns the error.
+// What UnsetRange and Deactivate share: mark an entry of the process's registry leaving
+// (@take), withdraw it from the transport (@withdraw), and settle the entry (@settle): gone, or
+// back as it was if that failed. A withdrawal that failed but happened all the same
+// (transport::Transport::Withdrawn) leaves the entry out and returns the error.
 Status Withdraw(const std::function<Status(RangeRegistry &)> &take,
-                const std::function<void(RangeRegistry &)> &put_back,
+                const std::function<void(RangeRegistry &, bool)> &settle,
                 const std::function<Status(transport::Transport &)> &withdraw) {
   auto transport = transport::Process();
   if (!transport.ok()) {
     return transport.status();
   }
   auto &ranges = RangeRegistry::Process();
-  Rollback rollback;
   HZC_RETURN_IF_ERROR(take(ranges));
-  rollback.Push([&] { put_back(ranges); });
   Status st = withdraw(**transport);
-  if (!(*transport)->Withdrawn(st)) {
-    return st;
-  }
-  rollback.Commit();
+  settle(ranges, (*transport)->Withdrawn(st));
   return st;
 }
 
@@ -61,12 +56,10 @@ Status SetRange(HcclComm handle, Communicator &comm, uintptr_t base, size_t size
     return transport.status();
   }
   auto &ranges = RangeRegistry::Process();
-  Rollback rollback;
   HZC_RETURN_IF_ERROR(ranges.Add(base, size, comm.serial()));
-  rollback.Push([&] { (void)ranges.Remove(base); });
-  HZC_RETURN_IF_ERROR((*transport)->AddRange(base, size));
-  rollback.Commit();
-  return Status::Ok();
+  Status st = (*transport)->AddRange(base, size);
+  ranges.Settle(base, st.ok());
+  return st;
 }
 
 Status LinkPeers(Communicator &comm) {
@@ -74,11 +67,9 @@ Status LinkPeers(Communicator &comm) {
 }
 
 Status UnsetRange(uintptr_t base) {
-  RangeRegistry::Range removed;
-  return Withdraw(
-      [&](RangeRegistry &ranges) { return ranges.Remove(base, &removed); },
-      [&](RangeRegistry &ranges) { (void)ranges.Add(base, removed.size, removed.comm_id); },
-      [&](transport::Transport &transport) { return transport.RemoveRange(base); });
+  return Withdraw([&](RangeRegistry &ranges) { return ranges.Remove(base); },
+                  [&](RangeRegistry &ranges, bool done) { ranges.Settle(base, done); },
+                  [&](transport::Transport &transport) { return transport.RemoveRange(base); });
 }
 
 Status Activate(const std::shared_ptr<Communicator> &comm, uintptr_t va, size_t size,
@@ -94,7 +85,7 @@ Status Activate(const std::shared_ptr<Communicator> &comm, uintptr_t va, size_t 
   auto &ranges = RangeRegistry::Process();
   Rollback rollback;
   HZC_RETURN_IF_ERROR(ranges.Activate(va, size, handle, comm));
-  rollback.Push([&] { (void)ranges.Deactivate(va); });
+  rollback.Push([&] { ranges.SettleActivation(va, false); });
   // With RDMA links the activated memory becomes a memory region whose rkey travels with the
   // activation.
   auto cookie = comm->RegisterMemory(va, size);
@@ -104,6 +95,7 @@ Status Activate(const std::shared_ptr<Communicator> &comm, uintptr_t va, size_t 
   rollback.Push([&] { comm->DropMemory(va); });
   HZC_RETURN_IF_ERROR((*transport)->Activate(va, size, *cookie));
   rollback.Commit();
+  ranges.SettleActivation(va, true);
   return Status::Ok();
 }
 
@@ -111,9 +103,7 @@ Status Deactivate(uintptr_t va) {
   RangeRegistry::Activation removed;
   HZC_RETURN_IF_ERROR(
       Withdraw([&](RangeRegistry &ranges) { return ranges.Deactivate(va, &removed); },
-               [&](RangeRegistry &ranges) {
-                 (void)ranges.Activate(va, removed.size, removed.handle, removed.comm);
-               },
+               [&](RangeRegistry &ranges, bool done) { ranges.SettleActivation(va, done); },
                [&](transport::Transport &transport) { return transport.Deactivate(va); }));
   // A communicator destroyed meanwhile dropped its registrations already.
   if (const std::shared_ptr<Communicator> comm = removed.comm.lock()) {

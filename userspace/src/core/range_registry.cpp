@@ -10,6 +10,25 @@ bool Overlap(uintptr_t a, size_t as, uintptr_t b, size_t bs) {
   return a < b + bs && b < a + as;
 }
 
+// What Settle does to an entry of @map at @key: an arriving entry becomes set (@done) or goes,
+// a leaving one goes (@done) or is set again.
+template <typename Entries>
+void SettleEntry(Entries &map, uintptr_t key, bool done) {
+  auto it = map.find(key);
+  if (it == map.end() || it->second.state == RangeRegistry::State::kSet) {
+    return;  // not in the middle of a change: nothing to settle
+  }
+  if (done == (it->second.state == RangeRegistry::State::kLeaving)) {
+    map.erase(it);
+  } else {
+    it->second.state = RangeRegistry::State::kSet;
+  }
+}
+
+const char *Changing(RangeRegistry::State state) {
+  return state == RangeRegistry::State::kArriving ? "being set" : "being unset";
+}
+
 }  // namespace
 
 RangeRegistry &RangeRegistry::Process() {
@@ -47,7 +66,8 @@ Status RangeRegistry::Add(uintptr_t base, size_t size, uint64_t comm_id) {
                    prev->first, prev->second.size);
     }
   }
-  ranges_.emplace(base, Range{.size = size, .comm_id = comm_id, .activations = {}});
+  ranges_.emplace(
+      base, Range{.state = State::kArriving, .size = size, .comm_id = comm_id, .activations = {}});
   return Status::Ok();
 }
 
@@ -57,6 +77,10 @@ Status RangeRegistry::Remove(uintptr_t base, Range *removed) {
   if (it == ranges_.end()) {
     return Error(HCCL_E_PARA, "baseVirPtr={:#x}: not the base of a set range", base);
   }
+  if (it->second.state != State::kSet) {
+    return Error(HCCL_E_PARA, "baseVirPtr={:#x}: the range is {} by another call", base,
+                 Changing(it->second.state));
+  }
   if (!it->second.activations.empty()) {
     return Error(HCCL_E_PARA, "baseVirPtr={:#x}: {} activation(s) remain; deactivate them first",
                  base, it->second.activations.size());
@@ -64,8 +88,13 @@ Status RangeRegistry::Remove(uintptr_t base, Range *removed) {
   if (removed != nullptr) {
     *removed = it->second;
   }
-  ranges_.erase(it);
+  it->second.state = State::kLeaving;
   return Status::Ok();
+}
+
+void RangeRegistry::Settle(uintptr_t base, bool done) {
+  std::lock_guard lock(mutex_);
+  SettleEntry(ranges_, base, done);
 }
 
 Status RangeRegistry::Activate(uintptr_t va, size_t size, void *handle,
@@ -74,6 +103,10 @@ Status RangeRegistry::Activate(uintptr_t va, size_t size, void *handle,
   auto it = Containing(va, size);
   if (it == ranges_.end()) {
     return Error(HCCL_E_PARA, "[{:#x}, +{:#x}) is not inside one set range", va, size);
+  }
+  if (it->second.state != State::kSet) {
+    return Error(HCCL_E_PARA, "[{:#x}, +{:#x}) is inside a range {} by another call", va, size,
+                 Changing(it->second.state));
   }
   auto &acts = it->second.activations;
   auto next = acts.upper_bound(va);
@@ -88,7 +121,9 @@ Status RangeRegistry::Activate(uintptr_t va, size_t size, void *handle,
                    size, prev->first, prev->second.size);
     }
   }
-  acts.emplace(va, Activation{.size = size, .handle = handle, .comm = std::move(comm)});
+  acts.emplace(
+      va, Activation{
+              .state = State::kArriving, .size = size, .handle = handle, .comm = std::move(comm)});
   return Status::Ok();
 }
 
@@ -98,14 +133,26 @@ Status RangeRegistry::Deactivate(uintptr_t va, Activation *removed) {
   if (it != ranges_.end()) {
     auto act = it->second.activations.find(va);
     if (act != it->second.activations.end()) {
+      if (act->second.state != State::kSet) {
+        return Error(HCCL_E_PARA, "virPtr={:#x}: the memory is being {} by another call", va,
+                     act->second.state == State::kArriving ? "activated" : "deactivated");
+      }
       if (removed != nullptr) {
         *removed = act->second;
       }
-      it->second.activations.erase(act);
+      act->second.state = State::kLeaving;
       return Status::Ok();
     }
   }
   return Error(HCCL_E_PARA, "virPtr={:#x}: not the start of an activation", va);
+}
+
+void RangeRegistry::SettleActivation(uintptr_t va, bool done) {
+  std::lock_guard lock(mutex_);
+  auto it = Containing(va, 1);
+  if (it != ranges_.end()) {
+    SettleEntry(it->second.activations, va, done);
+  }
 }
 
 size_t RangeRegistry::RangeCount() const {
