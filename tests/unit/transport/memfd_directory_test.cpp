@@ -356,6 +356,8 @@ TEST_F(MemfdTransportTest, CraftedListingIsRemoteErrorNeverMapped) {
        "empty, unaligned or wrapping"},
       {[&](memfd::DirAct &a, const Fds &) { a.offset = 8; }, "memfd offset 0x8"},
       {[&](memfd::DirAct &a, const Fds &) { a.offset = INT64_MAX & ~(page - 1); }, "memfd offset"},
+      // A size past off_t's range must not wrap the end of the file it claims.
+      {[&](memfd::DirAct &a, const Fds &) { a.size = (uint64_t{1} << 63) + page; }, "memfd offset"},
       {[&](memfd::DirAct &a, const Fds &) { a.va += page; }, "outside its ranges"},
       {[&](memfd::DirAct &a, const Fds &) { a.fd = -1; }, "with descriptor -1"},
       {[&](memfd::DirAct &a, const Fds &f) { a.fd = f.pipe; }, "not a regular file"},

@@ -271,7 +271,13 @@ class SpanTest : public ::testing::Test {
         want.assign(per, -SIGKILL);
       }
     }
-    EXPECT_EQ(hzc::test::WaitRanks(pids), want);
+    const std::vector<int> st = hzc::test::WaitRanks(pids);
+    EXPECT_EQ(st, want);
+    for (uint32_t j = 0; j < st.size() && j < want.size(); ++j) {
+      if (st[j] != want[j]) {
+        PrintLogTail(first + j);
+      }
+    }
     if (hosts_.index == 2) {
       Reconnect();
     }

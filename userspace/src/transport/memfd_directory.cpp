@@ -538,7 +538,8 @@ Status CheckAct(pid_t pid, const DirAct &a, const std::vector<DirRange> &ranges)
                  "wrapping",
                  pid, a.va, a.size);
   }
-  if (!Aligned(a.offset) || a.offset > static_cast<uint64_t>(INT64_MAX) - a.size) {
+  constexpr auto kFileMax = static_cast<uint64_t>(INT64_MAX);  // off_t
+  if (!Aligned(a.offset) || a.size > kFileMax || a.offset > kFileMax - a.size) {
     return Error(HCCL_E_REMOTE,
                  "pid {} lists activation {:#x} at memfd offset {:#x}: unaligned "
                  "or past the end of any file",
@@ -563,23 +564,9 @@ Status CheckAct(pid_t pid, const DirAct &a, const std::vector<DirRange> &ranges)
   return Status::Ok();
 }
 
-// @s (a listing of pid @pid, sorted here) checked field by field before any of it is used:
-// ranges and activations page-aligned spans that do not wrap, each activation inside one range
-// and apart from the others. HCCL_E_REMOTE naming the entry and the field otherwise.
+// A listing of pid @pid checked as CheckListing does.
 Status CheckListing(pid_t pid, Snapshot &s) {
-  std::sort(s.ranges.begin(), s.ranges.end(),
-            [](const DirRange &a, const DirRange &b) { return a.base < b.base; });
-  std::sort(s.acts.begin(), s.acts.end(),
-            [](const DirAct &a, const DirAct &b) { return a.va < b.va; });
-  HZC_RETURN_IF_ERROR(CheckRanges(pid, s.ranges));
-  for (size_t i = 0; i < s.acts.size(); ++i) {
-    HZC_RETURN_IF_ERROR(CheckAct(pid, s.acts[i], s.ranges));
-    if (i > 0 && s.acts[i - 1].va + s.acts[i - 1].size > s.acts[i].va) {
-      return Error(HCCL_E_REMOTE, "pid {} lists activation {:#x}: it overlaps activation {:#x}",
-                   pid, s.acts[i].va, s.acts[i - 1].va);
-    }
-  }
-  return Status::Ok();
+  return transport::CheckListing(pid, s.ranges, s.acts);
 }
 
 // The descriptor @fd taken for activation @a of pid @pid: a regular memfd, sealed against
@@ -617,6 +604,23 @@ std::vector<MemfdActivation> Listed(const std::vector<DirAct> &acts) {
 }
 
 }  // namespace
+
+// Ranges and activations page-aligned spans that do not wrap, each activation inside one range
+// and apart from the others.
+Status CheckListing(pid_t pid, std::vector<DirRange> &ranges, std::vector<DirAct> &acts) {
+  std::sort(ranges.begin(), ranges.end(),
+            [](const DirRange &a, const DirRange &b) { return a.base < b.base; });
+  std::sort(acts.begin(), acts.end(), [](const DirAct &a, const DirAct &b) { return a.va < b.va; });
+  HZC_RETURN_IF_ERROR(CheckRanges(pid, ranges));
+  for (size_t i = 0; i < acts.size(); ++i) {
+    HZC_RETURN_IF_ERROR(CheckAct(pid, acts[i], ranges));
+    if (i > 0 && acts[i - 1].va + acts[i - 1].size > acts[i].va) {
+      return Error(HCCL_E_REMOTE, "pid {} lists activation {:#x}: it overlaps activation {:#x}",
+                   pid, acts[i].va, acts[i - 1].va);
+    }
+  }
+  return Status::Ok();
+}
 
 struct MemfdImport::State {
   struct Owner;

@@ -76,8 +76,15 @@
 
 #include "base/status.h"
 #include "bootstrap/peer_process.h"
+#include "transport/memfd_layout.h"
 
 namespace hzc::transport {
+
+// The checks a listing that process @pid published passes before any of it is used (see "What
+// a peer reads is the peer's word" above); sorts @ranges and @acts by address. HCCL_E_REMOTE
+// naming the entry and the field otherwise.
+Status CheckListing(pid_t pid, std::vector<memfd::DirRange> &ranges,
+                    std::vector<memfd::DirAct> &acts);
 
 // A peer's activation as listed in its directory.
 struct MemfdActivation {
