@@ -10,9 +10,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <deque>
 #include <future>
-#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -24,6 +22,7 @@
 #include "base/log.h"
 #include "base/rank_list.h"
 #include "bootstrap/auth.h"
+#include "bootstrap/frames.h"
 #include "bootstrap/socket_io.h"
 #include "bootstrap/wait_fd.h"
 
@@ -33,7 +32,6 @@ namespace {
 
 using Clock = Group::Clock;
 
-constexpr uint32_t kMaxPayload = 1U << 20;
 // A receive waits for its socket in slices of this length: another thread may take the bytes
 // it waits for (and queue the frame for it) without waking it.
 constexpr std::chrono::milliseconds kRecvSlice{10};
@@ -50,14 +48,6 @@ constexpr std::chrono::seconds kHelloTime{2};
 // Connections that may wait for their handshake at once (see HelloReader for why the oldest goes
 // beyond that).
 constexpr size_t kMaxPending = 128;
-// What a peer may have sent that no receive has taken yet: frames of one space and tag, and bytes
-// in all (each frame charged kFrameCost besides its payload, so that empty frames count too).
-// Ranks exchange a few messages per tag at a time (link setup, keys, a call's agreement); a peer
-// beyond these bounds floods, and its connection fails rather than this process's memory grow.
-// A group holds at most (ranks - 1) * kMaxQueuedBytes so, besides what the sockets hold.
-constexpr uint32_t kMaxQueuedPerTag = 256;
-constexpr size_t kMaxQueuedBytes = 32U << 20;
-constexpr size_t kFrameCost = 64;
 
 // The handshake (bootstrap/auth.h): the connecting (lower) rank names itself, the rank it wants,
 // the communicator (by a tag derived from its key, never the key) and a nonce; the accepting rank
@@ -84,14 +74,6 @@ struct ProofMessage {
   uint8_t proof[32];
 };
 static_assert(sizeof(ProofMessage) == 36);
-
-// Before each message's payload; network order. @space is the sending Group's (0, or a view's).
-struct FrameHeader {
-  uint64_t space;
-  uint32_t tag;
-  uint32_t len;
-};
-static_assert(sizeof(FrameHeader) == 16);
 
 // What a handshake names communicator @id by.
 UniqueId TagOf(const UniqueId &id) {
@@ -182,21 +164,13 @@ Expected<Listener> Listener::Open(const std::string &address) {
 // The connections, shared by the Group that Connect made and its views; in the ranks of the
 // former.
 struct Group::Impl {
-  struct Frame {
-    uint64_t space;
-    uint32_t tag;
-    Blob payload;
-  };
   struct Peer {
     UniqueFd fd;
     std::string address;
-    Nonce nonce{};                 // of this rank's hello to it (a higher rank)
-    std::vector<std::byte> inbuf;  // read, not yet a whole frame
-    std::deque<Frame> frames;      // whole frames not yet taken
-    // Of frames: the bytes charged (kFrameCost each besides the payload), the count by
-    // (space, tag).
-    size_t queued = 0;
-    std::map<std::pair<uint64_t, uint32_t>, uint32_t> per_tag;
+    Nonce nonce{};  // of this rank's hello to it (a higher rank)
+    // What it sent, cut into frames (bootstrap/frames.h): a group holds at most
+    // (ranks - 1) * FrameInput::kMaxQueuedBytes of them, besides what the sockets hold.
+    FrameInput input;
     // Why the connection is unusable (HCCL_SUCCESS while it works), said around the peer's
     // name: each Group names the peer by its own rank numbers.
     HcclResult broken_code = HCCL_SUCCESS;
@@ -215,7 +189,7 @@ struct Group::Impl {
   TrustList trust;
   uint32_t rank = 0;
   std::vector<Peer> peers;  // by rank; this rank's entry has no connection
-  // Guards every peer's inbuf, frames and broken state, and the reads and writes of the
+  // Guards every peer's input and broken state, and the reads and writes of the
   // sockets once the group is connected; never held while waiting.
   std::mutex mutex;
 
@@ -226,11 +200,6 @@ struct Group::Impl {
   // Fail @p's connection for breaking the protocol (HCCL_E_TCP_TRANSFER, "<peer><@after>"): it
   // is shut down (the peer's further sends fail) and what it sent and nobody took is dropped.
   void Reject(uint32_t p, std::string after);
-  // Queue frame @f from @p, unless that is more than its bounds (then Reject: false).
-  bool Queue(uint32_t p, Frame f);
-  // Take the first frame of @space and @tag from @p's queue, if there is one.
-  std::optional<Blob> Take(uint32_t p, uint64_t space, uint32_t tag);
-  void Parse(uint32_t p);
   void Pump(uint32_t p);
   // Errors name @to as @name.
   Status Write(uint32_t to, std::string_view name, const std::byte *data, size_t len,
@@ -264,77 +233,7 @@ void Group::Impl::Reject(uint32_t p, std::string after) {
   if (connect(peer.fd.get(), &unspec, sizeof(unspec)) != 0) {
     (void)shutdown(peer.fd.get(), SHUT_RDWR);
   }
-  std::vector<std::byte>().swap(peer.inbuf);
-  std::deque<Frame>().swap(peer.frames);
-  peer.per_tag.clear();
-  peer.queued = 0;
-}
-
-bool Group::Impl::Queue(uint32_t p, Frame f) {
-  Peer &peer = peers[p];
-  uint32_t &count = peer.per_tag[{f.space, f.tag}];
-  const size_t cost = kFrameCost + f.payload.size();
-  if (count >= kMaxQueuedPerTag) {
-    Reject(p, fmt::format(" sent more than {} messages of tag {} (space {:#x}) that no receive "
-                          "took (a flood?); the connection is closed",
-                          kMaxQueuedPerTag, f.tag, f.space));
-    return false;
-  }
-  if (peer.queued + cost > kMaxQueuedBytes) {
-    Reject(p, fmt::format(" sent more than {} MiB of messages that no receive took ({} of them; "
-                          "a flood?); the connection is closed",
-                          kMaxQueuedBytes >> 20, peer.frames.size() + 1));
-    return false;
-  }
-  ++count;
-  peer.queued += cost;
-  peer.frames.push_back(std::move(f));
-  return true;
-}
-
-std::optional<Group::Blob> Group::Impl::Take(uint32_t p, uint64_t space, uint32_t tag) {
-  Peer &peer = peers[p];
-  auto it = std::find_if(peer.frames.begin(), peer.frames.end(), [&](const Frame &frame) {
-    return frame.space == space && frame.tag == tag;
-  });
-  if (it == peer.frames.end()) {
-    return std::nullopt;
-  }
-  Blob out = std::move(it->payload);
-  peer.frames.erase(it);
-  peer.queued -= kFrameCost + out.size();
-  auto count = peer.per_tag.find({space, tag});
-  if (--count->second == 0) {
-    peer.per_tag.erase(count);
-  }
-  return out;
-}
-
-// Move the whole frames at the front of @p's input to its queue. A frame's length is checked
-// before anything is read into it; space and tag may be any value.
-void Group::Impl::Parse(uint32_t p) {
-  Peer &peer = peers[p];
-  size_t used = 0;
-  while (peer.inbuf.size() - used >= sizeof(FrameHeader)) {
-    FrameHeader h{};
-    std::memcpy(&h, peer.inbuf.data() + used, sizeof(h));
-    const uint32_t len = ntohl(h.len);
-    if (len > kMaxPayload) {
-      Reject(p, fmt::format(" sent a message of {} bytes, more than 1 MiB (not this protocol?); "
-                            "the connection is closed",
-                            len));
-      return;
-    }
-    if (peer.inbuf.size() - used - sizeof(h) < len) {
-      break;
-    }
-    const auto *begin = peer.inbuf.data() + used + sizeof(h);
-    if (!Queue(p, {be64toh(h.space), ntohl(h.tag), Blob(begin, begin + len)})) {
-      return;
-    }
-    used += sizeof(h) + len;
-  }
-  peer.inbuf.erase(peer.inbuf.begin(), peer.inbuf.begin() + static_cast<ptrdiff_t>(used));
+  peer.input.Clear();
 }
 
 // Read what @p has sent, without waiting, into its queue; notes the end of the connection.
@@ -344,15 +243,17 @@ void Group::Impl::Pump(uint32_t p) {
   while (!peer.broken()) {
     const ssize_t n = recv(peer.fd.get(), buf, sizeof(buf), MSG_DONTWAIT);
     if (n > 0) {
-      peer.inbuf.insert(peer.inbuf.end(), buf, buf + n);
-      Parse(p);
+      if (std::string why = peer.input.Add({buf, static_cast<size_t>(n)}); !why.empty()) {
+        Reject(p, std::move(why));
+      }
     } else if (n == 0) {
       // A message cut off by the end is not received: its bytes so far are dropped.
       Break(p, HCCL_E_REMOTE, "",
-            peer.inbuf.empty() ? std::string(" closed the connection")
-                               : fmt::format(" closed the connection in the middle of a message "
-                                             "({} bytes of it arrived)",
-                                             peer.inbuf.size()));
+            peer.input.partial() == 0
+                ? std::string(" closed the connection")
+                : fmt::format(" closed the connection in the middle of a message "
+                              "({} bytes of it arrived)",
+                              peer.input.partial()));
     } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
       break;
     } else if (errno != EINTR) {
@@ -720,11 +621,11 @@ Status Group::Send(uint32_t peer, uint32_t tag, std::span<const std::byte> data,
                    Clock::time_point deadline) {
   HZC_RETURN_IF_ERROR(CheckPeer(peer, "send"));
   const std::string name = Name(peer);
-  if (data.size() > kMaxPayload) {
+  if (data.size() > FrameInput::kMaxPayload) {
     return Error(HCCL_E_PARA, "a message of {} bytes to {}: more than 1 MiB", data.size(), name);
   }
   const uint32_t to = ranks_[peer];
-  const FrameHeader h{htobe64(space_), htonl(tag), htonl(static_cast<uint32_t>(data.size()))};
+  const FrameHeader h = MakeFrameHeader(space_, tag, static_cast<uint32_t>(data.size()));
   const std::lock_guard sending(*impl_->peers[to].sending);
   Status st = impl_->Write(to, name, reinterpret_cast<const std::byte *>(&h), sizeof(h), deadline);
   if (st.ok()) {
@@ -745,7 +646,7 @@ Expected<Group::Blob> Group::Recv(uint32_t peer, uint32_t tag, Clock::time_point
   Impl::Peer &p = impl_->peers[from];
   std::unique_lock lock(impl_->mutex);
   for (;;) {
-    if (std::optional<Blob> out = impl_->Take(from, space_, tag)) {
+    if (std::optional<Blob> out = p.input.Take(space_, tag)) {
       return std::move(*out);
     }
     if (p.broken()) {
