@@ -43,7 +43,22 @@ Communicator::Communicator(bootstrap::UniqueId id, uint32_t rank,
       rank_(rank),
       ranks_(std::move(ranks)),
       servers_(CountServers(ranks_)),
-      options_(std::move(options)) {}
+      options_(std::move(options)) {
+  // Only the memfd transport reaches peers through their processes; the kernel one holds none.
+  auto kind = transport::Chosen();
+  if (!kind.ok() || *kind != transport::Kind::kMemfd || rank_ >= ranks_.size()) {
+    return;
+  }
+  processes_.resize(ranks_.size());
+  for (uint32_t r = 0; r < ranks_.size(); ++r) {
+    if (r != rank_ && ranks_[r].host == ranks_[rank_].host) {
+      // One that has exited already is left to the link, which names it.
+      if (auto p = bootstrap::PeerProcess::Open(static_cast<pid_t>(ranks_[r].pid)); p.ok()) {
+        processes_[r] = std::move(*p);
+      }
+    }
+  }
+}
 
 std::string Communicator::Name() const {
   return options_.name.empty() ? "hzc-" + bootstrap::PublicId(id_) : options_.name;
@@ -151,8 +166,11 @@ Status Communicator::EstablishLinks(transport::Transport &transport, std::chrono
   for (const auto &r : ranks_) {
     pids.push_back(r.pid);
   }
-  auto link = transport.Connect(
-      {.id = DomainId(), .rank = rank_, .pids = std::move(pids), .timeout = timeout});
+  auto link = transport.Connect({.id = DomainId(),
+                                 .rank = rank_,
+                                 .pids = std::move(pids),
+                                 .processes = std::move(processes_),
+                                 .timeout = timeout});
   if (!link.ok()) {
     return link.status();
   }

@@ -112,6 +112,9 @@ class Communicator {
   const uint32_t rank_;
   const std::vector<bootstrap::RankIdentity> ranks_;
   const uint32_t servers_;  // distinct hosts among ranks_ (every call asks)
+  // Over the memfd transport, the processes of the other ranks of this host, taken when the
+  // communicator was made (transport::LinkRequest::processes); the link takes them.
+  std::vector<bootstrap::PeerProcess> processes_;
   const CommOptions options_;
   std::atomic<HcclResult> async_error_{HCCL_SUCCESS};
   std::atomic<int> queued_calls_{0};

@@ -401,7 +401,7 @@ Status KernelTransport::Deactivate(uintptr_t va) {
   return Changed(device.ok() ? (*device)->Deactivate(va) : device.status());
 }
 
-Expected<std::unique_ptr<Link>> KernelTransport::Connect(const LinkRequest &request) {
+Expected<std::unique_ptr<Link>> KernelTransport::Connect(LinkRequest request) {
   auto device = Device::Process();
   if (!device.ok()) {
     return device.status();

@@ -50,7 +50,7 @@ class KernelTransport final : public Transport {
   bool Withdrawn(const Status &st) const override { return st.ok(); }
   // Join the domain, publish this rank's card and wait for every rank's. A failure leaves the
   // domain again (which breaks it for the peers), so a later call starts afresh.
-  Expected<std::unique_ptr<Link>> Connect(const LinkRequest &request) override;
+  Expected<std::unique_ptr<Link>> Connect(LinkRequest request) override;
 };
 
 // The peers' memory through a kernel domain: a cache of each peer's ranges, their activations

@@ -78,11 +78,18 @@ bool MemfdTransport::Withdrawn(const Status &st) const {
   return st.ok() || st.code() == HCCL_E_TIMEOUT;
 }
 
-Expected<std::unique_ptr<Link>> MemfdTransport::Connect(const LinkRequest &request) {
+Expected<std::unique_ptr<Link>> MemfdTransport::Connect(LinkRequest request) {
   std::vector<bootstrap::PeerProcess> cards(request.pids.size());
   for (uint32_t peer = 0; peer < request.pids.size(); ++peer) {
     const auto pid = static_cast<pid_t>(request.pids[peer]);
     if (peer == request.rank || pid == ProcessId()) {
+      continue;
+    }
+    // Held since the ranks arrived: a peer that has exited since fails the first use of its
+    // memory (HCCL_E_REMOTE), not this link, which it may have completed on its side.
+    if (peer < request.processes.size() && request.processes[peer].valid() &&
+        request.processes[peer].pid() == pid) {
+      cards[peer] = std::move(request.processes[peer]);
       continue;
     }
     auto process = bootstrap::PeerProcess::Open(pid);

@@ -36,7 +36,7 @@ class MemfdTransport final : public Transport {
   // A withdrawal that timed out waiting for a peer's acknowledgement has happened all the same:
   // the directory no longer lists the memory.
   bool Withdrawn(const Status &st) const override;
-  Expected<std::unique_ptr<Link>> Connect(const LinkRequest &request) override;
+  Expected<std::unique_ptr<Link>> Connect(LinkRequest request) override;
 
  private:
   // @st, after moving the process's generation when the change took effect.

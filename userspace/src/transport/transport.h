@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "bootstrap/peer_process.h"
 #include "verbs/links.h"
 
 namespace hzc::transport {
@@ -71,6 +72,11 @@ struct LinkRequest {
   std::array<uint64_t, 2> id{};  // the communicator's id: the kernel domain's
   uint32_t rank = 0;
   std::vector<uint32_t> pids;  // every rank's process
+  // [rank]: the processes of the ranks of this host, held since the ranks arrived (a rank
+  // holds pidfds of its peers from its communicator's creation on, so that a peer that links
+  // and leaves before a slower rank links is still its card, not a pid that may be reused);
+  // empty, or invalid entries, where none was taken. The memfd transport takes them.
+  std::vector<bootstrap::PeerProcess> processes;
   // How long to wait for every rank (HCCL_CONNECT_TIMEOUT).
   std::chrono::seconds timeout{};
 };
@@ -110,7 +116,7 @@ class Transport {
 
   // Link the ranks of @request (every rank calls it together): HCCL_E_TIMEOUT naming the ranks
   // that did not come within the timeout, HCCL_E_REMOTE when one left or died.
-  virtual Expected<std::unique_ptr<Link>> Connect(const LinkRequest &request) = 0;
+  virtual Expected<std::unique_ptr<Link>> Connect(LinkRequest request) = 0;
 };
 
 // The transport HZC_TRANSPORT chooses (base/config.h): auto takes the kernel transport when the
