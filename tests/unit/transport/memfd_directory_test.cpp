@@ -475,8 +475,8 @@ TEST_F(MemfdTransportTest, ForkedChildOfImporterInheritsNoWindow) {
 
 // A rank is the process that held its pid when the ranks arrived (its card, a pidfd), not
 // whichever holds the pid later: under a card whose process has exited no other process's
-// memory is reached, attached already or not. Connect takes the cards and names a rank that is
-// gone already.
+// memory is reached, attached already or not. Connect adopts the cards it is given and names a
+// rank that is gone already when it has to open one itself.
 TEST_F(MemfdTransportTest, RankIsItsCardNotItsPid) {
   std::string why;
   if (!CanTakeDescriptors(&why)) {
@@ -528,6 +528,25 @@ TEST_F(MemfdTransportTest, RankIsItsCardNotItsPid) {
   ASSERT_FALSE(link.ok());
   EXPECT_EQ(link.status().code(), HCCL_E_REMOTE);
   EXPECT_EQ(link.status().message(), fmt::format("rank 1 (pid {}) has exited", gone_pid));
+
+  // A card held since the ranks arrived is the rank even if its process has exited since (it
+  // may have linked and left before this rank linked): the link is made, and the first use of
+  // that rank's memory names it.
+  ForkedChild left([](ForkedChild::Pipes) { return 0; });
+  ASSERT_TRUE(left.WaitExited());
+  std::vector<bootstrap::PeerProcess> held(2);
+  auto left_card = bootstrap::PeerProcess::Open(left.pid());
+  ASSERT_TRUE(left_card.ok()) << left_card.status().message();
+  held[1] = std::move(*left_card);
+  const auto left_pid = static_cast<uint32_t>(left.pid());
+  auto linked = transport.Connect(
+      {.rank = 0, .pids = {pids[0], left_pid}, .processes = std::move(held), .timeout = {}});
+  ASSERT_TRUE(linked.ok()) << linked.status().message();
+  auto gone_memory = (*linked)->peers().Translate(1, m.at(0), 16);
+  ASSERT_FALSE(gone_memory.ok());
+  EXPECT_EQ(gone_memory.status().code(), HCCL_E_REMOTE);
+  EXPECT_THAT(gone_memory.status().message(), ::testing::HasSubstr("has exited"));
+  ASSERT_EQ(left.Wait(), 0);
   MemfdImport::Process().Detach(live.pid());
 }
 
