@@ -76,7 +76,7 @@ struct LinkRequest {
   // holds pidfds of its peers from its communicator's creation on, so that a peer that links
   // and leaves before a slower rank links is still its card, not a pid that may be reused);
   // empty, or invalid entries, where none was taken. The memfd transport takes them.
-  std::vector<bootstrap::PeerProcess> processes;
+  std::vector<bootstrap::PeerProcess> processes{};
   // How long to wait for every rank (HCCL_CONNECT_TIMEOUT).
   std::chrono::seconds timeout{};
 };
