@@ -539,6 +539,7 @@ TEST_F(MemfdTransportTest, RankIsItsCardNotItsPid) {
   ASSERT_TRUE(left_card.ok()) << left_card.status().message();
   held[1] = std::move(*left_card);
   const auto left_pid = static_cast<uint32_t>(left.pid());
+  ASSERT_EQ(left.Wait(), 0);  // reaped: only the card still names it
   auto linked = transport.Connect(
       {.rank = 0, .pids = {pids[0], left_pid}, .processes = std::move(held), .timeout = {}});
   ASSERT_TRUE(linked.ok()) << linked.status().message();
@@ -546,7 +547,6 @@ TEST_F(MemfdTransportTest, RankIsItsCardNotItsPid) {
   ASSERT_FALSE(gone_memory.ok());
   EXPECT_EQ(gone_memory.status().code(), HCCL_E_REMOTE);
   EXPECT_THAT(gone_memory.status().message(), ::testing::HasSubstr("has exited"));
-  ASSERT_EQ(left.Wait(), 0);
   MemfdImport::Process().Detach(live.pid());
 }
 
