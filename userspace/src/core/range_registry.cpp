@@ -71,7 +71,7 @@ Status RangeRegistry::Add(uintptr_t base, size_t size, uint64_t comm_id) {
   return Status::Ok();
 }
 
-Status RangeRegistry::Remove(uintptr_t base, Range *removed) {
+Status RangeRegistry::Remove(uintptr_t base) {
   std::lock_guard lock(mutex_);
   auto it = ranges_.find(base);
   if (it == ranges_.end()) {
@@ -84,9 +84,6 @@ Status RangeRegistry::Remove(uintptr_t base, Range *removed) {
   if (!it->second.activations.empty()) {
     return Error(HCCL_E_PARA, "baseVirPtr={:#x}: {} activation(s) remain; deactivate them first",
                  base, it->second.activations.size());
-  }
-  if (removed != nullptr) {
-    *removed = it->second;
   }
   it->second.state = State::kLeaving;
   return Status::Ok();

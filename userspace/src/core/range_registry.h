@@ -43,9 +43,8 @@ class RangeRegistry {
   static RangeRegistry &Process();
 
   Status Add(uintptr_t base, size_t size, uint64_t comm_id);
-  // Exact base of a set range; refused while activations remain. @removed (optional) receives
-  // the range.
-  Status Remove(uintptr_t base, Range *removed = nullptr);
+  // Exact base of a set range; refused while activations remain.
+  Status Remove(uintptr_t base);
   // After Add or Remove of @base: keep the change (@done) or undo it.
   void Settle(uintptr_t base, bool done);
 
