@@ -184,6 +184,97 @@ TEST_F(CommTest, CallsRacingRemoveNeverSeeItReleased) {
   }
 }
 
+// Enter's holds, the lock-free one of a thread's repeated calls included: Remove waits for a
+// thread inside a call (its slot), a call inside a call takes a shared hold, Share() of a
+// closing communicator is refused, and a thread's cached entry never outlives the destroy.
+TEST_F(CommTest, EnterHoldsAsGetDoes) {
+  auto &registry = CommRegistry::Process();
+  auto made = MakeComm(0, {"a"});
+  const std::weak_ptr<Communicator> owner = made;
+  const HcclComm handle = registry.Add(std::move(made));
+  for (int i = 0; i < 3; ++i) {  // the first takes the lock, the others the thread's slot
+    CommRegistry::Hold hold;
+    ASSERT_TRUE(registry.Enter(handle, &hold).ok());
+    EXPECT_EQ(hold.comm().size(), 1U);
+    CommRegistry::Hold inner;  // a call inside a call: a shared hold
+    ASSERT_TRUE(registry.Enter(handle, &inner).ok());
+    EXPECT_EQ(&inner.comm(), &hold.comm());
+    auto shared = hold.Share();
+    ASSERT_TRUE(shared.ok());
+    EXPECT_EQ(shared->get(), &hold.comm());
+  }
+  std::atomic<bool> entered{false}, leave{false};
+  std::thread caller([&] {
+    for (int i = 0; i < 2; ++i) {  // the second call holds through the slot
+      CommRegistry::Hold hold;
+      ASSERT_TRUE(registry.Enter(handle, &hold).ok());
+      if (i == 1) {
+        entered = true;
+        while (!leave.load()) {
+          std::this_thread::yield();
+        }
+        EXPECT_EQ(hold.comm().size(), 1U);                     // alive while held
+        EXPECT_EQ(hold.Share().status().code(), HCCL_E_PARA);  // the destroy has begun
+      }
+    }
+  });
+  while (!entered.load()) {
+    std::this_thread::yield();
+  }
+  std::atomic<bool> removed{false};
+  std::thread destroyer([&] {
+    EXPECT_TRUE(registry.Remove(handle).ok());
+    removed = true;
+  });
+  while (registry.Get(handle).ok()) {
+    std::this_thread::yield();
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_FALSE(removed.load());  // the caller's slot holds it
+  EXPECT_FALSE(owner.expired());
+  leave = true;
+  caller.join();
+  destroyer.join();
+  EXPECT_TRUE(owner.expired());
+  CommRegistry::Hold late;  // this thread's cache names the destroyed entry: refused
+  EXPECT_EQ(registry.Enter(handle, &late).code(), HCCL_E_PARA);
+}
+
+// Threads calling through Enter while another removes: as with Get, every call held a live
+// communicator or was refused.
+TEST_F(CommTest, EnteringRacingRemoveNeverSeesItReleased) {
+  auto &registry = CommRegistry::Process();
+  for (int round = 0; round < 200; ++round) {
+    const HcclComm handle = registry.Add(MakeComm(0, {"a", "b"}));
+    std::atomic<bool> go{false};
+    std::atomic<int> refused{0};
+    std::vector<std::thread> callers;
+    for (int t = 0; t < 3; ++t) {
+      callers.emplace_back([&] {
+        while (!go.load()) {
+          std::this_thread::yield();
+        }
+        for (;;) {
+          CommRegistry::Hold hold;
+          if (Status st = registry.Enter(handle, &hold); !st.ok()) {
+            EXPECT_EQ(st.code(), HCCL_E_PARA);
+            ++refused;
+            return;
+          }
+          EXPECT_EQ(hold.comm().size(), 2U);
+        }
+      });
+    }
+    go = true;
+    const Status st = registry.Remove(handle);
+    EXPECT_TRUE(st.ok()) << st.message();
+    for (auto &t : callers) {
+      t.join();
+    }
+    EXPECT_EQ(refused.load(), 3);
+  }
+}
+
 TEST_F(CommTest, ForeignHandleIsPara) {
   int not_a_comm = 0;
   EXPECT_EQ(CommRegistry::Process().Get(&not_a_comm).status().code(), HCCL_E_PARA);

@@ -333,8 +333,9 @@ int Edges() {
     for (HcclDataType t : {HCCL_DATA_TYPE_INT8, HCCL_DATA_TYPE_FP32, HCCL_DATA_TYPE_FP64}) {
       for (Kind k : {kAllGather, kBroadcast, kReduceScatter, kAllReduce}) {
         const uint64_t unit = hzc::test::RefTypeSize(t) * (k == kReduceScatter ? g_n : 1);
-        // Both edges: the arrival line's 16 bytes and the inline region's limit.
-        for (uint64_t bytes : {uint64_t{16}, limit}) {
+        // Every edge: the arrival line's 16 bytes, the 256 beside it and the inline region's
+        // limit.
+        for (uint64_t bytes : {uint64_t{16}, uint64_t{256}, limit}) {
           const uint64_t edge = bytes / unit;
           if (edge == 0) {
             continue;  // an element is more than the edge
@@ -349,9 +350,10 @@ int Edges() {
       }
     }
   }
-  // AllGatherV: rank 0 gives 16 bytes (its arrival line), rank 1 17 (its inline region), the
-  // others 1: inline; then rank 0 limit bytes and rank 1 limit + 1: staging.
-  for (uint64_t bytes : {uint64_t{16}, limit}) {
+  // AllGatherV: rank 0 gives 16 bytes (its arrival line), rank 1 17 (beside it), the others 1:
+  // inline; then 256 and 257 (beside the line, the inline region); then rank 0 limit bytes and
+  // rank 1 limit + 1: staging.
+  for (uint64_t bytes : {uint64_t{16}, uint64_t{256}, limit}) {
     if (int rc = AllGatherVEdge(arena, bytes)) {
       return rc;
     }
@@ -408,9 +410,9 @@ int Mismatch() {
       return 61;
     }
   }
-  // Roots differ (a Broadcast too large for its arrival line); types differ; collectives
-  // differ.
-  r = HcclBroadcast(buf, 17, HCCL_DATA_TYPE_INT8, g_rank == 0 ? 0 : 1, g_comm, nullptr);
+  // Roots differ (a Broadcast too large for its root to return at once); types differ;
+  // collectives differ.
+  r = HcclBroadcast(buf, 257, HCCL_DATA_TYPE_INT8, g_rank == 0 ? 0 : 1, g_comm, nullptr);
   if (r != HCCL_E_PARA) {
     return r == HCCL_SUCCESS ? 71 : r;
   }
@@ -464,9 +466,9 @@ int RunAhead(Arena &arena, uint64_t seed) {
     }
     rc = access(flag.c_str(), F_OK) == 0 ? 0 : 86;
   }
-  for (int i = 0; i < 16; ++i) {
-    if (int e = RunOne(arena, kBroadcast, HCCL_DATA_TYPE_INT64, HCCL_REDUCE_SUM, 2, false, 0,
-                       seed + i)) {
+  for (int i = 0; i < 16; ++i) {  // 16 bytes (the arrival line), 256 (beside it), in turn
+    if (int e = RunOne(arena, kBroadcast, HCCL_DATA_TYPE_INT64, HCCL_REDUCE_SUM, i % 2 ? 32 : 2,
+                       false, 0, seed + i)) {
       return e;
     }
     if (g_rank == 0 && i == 6) {
@@ -485,9 +487,9 @@ int RunAhead(Arena &arena, uint64_t seed) {
   return rc;
 }
 
-// Small Broadcasts whose root does not wait (3, 8 and 16 bytes), runs of them from each root in
-// turn among calls that wait (an inline AllGather of 2 KiB per rank, an in-place AllReduce, a
-// Barrier, a 1 MiB Broadcast), every output checked; then RunAhead.
+// Small Broadcasts whose root does not wait (3, 8, 16, 200 and 256 bytes), runs of them from each
+// root in turn among calls that wait (an inline AllGather of 2 KiB per rank, an in-place AllReduce,
+// a Barrier, a 1 MiB Broadcast), every output checked; then RunAhead.
 int Eager() {
   Arena arena(4 << 20, g_zero_copy);
   if (!arena.ok) {
@@ -498,8 +500,9 @@ int Eager() {
     for (uint32_t root = 0; root < g_n; ++root) {
       for (int i = 0; i < 20; ++i) {
         const bool bytes = i % 3 == 0;
+        const uint64_t count = i % 5 == 4 ? (i % 10 == 4 ? 25 : 32) : bytes ? 3 : 1 + i % 2;
         if (int rc = RunOne(arena, kBroadcast, bytes ? HCCL_DATA_TYPE_INT8 : HCCL_DATA_TYPE_INT64,
-                            HCCL_REDUCE_SUM, bytes ? 3 : 1 + i % 2, false, root, ++seed)) {
+                            HCCL_REDUCE_SUM, count, false, root, ++seed)) {
           return rc;
         }
       }

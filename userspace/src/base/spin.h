@@ -27,8 +27,9 @@ inline void CpuRelax() {
 #endif
 }
 
-// Whether @ranks processes of a group outnumber the CPUs this process may run on (its affinity,
-// read at the first call).
+// Whether @ranks processes of a group outnumber the CPUs they may run on (this process's
+// affinity, or the CPUs online when that is one CPU: a rank bound to a core of its own; read at
+// the first call).
 bool Oversubscribed(uint32_t ranks);
 
 // How long the waits of one channel (a control area, a communicator's pair channels) spin,

@@ -19,7 +19,9 @@
 // Arrival: per rank, kLineDepth cache lines used in turn by call number, where a rank announces
 // a call (Announce): the fields every rank must agree on (CallDesc's kind, dtype, op, root,
 // count, args_hash), how it offers to take part (inline, zero-copy, refused), up to kLineData
-// bytes of inline input, and last the call number, on which the others wait. A call's first
+// bytes of inline input, and last the call number, on which the others wait. Beside each line,
+// kEagerData bytes used in turn with it (EagerData) hold inline input too long for the line, so
+// that such a call's data too is reused only every kLineDepth calls. A call's first
 // barrier is this announcement, so a small call costs each rank one line of each peer; the full
 // descriptor is read only by the paths that need the peers' addresses.
 //
@@ -92,10 +94,13 @@ class ControlArea {
   uint32_t nranks() const { return nranks_; }
 
   // How a rank takes part in a call (Announce's @flags).
-  static constexpr uint32_t kInlined = 1;    // its input is inline (coll/inline.h)
-  static constexpr uint32_t kLineHolds = 2;  // ... in its arrival line, not its inline region
-  static constexpr uint32_t kZeroCopy = 4;   // its buffers allow zero copy
-  static constexpr uint32_t kRefused = 8;    // it refused the call (its own checks failed it)
+  static constexpr uint32_t kInlined = 1;      // its input is inline (coll/inline.h)
+  static constexpr uint32_t kLineHolds = 2;    // ... in its arrival line, not its inline region
+  static constexpr uint32_t kZeroCopy = 4;     // its buffers allow zero copy
+  static constexpr uint32_t kRefused = 8;      // it refused the call (its own checks failed it)
+  static constexpr uint32_t kEagerHolds = 16;  // its inline input is in its EagerData
+  // Inline input bytes beside each arrival line (EagerData).
+  static constexpr size_t kEagerData = 256;
   // Inline input bytes an arrival line holds.
   static constexpr size_t kLineData = 16;
   // Arrival lines per rank, used in turn (a power of two).
@@ -110,6 +115,8 @@ class ControlArea {
   // This rank's arrival line's inline input for call @seq (kLineData bytes), written before
   // Announce.
   uint8_t *LineData(uint64_t seq) const;
+  // This rank's kEagerData bytes beside its arrival line of call @seq, written before Announce.
+  uint8_t *EagerData(uint64_t seq) const { return eager(rank_, seq); }
   // Arrive at call @d.seq: @d's fields every rank must agree on and @flags, then the call
   // number (the others' waits end).
   void Announce(const CallDesc &d, uint32_t flags);
@@ -180,6 +187,7 @@ class ControlArea {
   Line &line(uint32_t r, uint64_t seq) const;
   struct Sleepers;
   Sleepers &sleepers(uint32_t r) const;
+  uint8_t *eager(uint32_t r, uint64_t seq) const;
   // A futex word the others wait on and its count of sleepers: rank @r's step (@seq 0) or its
   // arrival line of call @seq.
   struct Word {
@@ -193,6 +201,9 @@ class ControlArea {
                   std::chrono::steady_clock::time_point deadline, const char *what);
   // HCCL_E_REMOTE when a peer's process is gone.
   Status CheckPeers() const;
+
+  // The lines of at most this many ranks are prefetched for the next call (AwaitArrivals).
+  static constexpr uint32_t kPrefetchPeers = 16;
 
   UniqueMapping map_;
   uint32_t rank_ = 0;

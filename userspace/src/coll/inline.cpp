@@ -84,18 +84,23 @@ uint32_t InlinePost(ControlArea &area, const Call &c, uint64_t seq, size_t input
     return 0;
   }
   const bool line = input <= ControlArea::kLineData;
+  const bool eager = !line && input <= ControlArea::kEagerData;
   const bool holds = c.kind != Kind::kBroadcast || c.root == area.rank();
   const void *from = c.kind == Kind::kBroadcast ? c.recv : c.send;
   if (holds && input != 0) {
-    std::memcpy(line ? area.LineData(seq) : area.Inline(area.rank(), seq), from, input);
+    uint8_t *to = line    ? area.LineData(seq)
+                  : eager ? area.EagerData(seq)
+                          : area.Inline(area.rank(), seq);
+    std::memcpy(to, from, input);
   }
-  return ControlArea::kInlined | (line ? ControlArea::kLineHolds : 0);
+  return ControlArea::kInlined | (line ? ControlArea::kLineHolds : 0) |
+         (eager ? ControlArea::kEagerHolds : 0);
 }
 
 bool InlineEager(const ControlArea &area, const Call &c) {
   const size_t input = c.kind == Kind::kBroadcast ? BlockBytes(c) : 0;
   return c.kind == Kind::kBroadcast && c.root == area.rank() && area.inline_bytes() != 0 &&
-         input <= area.inline_bytes() && input <= ControlArea::kLineData;
+         input <= area.inline_bytes() && input <= ControlArea::kEagerData;
 }
 
 Status InlineAllGather(Context &ctx, const Call &c) {

@@ -9,6 +9,7 @@
 #include <thread>
 #include <vector>
 
+#include "base/biased_lock.h"
 #include "base/log.h"
 #include "base/spin.h"
 #include "coll/p2p_batch.h"
@@ -28,7 +29,7 @@ using p2p::PostRefusal;
 
 // The point-to-point state of one communicator.
 struct State : Communicator::CollState {
-  std::mutex mutex;  // one call at a time
+  BiasedLock mutex;  // one call at a time (base/biased_lock.h: the calling thread's, lock-free)
   p2p::Channels channels;
   std::vector<Op> ops;  // the items of the call in progress (kept: no allocation per call)
   SpinBudget spin;      // how long the waits of its calls spin (base/spin.h)
@@ -38,10 +39,14 @@ struct State : Communicator::CollState {
 std::mutex g_state_mutex;
 
 State &GetState(Communicator &comm) {
+  if (auto *made = comm.p2p_state_made().load(std::memory_order_acquire)) {
+    return static_cast<State &>(*made);
+  }
   std::lock_guard lock(g_state_mutex);
   auto &slot = comm.p2p_state();
   if (!slot) {
     slot = std::make_unique<State>();
+    comm.p2p_state_made().store(slot.get(), std::memory_order_release);
   }
   return static_cast<State &>(*slot);
 }
