@@ -74,15 +74,4 @@ Status WithComm(HcclComm comm, Fn &&fn) {
   return fn(*c);
 }
 
-// The same for the calls made call after call (collectives, point-to-point): @fn(const
-// CommRegistry::Hold &) on the communicator behind @comm, held without a lock when the thread's
-// last call was on it too (CommRegistry::Enter); work that outlives the call takes
-// Hold::Share().
-template <typename Fn>
-Status WithHeld(HcclComm comm, Fn &&fn) {
-  CommRegistry::Hold hold;
-  HZC_RETURN_IF_ERROR(CommRegistry::Process().Enter(comm, &hold));
-  return fn(hold);
-}
-
 }  // namespace hzc::api

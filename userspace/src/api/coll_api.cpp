@@ -93,33 +93,27 @@ HcclResult Collective(const char *name, HcclComm comm, aclrtStream stream, const
                       std::initializer_list<Array> arrays = {}) {
   return api::HcclGuard(name, [&]() -> Status {
     HZC_RETURN_IF_ERROR(api::NotNull(comm, "comm"));
-    return api::WithHeld(comm, [&](const hzc::CommRegistry::Hold &held) -> Status {
-      hzc::Communicator &c = held.comm();
-      Status st = CheckCall(stream, call, c.rank(), arrays);
+    return api::WithComm(comm, [&](const std::shared_ptr<hzc::Communicator> &c) -> Status {
+      Status st = CheckCall(stream, call, c->rank(), arrays);
       if (st.ok() && stream != nullptr) {
-        st = hzc::coll::Validate(c, call);  // the caller gets its own errors from the call
+        st = hzc::coll::Validate(*c, call);  // the caller gets its own errors from the call
       }
       if (!st.ok()) {
         if (stream == nullptr || !hzc::runtime::IsStream(stream)) {
-          return hzc::coll::Refuse(c, st);
+          return hzc::coll::Refuse(*c, st);
         }
-        auto shared = held.Share();
-        HZC_RETURN_IF_ERROR(shared.status());
-        HZC_RETURN_IF_ERROR(api::OnStream(name, *shared, stream, [c = *shared, st] {
+        HZC_RETURN_IF_ERROR(api::OnStream(name, c, stream, [c, st] {
           (void)hzc::coll::Refuse(*c, st);  // the caller got @st already
           return Status::Ok();
         }));
         return st;
       }
       if (stream == nullptr) {
-        return hzc::coll::Run(c, call);
+        return hzc::coll::Run(*c, call);
       }
-      auto shared = held.Share();
-      HZC_RETURN_IF_ERROR(shared.status());
       auto store = std::make_shared<std::vector<uint64_t>>();
-      const Call own = WithOwnArrays(call, c.size(), store.get());
-      return api::OnStream(name, *shared, stream,
-                           [c = *shared, own, store] { return hzc::coll::Run(*c, own); });
+      const Call own = WithOwnArrays(call, c->size(), store.get());
+      return api::OnStream(name, c, stream, [c, own, store] { return hzc::coll::Run(*c, own); });
     });
   });
 }

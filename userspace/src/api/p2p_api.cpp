@@ -84,37 +84,30 @@ HcclResult PointToPoint(const char *name, HcclComm comm, aclrtStream stream,
     if (n != 0) {
       HZC_RETURN_IF_ERROR(api::NotNull(info, "sendRecvInfo"));
     }
-    return api::WithHeld(comm, [&](const hzc::CommRegistry::Hold &held) -> Status {
-      hzc::Communicator &c = held.comm();
-      // Reused call after call (a call allocates nothing once the thread made one this big).
-      thread_local std::vector<P2pItem> items;
-      items.clear();
+    return api::WithComm(comm, [&](const std::shared_ptr<hzc::Communicator> &c) -> Status {
+      std::vector<P2pItem> items;
+      items.reserve(n);
       for (uint32_t i = 0; i < n; ++i) {
         items.push_back(ToItem(info[i], names.peer));
       }
       Status st = CheckBuffers(stream, items, names.buf);
       if (st.ok() && stream != nullptr) {
-        st = Validate(c, items);  // the caller gets its own errors from the call
+        st = Validate(*c, items);  // the caller gets its own errors from the call
       }
       if (!st.ok()) {
         if (stream == nullptr || !hzc::runtime::IsStream(stream)) {
-          return hzc::coll::RefuseP2p(c, items, st);
+          return hzc::coll::RefuseP2p(*c, items, st);
         }
-        auto shared = held.Share();
-        HZC_RETURN_IF_ERROR(shared.status());
-        HZC_RETURN_IF_ERROR(api::OnStream(name, *shared, stream, [c = *shared, items = items, st] {
+        HZC_RETURN_IF_ERROR(api::OnStream(name, c, stream, [c, items, st] {
           (void)hzc::coll::RefuseP2p(*c, items, st);  // the caller got @st already
           return Status::Ok();
         }));
         return st;
       }
       if (stream == nullptr) {
-        return hzc::coll::RunP2p(c, items);
+        return hzc::coll::RunP2p(*c, items);
       }
-      auto shared = held.Share();
-      HZC_RETURN_IF_ERROR(shared.status());
-      return api::OnStream(name, *shared, stream,
-                           [c = *shared, items = items] { return hzc::coll::RunP2p(*c, items); });
+      return api::OnStream(name, c, stream, [c, items] { return hzc::coll::RunP2p(*c, items); });
     });
   });
 }

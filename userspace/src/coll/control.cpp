@@ -315,14 +315,20 @@ void ControlArea::Announce(const CallDesc &d, uint32_t flags) {
 }
 
 Status ControlArea::AwaitArrivals(uint64_t seq, Clock::time_point deadline, const char *what) {
+  bool ahead = true;  // every peer had arrived already: they run ahead of this rank
   for (uint32_t r = 0; r < nranks_ && seq != 0; ++r) {
     if (r != rank_) {
-      HZC_RETURN_IF_ERROR(WaitWord(r, seq, static_cast<uint32_t>(seq), deadline, what));
+      const uint32_t target = static_cast<uint32_t>(seq);
+      if (!Reached(line(r, seq).seq.load(std::memory_order_acquire), target)) {
+        ahead = false;
+        HZC_RETURN_IF_ERROR(WaitWord(r, seq, target, deadline, what));
+      }
     }
   }
-  // The peers' lines of the next call, which a peer ahead of this rank (a Broadcast's root)
-  // may have written already: fetched now, they are not a miss of the next call's wait.
-  for (uint32_t r = 0; r < std::min(nranks_, kPrefetchPeers) && seq != 0; ++r) {
+  // The peers' lines of the next call, which peers ahead of this rank (a Broadcast's root) have
+  // likely written already: fetched now, they are not a miss of the next call's wait. Not when
+  // this rank waited: the line would be taken from its writer just before it writes it.
+  for (uint32_t r = 0; r < std::min(nranks_, kPrefetchPeers) && seq != 0 && ahead; ++r) {
     if (r != rank_) {
       __builtin_prefetch(&line(r, seq + 1), 0);
       if ((line(r, seq).flags & kEagerHolds) != 0) {  // likely again
@@ -333,6 +339,30 @@ Status ControlArea::AwaitArrivals(uint64_t seq, Clock::time_point deadline, cons
     }
   }
   return CheckAbort();
+}
+
+uint64_t ControlArea::Announced(uint64_t upto) const {
+  if (nranks_ > kScanRanks) {
+    return 0;
+  }
+  uint64_t all = upto;
+  for (uint32_t r = 0; r < nranks_; ++r) {
+    if (r == rank_) {
+      continue;
+    }
+    // A line holds the low 32 bits of one of the rank's last kLineDepth calls: the newest one
+    // not after @upto (and not more than 2^31 before it) is the rank's latest announcement.
+    uint64_t latest = 0;
+    for (uint32_t i = 0; i < kLineDepth; ++i) {
+      const uint32_t v = line(r, i).seq.load(std::memory_order_acquire);
+      const uint32_t behind = static_cast<uint32_t>(upto) - v;
+      if (behind < (1U << 31) && behind <= upto) {
+        latest = std::max(latest, upto - behind);
+      }
+    }
+    all = std::min(all, latest);
+  }
+  return all;
 }
 
 ControlArea::Arrived ControlArea::Arrival(uint32_t r, uint64_t seq) const {

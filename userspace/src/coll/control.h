@@ -126,6 +126,12 @@ class ControlArea {
   Status AwaitArrivals(uint64_t seq, std::chrono::steady_clock::time_point deadline,
                        const char *what);
   Arrived Arrival(uint32_t r, uint64_t seq) const;
+  // The latest call, at most @upto, that every rank has announced as far as their lines show
+  // now (no wait; all their lines are read at once, so the misses overlap): a rank that runs
+  // ahead of the others (a small Broadcast's root) learns of several of their calls per look.
+  // 0 with more than kScanRanks ranks (the caller waits call by call).
+  uint64_t Announced(uint64_t upto) const;
+  static constexpr uint32_t kScanRanks = 8;
   // Rank @r's inline input of call @seq: its arrival line's data or its inline region, as its
   // flags say.
   std::span<const uint8_t> InlineInput(uint32_t r, uint64_t seq) const;

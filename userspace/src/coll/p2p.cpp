@@ -9,7 +9,6 @@
 #include <thread>
 #include <vector>
 
-#include "base/biased_lock.h"
 #include "base/log.h"
 #include "base/spin.h"
 #include "coll/p2p_batch.h"
@@ -29,7 +28,7 @@ using p2p::PostRefusal;
 
 // The point-to-point state of one communicator.
 struct State : Communicator::CollState {
-  BiasedLock mutex;  // one call at a time (base/biased_lock.h: the calling thread's, lock-free)
+  std::mutex mutex;  // one call at a time
   p2p::Channels channels;
   std::vector<Op> ops;  // the items of the call in progress (kept: no allocation per call)
   SpinBudget spin;      // how long the waits of its calls spin (base/spin.h)

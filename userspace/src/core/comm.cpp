@@ -9,10 +9,8 @@
 #include <cstring>
 #include <mutex>
 #include <set>
-#include <thread>
 #include <utility>
 
-#include "base/asymmetric_fence.h"
 #include "base/config.h"
 #include "base/log.h"
 #include "base/rank_list.h"
@@ -221,7 +219,7 @@ struct CommRegistry::Holds {
     ended.notify_all();
   }
   // Whether the holds ended within @timeout.
-  bool WaitReleased(std::chrono::nanoseconds timeout) {
+  bool WaitReleased(std::chrono::seconds timeout) {
     std::unique_lock lock(mutex);
     return ended.wait_for(lock, timeout, [this] { return released; });
   }
@@ -261,77 +259,6 @@ Expected<std::shared_ptr<Communicator>> CommRegistry::Get(HcclComm handle) const
   return it->second.handed;
 }
 
-CommRegistry::Slot::~Slot() {
-  CommRegistry &r = Process();
-  std::lock_guard lock(r.mutex_);
-  std::erase(r.slots_, this);
-}
-
-CommRegistry::Slot &CommRegistry::ThreadSlot() const {
-  thread_local Slot slot;
-  return slot;
-}
-
-Status CommRegistry::Enter(HcclComm handle, Hold *hold) const {
-  Slot &slot = ThreadSlot();
-  if (slot.active.load(std::memory_order_relaxed) == nullptr) {
-    if (slot.handle == handle && slot.entry != nullptr &&
-        slot.generation == generation_.load(std::memory_order_relaxed)) {
-      slot.active.store(slot.entry, std::memory_order_relaxed);
-      // The slot before the generation: a destroy that began after this load sees the slot
-      // (it runs HeavyFence() between its bump and its look at the slots).
-      LightFence();
-      if (slot.generation == generation_.load(std::memory_order_acquire)) {
-        SetLogRank(slot.entry->comm->rank());
-        hold->comm_ = slot.entry->comm.get();
-        hold->handle_ = handle;
-        hold->slot_ = &slot.active;
-        return Status::Ok();
-      }
-      slot.active.store(nullptr, std::memory_order_release);
-    }
-    std::lock_guard lock(mutex_);
-    auto it = comms_.find(reinterpret_cast<uintptr_t>(handle));
-    if (it != comms_.end() && it->second.handed) {
-      if (slot.entry == nullptr && slot.handle == nullptr) {
-        slots_.push_back(&slot);  // its first call
-      }
-      slot.handle = handle;
-      slot.entry = &it->second;
-      slot.generation = generation_.load(std::memory_order_relaxed);
-      // Under the lock: a destroy's Close (under it too) comes after and sees the slot.
-      slot.active.store(slot.entry, std::memory_order_relaxed);
-      SetLogRank(it->second.comm->rank());
-      hold->comm_ = it->second.comm.get();
-      hold->handle_ = handle;
-      hold->slot_ = &slot.active;
-      return Status::Ok();
-    }
-  }
-  // A call inside a call of this thread, or a handle that is not live (Get says which).
-  auto shared = Get(handle);
-  if (!shared.ok()) {
-    return shared.status();
-  }
-  hold->shared_ = std::move(*shared);
-  hold->comm_ = hold->shared_.get();
-  hold->handle_ = handle;
-  return Status::Ok();
-}
-
-CommRegistry::Hold::~Hold() {
-  if (slot_ != nullptr) {
-    slot_->store(nullptr, std::memory_order_release);
-  }
-}
-
-Expected<std::shared_ptr<Communicator>> CommRegistry::Hold::Share() const {
-  if (shared_) {
-    return shared_;
-  }
-  return Process().Get(handle_);
-}
-
 Expected<CommRegistry::Closing> CommRegistry::Close(HcclComm handle) {
   std::lock_guard lock(mutex_);
   auto it = comms_.find(reinterpret_cast<uintptr_t>(handle));
@@ -344,7 +271,6 @@ Expected<CommRegistry::Closing> CommRegistry::Close(HcclComm handle) {
     return Error(HCCL_E_PARA, "comm={}: another thread is destroying it (HcclCommDestroy)", handle);
   }
   e.destroying = true;
-  generation_.fetch_add(1, std::memory_order_seq_cst);  // the threads' cached entries are stale
   return Closing{.holds = e.holds,
                  .watch = e.watch,
                  .timeout = e.comm->ExecTimeout(),
@@ -358,28 +284,8 @@ Status CommRegistry::Remove(HcclComm handle, uint64_t *serial) {
   }
   closing->own.reset();  // the registry's own hold: when no call holds it, the wait ends at once
   const uintptr_t key = reinterpret_cast<uintptr_t>(handle);
-  // The threads' slots as they are from now on: a call that checked the generation before its
-  // bump has its slot marked by now, any later one sees the bump (Enter).
-  HeavyFence();
-  const auto deadline = std::chrono::steady_clock::now() + closing->timeout;
-  long in_slots = 0;
-  for (;;) {
-    {
-      std::lock_guard lock(mutex_);
-      const Entry *entry = &comms_.at(key);
-      in_slots = std::count_if(slots_.begin(), slots_.end(), [entry](const Slot *s) {
-        return s->active.load(std::memory_order_acquire) == entry;
-      });
-    }
-    if (in_slots == 0 || std::chrono::steady_clock::now() >= deadline) {
-      break;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  const auto left = std::max<std::chrono::nanoseconds>(deadline - std::chrono::steady_clock::now(),
-                                                       std::chrono::nanoseconds(0));
-  if (in_slots != 0 || !closing->holds->WaitReleased(left)) {
-    const long held = closing->watch.use_count() + in_slots;
+  if (!closing->holds->WaitReleased(closing->timeout)) {
+    const long held = closing->watch.use_count();
     {
       std::lock_guard lock(mutex_);
       comms_.at(key).destroying = false;  // a later destroy waits again

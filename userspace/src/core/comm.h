@@ -159,33 +159,6 @@ class CommRegistry {
   // is gone. HCCL_E_PARA for a handle that is not a live communicator: never made here,
   // destroyed, or being destroyed.
   Expected<std::shared_ptr<Communicator>> Get(HcclComm handle) const;
-
-  // One call's hold on a communicator (Enter), ended by its destruction. A thread whose calls
-  // follow one another on the same communicator holds it without a lock or a locked
-  // instruction: it marks its own slot and checks that no destroy began (base/
-  // asymmetric_fence.h; a destroy runs HeavyFence() before it looks at the slots). Any other
-  // case (a first call of the thread, another communicator since, a call inside a call) takes
-  // the registry's lock and a shared hold, as Get.
-  class Hold {
-   public:
-    Hold() = default;
-    Hold(const Hold &) = delete;
-    Hold &operator=(const Hold &) = delete;
-    ~Hold();
-    Communicator &comm() const { return *comm_; }
-    // A shared hold of the same communicator, for work that outlives the call (a call queued
-    // on a stream). HCCL_E_PARA once HcclCommDestroy has begun on it, as Get.
-    Expected<std::shared_ptr<Communicator>> Share() const;
-
-   private:
-    friend class CommRegistry;
-    Communicator *comm_ = nullptr;
-    HcclComm handle_ = nullptr;
-    std::shared_ptr<Communicator> shared_;       // the locked path's hold
-    std::atomic<const void *> *slot_ = nullptr;  // the thread's slot (the lock-free path)
-  };
-  // Hold the communicator behind @handle in @hold (empty) for one call. The errors of Get.
-  Status Enter(HcclComm handle, Hold *hold) const;
   // HcclCommDestroy: close @handle (Get refuses it from now on), wait until no call holds the
   // communicator any more, at most its ExecTimeout() (hcclExecTimeOut, else
   // HCCL_EXEC_TIMEOUT), then release it and everything it holds, and store its serial in
@@ -217,24 +190,9 @@ class CommRegistry {
   };
   Expected<Closing> Close(HcclComm handle);
 
-  // A thread's record of the communicator its call holds (Enter). @active is what a destroy
-  // reads; the rest is the thread's own cache of its last handle.
-  struct Slot {
-    std::atomic<const void *> active{nullptr};  // the Entry held, or null
-    HcclComm handle = nullptr;
-    const Entry *entry = nullptr;
-    uint64_t generation = 0;  // of the registry when @entry was looked up
-    ~Slot();                  // the thread ends: leave the registry's list
-  };
-  Slot &ThreadSlot() const;
-
   mutable std::mutex mutex_;
   std::map<uintptr_t, Entry> comms_;
   uint64_t made_ = 0;
-  // Bumped (under mutex_) whenever a destroy begins: a thread's cached entry is trusted only
-  // under the generation it was looked up in.
-  std::atomic<uint64_t> generation_{0};
-  mutable std::vector<Slot *> slots_;  // every thread's slot that has entered a call
 };
 
 }  // namespace hzc
