@@ -85,8 +85,9 @@ HcclResult PointToPoint(const char *name, HcclComm comm, aclrtStream stream,
       HZC_RETURN_IF_ERROR(api::NotNull(info, "sendRecvInfo"));
     }
     return api::WithComm(comm, [&](const std::shared_ptr<hzc::Communicator> &c) -> Status {
-      std::vector<P2pItem> items;
-      items.reserve(n);
+      // Reused call after call: a call allocates nothing once the thread made one this long.
+      thread_local std::vector<P2pItem> items;
+      items.clear();
       for (uint32_t i = 0; i < n; ++i) {
         items.push_back(ToItem(info[i], names.peer));
       }
@@ -98,7 +99,7 @@ HcclResult PointToPoint(const char *name, HcclComm comm, aclrtStream stream,
         if (stream == nullptr || !hzc::runtime::IsStream(stream)) {
           return hzc::coll::RefuseP2p(*c, items, st);
         }
-        HZC_RETURN_IF_ERROR(api::OnStream(name, c, stream, [c, items, st] {
+        HZC_RETURN_IF_ERROR(api::OnStream(name, c, stream, [c, items = items, st] {
           (void)hzc::coll::RefuseP2p(*c, items, st);  // the caller got @st already
           return Status::Ok();
         }));
@@ -107,7 +108,8 @@ HcclResult PointToPoint(const char *name, HcclComm comm, aclrtStream stream,
       if (stream == nullptr) {
         return hzc::coll::RunP2p(*c, items);
       }
-      return api::OnStream(name, c, stream, [c, items] { return hzc::coll::RunP2p(*c, items); });
+      return api::OnStream(name, c, stream,
+                           [c, items = items] { return hzc::coll::RunP2p(*c, items); });
     });
   });
 }

@@ -1,10 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "coll/control.h"
 
-#if defined(__x86_64__)
-#include <cpuid.h>
-#endif
-
 #include <sched.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -19,6 +15,7 @@
 #include "base/errno_string.h"
 #include "base/futex.h"
 #include "base/log.h"
+#include "base/prefetch.h"
 #include "base/rank_list.h"
 #include "base/spin.h"
 #include "bootstrap/local_exchange.h"
@@ -26,22 +23,6 @@
 namespace hzc::coll {
 
 namespace {
-
-// Ask for the cache line at @p with the intent to write it (PREFETCHW), where the CPU has the
-// instruction (cpuid: 3DNowPrefetch); a no-op elsewhere.
-void PrefetchForWrite(const void *p) {
-#if defined(__x86_64__)
-  static const bool has = [] {
-    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
-    return __get_cpuid(0x80000001, &eax, &ebx, &ecx, &edx) != 0 && (ecx & bit_PRFCHW) != 0;
-  }();
-  if (has) {
-    asm volatile("prefetchw %0" : : "m"(*static_cast<const char *>(p)));
-  }
-#else
-  __builtin_prefetch(p, 1);
-#endif
-}
 
 using Clock = std::chrono::steady_clock;
 
@@ -308,9 +289,7 @@ void ControlArea::Announce(const CallDesc &d, uint32_t flags) {
   // store of the call behind them.
   PrefetchForWrite(&line(rank_, d.seq + 1));
   if ((flags & kEagerHolds) != 0) {  // the next call is likely of the same size
-    for (size_t at = 0; at < kEagerData; at += 64) {
-      PrefetchForWrite(eager(rank_, d.seq + 1) + at);
-    }
+    PrefetchForWrite(eager(rank_, d.seq + 1), kEagerData);
   }
 }
 
