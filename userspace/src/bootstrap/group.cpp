@@ -23,6 +23,7 @@
 #include "base/rank_list.h"
 #include "bootstrap/auth.h"
 #include "bootstrap/frames.h"
+#include "bootstrap/handshake.h"
 #include "bootstrap/socket_io.h"
 #include "bootstrap/wait_fd.h"
 
@@ -35,80 +36,11 @@ using Clock = Group::Clock;
 // A receive waits for its socket in slices of this length: another thread may take the bytes
 // it waits for (and queue the frame for it) without waking it.
 constexpr std::chrono::milliseconds kRecvSlice{10};
-// "HGZ3": frames carry a space since version 2, both ends prove the key since version 3; a rank
-// of another version is refused at the handshake rather than misread. "HGZP": the connecting
-// rank's proof.
-constexpr uint32_t kHelloMagic = 0x48475a33;
-constexpr uint32_t kProofMagic = 0x48475a50;
-// What the proofs of each side are labelled with, so that one side's proof is never the other's.
-constexpr std::string_view kAcceptProof = "hzc-group-accept";
-constexpr std::string_view kConnectProof = "hzc-group-connect";
 // How long an accepted connection has to send its handshake (each its own: see HelloReader).
 constexpr std::chrono::seconds kHelloTime{2};
 // Connections that may wait for their handshake at once (see HelloReader for why the oldest goes
 // beyond that).
 constexpr size_t kMaxPending = 128;
-
-// The handshake (bootstrap/auth.h): the connecting (lower) rank names itself, the rank it wants,
-// the communicator (by a tag derived from its key, never the key) and a nonce; the accepting rank
-// answers in kind with its proof over the connecting rank's hello and its own nonce; the
-// connecting rank checks that and sends its own proof (ProofMessage). Integers in network order.
-struct Hello {
-  uint32_t magic;
-  uint32_t from;
-  uint32_t to;
-  uint32_t size;
-  uint8_t tag[16];
-  uint8_t nonce[16];
-};
-static_assert(sizeof(Hello) == 48);
-
-struct Answer {
-  Hello hello;
-  uint8_t proof[32];
-};
-static_assert(sizeof(Answer) == 80);
-
-struct ProofMessage {
-  uint32_t magic;
-  uint8_t proof[32];
-};
-static_assert(sizeof(ProofMessage) == 36);
-
-// What a handshake names communicator @id by.
-UniqueId TagOf(const UniqueId &id) {
-  return KeyedId(id, "hzc-group-tag");
-}
-
-Hello MakeHello(const UniqueId &id, uint32_t from, uint32_t to, uint32_t size, const Nonce &nonce) {
-  Hello h{htonl(kHelloMagic), htonl(from), htonl(to), htonl(size), {}, {}};
-  const UniqueId tag = TagOf(id);
-  std::memcpy(h.tag, tag.data(), sizeof(h.tag));
-  std::memcpy(h.nonce, nonce.data(), sizeof(h.nonce));
-  return h;
-}
-
-std::span<const uint8_t> Bytes(const void *p, size_t len) {
-  return {static_cast<const uint8_t *>(p), len};
-}
-
-// Why @h is not the hello of a rank of communicator @id (of @size ranks) to rank @to; "" if it is.
-std::string CheckHello(const Hello &h, const UniqueId &id, uint32_t to, uint32_t size) {
-  if (ntohl(h.magic) != kHelloMagic) {
-    return "not a handshake of a communicator's ranks";
-  }
-  UniqueId other{};
-  std::memcpy(other.data(), h.tag, sizeof(h.tag));
-  if (other != TagOf(id) || ntohl(h.size) != size) {
-    return fmt::format("handshake of another communicator ({} ranks), not of this one ({} of {})",
-                       ntohl(h.size), PublicId(id), size);
-  }
-  if (ntohl(h.to) != to || ntohl(h.from) >= size) {
-    return fmt::format("handshake from rank {} to rank {}, this is rank {}", ntohl(h.from),
-                       ntohl(h.to), to);
-  }
-  return "";
-}
 
 // A connection to @addr, retried until @deadline (refused, unreachable): the peer's listener
 // exists, but a connection may fail while its network comes up. Non-blocking, close-on-exec.
@@ -347,17 +279,7 @@ Status Group::Impl::AcceptLower(const Listener &listener, Clock::time_point dead
   o.hello_time = kHelloTime;
   o.max_pending = kMaxPending;
   o.header = sizeof(uint32_t);
-  o.size = [](std::span<const std::byte> header) -> Expected<size_t> {
-    uint32_t magic = 0;
-    std::memcpy(&magic, header.data(), sizeof(magic));
-    magic = ntohl(magic);
-    if (magic != kHelloMagic && magic != kProofMagic) {
-      return Error(HCCL_E_TCP_TRANSFER,
-                   "not a handshake of a communicator's ranks of this version (magic {:#x})",
-                   magic);
-    }
-    return magic == kHelloMagic ? sizeof(Hello) : sizeof(ProofMessage);
-  };
+  o.size = MessageSize;
   auto reader = HelloReader::Open(listener.fd(), std::move(o));
   if (!reader.ok()) {
     return reader.status();
@@ -407,9 +329,7 @@ void Group::Impl::AnswerLower(HelloReader &reader, HelloReader::Hello conn) {
     why = nonce.status().message();
   }
   if (why.empty()) {
-    Answer a{MakeHello(id, rank, from, size(), *nonce), {}};
-    const Mac proof = Prove(id, kAcceptProof, {Bytes(&h, sizeof(h)), *nonce});
-    std::memcpy(a.proof, proof.data(), sizeof(a.proof));
+    const Answer a = MakeAnswer(id, rank, size(), h, *nonce);
     // 80 bytes on a fresh connection: its socket takes them at once, so no wait.
     const Status st = SendAll(conn.fd.get(), &a, sizeof(a), Clock::now());
     why = st.ok() ? "" : st.message();
@@ -429,19 +349,10 @@ std::optional<uint32_t> Group::Impl::CheckProof(const HelloReader &reader,
                                                 const HelloReader::Hello &conn) {
   Hello h{};
   std::memcpy(&h, conn.state.data(), sizeof(h));
-  const auto nonce = Bytes(conn.state.data() + sizeof(h), sizeof(Nonce));
+  const std::span<const uint8_t> nonce(
+      reinterpret_cast<const uint8_t *>(conn.state.data()) + sizeof(h), sizeof(Nonce));
   const uint32_t from = ntohl(h.from);
-  std::string why;
-  if (conn.data.size() != sizeof(ProofMessage)) {
-    why = "a second handshake, not a proof";
-  } else {
-    ProofMessage m{};
-    std::memcpy(&m, conn.data.data(), sizeof(m));
-    const Mac want = Prove(id, kConnectProof, {Bytes(&h, sizeof(h)), nonce});
-    if (!SameMac(Bytes(m.proof, sizeof(m.proof)), want)) {
-      why = "its proof does not hold: it does not know the communicator's key";
-    }
-  }
+  std::string why = bootstrap::CheckProof(std::span<const std::byte>(conn.data), id, h, nonce);
   if (why.empty() && peers[from].fd.valid()) {
     why = "it connected already";
   }
@@ -503,23 +414,13 @@ Status Group::Impl::AwaitAnswer(uint32_t r, Clock::time_point deadline) {
     if (!st.ok()) {
       return Error(st.code(), "{} did not answer the handshake: {}", Name(r), st.message());
     }
-    std::string why = CheckHello(a.hello, id, rank, size());
-    if (why.empty() && ntohl(a.hello.from) != r) {
-      why = fmt::format("it says it is rank {}", ntohl(a.hello.from));
-    }
     const Hello mine = MakeHello(id, rank, r, size(), peers[r].nonce);
-    const auto theirs = Bytes(a.hello.nonce, sizeof(a.hello.nonce));
-    if (why.empty() && !SameMac(Bytes(a.proof, sizeof(a.proof)),
-                                Prove(id, kAcceptProof, {Bytes(&mine, sizeof(mine)), theirs}))) {
-      why = "its proof does not hold: it does not know the communicator's key";
-    }
+    const std::string why = CheckAnswer(a, id, rank, r, size(), mine);
     if (!why.empty()) {
       return Error(HCCL_E_TCP_CONNECT, "{} is not rank {} of this communicator: {}", Name(r), r,
                    why);
     }
-    ProofMessage m{htonl(kProofMagic), {}};
-    const Mac proof = Prove(id, kConnectProof, {Bytes(&mine, sizeof(mine)), theirs});
-    std::memcpy(m.proof, proof.data(), sizeof(m.proof));
+    const ProofMessage m = MakeProof(id, mine, std::span(a.hello.nonce));
     if (st = SendAll(peers[r].fd.get(), &m, sizeof(m), deadline); !st.ok()) {
       return Error(st.code(), "handshake with {}: {}", Name(r), st.message());
     }
