@@ -126,21 +126,27 @@ size_t ControlArea::SlotBytes(uint32_t nranks) {
                      (sizeof(Slot) + kLineDepth * (sizeof(Line) + kEagerData) + sizeof(Sleepers)));
 }
 
+// A rank's arrival lines come each with its kEagerData bytes right after it, so that a call
+// whose data is there reads adjacent lines (which the CPU fetches together).
+namespace {
+constexpr size_t kArrivalStride = 64 + ControlArea::kEagerData;
+}  // namespace
+
 ControlArea::Line &ControlArea::line(uint32_t r, uint64_t seq) const {
-  auto *lines = reinterpret_cast<Line *>(map_.as<uint8_t>() + kPage + nranks_ * sizeof(Slot));
   static_assert((kLineDepth & (kLineDepth - 1)) == 0);
-  return lines[size_t{r} * kLineDepth + (seq & (kLineDepth - 1))];
+  uint8_t *first = map_.as<uint8_t>() + kPage + nranks_ * sizeof(Slot);
+  return *reinterpret_cast<Line *>(first + (size_t{r} * kLineDepth + (seq & (kLineDepth - 1))) *
+                                               kArrivalStride);
 }
 
 ControlArea::Sleepers &ControlArea::sleepers(uint32_t r) const {
   auto *first = reinterpret_cast<Sleepers *>(map_.as<uint8_t>() + kPage + nranks_ * sizeof(Slot) +
-                                             size_t{nranks_} * kLineDepth * sizeof(Line));
+                                             size_t{nranks_} * kLineDepth * kArrivalStride);
   return first[r];
 }
 
 uint8_t *ControlArea::eager(uint32_t r, uint64_t seq) const {
-  uint8_t *first = reinterpret_cast<uint8_t *>(&sleepers(nranks_));
-  return first + (size_t{r} * kLineDepth + (seq & (kLineDepth - 1))) * kEagerData;
+  return reinterpret_cast<uint8_t *>(&line(r, seq)) + sizeof(Line);
 }
 
 ControlArea::Word ControlArea::word(uint32_t r, uint64_t seq) const {
@@ -301,6 +307,15 @@ Status ControlArea::AwaitArrivals(uint64_t seq, Clock::time_point deadline, cons
       if (!Reached(line(r, seq).seq.load(std::memory_order_acquire), target)) {
         ahead = false;
         HZC_RETURN_IF_ERROR(WaitWord(r, seq, target, deadline, what));
+      }
+    }
+  }
+  // The peers' data beside their lines, fetched now (while the call checks the arrivals) rather
+  // than one line after another by the copy that reads it.
+  for (uint32_t r = 0; r < std::min(nranks_, kPrefetchPeers) && seq != 0; ++r) {
+    if (r != rank_ && (line(r, seq).flags & kEagerHolds) != 0) {
+      for (size_t at = 0; at < kEagerData; at += 64) {
+        __builtin_prefetch(eager(r, seq) + at, 0);
       }
     }
   }

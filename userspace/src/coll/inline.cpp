@@ -66,7 +66,7 @@ class Regions {
  private:
   static constexpr uint32_t kStack = 64;
   uint32_t n_;
-  std::array<const void *, kStack> stack_{};
+  std::array<const void *, kStack> stack_;  // [0, n_) set by the constructor (not zeroed: per call)
   std::vector<const void *> heap_;
   const void *const *data_ = nullptr;
   Status status_;
