@@ -9,9 +9,12 @@
 #include <gtest/gtest.h>
 #include <hzc/hzc.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <climits>
+#include <cstddef>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
@@ -53,6 +56,18 @@ inline std::map<int, std::string> OpenFds() {
   return fds;
 }
 
+// Whether @fd is the socket the library hands its memfds out on (abstract "hzc-fd-...").
+inline bool IsFdHandoffSocket(int fd) {
+  sockaddr_un a{};
+  socklen_t len = sizeof(a);
+  if (getsockname(fd, reinterpret_cast<sockaddr *>(&a), &len) != 0 || a.sun_family != AF_UNIX ||
+      len <= offsetof(sockaddr_un, sun_path) + 1 || a.sun_path[0] != '\0') {
+    return false;
+  }
+  return std::string(a.sun_path + 1, len - offsetof(sockaddr_un, sun_path) - 1)
+             .rfind("hzc-fd-", 0) == 0;
+}
+
 class Test : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -64,7 +79,8 @@ class Test : public ::testing::Test {
     CheckLog();
     // The library keeps one descriptor of the device, one of its generation page (see
     // userspace/src/transport/generation.h) and one each of its memory directory and mailbox
-    // (userspace/src/transport/memfd_directory.h) per process by design. The device path is the one
+    // (userspace/src/transport/memfd_directory.h) per process by design, and the socket that
+    // hands its memfds to peers (userspace/src/bootstrap/fd_handoff.h). The device path is the one
     // hzc_device_path() reports, spelled out here so that tests of the layers below the API
     // (which do not link it) share this fixture.
     const char *env_device = std::getenv("HZC_DEVICE");
@@ -75,7 +91,7 @@ class Test : public ::testing::Test {
       if ((it == fds_before_.end() || it->second != target) && target != device &&
           target.rfind("/memfd:hzc-generation", 0) != 0 &&
           target.rfind("/memfd:hzc-directory", 0) != 0 &&
-          target.rfind("/memfd:hzc-mailbox", 0) != 0) {
+          target.rfind("/memfd:hzc-mailbox", 0) != 0 && !IsFdHandoffSocket(fd)) {
         ADD_FAILURE() << "file descriptor " << fd << " (" << target << ") leaked by this test";
       }
     }

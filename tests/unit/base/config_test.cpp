@@ -86,29 +86,30 @@ TEST_F(ConfigTest, AllSet) {
   EXPECT_EQ(c.if_ip, "10.0.0.1");
   EXPECT_EQ(c.if_base_port, 50000);
   EXPECT_TRUE(c.warnings.empty());
-  EXPECT_THAT(
-      c.Describe(),
-      testing::ElementsAre("HZC_LOG=DEBUG", "HZC_LOG_FILE=/tmp/hzc.%h.%p", "HZC_DEVICE=/tmp/x",
-                           "HCCL_CONNECT_TIMEOUT=3", "HCCL_EXEC_TIMEOUT=40", "HCCL_BUFFSIZE=64",
-                           "HZC_RDMA_DEVICE=rxe0", "HZC_RDMA_GID_INDEX=3", "HZC_HOST_ID=node-b",
-                           "HCCL_IF_IP=10.0.0.1", "HCCL_IF_BASE_PORT=50000",
-                           "HZC_DEVICE_COUNT=(max(online CPUs, 8))", "HZC_TRANSPORT=auto",
-                           "HZC_INLINE_MAX=16384", "HZC_P2P_BUFFERED_MAX=2048",
-                           "HZC_JOB_SECRET=(unset)", "HZC_JOB_SECRET_FILE=(unset)",
-                           "HCCL_WHITELIST_DISABLE=1", "HCCL_WHITELIST_FILE=(unset)"));
+  EXPECT_THAT(c.Describe(),
+              testing::ElementsAre(
+                  "HZC_LOG=DEBUG", "HZC_LOG_FILE=/tmp/hzc.%h.%p", "HZC_DEVICE=/tmp/x",
+                  "HCCL_CONNECT_TIMEOUT=3", "HCCL_EXEC_TIMEOUT=40", "HCCL_BUFFSIZE=64",
+                  "HZC_RDMA_DEVICE=rxe0", "HZC_RDMA_GID_INDEX=3", "HZC_HOST_ID=node-b",
+                  "HCCL_IF_IP=10.0.0.1", "HCCL_IF_BASE_PORT=50000",
+                  "HZC_DEVICE_COUNT=(max(online CPUs, 8))", "HZC_TRANSPORT=auto",
+                  "HZC_FD_HANDOFF=auto", "HZC_INLINE_MAX=16384", "HZC_P2P_BUFFERED_MAX=2048",
+                  "HZC_JOB_SECRET=(unset)", "HZC_JOB_SECRET_FILE=(unset)",
+                  "HCCL_WHITELIST_DISABLE=1", "HCCL_WHITELIST_FILE=(unset)"));
 }
 
 TEST_F(ConfigTest, DescribeDefaults) {
-  EXPECT_THAT(Parse({}).Describe(),
-              testing::ElementsAre(
-                  "HZC_LOG=WARN", "HZC_LOG_FILE=(stderr)", "HZC_DEVICE=/dev/hzc",
-                  "HCCL_CONNECT_TIMEOUT=120", "HCCL_EXEC_TIMEOUT=1836", "HCCL_BUFFSIZE=200",
-                  "HZC_RDMA_DEVICE=(first active port)", "HZC_RDMA_GID_INDEX=(RoCE v2, IPv4 first)",
-                  "HZC_HOST_ID=(boot id + hostname)", "HCCL_IF_IP=(first up interface)",
-                  "HCCL_IF_BASE_PORT=60000", "HZC_DEVICE_COUNT=(max(online CPUs, 8))",
-                  "HZC_TRANSPORT=auto", "HZC_INLINE_MAX=16384", "HZC_P2P_BUFFERED_MAX=2048",
-                  "HZC_JOB_SECRET=(unset)", "HZC_JOB_SECRET_FILE=(unset)",
-                  "HCCL_WHITELIST_DISABLE=1", "HCCL_WHITELIST_FILE=(unset)"));
+  EXPECT_THAT(
+      Parse({}).Describe(),
+      testing::ElementsAre(
+          "HZC_LOG=WARN", "HZC_LOG_FILE=(stderr)", "HZC_DEVICE=/dev/hzc",
+          "HCCL_CONNECT_TIMEOUT=120", "HCCL_EXEC_TIMEOUT=1836", "HCCL_BUFFSIZE=200",
+          "HZC_RDMA_DEVICE=(first active port)", "HZC_RDMA_GID_INDEX=(RoCE v2, IPv4 first)",
+          "HZC_HOST_ID=(boot id + hostname)", "HCCL_IF_IP=(first up interface)",
+          "HCCL_IF_BASE_PORT=60000", "HZC_DEVICE_COUNT=(max(online CPUs, 8))", "HZC_TRANSPORT=auto",
+          "HZC_FD_HANDOFF=auto", "HZC_INLINE_MAX=16384", "HZC_P2P_BUFFERED_MAX=2048",
+          "HZC_JOB_SECRET=(unset)", "HZC_JOB_SECRET_FILE=(unset)", "HCCL_WHITELIST_DISABLE=1",
+          "HCCL_WHITELIST_FILE=(unset)"));
 }
 
 // The job secret is never shown; the trust list's switch takes 0 or 1 only.
@@ -159,6 +160,11 @@ TEST_F(ConfigTest, P2pBufferedMax) {
 TEST_F(ConfigTest, Transport) {
   EXPECT_EQ(Parse({}).transport, TransportChoice::kAuto);
   EXPECT_EQ(Parse({{"HZC_TRANSPORT", "memfd"}}).transport, TransportChoice::kMemfd);
+  EXPECT_EQ(Parse({{"HZC_FD_HANDOFF", "socket"}}).fd_handoff, FdHandoffChoice::kSocket);
+  EXPECT_EQ(Parse({{"HZC_FD_HANDOFF", "off"}}).fd_handoff, FdHandoffChoice::kOff);
+  EXPECT_EQ(Parse({{"HZC_FD_HANDOFF", "sometimes"}}).fd_handoff, FdHandoffChoice::kAuto);
+  EXPECT_THAT(Parse({{"HZC_FD_HANDOFF", "sometimes"}}).warnings,
+              testing::ElementsAre(testing::HasSubstr("HZC_FD_HANDOFF=\"sometimes\"")));
   EXPECT_EQ(Parse({{"HZC_TRANSPORT", "kernel"}}).transport, TransportChoice::kKernel);
   EXPECT_THAT(Parse({{"HZC_TRANSPORT", "kernel"}}).Describe(),
               testing::Contains("HZC_TRANSPORT=kernel"));

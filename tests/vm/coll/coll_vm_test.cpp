@@ -23,9 +23,11 @@
 
 namespace {
 
-// Exit status of each rank (-signal when killed).
+// Exit status of each rank (-signal when killed); @wrapper: a program (and its arguments) that
+// runs each rank program (setpriv).
 std::vector<int> RunRanks(uint32_t n, const char *scenario, const char *mode,
-                          const std::map<std::string, std::string> &env = {}) {
+                          const std::map<std::string, std::string> &env = {},
+                          const std::vector<std::string> &wrapper = {}) {
   HcclRootInfo root;
   EXPECT_EQ(HcclGetRootInfo(&root), HCCL_SUCCESS);
   const std::string hex = hzc::test::RootInfoToHex(root), nranks = std::to_string(n);
@@ -40,8 +42,17 @@ std::vector<int> RunRanks(uint32_t n, const char *scenario, const char *mode,
       for (const auto &[k, v] : env) {
         setenv(k.c_str(), v.c_str(), 1);
       }
-      execl(HZC_COLL_RANK, HZC_COLL_RANK, hex.c_str(), nranks.c_str(), me.c_str(), scenario, mode,
-            nullptr);
+      std::vector<std::string> args = wrapper;
+      for (const std::string &a : {std::string(HZC_COLL_RANK), hex, nranks, me,
+                                   std::string(scenario), std::string(mode)}) {
+        args.push_back(a);
+      }
+      std::vector<char *> argv;
+      for (std::string &a : args) {
+        argv.push_back(a.data());
+      }
+      argv.push_back(nullptr);
+      execv(argv[0], argv.data());
       _exit(127);
     }
     pids.push_back(pid);
@@ -220,6 +231,40 @@ TEST_F(CollTest, MismatchedCallsFailEverywhereAndChangeNothing) {
   ExpectErrorLog("ranks disagree on call");
   ExpectErrorLog("refused call");  // the call after a small Broadcast with two roots
   EXPECT_EQ(RunRanks(3, "mismatch", "staging"), std::vector<int>(3, 0));
+}
+
+// The memfd transport where the ranks may not take each other's descriptors with pidfd_getfd
+// (Yama's ptrace_scope=1 and no CAP_SYS_PTRACE, as for a user's ranks on Ubuntu): with the
+// hand-off over the ranks' sockets off they fail, with it (the default) the zero-copy matrix
+// passes. Needs root and Yama (the guest's kernel); the ranks run under setpriv without the
+// capability.
+TEST_F(CollTest, MemfdTransportWithoutPtraceRights) {
+  const char *scope_file = "/proc/sys/kernel/yama/ptrace_scope";
+  std::ifstream in(scope_file);
+  std::string scope;
+  if (geteuid() != 0 || !(in >> scope) || access("/usr/bin/setpriv", X_OK) != 0) {
+    GTEST_SKIP() << "needs root, Yama (" << scope_file << ") and /usr/bin/setpriv";
+  }
+  auto set_scope = [&](const std::string &v) {
+    std::ofstream out(scope_file);
+    out << v << "\n";
+    return static_cast<bool>(out.flush());
+  };
+  if (scope != "1" && !set_scope("1")) {
+    GTEST_SKIP() << "cannot set " << scope_file << " to 1 (it was " << scope << ")";
+  }
+  const std::vector<std::string> no_ptrace = {"/usr/bin/setpriv", "--inh-caps=-sys_ptrace",
+                                              "--bounding-set=-sys_ptrace", "--"};
+  std::map<std::string, std::string> env = {{"HZC_TRANSPORT", "memfd"}, {"HZC_FD_HANDOFF", "off"}};
+  ExpectErrorLog("pidfd_getfd");
+  const std::vector<int> refused = RunRanks(2, "matrix", "zerocopy", env, no_ptrace);
+  env.erase("HZC_FD_HANDOFF");
+  const std::vector<int> handed = RunRanks(2, "matrix", "zerocopy", env, no_ptrace);
+  if (scope != "1") {
+    set_scope(scope);
+  }
+  EXPECT_NE(refused, std::vector<int>(2, 0)) << "pidfd_getfd between the ranks was not refused";
+  EXPECT_EQ(handed, std::vector<int>(2, 0));
 }
 
 TEST_F(CollTest, MismatchedCallsZeroCopy) {

@@ -80,6 +80,22 @@ TransportChoice ParseTransport(const char *v, std::vector<std::string> *warnings
   return TransportChoice::kAuto;
 }
 
+// HZC_FD_HANDOFF's value (nullptr: unset, auto); anything else is auto with a warning.
+FdHandoffChoice ParseFdHandoff(const char *v, std::vector<std::string> *warnings) {
+  const std::string_view t = v != nullptr ? v : "auto";
+  if (t == "socket") {
+    return FdHandoffChoice::kSocket;
+  }
+  if (t == "off") {
+    return FdHandoffChoice::kOff;
+  }
+  if (t != "auto") {
+    warnings->push_back(
+        fmt::format("HZC_FD_HANDOFF=\"{}\": not one of auto, socket, off; using auto", t));
+  }
+  return FdHandoffChoice::kAuto;
+}
+
 // HCCL_IF_BASE_PORT's value (nullptr: unset, the default); anything else is the default with a
 // warning.
 uint16_t ParseIfBasePort(const char *v, std::vector<std::string> *warnings) {
@@ -233,6 +249,7 @@ Config Config::FromLookup(const std::function<const char *(const char *)> &geten
   c.if_base_port = ParseIfBasePort(getenv_fn("HCCL_IF_BASE_PORT"), &c.warnings);
   c.device_count = ParseDeviceCount(getenv_fn("HZC_DEVICE_COUNT"), &c.warnings);
   c.transport = ParseTransport(getenv_fn("HZC_TRANSPORT"), &c.warnings);
+  c.fd_handoff = ParseFdHandoff(getenv_fn("HZC_FD_HANDOFF"), &c.warnings);
   c.inline_max = ParseInlineMax(getenv_fn("HZC_INLINE_MAX"), &c.warnings);
   c.p2p_buffered_max = ParseP2pBufferedMax(getenv_fn("HZC_P2P_BUFFERED_MAX"), &c.warnings);
   ParseTrust(getenv_fn, &c);
@@ -258,6 +275,9 @@ std::vector<std::string> Config::Describe() const {
       fmt::format("HZC_TRANSPORT={}", transport == TransportChoice::kKernel  ? "kernel"
                                       : transport == TransportChoice::kMemfd ? "memfd"
                                                                              : "auto"),
+      fmt::format("HZC_FD_HANDOFF={}", fd_handoff == FdHandoffChoice::kSocket ? "socket"
+                                       : fd_handoff == FdHandoffChoice::kOff  ? "off"
+                                                                              : "auto"),
       fmt::format("HZC_INLINE_MAX={}", inline_max),
       fmt::format("HZC_P2P_BUFFERED_MAX={}", p2p_buffered_max),
       // Never the secret itself.

@@ -24,6 +24,8 @@ std::optional<uint64_t> ParseUnsigned(std::string_view text, uint64_t min, uint6
 
 // HZC_TRANSPORT: how peers reach each other's activated memory (transport/memfd_directory.h).
 enum class TransportChoice { kAuto, kKernel, kMemfd };
+// HZC_FD_HANDOFF: how the memfd transport takes a peer's descriptors (bootstrap/fd_handoff.h).
+enum class FdHandoffChoice { kAuto, kSocket, kOff };
 
 struct Config {
   static constexpr const char *kDefaultDevice = "/dev/hzc";
@@ -59,6 +61,8 @@ struct Config {
   // HZC_TRANSPORT: auto (the kernel transport when the device exists, else memfd), kernel or
   // memfd.
   TransportChoice transport = TransportChoice::kAuto;
+  // HZC_FD_HANDOFF: auto (pidfd_getfd, the peer's socket where that is refused), socket or off.
+  FdHandoffChoice fd_handoff = FdHandoffChoice::kAuto;
   // HZC_INLINE_MAX: the largest input, in bytes per rank, that a collective inside one server
   // carries inline in its control area (coll/inline.h) instead of zero-copy or staging; 0: never.
   static constexpr uint64_t kDefaultInlineMax = 16384;

@@ -7,9 +7,16 @@
 
 #include <cerrno>
 
+#include "base/config.h"
 #include "base/errno_string.h"
+#include "bootstrap/fd_handoff.h"
 
 namespace hzc::bootstrap {
+
+namespace {
+// How long a take through the peer's socket waits for it to serve (it may link later).
+constexpr std::chrono::seconds kHandoffTime{5};
+}  // namespace
 
 Expected<PeerProcess> PeerProcess::Open(pid_t pid) {
   UniqueFd pidfd(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)));
@@ -50,7 +57,18 @@ std::optional<size_t> PeerProcess::FirstExited(const std::vector<PeerProcess> &p
 }
 
 Expected<UniqueFd> PeerProcess::TakeFd(int remote_fd) const {
-  UniqueFd fd(static_cast<int>(::syscall(SYS_pidfd_getfd, pidfd_.get(), remote_fd, 0)));
+  const FdHandoffChoice mode = GetConfig().fd_handoff;
+  const bool forced = mode == FdHandoffChoice::kSocket;
+  UniqueFd fd(forced ? -1
+                     : static_cast<int>(::syscall(SYS_pidfd_getfd, pidfd_.get(), remote_fd, 0)));
+  if (forced || (!fd.valid() && errno == EPERM && mode == FdHandoffChoice::kAuto)) {
+    // No ptrace rights over the peer (Yama's ptrace_scope): its serving thread hands it over.
+    auto handed = RequestFd(pid_, remote_fd, std::chrono::steady_clock::now() + kHandoffTime);
+    if (handed.ok() && Exited()) {  // answered by the process this pidfd names, still there
+      return Error(HCCL_E_REMOTE, "descriptor {} of pid {}: the peer has exited", remote_fd, pid_);
+    }
+    return handed;
+  }
   if (!fd.valid()) {
     const int err = errno;
     if (err == EBADF || err == ESRCH) {  // what the peer said it holds, it does not (or it exited)

@@ -42,8 +42,10 @@ class PeerProcess {
   // skipped), or nothing.
   static std::optional<size_t> FirstExited(const std::vector<PeerProcess> &peers);
 
-  // A duplicate of the process's descriptor @remote_fd (close-on-exec). HCCL_E_SYSCALL when
-  // that is not allowed (ptrace restrictions) or there is no such descriptor.
+  // A duplicate of the process's descriptor @remote_fd (close-on-exec): with pidfd_getfd, or
+  // where that needs ptrace rights this process lacks (Yama's ptrace_scope), handed over by the
+  // process itself (bootstrap/fd_handoff.h). HCCL_E_REMOTE when it holds no such descriptor or
+  // refuses it; HCCL_E_SYSCALL when neither way answers.
   Expected<UniqueFd> TakeFd(int remote_fd) const;
 
  private:

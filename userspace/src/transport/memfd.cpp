@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include "base/process_id.h"
+#include "bootstrap/fd_handoff.h"
 #include "runtime/vmm.h"
 #include "transport/generation.h"
 #include "transport/memfd_directory.h"
@@ -101,6 +102,15 @@ Expected<std::unique_ptr<Link>> MemfdTransport::Connect(LinkRequest request) {
     }
     cards[peer] = std::move(*process);
   }
+  // The peers may take this process's memfds through its socket where they lack ptrace rights
+  // over it; without the socket (its name taken: logged) they may still use pidfd_getfd.
+  std::vector<pid_t> peers;
+  for (uint32_t peer = 0; peer < request.pids.size(); ++peer) {
+    if (peer != request.rank) {
+      peers.push_back(static_cast<pid_t>(request.pids[peer]));
+    }
+  }
+  (void)bootstrap::ServeFds(peers);
   return std::unique_ptr<Link>(
       std::make_unique<MemfdLink>(request.rank, request.pids, std::move(cards)));
 }

@@ -16,13 +16,12 @@
 // per attached peer naming that peer's directory (transport/memfd_layout.h). A peer finds the
 // directory among the owner's descriptors (MemfdImport::AttachProcess), through the pidfd its link
 // took when the ranks arrived; it takes the directory and then each activation's memfd with
-// pidfd_getfd (the same right as ptrace over the owner, which the generation pages already rely on;
-// where that is refused, an SCM_RIGHTS hand-off over the communicator's Unix socket is the planned
-// alternative). For each range the peer reserves a PROT_NONE window as long as the range and maps
-// each activation's memfd MAP_FIXED at (va - base) in it, so adjacent activations (allocations in
-// different chunks) are contiguous in the peer as they are in the owner. The owner keeps a
-// duplicate of every activated memfd until the activation is withdrawn, so the descriptor number a
-// peer reads names that memfd.
+// pidfd_getfd (the same right as ptrace over the owner; where that is refused, the owner hands them
+// over its own socket with SCM_RIGHTS: bootstrap/fd_handoff.h). For each range the peer reserves a
+// PROT_NONE window as long as the range and maps each activation's memfd MAP_FIXED at (va - base)
+// in it, so adjacent activations (allocations in different chunks) are contiguous in the peer as
+// they are in the owner. The owner keeps a duplicate of every activated memfd until the activation
+// is withdrawn, so the descriptor number a peer reads names that memfd.
 //
 // Revocation without the kernel (the generation protocol). A change of the directory moves its
 // generation: odd while being written, even when done; peers copy the directory between two equal
@@ -62,8 +61,7 @@
 // can be swapped or migrated; RDMA registers its own memory regions), revocation that does not
 // depend on the peers' cooperation (a peer that stops answering can only be timed out, a
 // peer that is stopped under a debugger holds the memory), inspection through sysfs and
-// hzcctl, and RDMA memory regions of pinned peer memory. Processes must run as the same user
-// and pidfd_getfd must be allowed between them.
+// hzcctl, and RDMA memory regions of pinned peer memory. Processes must run as the same user.
 #pragma once
 
 #include <sys/types.h>
