@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "bootstrap/fd_handoff.h"
 
+#include <fcntl.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -84,11 +85,24 @@ void Reply(int conn, int error, int fd) {
   (void)sendmsg(conn, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
 }
 
-// One connection: its credentials, its request, the answer.
+// One connection: its credentials, its request, the answer. A process of another user, or one
+// this process was not told of, is answered at once (it cannot hold the thread up).
 void Serve(int conn) {
   ucred cred{};
   socklen_t len = sizeof(cred);
   if (getsockopt(conn, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) {
+    return;
+  }
+  if (cred.uid != getuid()) {
+    LogDebug("fd hand-off: pid {} of uid {} refused", cred.pid, cred.uid);
+    return;
+  }
+  if (!Allowed(cred.pid)) {
+    LogWarn(
+        "fd hand-off: pid {} is not a rank of this process's communicators on this host: "
+        "refused",
+        cred.pid);
+    Reply(conn, EPERM, -1);
     return;
   }
   pollfd p{conn, POLLIN, 0};
@@ -106,19 +120,14 @@ void Serve(int conn) {
     Reply(conn, EPROTO, -1);
     return;
   }
-  if (cred.uid != getuid() || !Allowed(cred.pid)) {
-    LogWarn(
-        "fd hand-off: pid {} (uid {}) asked for descriptor {}: not a rank of this process's "
-        "communicators on this host",
-        cred.pid, cred.uid, *fd);
-    Reply(conn, EPERM, -1);
-    return;
-  }
-  if (!GivenMemfd(FdLink(*fd))) {
+  // A duplicate, checked and sent: the number may be closed and reused meanwhile, the duplicate
+  // stays the file that was checked.
+  const UniqueFd dup(fcntl(fd.value(), F_DUPFD_CLOEXEC, 0));
+  if (!dup.valid() || !GivenMemfd(FdLink(dup.get()))) {
     Reply(conn, EBADF, -1);
     return;
   }
-  Reply(conn, 0, *fd);
+  Reply(conn, 0, dup.get());
 }
 
 void Loop(int listener) {
