@@ -98,10 +98,9 @@ void Serve(int conn) {
     return;
   }
   if (!Allowed(cred.pid)) {
-    LogWarn(
-        "fd hand-off: pid {} is not a rank of this process's communicators on this host: "
-        "refused",
-        cred.pid);
+    // Debug only: a rank that links before this process was told of it asks again until then.
+    LogDebug("fd hand-off: pid {} is not a rank of this process's communicators here (yet)",
+             cred.pid);
     Reply(conn, EPERM, -1);
     return;
   }
