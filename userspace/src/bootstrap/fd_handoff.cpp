@@ -85,8 +85,9 @@ void Reply(int conn, int error, int fd) {
   (void)sendmsg(conn, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
 }
 
-// One connection: its credentials, its request, the answer. A process of another user, or one
-// this process was not told of, is answered at once (it cannot hold the thread up).
+// One connection: its credentials, its request, the answer. A process of another user is not
+// waited for (it cannot hold the thread up); one of this user is read before it is answered (a
+// socket closed with a request unread resets the asker's instead of giving it the answer).
 void Serve(int conn) {
   ucred cred{};
   socklen_t len = sizeof(cred);
@@ -95,13 +96,6 @@ void Serve(int conn) {
   }
   if (cred.uid != getuid()) {
     LogDebug("fd hand-off: pid {} of uid {} refused", cred.pid, cred.uid);
-    return;
-  }
-  if (!Allowed(cred.pid)) {
-    // Debug only: a rank that links before this process was told of it asks again until then.
-    LogDebug("fd hand-off: pid {} is not a rank of this process's communicators here (yet)",
-             cred.pid);
-    Reply(conn, EPERM, -1);
     return;
   }
   pollfd p{conn, POLLIN, 0};
@@ -117,6 +111,13 @@ void Serve(int conn) {
   if (!fd.ok()) {
     LogWarn("fd hand-off: pid {}: {}", cred.pid, fd.status().message());
     Reply(conn, EPROTO, -1);
+    return;
+  }
+  if (!Allowed(cred.pid)) {
+    // Debug only: a rank that links before this process was told of it asks again until then.
+    LogDebug("fd hand-off: pid {} is not a rank of this process's communicators here (yet)",
+             cred.pid);
+    Reply(conn, EPERM, -1);
     return;
   }
   // A duplicate, checked and sent: the number may be closed and reused meanwhile, the duplicate
@@ -206,6 +207,7 @@ Expected<UniqueFd> RequestFd(pid_t pid, int remote_fd, Clock::time_point deadlin
   socklen_t len = 0;
   const sockaddr_un a = Address(pid, &len);
   std::string last = "no answer";
+  bool refused = false;  // told "not told of you" at least once: a refusal, not a silence
   for (;;) {
     UniqueFd s(socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0));
     if (!s.valid()) {
@@ -226,9 +228,10 @@ Expected<UniqueFd> RequestFd(pid_t pid, int remote_fd, Clock::time_point deadlin
                      pid, cred.pid, cred.uid);
       }
       const FdRequest req{kFdRequestMagic, remote_fd};
-      if (send(s.get(), &req, sizeof(req), MSG_NOSIGNAL) != sizeof(req)) {
-        last = fmt::format("send: {}", ErrnoString(errno));
-      } else {
+      // A refusal may come (and the socket close) before the request is sent: read it anyway.
+      const bool sent = send(s.get(), &req, sizeof(req), MSG_NOSIGNAL) == sizeof(req);
+      const int send_err = sent ? 0 : errno;
+      {
         FdReply rep{};
         iovec iov{&rep, sizeof(rep)};
         alignas(cmsghdr) std::array<char, CMSG_SPACE(sizeof(int) * 4)> control{};
@@ -251,20 +254,22 @@ Expected<UniqueFd> RequestFd(pid_t pid, int remote_fd, Clock::time_point deadlin
         }
         if (n != sizeof(rep) || rep.magic != kFdReplyMagic || (rep.error == 0 && got.size() != 1) ||
             (msg.msg_flags & MSG_CTRUNC) != 0) {
-          last = n < 0
+          last = !sent ? fmt::format("send: {}", ErrnoString(send_err))
+                 : n < 0
                      ? fmt::format("receive: {}", ErrnoString(errno))
                      : fmt::format("a malformed answer ({} bytes, {} descriptors)", n, got.size());
         } else if (rep.error == 0) {
           return std::move(got[0]);
         } else {
           error = rep.error;
+          refused = true;
           last = fmt::format("refused: {}", ErrnoString(error));
         }
       }
     }
     // Refusals other than "not told of this process yet" are final.
     if ((error != 0 && error != EPERM) || Clock::now() >= deadline) {
-      return Error(error != 0 ? HCCL_E_REMOTE : HCCL_E_SYSCALL,
+      return Error(refused ? HCCL_E_REMOTE : HCCL_E_SYSCALL,
                    "fd hand-off of descriptor {} of pid {}: {}", remote_fd, pid, last);
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
