@@ -3,6 +3,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -49,7 +50,14 @@ struct Server {
 };
 
 Server &TheServer() {
-  static Server *const s = new Server();
+  // The serving thread takes the mutex: a fork() meanwhile must not leave it held in the child
+  // (whose first ServeFds would wait for it forever).
+  static Server *const s = [] {
+    auto *made = new Server();
+    ::pthread_atfork([] { TheServer().mutex.lock(); }, [] { TheServer().mutex.unlock(); },
+                     [] { TheServer().mutex.unlock(); });
+    return made;
+  }();
   return *s;
 }
 
