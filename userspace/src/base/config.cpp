@@ -7,6 +7,9 @@
 #include <cctype>
 #include <charconv>
 #include <cstdlib>
+#include <initializer_list>
+#include <string_view>
+#include <utility>
 
 namespace hzc {
 
@@ -64,36 +67,39 @@ std::optional<uint64_t> ParseUnsigned(std::string_view text, uint64_t min, uint6
 
 namespace {
 
-// HZC_TRANSPORT's value (nullptr: unset, auto); anything else is auto with a warning.
-TransportChoice ParseTransport(const char *v, std::vector<std::string> *warnings) {
-  const std::string_view t = v != nullptr ? v : "auto";
-  if (t == "kernel") {
-    return TransportChoice::kKernel;
+// The value of the choice @name among @choices (the first is the default, taken when unset);
+// anything else is the default with a warning.
+template <typename Choice>
+Choice ParseChoice(const char *name, const char *v,
+                   std::initializer_list<std::pair<std::string_view, Choice>> choices,
+                   std::vector<std::string> *warnings) {
+  const std::string_view t = v != nullptr ? v : choices.begin()->first;
+  std::string names;
+  for (const auto &[text, choice] : choices) {
+    if (t == text) {
+      return choice;
+    }
+    names += names.empty() ? std::string(text) : ", " + std::string(text);
   }
-  if (t == "memfd") {
-    return TransportChoice::kMemfd;
-  }
-  if (t != "auto") {
-    warnings->push_back(
-        fmt::format("HZC_TRANSPORT=\"{}\": not one of auto, kernel, memfd; using auto", t));
-  }
-  return TransportChoice::kAuto;
+  warnings->push_back(
+      fmt::format("{}=\"{}\": not one of {}; using {}", name, t, names, choices.begin()->first));
+  return choices.begin()->second;
 }
 
-// HZC_FD_HANDOFF's value (nullptr: unset, auto); anything else is auto with a warning.
+TransportChoice ParseTransport(const char *v, std::vector<std::string> *warnings) {
+  return ParseChoice<TransportChoice>("HZC_TRANSPORT", v,
+                                      {{"auto", TransportChoice::kAuto},
+                                       {"kernel", TransportChoice::kKernel},
+                                       {"memfd", TransportChoice::kMemfd}},
+                                      warnings);
+}
+
 FdHandoffChoice ParseFdHandoff(const char *v, std::vector<std::string> *warnings) {
-  const std::string_view t = v != nullptr ? v : "auto";
-  if (t == "socket") {
-    return FdHandoffChoice::kSocket;
-  }
-  if (t == "off") {
-    return FdHandoffChoice::kOff;
-  }
-  if (t != "auto") {
-    warnings->push_back(
-        fmt::format("HZC_FD_HANDOFF=\"{}\": not one of auto, socket, off; using auto", t));
-  }
-  return FdHandoffChoice::kAuto;
+  return ParseChoice<FdHandoffChoice>("HZC_FD_HANDOFF", v,
+                                      {{"auto", FdHandoffChoice::kAuto},
+                                       {"socket", FdHandoffChoice::kSocket},
+                                       {"off", FdHandoffChoice::kOff}},
+                                      warnings);
 }
 
 // HCCL_IF_BASE_PORT's value (nullptr: unset, the default); anything else is the default with a

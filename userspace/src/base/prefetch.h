@@ -37,4 +37,12 @@ inline void PrefetchForWrite(const void *p, size_t bytes) {
   }
 }
 
+// Every line of [@p, @p + @bytes), for reading.
+inline void PrefetchForRead(const void *p, size_t bytes) {
+  const auto *b = static_cast<const uint8_t *>(p);
+  for (size_t at = 0; at < bytes; at += 64) {
+    __builtin_prefetch(b + at, 0);
+  }
+}
+
 }  // namespace hzc

@@ -129,7 +129,7 @@ size_t ControlArea::SlotBytes(uint32_t nranks) {
 // A rank's arrival lines come each with its kEagerData bytes right after it, so that a call
 // whose data is there reads adjacent lines (which the CPU fetches together).
 namespace {
-constexpr size_t kArrivalStride = 64 + ControlArea::kEagerData;
+constexpr size_t kArrivalStride = 64 + ControlArea::kEagerData;  // a Line is 64 (SlotBytes)
 }  // namespace
 
 ControlArea::Line &ControlArea::line(uint32_t r, uint64_t seq) const {
@@ -314,9 +314,7 @@ Status ControlArea::AwaitArrivals(uint64_t seq, Clock::time_point deadline, cons
   // than one line after another by the copy that reads it.
   for (uint32_t r = 0; r < std::min(nranks_, kPrefetchPeers) && seq != 0; ++r) {
     if (r != rank_ && (line(r, seq).flags & kEagerHolds) != 0) {
-      for (size_t at = 0; at < kEagerData; at += 64) {
-        __builtin_prefetch(eager(r, seq) + at, 0);
-      }
+      PrefetchForRead(eager(r, seq), kEagerData);
     }
   }
   // The peers' lines of the next call, which peers ahead of this rank (a Broadcast's root) have
@@ -326,9 +324,7 @@ Status ControlArea::AwaitArrivals(uint64_t seq, Clock::time_point deadline, cons
     if (r != rank_) {
       __builtin_prefetch(&line(r, seq + 1), 0);
       if ((line(r, seq).flags & kEagerHolds) != 0) {  // likely again
-        for (size_t at = 0; at < kEagerData; at += 64) {
-          __builtin_prefetch(eager(r, seq + 1) + at, 0);
-        }
+        PrefetchForRead(eager(r, seq + 1), kEagerData);
       }
     }
   }
