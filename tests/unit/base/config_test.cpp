@@ -93,7 +93,7 @@ TEST_F(ConfigTest, AllSet) {
                   "HZC_RDMA_DEVICE=rxe0", "HZC_RDMA_GID_INDEX=3", "HZC_HOST_ID=node-b",
                   "HCCL_IF_IP=10.0.0.1", "HCCL_IF_BASE_PORT=50000",
                   "HZC_DEVICE_COUNT=(max(online CPUs, 8))", "HZC_TRANSPORT=auto",
-                  "HZC_FD_HANDOFF=auto", "HZC_INLINE_MAX=16384", "HZC_P2P_BUFFERED_MAX=2048",
+                  "HZC_FD_HANDOFF=auto", "HZC_NET=auto", "HZC_INLINE_MAX=16384", "HZC_P2P_BUFFERED_MAX=2048",
                   "HZC_JOB_SECRET=(unset)", "HZC_JOB_SECRET_FILE=(unset)",
                   "HCCL_WHITELIST_DISABLE=1", "HCCL_WHITELIST_FILE=(unset)"));
 }
@@ -107,7 +107,7 @@ TEST_F(ConfigTest, DescribeDefaults) {
           "HZC_RDMA_DEVICE=(first active port)", "HZC_RDMA_GID_INDEX=(RoCE v2, IPv4 first)",
           "HZC_HOST_ID=(boot id + hostname)", "HCCL_IF_IP=(first up interface)",
           "HCCL_IF_BASE_PORT=60000", "HZC_DEVICE_COUNT=(max(online CPUs, 8))", "HZC_TRANSPORT=auto",
-          "HZC_FD_HANDOFF=auto", "HZC_INLINE_MAX=16384", "HZC_P2P_BUFFERED_MAX=2048",
+          "HZC_FD_HANDOFF=auto", "HZC_NET=auto", "HZC_INLINE_MAX=16384", "HZC_P2P_BUFFERED_MAX=2048",
           "HZC_JOB_SECRET=(unset)", "HZC_JOB_SECRET_FILE=(unset)", "HCCL_WHITELIST_DISABLE=1",
           "HCCL_WHITELIST_FILE=(unset)"));
 }
@@ -166,6 +166,13 @@ TEST_F(ConfigTest, Transport) {
   EXPECT_THAT(Parse({{"HZC_FD_HANDOFF", "sometimes"}}).warnings,
               testing::ElementsAre(testing::HasSubstr("HZC_FD_HANDOFF=\"sometimes\"")));
   EXPECT_EQ(Parse({{"HZC_TRANSPORT", "kernel"}}).transport, TransportChoice::kKernel);
+  EXPECT_EQ(Parse({}).net, NetChoice::kAuto);
+  EXPECT_EQ(Parse({{"HZC_NET", "rdma"}}).net, NetChoice::kRdma);
+  EXPECT_EQ(Parse({{"HZC_NET", "socket"}}).net, NetChoice::kSocket);
+  EXPECT_THAT(Parse({{"HZC_NET", "socket"}}).Describe(), testing::Contains("HZC_NET=socket"));
+  EXPECT_EQ(Parse({{"HZC_NET", "ib"}}).net, NetChoice::kAuto);
+  EXPECT_THAT(Parse({{"HZC_NET", "ib"}}).warnings,
+              testing::ElementsAre(testing::HasSubstr("HZC_NET=\"ib\"")));
   EXPECT_THAT(Parse({{"HZC_TRANSPORT", "kernel"}}).Describe(),
               testing::Contains("HZC_TRANSPORT=kernel"));
   const Config bad = Parse({{"HZC_TRANSPORT", "shm"}});

@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
-// The wire between servers' leaders (transport/wire.h) on the guest's soft-RoCE device: members are
-// threads of this process, each with its own TCP group (bootstrap/group.h) on loopback and its
-// own verbs context, so every byte crosses rxe0 as it would between servers.
+// The wire between servers' leaders (transport/wire.h), each test on both kinds of wire: RDMA on
+// the guest's soft-RoCE device (skipped without one) and TCP (anywhere: the host runs these as
+// hzc_host_wire). Members are threads of this process, each with its own TCP group
+// (bootstrap/group.h) on loopback and, over RDMA, its own verbs context, so every byte crosses
+// rxe0 or a TCP connection as it would between servers.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -31,19 +33,23 @@ uint8_t Byte(uint32_t from, uint32_t to, size_t i, int round) {
   return static_cast<uint8_t>(i * 131 + from * 17 + to * 5 + round * 3 + i / 4099);
 }
 
-class WireTest : public ::testing::Test {
+std::string NetName(NetChoice net) { return net == NetChoice::kRdma ? "Rdma" : "Socket"; }
+
+class WireTest : public ::testing::TestWithParam<NetChoice> {
  protected:
   void SetUp() override {
-    if (!test::HaveRdmaDevice()) {
+    if (GetParam() == NetChoice::kRdma && !test::HaveRdmaDevice()) {
       GTEST_SKIP() << "no RDMA device (scripts/vm-run provides rxe0)";
     }
   }
 
-  // @n members, each a thread opening its wire with @slots(member) landing slots per peer and
-  // running @body(member, what Open returned).
+  // @n members, each a thread opening its wire with @slots(member) landing slots per peer (and
+  // HZC_NET @net(member), the test's kind by default) and running @body(member, what Open
+  // returned).
   static void OpenMembers(
       uint32_t n, const std::function<uint32_t(uint32_t)> &slots,
-      const std::function<void(uint32_t, Expected<std::unique_ptr<Wire>> &)> &body) {
+      const std::function<void(uint32_t, Expected<std::unique_ptr<Wire>> &)> &body,
+      const std::function<NetChoice(uint32_t)> &net = nullptr) {
     test::RunGroupRanks(
         n,
         [&](uint32_t r, bootstrap::Group &group) {
@@ -52,11 +58,19 @@ class WireTest : public ::testing::Test {
           for (uint32_t m = 0; m < n; ++m) {
             members[m] = m;
           }
-          auto wire = Wire::Open(group, members, {.tags = 0x1000, .slots = slots(r)}, deadline);
+          auto wire = Wire::Open(
+              group, members,
+              {.tags = 0x1000, .slots = slots(r), .net = net ? net(r) : GetParam()}, deadline);
+          if (wire.ok()) {
+            EXPECT_STREQ((*wire)->kind(), GetParam() == NetChoice::kRdma ? "RDMA" : "TCP");
+          }
           body(r, wire);
         },
         std::chrono::seconds(60));
   }
+
+  // EveryLengthArrivesWholeAndInOrderBothWays with @slots slots per peer.
+  void EveryLength(uint32_t slots);
 
   // @n members, each a thread running @body(member, wire) on its open wire of @slots slots.
   static void RunMembers(uint32_t n, const std::function<void(uint32_t, Wire &)> &body,
@@ -72,7 +86,7 @@ class WireTest : public ::testing::Test {
 
 // Lengths of 0, 1, around one chunk and several chunks, different per pair and direction,
 // twice in a row: every byte arrives once, at its offset, from the right member.
-TEST_F(WireTest, MessagesOfEveryLengthArriveWhole) {
+TEST_P(WireTest, MessagesOfEveryLengthArriveWhole) {
   constexpr uint32_t kN = 3;
   const size_t lengths[] = {
       0, 1, Wire::kChunk - 1, Wire::kChunk, Wire::kChunk + 1, 3 * Wire::kChunk + 5};
@@ -117,7 +131,7 @@ TEST_F(WireTest, MessagesOfEveryLengthArriveWhole) {
 }
 
 // A member that fails a call tells the others, who stop waiting for it at once.
-TEST_F(WireTest, AnAbortEndsTheOthersWaitsNamingTheMember) {
+TEST_P(WireTest, AnAbortEndsTheOthersWaitsNamingTheMember) {
   RunMembers(3, [&](uint32_t me, Wire &wire) {
     if (me == 1) {
       std::this_thread::sleep_for(std::chrono::milliseconds(300));
@@ -141,9 +155,81 @@ TEST_F(WireTest, AnAbortEndsTheOthersWaitsNamingTheMember) {
   });
 }
 
+// Members told different HZC_NET values refuse the wire at once, each naming the others.
+TEST_P(WireTest, MembersWithDifferentNetRefuseTheWireAtOnce) {
+  const auto start = Clock::now();
+  OpenMembers(
+      2, [](uint32_t) { return 1u; },
+      [](uint32_t, Expected<std::unique_ptr<Wire>> &wire) {
+        EXPECT_EQ(wire.status().code(), HCCL_E_PARA) << wire.status().message();
+        EXPECT_NE(wire.status().message().find("HZC_NET differs"), std::string::npos)
+            << wire.status().message();
+        EXPECT_NE(wire.status().message().find("rank(s) 0 rdma, rank(s) 1 socket"),
+                  std::string::npos)
+            << wire.status().message();
+      },
+      [](uint32_t r) { return r == 0 ? NetChoice::kRdma : NetChoice::kSocket; });
+  EXPECT_LT(Clock::now() - start, std::chrono::seconds(10));
+}
+
+// A member whose wire goes away without a word (its process died): the others' transfers with it
+// fail at once with HCCL_E_REMOTE naming it (TCP: the connection closes; RDMA needs the probe's
+// retries, see ACutLink... in the two-guest suite).
+TEST_P(WireTest, AMemberWhoseConnectionsCloseFailsTheOthersNamingIt) {
+  if (GetParam() != NetChoice::kSocket) {
+    GTEST_SKIP() << "TCP: a closed connection; RDMA probes (the two-guest suite's fault tests)";
+  }
+  OpenMembers(
+      3, [](uint32_t) { return 1u; },
+      [](uint32_t me, Expected<std::unique_ptr<Wire>> &wire) {
+        ASSERT_TRUE(wire.ok()) << wire.status().message();
+        if (me == 1) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(300));
+          wire->reset();
+          return;
+        }
+        const auto start = Clock::now();
+        std::vector<size_t> in(3, Wire::kChunk);  // what 0 and 2 exchange arrives
+        in[me] = 0;
+        std::vector<uint8_t> out(Wire::kChunk);
+        std::vector<Wire::Out> outs(3, Wire::Out{out.data(), out.size()});
+        const Status st = (*wire)->Transfer(
+            outs, in, [](uint32_t, size_t, const uint8_t *, size_t) {},
+            Clock::now() + std::chrono::seconds(60));
+        EXPECT_EQ(st.code(), HCCL_E_REMOTE) << st.message();
+        EXPECT_NE(st.message().find("rank 1"), std::string::npos) << st.message();
+        EXPECT_LT(Clock::now() - start, std::chrono::seconds(10));
+      });
+}
+
+// Members that disagree on a length (a buggy or hostile peer): the receiver sees a frame that is
+// not the one due and fails with HCCL_E_TCP_TRANSFER naming the sender; nothing of the frame
+// reaches its sink.
+TEST_P(WireTest, AFrameThatIsNotTheOneDueBreaksTheWire) {
+  if (GetParam() != NetChoice::kSocket) {
+    GTEST_SKIP() << "TCP: frame headers (RDMA chunks carry none)";
+  }
+  RunMembers(2, [&](uint32_t me, Wire &wire) {
+    std::vector<uint8_t> out(100, 7);
+    size_t got = 0;
+    const Status st = wire.Transfer(
+        {{}, {me == 0 ? out.data() : nullptr, me == 0 ? out.size() : 0}}, {me == 1 ? 200u : 0u, 0},
+        [&](uint32_t, size_t, const uint8_t *, size_t len) { got += len; },
+        Clock::now() + std::chrono::seconds(20));
+    if (me == 0) {
+      EXPECT_TRUE(st.ok()) << st.message();
+      return;
+    }
+    EXPECT_EQ(st.code(), HCCL_E_TCP_TRANSFER) << st.message();
+    EXPECT_NE(st.message().find("rank 0"), std::string::npos) << st.message();
+    EXPECT_NE(st.message().find("100 bytes"), std::string::npos) << st.message();
+    EXPECT_EQ(got, 0u);
+  });
+}
+
 // A member that never sends what the others wait for: they give up at the deadline with
 // HCCL_E_TIMEOUT naming it.
-TEST_F(WireTest, AMemberThatSendsNothingTimesOutNamingIt) {
+TEST_P(WireTest, AMemberThatSendsNothingTimesOutNamingIt) {
   RunMembers(2, [&](uint32_t me, Wire &wire) {
     if (me == 1) {
       std::this_thread::sleep_for(std::chrono::seconds(4));  // alive, silent
@@ -157,7 +243,7 @@ TEST_F(WireTest, AMemberThatSendsNothingTimesOutNamingIt) {
   });
 }
 
-TEST_F(WireTest, ARankOutsideItsMembersIsRefused) {
+TEST_P(WireTest, ARankOutsideItsMembersIsRefused) {
   auto l = bootstrap::Listener::Open("127.0.0.1");
   ASSERT_TRUE(l.ok());
   auto id = bootstrap::RandomId();
@@ -166,11 +252,12 @@ TEST_F(WireTest, ARankOutsideItsMembersIsRefused) {
   auto group = bootstrap::Group::Connect(std::move(*l), *id, 0, addresses,
                                          Clock::now() + std::chrono::seconds(5));
   ASSERT_TRUE(group.ok()) << group.status().message();
-  auto wire = Wire::Open(**group, {1, 2}, {.tags = 0x1000}, Clock::now() + std::chrono::seconds(5));
+  auto wire = Wire::Open(**group, {1, 2}, {.tags = 0x1000, .net = GetParam()},
+                         Clock::now() + std::chrono::seconds(5));
   EXPECT_EQ(wire.status().code(), HCCL_E_INTERNAL);
 }
 
-TEST_F(WireTest, ASlotCountOfZeroOrTooManyIsRefused) {
+TEST_P(WireTest, ASlotCountOfZeroOrTooManyIsRefused) {
   auto l = bootstrap::Listener::Open("127.0.0.1");
   ASSERT_TRUE(l.ok());
   auto id = bootstrap::RandomId();
@@ -180,7 +267,7 @@ TEST_F(WireTest, ASlotCountOfZeroOrTooManyIsRefused) {
                                          Clock::now() + std::chrono::seconds(5));
   ASSERT_TRUE(group.ok()) << group.status().message();
   for (const uint32_t slots : {0u, Wire::kMaxSlots + 1, ~0u}) {
-    auto wire = Wire::Open(**group, {0}, {.tags = 0x1000, .slots = slots},
+    auto wire = Wire::Open(**group, {0}, {.tags = 0x1000, .slots = slots, .net = GetParam()},
                            Clock::now() + std::chrono::seconds(5));
     EXPECT_EQ(wire.status().code(), HCCL_E_PARA) << slots;
     EXPECT_NE(wire.status().message().find("slots"), std::string::npos) << wire.status().message();
@@ -188,8 +275,11 @@ TEST_F(WireTest, ASlotCountOfZeroOrTooManyIsRefused) {
 }
 
 // Members that disagree on the slot count would write past each other's slots: every one of
-// them refuses the wire.
-TEST_F(WireTest, MembersWithDifferentSlotCountsRefuseTheWire) {
+// them refuses the wire (RDMA; TCP has no slots of its own).
+TEST_P(WireTest, MembersWithDifferentSlotCountsRefuseTheWire) {
+  if (GetParam() != NetChoice::kRdma) {
+    GTEST_SKIP() << "the RDMA wire's landing slots";
+  }
   OpenMembers(
       2, [](uint32_t r) { return r + 1; },
       [](uint32_t, Expected<std::unique_ptr<Wire>> &wire) {
@@ -200,8 +290,12 @@ TEST_F(WireTest, MembersWithDifferentSlotCountsRefuseTheWire) {
 }
 
 // With S slots a sender writes S chunks into a peer that consumes none of them yet, and not
-// one more: the next chunk waits for the peer's credit (here until the deadline).
-TEST_F(WireTest, ASenderRunsAheadByItsSlotsAndNoFurther) {
+// one more: the next chunk waits for the peer's credit (here until the deadline). RDMA: over TCP
+// the socket buffers are the slots.
+TEST_P(WireTest, ASenderRunsAheadByItsSlotsAndNoFurther) {
+  if (GetParam() != NetChoice::kRdma) {
+    GTEST_SKIP() << "the RDMA wire's landing slots";
+  }
   constexpr uint32_t kSlots = 4;
   constexpr size_t kLen = kSlots * Wire::kChunk;
   std::atomic<bool> sent{false}, received{false};
@@ -262,9 +356,14 @@ TEST_F(WireTest, ASenderRunsAheadByItsSlotsAndNoFurther) {
 // pair and direction at once, for several rounds in a row (so the chunk streams start at any
 // slot): every byte arrives once, at its offset, from the right member, each member's chunks in
 // order, with 1, 2 and 4 slots.
-class WireSlotsTest : public WireTest, public ::testing::WithParamInterface<uint32_t> {};
+TEST_P(WireTest, EveryLengthArrivesWholeAndInOrderBothWays) {
+  for (const uint32_t slots : {1u, 2u, 4u}) {
+    SCOPED_TRACE("slots " + std::to_string(slots));
+    EveryLength(slots);
+  }
+}
 
-TEST_P(WireSlotsTest, EveryLengthArrivesWholeAndInOrderBothWays) {
+void WireTest::EveryLength(uint32_t slots) {
   constexpr uint32_t kN = 3;
   constexpr int kRounds = 3;
   const size_t lengths[] = {0,
@@ -325,11 +424,11 @@ TEST_P(WireSlotsTest, EveryLengthArrivesWholeAndInOrderBothWays) {
         EXPECT_EQ(wire.chunks_sent(), sent_chunks);
         EXPECT_EQ(wire.chunks_received(), received_chunks);
       },
-      GetParam());
+      slots);
 }
 
-INSTANTIATE_TEST_SUITE_P(Slots, WireSlotsTest, ::testing::Values(1u, 2u, 4u),
-                         [](const auto &param) { return "Slots" + std::to_string(param.param); });
+INSTANTIATE_TEST_SUITE_P(Net, WireTest, ::testing::Values(NetChoice::kRdma, NetChoice::kSocket),
+                         [](const auto &param) { return NetName(param.param); });
 
 }  // namespace
 }  // namespace hzc::transport

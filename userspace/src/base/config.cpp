@@ -102,6 +102,13 @@ FdHandoffChoice ParseFdHandoff(const char *v, std::vector<std::string> *warnings
                                       warnings);
 }
 
+NetChoice ParseNet(const char *v, std::vector<std::string> *warnings) {
+  return ParseChoice<NetChoice>(
+      "HZC_NET", v,
+      {{"auto", NetChoice::kAuto}, {"rdma", NetChoice::kRdma}, {"socket", NetChoice::kSocket}},
+      warnings);
+}
+
 // HCCL_IF_BASE_PORT's value (nullptr: unset, the default); anything else is the default with a
 // warning.
 uint16_t ParseIfBasePort(const char *v, std::vector<std::string> *warnings) {
@@ -256,6 +263,7 @@ Config Config::FromLookup(const std::function<const char *(const char *)> &geten
   c.device_count = ParseDeviceCount(getenv_fn("HZC_DEVICE_COUNT"), &c.warnings);
   c.transport = ParseTransport(getenv_fn("HZC_TRANSPORT"), &c.warnings);
   c.fd_handoff = ParseFdHandoff(getenv_fn("HZC_FD_HANDOFF"), &c.warnings);
+  c.net = ParseNet(getenv_fn("HZC_NET"), &c.warnings);
   c.inline_max = ParseInlineMax(getenv_fn("HZC_INLINE_MAX"), &c.warnings);
   c.p2p_buffered_max = ParseP2pBufferedMax(getenv_fn("HZC_P2P_BUFFERED_MAX"), &c.warnings);
   ParseTrust(getenv_fn, &c);
@@ -284,6 +292,9 @@ std::vector<std::string> Config::Describe() const {
       fmt::format("HZC_FD_HANDOFF={}", fd_handoff == FdHandoffChoice::kSocket ? "socket"
                                        : fd_handoff == FdHandoffChoice::kOff  ? "off"
                                                                               : "auto"),
+      fmt::format("HZC_NET={}", net == NetChoice::kRdma     ? "rdma"
+                                : net == NetChoice::kSocket ? "socket"
+                                                            : "auto"),
       fmt::format("HZC_INLINE_MAX={}", inline_max),
       fmt::format("HZC_P2P_BUFFERED_MAX={}", p2p_buffered_max),
       // Never the secret itself.

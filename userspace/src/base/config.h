@@ -26,6 +26,9 @@ std::optional<uint64_t> ParseUnsigned(std::string_view text, uint64_t min, uint6
 enum class TransportChoice { kAuto, kKernel, kMemfd };
 // HZC_FD_HANDOFF: how the memfd transport takes a peer's descriptors (bootstrap/fd_handoff.h).
 enum class FdHandoffChoice { kAuto, kSocket, kOff };
+// HZC_NET: how the servers of a communicator that spans servers reach each other
+// (transport/wire.h).
+enum class NetChoice { kAuto, kRdma, kSocket };
 
 struct Config {
   static constexpr const char *kDefaultDevice = "/dev/hzc";
@@ -63,6 +66,9 @@ struct Config {
   TransportChoice transport = TransportChoice::kAuto;
   // HZC_FD_HANDOFF: auto (pidfd_getfd, the peer's socket where that is refused), socket or off.
   FdHandoffChoice fd_handoff = FdHandoffChoice::kAuto;
+  // HZC_NET: auto (RDMA when every server of a communicator has an RDMA device, else TCP), rdma
+  // or socket.
+  NetChoice net = NetChoice::kAuto;
   // HZC_INLINE_MAX: the largest input, in bytes per rank, that a collective inside one server
   // carries inline in its control area (coll/inline.h) instead of zero-copy or staging; 0: never.
   static constexpr uint64_t kDefaultInlineMax = 16384;

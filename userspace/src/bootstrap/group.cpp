@@ -42,38 +42,6 @@ constexpr std::chrono::seconds kHelloTime{2};
 // beyond that).
 constexpr size_t kMaxPending = 128;
 
-// A connection to @addr, retried until @deadline (refused, unreachable): the peer's listener
-// exists, but a connection may fail while its network comes up. Non-blocking, close-on-exec.
-Expected<UniqueFd> Dial(const sockaddr_storage &addr, Clock::time_point deadline) {
-  int last_err = ETIMEDOUT;
-  do {
-    UniqueFd fd(socket(addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
-    if (!fd.valid()) {
-      return Error(HCCL_E_TCP_CONNECT, "socket failed: {}", ErrnoString(errno));
-    }
-    int err = 0;
-    if (connect(fd.get(), reinterpret_cast<const sockaddr *>(&addr), AddrLen(addr)) != 0) {
-      err = errno;
-    }
-    if (err == EINPROGRESS) {
-      auto ready = WaitFd(fd.get(), POLLOUT, deadline);
-      socklen_t len = sizeof(err);
-      err = !ready.ok() || !*ready ? ETIMEDOUT : 0;
-      if (err == 0 && getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &err, &len) != 0) {
-        err = errno;
-      }
-    }
-    if (err == 0) {
-      return fd;
-    }
-    last_err = err;
-    if (err != ETIMEDOUT) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-  } while (Clock::now() < deadline);
-  return Error(HCCL_E_TCP_CONNECT, "{}", ErrnoString(last_err));
-}
-
 }  // namespace
 
 Expected<Listener> Listener::Open(const std::string &address) {
@@ -505,6 +473,8 @@ Expected<std::unique_ptr<Group>> Group::Subgroup(const Group &parent, std::vecto
   }
   return std::unique_ptr<Group>(new Group(parent.impl_, space, std::move(members), rank));
 }
+
+const std::string &Group::Address(uint32_t r) const { return impl_->peers[ranks_[r]].address; }
 
 std::string Group::Name(uint32_t peer) const {
   return fmt::format("rank {} ({})", peer, impl_->peers[ranks_[peer]].address);

@@ -125,6 +125,10 @@ class Group {
   // @peer that is not another rank: why not.
   std::string Broken(uint32_t peer);
 
+  // Rank @r's listener address ("1.2.3.4:5678", this rank's own too): its host is where the
+  // rank can be reached.
+  const std::string &Address(uint32_t r) const;
+
  private:
   struct Impl;
   Group(std::shared_ptr<Impl> impl, uint64_t space, std::vector<uint32_t> ranks, uint32_t rank);

@@ -13,6 +13,7 @@
 #include <cerrno>
 #include <charconv>
 #include <climits>
+#include <thread>
 
 #include "base/config.h"
 #include "base/errno_string.h"
@@ -132,6 +133,37 @@ Expected<UniqueFd> ListenOn(const sockaddr_storage &addr, bool reuse, sockaddr_s
     return Error(HCCL_E_TCP_CONNECT, "getsockname failed: {}", ErrnoString(errno));
   }
   return fd;
+}
+
+// The peer's listener exists, but a connection may fail while its network comes up: retried.
+Expected<UniqueFd> Dial(const sockaddr_storage &addr, std::chrono::steady_clock::time_point deadline) {
+  int last_err = ETIMEDOUT;
+  do {
+    UniqueFd fd(socket(addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+    if (!fd.valid()) {
+      return Error(HCCL_E_TCP_CONNECT, "socket failed: {}", ErrnoString(errno));
+    }
+    int err = 0;
+    if (connect(fd.get(), reinterpret_cast<const sockaddr *>(&addr), AddrLen(addr)) != 0) {
+      err = errno;
+    }
+    if (err == EINPROGRESS) {
+      auto ready = WaitFd(fd.get(), POLLOUT, deadline);
+      socklen_t len = sizeof(err);
+      err = !ready.ok() || !*ready ? ETIMEDOUT : 0;
+      if (err == 0 && getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &err, &len) != 0) {
+        err = errno;
+      }
+    }
+    if (err == 0) {
+      return fd;
+    }
+    last_err = err;
+    if (err != ETIMEDOUT) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  } while (std::chrono::steady_clock::now() < deadline);
+  return Error(HCCL_E_TCP_CONNECT, "{}", ErrnoString(last_err));
 }
 
 void SetNoDelay(int fd) {

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // The TCP sockets of the bootstrap (the rendezvous, Group): addresses, listening sockets and
-// whole-buffer transfers until a deadline. Internal to the bootstrap layer.
+// whole-buffer transfers until a deadline. Used by the bootstrap and by the socket wire between
+// servers (transport/socket_wire.h).
 #pragma once
 
 #include <hccl/hccl_types.h>
@@ -39,6 +40,10 @@ std::string ChooseAddress(const std::string &address);
 // HCCL_E_TCP_CONNECT naming @addr when it cannot be made; *@in_use tells EADDRINUSE apart.
 Expected<UniqueFd> ListenOn(const sockaddr_storage &addr, bool reuse, sockaddr_storage *bound,
                             bool *in_use = nullptr);
+
+// A non-blocking, close-on-exec TCP connection to @addr, retried until @deadline while it is
+// refused or unreachable. HCCL_E_TCP_CONNECT with the last error otherwise.
+Expected<UniqueFd> Dial(const sockaddr_storage &addr, std::chrono::steady_clock::time_point deadline);
 
 // Turn Nagle's algorithm off on TCP socket @fd: a small message leaves at once instead of
 // waiting for the peer's (delayed, up to 40 ms) acknowledgement of the one before it.

@@ -85,7 +85,7 @@ Expected<std::unique_ptr<SpanState>> MakeState(Communicator &comm) {
   s->local = MakeServerLocal(comm, *s);
   if (s->leader()) {
     auto wire =
-        transport::Wire::Open(*comm.group(), s->leaders, {.tags = kWireTags, .slots = kWireSlots},
+        transport::Wire::Open(*comm.group(), s->leaders, {.tags = kWireTags, .slots = kWireSlots, .net = {}},
                               Clock::now() + GetConfig().connect_timeout);
     if (wire.ok()) {
       s->wire = std::move(*wire);

@@ -1,44 +1,30 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "transport/wire.h"
 
-#include <sys/mman.h>
-
 #include <algorithm>
-#include <atomic>
-#include <cerrno>
-#include <cstring>
-#include <thread>
+#include <mutex>
+#include <span>
+#include <string>
 #include <utility>
 
-#include "base/errno_string.h"
+#include "base/config.h"
 #include "base/log.h"
-#include "transport/group_board.h"
+#include "base/rank_list.h"
+#include "transport/rdma_wire.h"
+#include "transport/socket_wire.h"
 
 namespace hzc::transport {
 
 namespace {
 
-constexpr size_t kLine = 64;
-constexpr size_t kPage = 4096;
-// Flag lines in the area (written by peers) and in the out region (what this member writes
-// to peers, and where a probe reads into).
-constexpr uint32_t kReady = 0;
-constexpr uint32_t kCredit = 1;
-constexpr uint32_t kProbe = 2;
-constexpr uint32_t kAbort = 3;
-constexpr uint32_t kLines = 4;
-// Tags on the TCP connections, from Options::tags: the key exchange, the goodbye, the board.
-constexpr uint32_t kKeysTag = 0;
+// Tags on the group's connections, from Options::tags (the implementations use tags + 0, tags + 3
+// and tags + 0x100 on).
 constexpr uint32_t kByeTag = 1;
-constexpr uint32_t kBoardTags = 0x100;
-// The wire's queue pairs: local ACK timeout 4.096 us * 2^18 (1.07 s), 6 retries (7 would mean
-// retrying for ever): a dead peer fails a transfer after about 7.5 s; a transfer that sees no
-// completion for 30 s is abandoned.
-constexpr uint8_t kAckTimeout = 18;
-constexpr uint8_t kRetryCount = 6;
-constexpr std::chrono::milliseconds kProgressTimeout{30'000};
-// A wait without progress for this long probes the peer.
-constexpr std::chrono::milliseconds kProbeAfter{1000};
+constexpr uint32_t kChoiceTag = 2;
+
+const char *NetName(NetChoice c) {
+  return c == NetChoice::kRdma ? "rdma" : c == NetChoice::kSocket ? "socket" : "auto";
+}
 
 }  // namespace
 
@@ -53,8 +39,67 @@ Wire::Wire(bootstrap::Group &group, std::vector<uint32_t> members, uint32_t me,
 
 Wire::~Wire() = default;
 
+Expected<std::unique_ptr<Wire>> Wire::Open(bootstrap::Group &group, std::vector<uint32_t> members,
+                                           const Options &options, Clock::time_point deadline) {
+  if (options.slots == 0 || options.slots > kMaxSlots) {
+    return Error(HCCL_E_PARA, "wire: {} slots per peer (1 to {})", options.slots, kMaxSlots);
+  }
+  const auto it = std::find(members.begin(), members.end(), group.rank());
+  if (it == members.end()) {
+    return Error(HCCL_E_INTERNAL, "wire: rank {} is not among its members", group.rank());
+  }
+  const auto me = static_cast<uint32_t>(it - members.begin());
+
+  // The members' HZC_NET, so that none waits for a kind of wire another never opens.
+  const NetChoice choice = options.net.value_or(GetConfig().net);
+  const auto mine = static_cast<uint8_t>(choice);
+  auto all = group.AllGather(members, options.tags + kChoiceTag, std::as_bytes(std::span(&mine, 1)),
+                             deadline, "the wire's members' HZC_NET");
+  if (!all.ok()) {
+    return all.status();
+  }
+  std::vector<uint32_t> rdma, socket;
+  for (size_t i = 0; i < members.size(); ++i) {
+    const auto &blob = (*all)[i];
+    if (blob.size() != 1 || static_cast<uint8_t>(blob[0]) > static_cast<uint8_t>(NetChoice::kSocket)) {
+      return Error(HCCL_E_TCP_TRANSFER, "wire: rank {} sent {} bytes for its HZC_NET", members[i],
+                   blob.size());
+    }
+    const auto c = static_cast<NetChoice>(blob[0]);
+    if (c == NetChoice::kRdma) {
+      rdma.push_back(members[i]);
+    } else if (c == NetChoice::kSocket) {
+      socket.push_back(members[i]);
+    }
+  }
+  if (!rdma.empty() && !socket.empty()) {
+    return Error(HCCL_E_PARA,
+                 "wire: HZC_NET differs between the servers: rank(s) {} rdma, rank(s) {} socket "
+                 "(this rank {})",
+                 RankList(rdma), RankList(socket), NetName(choice));
+  }
+  if (socket.empty()) {
+    auto w = RdmaWire::Open(group, members, me, options, deadline);
+    if (!w.ok() || *w) {
+      return w;
+    }
+    if (!rdma.empty()) {
+      return Error(HCCL_E_NOT_SUPPORT,
+                   "links between the servers: HZC_NET=rdma (rank(s) {}) but a server has no RDMA "
+                   "device with an active port (HZC_RDMA_DEVICE)",
+                   RankList(rdma));
+    }
+    static std::once_flag once;
+    std::call_once(once, [] {
+      LogInfo("wire: a server has no RDMA device with an active port: TCP between the servers "
+              "(HZC_NET=auto)");
+    });
+  }
+  return SocketWire::Open(group, std::move(members), me, options, deadline);
+}
+
 void Wire::Close(Clock::time_point deadline) {
-  if (!broken_.ok() || !links_) {
+  if (!broken_.ok()) {
     return;
   }
   const uint8_t bye = 1;
@@ -65,298 +110,14 @@ void Wire::Close(Clock::time_point deadline) {
   }
 }
 
-Expected<std::unique_ptr<Wire>> Wire::Open(bootstrap::Group &group, std::vector<uint32_t> members,
-                                           const Options &options, Clock::time_point deadline) {
-  if (options.slots == 0 || options.slots > kMaxSlots) {
-    return Error(HCCL_E_PARA, "wire: {} landing slots per peer (1 to {})", options.slots,
-                 kMaxSlots);
-  }
-  const auto it = std::find(members.begin(), members.end(), group.rank());
-  if (it == members.end()) {
-    return Error(HCCL_E_INTERNAL, "wire: rank {} is not among its members", group.rank());
-  }
-  const auto me = static_cast<uint32_t>(it - members.begin());
-  std::unique_ptr<Wire> w(new Wire(group, std::move(members), me, options));
-  const GroupBoard board(group, w->members_, options.tags + kBoardTags);
-  verbs::LinkOptions link = verbs::LinkOptions::FromEnvironment();
-  link.timeout = std::chrono::duration_cast<std::chrono::milliseconds>(
-      std::max(deadline - Clock::now(), Clock::duration::zero()));
-  // Between servers the network and a loaded peer stall for longer than inside one: longer
-  // between retries, and patience with a link that only stalls.
-  link.ack_timeout = kAckTimeout;
-  link.retry_count = kRetryCount;
-  link.progress_timeout = kProgressTimeout;
-  auto links = verbs::Links::Establish(board, link);
-  if (!links.ok()) {
-    return Error(links.status().code(), "links between the servers: {}", links.status().message());
-  }
-  if (!*links) {
-    return Error(HCCL_E_NOT_SUPPORT,
-                 "links between the servers: a server has no RDMA device with an active port "
-                 "(HZC_RDMA_DEVICE); collectives across servers need one");
-  }
-  w->links_ = std::move(*links);
-  HZC_RETURN_IF_ERROR(w->Register());
-  HZC_RETURN_IF_ERROR(w->ExchangeKeys(deadline));
-  LogDebug("wire: rank {} is member {} of {} ({} port {})", group.rank(), me, w->size(),
-           w->links_->port().device, w->links_->port().port_num);
-  return w;
-}
-
-Status Wire::Register() {
-  const size_t len = AreaBytes();
-  area_ = UniqueMapping::Map(len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1);
-  if (!area_.valid()) {
-    return Error(HCCL_E_MEMORY, "wire: cannot map {} bytes for the landing slots: {}", len,
-                 ErrnoString(errno));
-  }
-  auto mr = links_->Register(area_.get(), len);
-  if (!mr.ok()) {
-    return mr.status();
-  }
-  mr_ = std::move(*mr);
-  return Status::Ok();
-}
-
-Status Wire::ExchangeKeys(Clock::time_point deadline) {
-  const verbs::RemoteBuffer mine = mr_->remote();
-  auto all = group_.AllGather(members_, options_.tags + kKeysTag, verbs::Bytes(mine), deadline,
-                              "the landing slots of the servers");
-  if (!all.ok()) {
-    return all.status();
-  }
-  remote_.resize(members_.size());
-  for (size_t i = 0; i < members_.size(); ++i) {
-    const auto &blob = (*all)[i];
-    if (blob.size() != sizeof(verbs::RemoteBuffer)) {
-      return Error(HCCL_E_ROCE_CONNECT, "wire: rank {} sent {} bytes for its landing slots",
-                   members_[i], blob.size());
-    }
-    std::memcpy(&remote_[i], blob.data(), sizeof(verbs::RemoteBuffer));
-    // The area's size follows from the member count and the slot count alone.
-    if (remote_[i].length != mr_->length()) {
-      return Error(HCCL_E_PARA,
-                   "wire: rank {} registered {} bytes for its landing slots, rank {} {} ({} "
-                   "slots per peer): the members' slot counts differ",
-                   members_[i], remote_[i].length, group_.rank(), mr_->length(), options_.slots);
-    }
-  }
-  return Status::Ok();
-}
-
-// The area: the flag lines peers write (kLines per member), the out flag lines this member
-// writes from (the same, then one ready source per member and slot), the landing slots
-// ([member][slot]) and the outbox slots ([member][slot]).
-size_t Wire::FlagBytes() const {
-  const size_t lines = (kLines + options_.slots) * members_.size();
-  return (lines * kLine + kPage - 1) / kPage * kPage;
-}
-
-size_t Wire::AreaBytes() const {
-  return 2 * FlagBytes() + 2 * members_.size() * options_.slots * kChunk;
-}
-
-uint64_t Wire::FlagOffset(uint32_t line, uint32_t p) const {
-  return (uint64_t{line} * members_.size() + p) * kLine;
-}
-
-uint64_t Wire::LandingOffset(uint32_t p, uint32_t slot) const {
-  return 2 * FlagBytes() + (uint64_t{p} * options_.slots + slot) * kChunk;
-}
-
-uint64_t *Wire::Flag(uint32_t line, uint32_t p) const {
-  return reinterpret_cast<uint64_t *>(area_.as<uint8_t>() + FlagOffset(line, p));
-}
-
-uint64_t *Wire::OutFlag(uint32_t line, uint32_t p) const {
-  return reinterpret_cast<uint64_t *>(area_.as<uint8_t>() + FlagBytes() + FlagOffset(line, p));
-}
-
-uint64_t *Wire::ReadySource(uint32_t p, uint32_t slot) const {
-  return OutFlag(kLines, 0) + (uint64_t{p} * options_.slots + slot) * (kLine / sizeof(uint64_t));
-}
-
-uint8_t *Wire::Landing(uint32_t p, uint32_t slot) const {
-  return area_.as<uint8_t>() + LandingOffset(p, slot);
-}
-
-uint8_t *Wire::Outbox(uint32_t p, uint32_t slot) const {
-  return Landing(p, slot) + members_.size() * options_.slots * kChunk;
-}
-
-verbs::WorkRequest Wire::FlagWrite(uint32_t line, uint32_t p) const {
-  return {.peer = p,
-          .mr = mr_.get(),
-          .local = OutFlag(line, p),
-          .length = sizeof(uint64_t),
-          .remote_addr = remote_[p].addr + FlagOffset(line, me_),
-          .rkey = remote_[p].rkey};
-}
-
-Status Wire::Probe(uint32_t p) {
-  if (std::string why = group_.Broken(members_[p]); !why.empty()) {
-    return Error(HCCL_E_REMOTE, "rank {} (another server) is gone: {}", members_[p], why);
-  }
-  // Where the peer writes our flags lies in its area like ours does in ours.
-  const verbs::WorkRequest read{.op = verbs::WorkRequest::kRead,
-                                .peer = p,
-                                .mr = mr_.get(),
-                                .local = OutFlag(kProbe, p),
-                                .length = sizeof(uint64_t),
-                                .remote_addr = remote_[p].addr + FlagOffset(kReady, me_),
-                                .rkey = remote_[p].rkey};
-  if (Status st = Execute({&read, 1}); !st.ok()) {
-    return Error(st.code(), "rank {} (another server) does not answer: {}", members_[p],
-                 st.message());
-  }
-  return Status::Ok();
-}
-
-Status Wire::Turn(const std::vector<Out> &out, const std::vector<size_t> &in, const Sink &sink,
-                  std::vector<size_t> *sent, std::vector<size_t> *received, bool *moved,
-                  std::vector<Clock::time_point> *progress) {
-  const uint32_t slots = options_.slots;
-  std::vector<verbs::WorkRequest> wrs;
-  std::vector<bool> touched(size());
-  // What has arrived, each member's chunks in order; the credits go first in the batch, so
-  // each peer's sender gets its room back before this member's own chunks follow.
-  for (uint32_t p = 0; p < size(); ++p) {
-    if (p == me_ || (*received)[p] >= in[p]) {
-      continue;
-    }
-    const std::atomic_ref<uint64_t> ready(*Flag(kReady, p));
-    const uint64_t before = received_[p];
-    while ((*received)[p] < in[p] && ready.load(std::memory_order_acquire) > received_[p]) {
-      const size_t len = std::min(kChunk, in[p] - (*received)[p]);
-      sink(p, (*received)[p], Landing(p, received_[p] % slots), len);
-      (*received)[p] += len;
-      ++received_[p];
-    }
-    if (received_[p] != before) {
-      *OutFlag(kCredit, p) = received_[p];
-      wrs.push_back(FlagWrite(kCredit, p));
-      touched[p] = true;
-    }
-  }
-  // Every chunk the peers' credits allow: chunk k needs chunk k - slots consumed.
-  for (uint32_t p = 0; p < size(); ++p) {
-    if (p == me_ || (*sent)[p] >= out[p].len) {
-      continue;
-    }
-    const uint64_t credit =
-        std::atomic_ref<uint64_t>(*Flag(kCredit, p)).load(std::memory_order_acquire);
-    while ((*sent)[p] < out[p].len && sent_[p] < credit + slots) {
-      const auto slot = static_cast<uint32_t>(sent_[p] % slots);
-      const size_t len = std::min(kChunk, out[p].len - (*sent)[p]);
-      std::memcpy(Outbox(p, slot), out[p].data + (*sent)[p], len);
-      *ReadySource(p, slot) = ++sent_[p];
-      (*sent)[p] += len;
-      wrs.push_back({.peer = p,
-                     .mr = mr_.get(),
-                     .local = Outbox(p, slot),
-                     .length = len,
-                     .remote_addr = remote_[p].addr + LandingOffset(me_, slot),
-                     .rkey = remote_[p].rkey});
-      wrs.push_back({.peer = p,
-                     .mr = mr_.get(),
-                     .local = ReadySource(p, slot),
-                     .length = sizeof(uint64_t),
-                     .remote_addr = remote_[p].addr + FlagOffset(kReady, me_),
-                     .rkey = remote_[p].rkey});
-      touched[p] = true;
-    }
-  }
-  *moved = !wrs.empty();
-  if (wrs.empty()) {
-    return Status::Ok();
-  }
-  const auto now = Clock::now();
-  for (uint32_t p = 0; p < size(); ++p) {
-    if (touched[p]) {
-      (*progress)[p] = now;
-    }
-  }
-  return Execute(wrs);
-}
-
-Status Wire::Idle(const std::vector<Out> &out, const std::vector<size_t> &in,
-                  const std::vector<size_t> &sent, const std::vector<size_t> &received,
-                  std::vector<Clock::time_point> *progress, Clock::time_point deadline) {
-  HZC_RETURN_IF_ERROR(CheckAborts());
-  const auto now = Clock::now();
-  for (uint32_t p = 0; p < size(); ++p) {
-    const bool data = received[p] < in[p];
-    if (p == me_ || (!data && sent[p] >= out[p].len)) {
-      continue;
-    }
-    if (now >= deadline) {
-      return Error(HCCL_E_TIMEOUT, "rank {} (another server): no {} within HCCL_EXEC_TIMEOUT",
-                   members_[p], data ? "data" : "room for the next chunk");
-    }
-    if (now - (*progress)[p] >= kProbeAfter) {
-      HZC_RETURN_IF_ERROR(Probe(p));
-      (*progress)[p] = Clock::now();
-    }
-  }
-  return Status::Ok();
-}
-
 Status Wire::Transfer(const std::vector<Out> &out, const std::vector<size_t> &in, const Sink &sink,
                       Clock::time_point deadline) {
   if (!broken_.ok()) {
     return Error(broken_.code(), "an earlier transfer failed: {}", broken_.message());
   }
-  std::vector<size_t> sent(size()), received(size());
-  std::vector<Clock::time_point> progress(size(), Clock::now());
-  auto more = [&] {
-    for (uint32_t p = 0; p < size(); ++p) {
-      if (p != me_ && (sent[p] < out[p].len || received[p] < in[p])) {
-        return true;
-      }
-    }
-    return false;
-  };
-  for (uint32_t idle = 0; more();) {
-    bool moved = false;
-    Status st = Turn(out, in, sink, &sent, &received, &moved, &progress);
-    if (st.ok() && !moved) {
-      st = Idle(out, in, sent, received, &progress, deadline);
-      if (++idle > 64) {
-        // The CPU also runs the RDMA device's work on soft-RoCE: do not spin it away; the
-        // longer nothing arrives, the longer the naps (at most 200 us).
-        std::this_thread::sleep_for(std::chrono::microseconds(idle > 256 ? 200 : 20));
-      }
-    } else {
-      idle = 0;
-    }
-    if (!st.ok()) {
-      broken_ = st;
-      return st;
-    }
-  }
-  return Status::Ok();
-}
-
-Status Wire::Execute(std::span<const verbs::WorkRequest> wrs) {
-  Status st = links_->Execute(wrs);
-  if (!st.ok()) {
-    std::string who;
-    for (uint32_t i = 0; i < size(); ++i) {
-      who += fmt::format("{}{} = rank {}", i == 0 ? "" : ", ", i, members_[i]);
-    }
-    return Error(st.code(), "{} (members of the wire between the servers: {})", st.message(), who);
-  }
-  return st;
-}
-
-Status Wire::CheckAborts() const {
-  for (uint32_t p = 0; p < size(); ++p) {
-    const uint64_t code =
-        std::atomic_ref<uint64_t>(*Flag(kAbort, p)).load(std::memory_order_acquire);
-    if (p != me_ && code != 0) {
-      return Error(HCCL_E_REMOTE, "rank {} (another server) failed the call with code {}",
-                   members_[p], code);
-    }
+  if (Status st = Move(out, in, sink, deadline); !st.ok()) {
+    broken_ = st;
+    return st;
   }
   return Status::Ok();
 }
@@ -365,23 +126,7 @@ void Wire::Abort(HcclResult code) {
   if (broken_.ok()) {
     broken_ = Error(code, "this rank aborted the communicator's collectives");
   }
-  if (!mr_ || remote_.size() != size()) {
-    return;  // no peer knows our area yet: they fail on their own
-  }
-  std::vector<verbs::WorkRequest> wrs;
-  for (uint32_t p = 0; p < size(); ++p) {
-    if (p == me_) {
-      continue;
-    }
-    *OutFlag(kAbort, p) = static_cast<uint64_t>(code == HCCL_SUCCESS ? HCCL_E_INTERNAL : code);
-    wrs.push_back(FlagWrite(kAbort, p));
-  }
-  // Each request goes alone: a broken link to one member must not keep the others uninformed.
-  for (const verbs::WorkRequest &wr : wrs) {
-    if (Status st = links_->Execute({&wr, 1}); !st.ok()) {
-      LogDebug("wire: cannot tell rank {} of the abort: {}", members_[wr.peer], st.message());
-    }
-  }
+  Tell(code == HCCL_SUCCESS ? HCCL_E_INTERNAL : code);
 }
 
 uint64_t Wire::chunks_sent() const {

@@ -1,21 +1,18 @@
 // SPDX-License-Identifier: Apache-2.0
-// The wire between the servers of a communicator that spans servers: RDMA links among one
-// rank per server (the servers' leaders), set up over the communicator's TCP connections.
+// The wire between the servers of a communicator that spans servers: one rank per server (the
+// servers' leaders, or the two ends of a point-to-point pair across servers) moves messages to
+// the others in chunks. Two implementations, chosen when a wire opens (Open):
+//   RDMA   (transport/rdma_wire.h)    RDMA WRITE into registered landing slots, links set up over
+//                                     the communicator's TCP connections;
+//   socket (transport/socket_wire.h)  TCP connections of the wire's own between its members.
+// HZC_NET picks one: rdma, socket, or auto (RDMA when every member has an RDMA device with an
+// active port, else TCP, logged once at INFO). The members agree first: a wire whose members
+// were told different HZC_NET values fails to open with HCCL_E_PARA naming them, at once.
 //
-// Each member registers one area: per peer, Options::slots landing slots of kChunk bytes,
-// as many outbox slots and the flag lines. A transfer moves each peer's message in chunks,
-// chunk k of the stream to a peer (counted over the wire's life) through slot k % slots: the
-// sender may write chunk k once the peer has consumed chunk k - slots (the peer's credit
-// flag), copies it into its outbox slot, RDMA-WRITEs it into the matching landing slot at the
-// peer and then WRITEs k + 1 into the peer's ready flag (writes of one queue pair land in
-// order); the receiver sees the ready flag, hands the chunk to the caller and WRITEs its
-// credit back. One loop does both: each turn it consumes whatever has arrived from any peer,
-// then posts the credits and every chunk the credits allow to every peer in one batch, and it
-// waits only when it can do neither. Chunk sequence numbers count up for the communicator's
-// life, so no flag is ever reset. A wait that sees nothing for a while probes the peer (an
-// 8-byte RDMA READ of its flags, which fails once the queue pair's retries run out when the
-// peer's server or its link is gone) and asks the TCP connection, so a dead peer fails the
-// transfer with HCCL_E_ROCE_TRANSFER or HCCL_E_REMOTE naming it long before the deadline.
+// Use (coll/span.cpp, coll/p2p_wire.cpp):
+//   auto w = Wire::Open(group, leaders, {.tags = T, .slots = 4}, deadline);
+//   (*w)->Transfer(out, in, sink, deadline);  // out[p] to member p, in[p] bytes from it
+//   (*w)->Close(deadline);                    // before it goes (a goodbye among the members)
 #pragma once
 
 #include <chrono>
@@ -23,19 +20,20 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <span>
+#include <optional>
 #include <vector>
 
+#include "base/config.h"
 #include "base/status.h"
-#include "base/unique_mapping.h"
 #include "bootstrap/group.h"
-#include "verbs/links.h"
 
 namespace hzc::transport {
 
 class Wire {
  public:
   using Clock = std::chrono::steady_clock;
+  // A transfer moves each member's message in chunks of this size (the last one shorter): the
+  // sink gets whole chunks.
   static constexpr size_t kChunk = size_t{1} << 20;
   static constexpr uint32_t kMaxSlots = 16;
 
@@ -47,33 +45,37 @@ class Wire {
   using Sink = std::function<void(uint32_t from, size_t offset, const uint8_t *data, size_t len)>;
 
   struct Options {
-    // The wire's tags on the group's connections: tags (the keys), tags + 1 (the goodbye)
-    // and tags + 0x100 + the link-setup board's keys. Wires that may be open on one pair of
-    // ranks at once need ranges at least 0x1000 apart.
+    // The wire's tags on the group's connections: tags to tags + 3 (the keys or addresses, the
+    // goodbye, the members' choice) and tags + 0x100 + the link-setup board's keys. Wires that
+    // may be open on one pair of ranks at once need ranges at least 0x1000 apart.
     uint32_t tags = 0;
-    // Landing slots of kChunk bytes per peer (each member registers 2 * slots * kChunk bytes
-    // per peer): chunks a sender may write ahead of the receiver. 1 to kMaxSlots, the same on
+    // Chunks a sender may have in flight to each peer before the peer consumed them (the RDMA
+    // wire registers 2 * slots * kChunk bytes per peer for them). 1 to kMaxSlots, the same on
     // every member.
     uint32_t slots = 1;
+    // The kind of wire (HZC_NET when unset).
+    std::optional<NetChoice> net;
   };
 
-  // Links among @members (ascending ranks of @group, this rank among them), the areas
-  // registered and their keys exchanged, until @deadline. HCCL_E_PARA for a slot count outside
-  // 1..kMaxSlots or one that differs between members; HCCL_E_NOT_SUPPORT when a member has no
-  // RDMA device; the errors of verbs::Links::Establish and the group otherwise.
+  // A wire among @members (ascending ranks of @group, this rank among them), until @deadline.
+  // HCCL_E_PARA for a slot count outside 1..kMaxSlots or one that differs between members, or
+  // members whose HZC_NET differ; HCCL_E_NOT_SUPPORT with HZC_NET=rdma when a member has no
+  // RDMA device; the errors of the implementation and the group otherwise.
   static Expected<std::unique_ptr<Wire>> Open(bootstrap::Group &group,
                                               std::vector<uint32_t> members, const Options &options,
                                               Clock::time_point deadline);
-  ~Wire();
+  virtual ~Wire();
   Wire(const Wire &) = delete;
-
-  // Before the queue pairs go: wait until @deadline for every member to have finished its
-  // transfers (each says goodbye once its last one completed), so that no member tears down
-  // a queue pair whose peer still waits for an acknowledgement to be resent. Skipped once the
-  // wire failed; a member that is gone or late only costs the wait.
-  void Close(Clock::time_point deadline);
   Wire &operator=(const Wire &) = delete;
 
+  // Before the wire goes: wait until @deadline for every member to have finished its
+  // transfers (each says goodbye once its last one completed), so that no member tears down
+  // a connection whose peer still waits for it. Skipped once the wire failed; a member that is
+  // gone or late only costs the wait.
+  void Close(Clock::time_point deadline);
+
+  // "RDMA" or "TCP", for logs and tests.
+  virtual const char *kind() const = 0;
   uint32_t index() const { return me_; }  // this rank's position in the members
   uint32_t size() const { return static_cast<uint32_t>(members_.size()); }
   uint32_t member(uint32_t i) const { return members_[i]; }
@@ -83,9 +85,10 @@ class Wire {
   // every received chunk, each member's in the order of their offsets, the members' chunks
   // interleaved as they arrive. The sender's and the receiver's lengths must agree (the caller
   // checked the call's arguments across servers).
-  // Errors name the member's rank: HCCL_E_ROCE_TRANSFER (a transfer failed), HCCL_E_REMOTE
-  // (its TCP connection ended), HCCL_E_TIMEOUT at @deadline. After an error the wire is
-  // unusable.
+  // Errors name the member's rank: HCCL_E_ROCE_TRANSFER (an RDMA transfer failed),
+  // HCCL_E_TCP_TRANSFER (a TCP connection failed, or a member broke the wire's protocol),
+  // HCCL_E_REMOTE (the member aborted, or its connection ended), HCCL_E_TIMEOUT at @deadline.
+  // After an error the wire is unusable.
   Status Transfer(const std::vector<Out> &out, const std::vector<size_t> &in, const Sink &sink,
                   Clock::time_point deadline);
 
@@ -97,54 +100,21 @@ class Wire {
   uint64_t chunks_sent() const;
   uint64_t chunks_received() const;
 
- private:
+ protected:
   Wire(bootstrap::Group &group, std::vector<uint32_t> members, uint32_t me, const Options &options);
 
-  Status Register();
-  Status ExchangeKeys(Clock::time_point deadline);
-  // One turn of Transfer on the chunks still to go (@sent, @received: bytes per member):
-  // hand every chunk that has arrived to @sink, then post the credits for them and every chunk
-  // the peers' credits allow. *@moved: whether anything was consumed or posted; @progress[p]
-  // is set to now for each member something moved with.
-  Status Turn(const std::vector<Out> &out, const std::vector<size_t> &in, const Sink &sink,
-              std::vector<size_t> *sent, std::vector<size_t> *received, bool *moved,
-              std::vector<Clock::time_point> *progress);
-  // Nothing could move: check for aborts and @deadline, probe the members that have been
-  // quiet for a while (@progress) and have chunks to go to or from them.
-  Status Idle(const std::vector<Out> &out, const std::vector<size_t> &in,
-              const std::vector<size_t> &sent, const std::vector<size_t> &received,
-              std::vector<Clock::time_point> *progress, Clock::time_point deadline);
-  Status Probe(uint32_t p);
-  // A member that aborted (Abort), as an error.
-  Status CheckAborts() const;
-  // links_->Execute, its errors naming the members' ranks.
-  Status Execute(std::span<const verbs::WorkRequest> wrs);
-
-  // An RDMA WRITE of this member's out flag @line for @p into @p's flag @line for this member.
-  verbs::WorkRequest FlagWrite(uint32_t line, uint32_t p) const;
-
-  uint64_t *Flag(uint32_t line, uint32_t p) const;
-  uint64_t *OutFlag(uint32_t line, uint32_t p) const;
-  // Where the ready flag of chunk slot @slot to @p is written from (one per slot: a batch
-  // carries several chunks' ready values to one peer).
-  uint64_t *ReadySource(uint32_t p, uint32_t slot) const;
-  uint8_t *Landing(uint32_t p, uint32_t slot) const;
-  uint8_t *Outbox(uint32_t p, uint32_t slot) const;
-  uint64_t FlagOffset(uint32_t line, uint32_t p) const;
-  uint64_t LandingOffset(uint32_t p, uint32_t slot) const;
-  size_t FlagBytes() const;
-  size_t AreaBytes() const;
+  // Transfer on a wire that works; an error breaks it.
+  virtual Status Move(const std::vector<Out> &out, const std::vector<size_t> &in,
+                      const Sink &sink, Clock::time_point deadline) = 0;
+  // Abort: tell the members @code (not HCCL_SUCCESS).
+  virtual void Tell(HcclResult code) = 0;
 
   bootstrap::Group &group_;
   const std::vector<uint32_t> members_;
   const uint32_t me_;
   const Options options_;
-  std::unique_ptr<verbs::Links> links_;
-  UniqueMapping area_;
-  std::unique_ptr<verbs::MemoryRegion> mr_;
-  std::vector<verbs::RemoteBuffer> remote_;  // [member]
-  std::vector<uint64_t> sent_;               // [member]: chunks sent to it
-  std::vector<uint64_t> received_;           // [member]: chunks consumed from it
+  std::vector<uint64_t> sent_;      // [member]: chunks sent to it over the wire's life
+  std::vector<uint64_t> received_;  // [member]: chunks consumed from it
   Status broken_;
 };
 

@@ -1,0 +1,91 @@
+// SPDX-License-Identifier: Apache-2.0
+// The RDMA wire (transport/wire.h): RDMA links among the wire's members, set up over the
+// communicator's TCP connections.
+//
+// Each member registers one area: per peer, Options::slots landing slots of kChunk bytes,
+// as many outbox slots and the flag lines. A transfer moves each peer's message in chunks,
+// chunk k of the stream to a peer (counted over the wire's life) through slot k % slots: the
+// sender may write chunk k once the peer has consumed chunk k - slots (the peer's credit
+// flag), copies it into its outbox slot, RDMA-WRITEs it into the matching landing slot at the
+// peer and then WRITEs k + 1 into the peer's ready flag (writes of one queue pair land in
+// order); the receiver sees the ready flag, hands the chunk to the caller and WRITEs its
+// credit back. One loop does both: each turn it consumes whatever has arrived from any peer,
+// then posts the credits and every chunk the credits allow to every peer in one batch, and it
+// waits only when it can do neither. Chunk sequence numbers count up for the communicator's
+// life, so no flag is ever reset. A wait that sees nothing for a while probes the peer (an
+// 8-byte RDMA READ of its flags, which fails once the queue pair's retries run out when the
+// peer's server or its link is gone) and asks the TCP connection, so a dead peer fails the
+// transfer with HCCL_E_ROCE_TRANSFER or HCCL_E_REMOTE naming it long before the deadline.
+#pragma once
+
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "base/unique_mapping.h"
+#include "transport/wire.h"
+#include "verbs/links.h"
+
+namespace hzc::transport {
+
+class RdmaWire final : public Wire {
+ public:
+  // The wire, or nullptr when a member has no RDMA device with an active port (every member
+  // learns so; nothing is left open).
+  static Expected<std::unique_ptr<Wire>> Open(bootstrap::Group &group,
+                                              std::vector<uint32_t> members, uint32_t me,
+                                              const Options &options, Clock::time_point deadline);
+  ~RdmaWire() override;
+
+  const char *kind() const override { return "RDMA"; }
+
+ private:
+  RdmaWire(bootstrap::Group &group, std::vector<uint32_t> members, uint32_t me,
+           const Options &options);
+
+  Status Move(const std::vector<Out> &out, const std::vector<size_t> &in, const Sink &sink,
+              Clock::time_point deadline) override;
+  void Tell(HcclResult code) override;
+
+  Status Register();
+  Status ExchangeKeys(Clock::time_point deadline);
+  // One turn of Move on the chunks still to go (@sent, @received: bytes per member): hand
+  // every chunk that has arrived to @sink, then post the credits for them and every chunk the
+  // peers' credits allow. *@moved: whether anything was consumed or posted; @progress[p] is
+  // set to now for each member something moved with.
+  Status Turn(const std::vector<Out> &out, const std::vector<size_t> &in, const Sink &sink,
+              std::vector<size_t> *sent, std::vector<size_t> *received, bool *moved,
+              std::vector<Clock::time_point> *progress);
+  // Nothing could move: check for aborts and @deadline, probe the members that have been
+  // quiet for a while (@progress) and have chunks to go to or from them.
+  Status Idle(const std::vector<Out> &out, const std::vector<size_t> &in,
+              const std::vector<size_t> &sent, const std::vector<size_t> &received,
+              std::vector<Clock::time_point> *progress, Clock::time_point deadline);
+  Status Probe(uint32_t p);
+  // A member that aborted (Abort), as an error.
+  Status CheckAborts() const;
+  // links_->Execute, its errors naming the members' ranks.
+  Status Execute(std::span<const verbs::WorkRequest> wrs);
+
+  // An RDMA WRITE of this member's out flag @line for @p into @p's flag @line for this member.
+  verbs::WorkRequest FlagWrite(uint32_t line, uint32_t p) const;
+
+  uint64_t *Flag(uint32_t line, uint32_t p) const;
+  uint64_t *OutFlag(uint32_t line, uint32_t p) const;
+  // Where the ready flag of chunk slot @slot to @p is written from (one per slot: a batch
+  // carries several chunks' ready values to one peer).
+  uint64_t *ReadySource(uint32_t p, uint32_t slot) const;
+  uint8_t *Landing(uint32_t p, uint32_t slot) const;
+  uint8_t *Outbox(uint32_t p, uint32_t slot) const;
+  uint64_t FlagOffset(uint32_t line, uint32_t p) const;
+  uint64_t LandingOffset(uint32_t p, uint32_t slot) const;
+  size_t FlagBytes() const;
+  size_t AreaBytes() const;
+
+  std::unique_ptr<verbs::Links> links_;
+  UniqueMapping area_;
+  std::unique_ptr<verbs::MemoryRegion> mr_;
+  std::vector<verbs::RemoteBuffer> remote_;  // [member]
+};
+
+}  // namespace hzc::transport
