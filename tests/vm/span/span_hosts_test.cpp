@@ -253,14 +253,16 @@ class SpanTest : public ::testing::Test {
   // A server's link is cut (@kill: and its ranks die with it, so nothing of it answers
   // again) during calls: every rank that lives fails cleanly (hzc-coll-rank @scenario, "cut"
   // or "cutp2p").
-  void Fault(uint32_t per, bool kill, const char *scenario = "cut") {
+  void Fault(uint32_t per, bool kill, const char *scenario = "cut",
+             std::map<std::string, std::string> env = {}) {
     const std::string how = Meeting(false, per);
     ASSERT_FALSE(HasFailure());
     const uint32_t first = (hosts_.index - 1) * per;
     for (uint32_t r = first; r < first + per; ++r) {  // an earlier fault test's
       std::remove(TmpPath("hzc-span-ready-" + std::to_string(r)).c_str());
     }
-    const auto pids = Start(how, per, scenario, "staging", {{"HCCL_EXEC_TIMEOUT", "60"}});
+    env["HCCL_EXEC_TIMEOUT"] = "60";
+    const auto pids = Start(how, per, scenario, "staging", env);
     std::vector<int> want(per, 0);
     if (hosts_.index == 2) {
       CutWhenReady(first, per);
@@ -380,6 +382,33 @@ TEST_F(SpanTest, ACutLinkFailsPointToPointTransfersOfBothServersCleanly) {
 // closes a connection): server 1's ranks fail the same way.
 TEST_F(SpanTest, AServerThatDiesFailsTheOthersCleanly) {
   Fault(1, true);
+}
+
+// The same over TCP between the servers (HZC_NET=socket; tests/vm/span/span_socket_test.cpp runs
+// the rest of the scenarios between simulated servers on one kernel).
+const std::map<std::string, std::string> kSocket{{"HZC_NET", "socket"}};
+
+TEST_F(SpanTest, SocketTwoServersOfTwoRanksZeroCopyEveryCollectiveTypeAndOp) {
+  std::map<std::string, std::string> env = kSocket;
+  env["HZC_LOG"] = "debug";
+  EXPECT_EQ(Run(false, 2, "matrix", "zerocopy", env), std::vector<int>(2, 0));
+  const uint32_t first = (hosts_.index - 1) * 2;
+  EXPECT_NE(RankLog(first).find("(TCP)"), std::string::npos) << "no TCP wire";
+}
+
+TEST_F(SpanTest, SocketPointToPointAcrossTwoServersOfTwoRanksByRankTable) {
+  EXPECT_EQ(Run(true, 2, "p2p", "staging", kSocket), std::vector<int>(2, 0));
+}
+
+// TCP gives up on the cut link after 8 s without an acknowledgement: HCCL_E_TCP_TRANSFER (or
+// HCCL_E_REMOTE from a peer that learnt it first) on both servers, well within
+// HCCL_EXEC_TIMEOUT.
+TEST_F(SpanTest, SocketACutLinkFailsTheCallsOfBothServersCleanly) {
+  Fault(2, false, "cut", kSocket);
+}
+
+TEST_F(SpanTest, SocketAServerThatDiesFailsTheOthersCleanly) {
+  Fault(1, true, "cut", kSocket);
 }
 
 }  // namespace

@@ -1,0 +1,204 @@
+// SPDX-License-Identifier: Apache-2.0
+// Communicators that span servers, over TCP between the servers (HZC_NET=socket), with the
+// servers simulated on one machine: each test starts the ranks of one communicator as processes
+// of hzc-coll-rank, HZC_TEST_PER_SERVER ranks per server, each server a distinct HZC_HOST_ID, and
+// checks their exit statuses (hzc-coll-rank checks every byte). Inside a server the ranks use the
+// process's transport (memfd on the host, hzc.ko in the guest). The two-guest suite
+// (span_hosts_test.cpp) runs the same scenarios between two kernels, over RDMA and over TCP.
+#include <gtest/gtest.h>
+#include <hccl/hccl.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "rank_launch.h"
+#include "root_info_hex.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::string TestName() {
+  return ::testing::UnitTest::GetInstance()->current_test_info()->name();
+}
+
+std::string TmpPath(const std::string &name) {
+  const char *tmp = std::getenv("TMPDIR");
+  return std::string(tmp != nullptr ? tmp : "/tmp") + "/" + name;
+}
+
+std::string LogPath(uint32_t rank) {
+  const char *out = std::getenv("HZC_VM_OUT");
+  return std::string(out != nullptr ? out : "/tmp") + "/" + TestName() + "-rank" +
+         std::to_string(rank) + ".log";
+}
+
+class SpanSocketTest : public ::testing::Test {
+ protected:
+  // The ranks of a @servers x @per communicator (root info), running @scenario in @mode.
+  std::vector<pid_t> Start(uint32_t servers, uint32_t per, const char *scenario, const char *mode,
+                           const std::map<std::string, std::string> &env = {}) {
+    HcclRootInfo root;
+    EXPECT_EQ(HcclGetRootInfo(&root), HCCL_SUCCESS);
+    const std::string hex = hzc::test::RootInfoToHex(root);
+    const uint32_t n = servers * per;
+    return hzc::test::StartRanks(
+        n,
+        [&](uint32_t r) {
+          return std::vector<std::string>{HZC_COLL_RANK, hex,      std::to_string(n),
+                                          std::to_string(r), scenario, mode};
+        },
+        [&](uint32_t r) {
+          setenv("HZC_HOST_ID", ("server-" + std::to_string(r / per)).c_str(), 1);
+          setenv("HZC_NET", "socket", 1);
+          setenv("HZC_TEST_PER_SERVER", std::to_string(per).c_str(), 1);
+          setenv("HCCL_BUFFSIZE", "1", 1);
+          setenv("HCCL_CONNECT_TIMEOUT", "120", 1);
+          setenv("HCCL_EXEC_TIMEOUT", "120", 1);
+          setenv("HZC_LOG_FILE", LogPath(r).c_str(), 1);
+          for (const auto &[k, v] : env) {
+            setenv(k.c_str(), v.c_str(), 1);
+          }
+        });
+  }
+
+  std::vector<int> Wait(const std::vector<pid_t> &pids, const std::vector<int> &want) {
+    const std::vector<int> st = hzc::test::WaitRanks(pids);
+    // HcclGetRootInfo's root thread closes its socket just after serving the last rank.
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    for (uint32_t r = 0; r < st.size(); ++r) {
+      if (r >= want.size() || st[r] != want[r]) {
+        PrintLogTail(r);
+      }
+    }
+    return st;
+  }
+
+  std::vector<int> Run(uint32_t servers, uint32_t per, const char *scenario, const char *mode,
+                       const std::map<std::string, std::string> &env = {}) {
+    return Wait(Start(servers, per, scenario, mode, env), std::vector<int>(servers * per, 0));
+  }
+
+  static std::string RankLog(uint32_t rank) {
+    std::ifstream in(LogPath(rank));
+    std::stringstream s;
+    s << in.rdbuf();
+    return s.str();
+  }
+
+  static void PrintLogTail(uint32_t rank) {
+    constexpr size_t kLines = 20;
+    std::ifstream in(LogPath(rank));
+    std::vector<std::string> tail;
+    for (std::string line; std::getline(in, line);) {
+      tail.push_back(std::move(line));
+      if (tail.size() > kLines) {
+        tail.erase(tail.begin());
+      }
+    }
+    std::fprintf(stderr, "--- the last %zu lines of rank %u's log:\n", tail.size(), rank);
+    for (const auto &line : tail) {
+      std::fprintf(stderr, "rank %u: %s\n", rank, line.c_str());
+    }
+  }
+
+  // The ranks of the last server are killed during calls (hzc-coll-rank @scenario, "cut" or
+  // "cutp2p", loops until a call fails): every other rank fails cleanly.
+  void KillAServer(uint32_t servers, uint32_t per, const char *scenario) {
+    const uint32_t n = servers * per, first = n - per;
+    for (uint32_t r = 0; r < n; ++r) {
+      std::remove(TmpPath("hzc-span-ready-" + std::to_string(r)).c_str());
+    }
+    const auto pids = Start(servers, per, scenario, "staging", {{"HCCL_EXEC_TIMEOUT", "60"}});
+    const auto deadline = Clock::now() + std::chrono::seconds(120);
+    for (uint32_t r = first; r < n; ++r) {
+      const std::string ready = TmpPath("hzc-span-ready-" + std::to_string(r));
+      while (access(ready.c_str(), F_OK) != 0 && Clock::now() < deadline) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      }
+      EXPECT_EQ(access(ready.c_str(), F_OK), 0) << "rank " << r << " never made its first call";
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));  // inside the calls that follow
+    for (uint32_t r = first; r < n; ++r) {
+      kill(pids[r], SIGKILL);
+    }
+    std::vector<int> want(n, 0);
+    for (uint32_t r = first; r < n; ++r) {
+      want[r] = -SIGKILL;
+    }
+    EXPECT_EQ(Wait(pids, want), want);
+  }
+};
+
+TEST_F(SpanSocketTest, TwoServersOfOneRankEveryCollectiveTypeAndOp) {
+  EXPECT_EQ(Run(2, 1, "matrix", "staging", {{"HZC_LOG", "debug"}}), std::vector<int>(2, 0));
+  EXPECT_NE(RankLog(0).find("(TCP)"), std::string::npos) << "rank 0 opened no TCP wire";
+}
+
+// Activated memory inside each server, TCP between them.
+TEST_F(SpanSocketTest, TwoServersOfTwoRanksZeroCopyEveryCollectiveTypeAndOp) {
+  EXPECT_EQ(Run(2, 2, "matrix", "zerocopy"), std::vector<int>(4, 0));
+}
+
+TEST_F(SpanSocketTest, ThreeServersOfTwoRanksEveryCollectiveTypeAndOp) {
+  EXPECT_EQ(Run(3, 2, "matrix", "staging"), std::vector<int>(6, 0));
+}
+
+TEST_F(SpanSocketTest, SixtyFourMegabytesAcrossTwoServersOfTwoRanks) {
+  EXPECT_EQ(Run(2, 2, "large", "zerocopy"), std::vector<int>(4, 0));
+}
+
+TEST_F(SpanSocketTest, EveryExchangeAcrossTwoServersOfTwoRanks) {
+  EXPECT_EQ(Run(2, 2, "xmatrix", "staging"), std::vector<int>(4, 0));
+}
+
+TEST_F(SpanSocketTest, ExchangesThatDisagreeAcrossServersFailOnEveryRankAndMoveNothing) {
+  EXPECT_EQ(Run(2, 2, "xmismatch", "staging"), std::vector<int>(4, 0));
+}
+
+TEST_F(SpanSocketTest, CallsThatDisagreeAcrossServersFailOnEveryRankAndMoveNothing) {
+  EXPECT_EQ(Run(2, 2, "mismatch", "staging"), std::vector<int>(4, 0));
+}
+
+// Rank 1 (not its server's first) passes an unknown type, rank 2 (server 2's first) a null
+// buffer: every rank fails the call with HCCL_E_PARA (the refusing rank its own code), and the
+// communicator stays usable.
+TEST_F(SpanSocketTest, ARankThatRefusesACallTellsEveryServer) {
+  const std::vector<int> type{HCCL_E_PARA, HCCL_E_PARA, HCCL_E_PARA, HCCL_E_PARA};
+  EXPECT_EQ(Wait(Start(2, 2, "refuse", "staging"), type), type);
+  const std::vector<int> null{HCCL_E_PARA, HCCL_E_PARA, HCCL_E_PTR, HCCL_E_PARA};
+  EXPECT_EQ(Wait(Start(2, 2, "refusenull", "staging"), null), null);
+}
+
+TEST_F(SpanSocketTest, PointToPointAcrossTwoServersOfOneRank) {
+  EXPECT_EQ(Run(2, 1, "p2p", "staging"), std::vector<int>(2, 0));
+}
+
+TEST_F(SpanSocketTest, PointToPointAcrossTwoServersOfTwoRanks) {
+  EXPECT_EQ(Run(2, 2, "p2p", "staging"), std::vector<int>(4, 0));
+}
+
+TEST_F(SpanSocketTest, SubCommunicatorsThatSpanTwoServersOfTwoRanks) {
+  EXPECT_EQ(Run(2, 2, "subcomm", "staging"), std::vector<int>(4, 0));
+}
+
+// A server dies during calls (its ranks killed: the kernel closes their connections): the
+// ranks of the others fail with HCCL_E_REMOTE within HCCL_EXEC_TIMEOUT, destroy their
+// communicators at once and exit 0 (hzc-coll-rank "cut").
+TEST_F(SpanSocketTest, AServerThatDiesFailsTheOthersCleanly) {
+  KillAServer(2, 2, "cut");
+}
+
+TEST_F(SpanSocketTest, AServerThatDiesFailsPointToPointTransfersCleanly) {
+  KillAServer(2, 2, "cutp2p");
+}
+
+}  // namespace
