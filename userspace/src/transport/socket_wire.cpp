@@ -357,8 +357,13 @@ Status SocketWire::Move(const std::vector<Out> &out, const std::vector<size_t> &
       if (p == me_) {
         continue;
       }
-      HZC_RETURN_IF_ERROR(Receive(p, in[p], sink, &received[p], &moved));
-      HZC_RETURN_IF_ERROR(Send(p, out[p], &sent[p], &moved));
+      Status st = Receive(p, in[p], sink, &received[p], &moved);
+      if (st.ok()) {
+        st = Send(p, out[p], &sent[p], &moved);
+      }
+      if (!st.ok()) {
+        return FirstCause(std::move(st));
+      }
       const short events = static_cast<short>((received[p] < in[p] ? POLLIN : 0) |
                                               (sent[p] < out[p].len ? POLLOUT : 0));
       if (events != 0) {
@@ -385,6 +390,30 @@ Status SocketWire::Move(const std::vector<Out> &out, const std::vector<size_t> &
       return Error(HCCL_E_SYSCALL, "wire: poll failed: {}", ErrnoString(errno));
     }
   }
+}
+
+Status SocketWire::FirstCause(Status st) {
+  Status relayed;
+  for (uint32_t p = 0; p < size(); ++p) {
+    Peer &peer = peers_[p];
+    if (p == me_ || !peer.fd.valid() || peer.in_done != 0) {
+      continue;
+    }
+    Frame f{};
+    if (recv(peer.fd.get(), &f, sizeof(f), MSG_PEEK | MSG_DONTWAIT) !=
+            static_cast<ssize_t>(sizeof(f)) ||
+        f.magic != kAbortMagic) {
+      continue;
+    }
+    Status abort = Error(HCCL_E_REMOTE, "{} failed the call with code {}", Name(p), f.word);
+    if (f.word != static_cast<uint64_t>(HCCL_E_REMOTE)) {
+      return abort;
+    }
+    if (relayed.ok()) {
+      relayed = std::move(abort);
+    }
+  }
+  return st.code() == HCCL_E_REMOTE && !relayed.ok() ? relayed : st;
 }
 
 void SocketWire::Tell(HcclResult code) {

@@ -52,6 +52,10 @@ class SocketWire final : public Wire {
   // Receive what has arrived of @len bytes from member @p, from *@received bytes on, whole
   // chunks to @sink. *@moved when anything came.
   Status Receive(uint32_t p, size_t len, const Sink &sink, size_t *received, bool *moved);
+  // The error to report for @st, a transfer's failure: a member's abort that is waiting to be
+  // read explains more than the connection another member closed after it learnt of it (an
+  // abort for a reason of its own before one that relays HCCL_E_REMOTE); else @st.
+  Status FirstCause(Status st);
   // "rank 3 (another server, 10.0.0.2:41234)".
   std::string Name(uint32_t p) const;
 
