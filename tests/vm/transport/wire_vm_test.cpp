@@ -130,12 +130,23 @@ TEST_P(WireTest, MessagesOfEveryLengthArriveWhole) {
   });
 }
 
-// A member that fails a call tells the others, who stop waiting for it at once.
+// A member that fails a call tells the others, who stop waiting for it at once. (Every member
+// keeps its wire until all are done: one that goes away closes its connections, which would
+// end the others' waits naming it instead.)
 TEST_P(WireTest, AnAbortEndsTheOthersWaitsNamingTheMember) {
+  std::atomic<int> done{0};
+  auto leave = [&] {
+    ++done;
+    const auto until = Clock::now() + std::chrono::seconds(30);
+    while (done < 3 && Clock::now() < until) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  };
   RunMembers(3, [&](uint32_t me, Wire &wire) {
     if (me == 1) {
       std::this_thread::sleep_for(std::chrono::milliseconds(300));
       wire.Abort(HCCL_E_ROCE_TRANSFER);
+      leave();
       return;
     }
     const auto start = Clock::now();
@@ -144,8 +155,10 @@ TEST_P(WireTest, AnAbortEndsTheOthersWaitsNamingTheMember) {
     const Status st = wire.Transfer(
         std::vector<Wire::Out>(3), in, [](uint32_t, size_t, const uint8_t *, size_t) {},
         Clock::now() + std::chrono::seconds(60));
+    leave();
     EXPECT_EQ(st.code(), HCCL_E_REMOTE) << st.message();
     EXPECT_NE(st.message().find("rank 1"), std::string::npos) << st.message();
+    EXPECT_NE(st.message().find("code 14"), std::string::npos) << st.message();
     EXPECT_LT(Clock::now() - start, std::chrono::seconds(10));
     // The wire stays failed.
     EXPECT_FALSE(wire.Transfer(

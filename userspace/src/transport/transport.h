@@ -5,9 +5,11 @@
 //   memfd   (transport/memfd.h)   the activations' memfds, taken with pidfd_getfd; revocation
 //                                 by a protocol between the processes
 //                                 (transport/memfd_directory.h);
-//   network (transport/wire.h)    RDMA WRITE into registered landing slots between the servers
-//                                 of a communicator that spans servers, set up over its TCP
-//                                 connections (transport/group_board.h).
+//   network (transport/wire.h)    messages between the servers of a communicator that spans
+//                                 servers: RDMA WRITE into registered landing slots, set up
+//                                 over its TCP connections (transport/rdma_wire.h,
+//                                 transport/group_board.h), or TCP connections of its own
+//                                 (transport/socket_wire.h).
 // The kernel and memfd transports implement Transport below; the process uses one of them,
 // chosen once (Process). The network transport moves messages between servers; it reaches no
 // peer memory by address yet.
