@@ -53,7 +53,7 @@ class SpanSocketTest : public ::testing::Test {
     return hzc::test::StartRanks(
         n,
         [&](uint32_t r) {
-          return std::vector<std::string>{HZC_COLL_RANK, hex,      std::to_string(n),
+          return std::vector<std::string>{HZC_COLL_RANK,     hex,      std::to_string(n),
                                           std::to_string(r), scenario, mode};
         },
         [&](uint32_t r) {

@@ -33,7 +33,9 @@ uint8_t Byte(uint32_t from, uint32_t to, size_t i, int round) {
   return static_cast<uint8_t>(i * 131 + from * 17 + to * 5 + round * 3 + i / 4099);
 }
 
-std::string NetName(NetChoice net) { return net == NetChoice::kRdma ? "Rdma" : "Socket"; }
+std::string NetName(NetChoice net) {
+  return net == NetChoice::kRdma ? "Rdma" : "Socket";
+}
 
 class WireTest : public ::testing::TestWithParam<NetChoice> {
  protected:
@@ -59,8 +61,8 @@ class WireTest : public ::testing::TestWithParam<NetChoice> {
             members[m] = m;
           }
           auto wire = Wire::Open(
-              group, members,
-              {.tags = 0x1000, .slots = slots(r), .net = net ? net(r) : GetParam()}, deadline);
+              group, members, {.tags = 0x1000, .slots = slots(r), .net = net ? net(r) : GetParam()},
+              deadline);
           if (wire.ok()) {
             EXPECT_STREQ((*wire)->kind(), GetParam() == NetChoice::kRdma ? "RDMA" : "TCP");
           }

@@ -474,7 +474,9 @@ Expected<std::unique_ptr<Group>> Group::Subgroup(const Group &parent, std::vecto
   return std::unique_ptr<Group>(new Group(parent.impl_, space, std::move(members), rank));
 }
 
-const std::string &Group::Address(uint32_t r) const { return impl_->peers[ranks_[r]].address; }
+const std::string &Group::Address(uint32_t r) const {
+  return impl_->peers[ranks_[r]].address;
+}
 
 std::string Group::Name(uint32_t peer) const {
   return fmt::format("rank {} ({})", peer, impl_->peers[ranks_[peer]].address);

@@ -136,7 +136,8 @@ Expected<UniqueFd> ListenOn(const sockaddr_storage &addr, bool reuse, sockaddr_s
 }
 
 // The peer's listener exists, but a connection may fail while its network comes up: retried.
-Expected<UniqueFd> Dial(const sockaddr_storage &addr, std::chrono::steady_clock::time_point deadline) {
+Expected<UniqueFd> Dial(const sockaddr_storage &addr,
+                        std::chrono::steady_clock::time_point deadline) {
   int last_err = ETIMEDOUT;
   do {
     UniqueFd fd(socket(addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));

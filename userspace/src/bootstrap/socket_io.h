@@ -43,7 +43,8 @@ Expected<UniqueFd> ListenOn(const sockaddr_storage &addr, bool reuse, sockaddr_s
 
 // A non-blocking, close-on-exec TCP connection to @addr, retried until @deadline while it is
 // refused or unreachable. HCCL_E_TCP_CONNECT with the last error otherwise.
-Expected<UniqueFd> Dial(const sockaddr_storage &addr, std::chrono::steady_clock::time_point deadline);
+Expected<UniqueFd> Dial(const sockaddr_storage &addr,
+                        std::chrono::steady_clock::time_point deadline);
 
 // Turn Nagle's algorithm off on TCP socket @fd: a small message leaves at once instead of
 // waiting for the peer's (delayed, up to 40 ms) acknowledgement of the one before it.

@@ -142,9 +142,9 @@ Status RemoteP2p::Open(Link &link, Clock::time_point deadline) {
   }
   const uint32_t me = comm_.rank(), lo = std::min(me, link.peer), hi = std::max(me, link.peer);
   const uint32_t sender = link.dir == P2pItem::kSend ? me : link.peer;
-  auto wire = transport::Wire::Open(*comm_.group(), {lo, hi},
-                                    {.tags = sender == lo ? kUpTags : kDownTags, .slots = kSlots, .net = {}},
-                                    deadline);
+  auto wire = transport::Wire::Open(
+      *comm_.group(), {lo, hi},
+      {.tags = sender == lo ? kUpTags : kDownTags, .slots = kSlots, .net = {}}, deadline);
   if (!wire.ok()) {
     if (wire.status().code() == HCCL_E_TIMEOUT) {
       return Error(HCCL_E_TIMEOUT,

@@ -84,9 +84,9 @@ Expected<std::unique_ptr<SpanState>> MakeState(Communicator &comm) {
   static_cast<ServerLayout &>(*s) = LayOutServers(comm.ranks(), comm.rank());
   s->local = MakeServerLocal(comm, *s);
   if (s->leader()) {
-    auto wire =
-        transport::Wire::Open(*comm.group(), s->leaders, {.tags = kWireTags, .slots = kWireSlots, .net = {}},
-                              Clock::now() + GetConfig().connect_timeout);
+    auto wire = transport::Wire::Open(*comm.group(), s->leaders,
+                                      {.tags = kWireTags, .slots = kWireSlots, .net = {}},
+                                      Clock::now() + GetConfig().connect_timeout);
     if (wire.ok()) {
       s->wire = std::move(*wire);
     } else {

@@ -50,8 +50,7 @@ RdmaWire::~RdmaWire() = default;
 
 Expected<std::unique_ptr<Wire>> RdmaWire::Open(bootstrap::Group &group,
                                                std::vector<uint32_t> members, uint32_t me,
-                                               const Options &options,
-                                               Clock::time_point deadline) {
+                                               const Options &options, Clock::time_point deadline) {
   std::unique_ptr<RdmaWire> w(new RdmaWire(group, std::move(members), me, options));
   const GroupBoard board(group, w->members_, options.tags + kBoardTags);
   verbs::LinkOptions link = verbs::LinkOptions::FromEnvironment();
@@ -187,8 +186,8 @@ Status RdmaWire::Probe(uint32_t p) {
 }
 
 Status RdmaWire::Turn(const std::vector<Out> &out, const std::vector<size_t> &in, const Sink &sink,
-                  std::vector<size_t> *sent, std::vector<size_t> *received, bool *moved,
-                  std::vector<Clock::time_point> *progress) {
+                      std::vector<size_t> *sent, std::vector<size_t> *received, bool *moved,
+                      std::vector<Clock::time_point> *progress) {
   const uint32_t slots = options_.slots;
   std::vector<verbs::WorkRequest> wrs;
   std::vector<bool> touched(size());
@@ -254,8 +253,8 @@ Status RdmaWire::Turn(const std::vector<Out> &out, const std::vector<size_t> &in
 }
 
 Status RdmaWire::Idle(const std::vector<Out> &out, const std::vector<size_t> &in,
-                  const std::vector<size_t> &sent, const std::vector<size_t> &received,
-                  std::vector<Clock::time_point> *progress, Clock::time_point deadline) {
+                      const std::vector<size_t> &sent, const std::vector<size_t> &received,
+                      std::vector<Clock::time_point> *progress, Clock::time_point deadline) {
   HZC_RETURN_IF_ERROR(CheckAborts());
   const auto now = Clock::now();
   for (uint32_t p = 0; p < size(); ++p) {

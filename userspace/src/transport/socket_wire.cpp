@@ -46,14 +46,18 @@ constexpr int kKeepCount = 8;
 // A wait polls in slices of at most this long.
 constexpr int kPollSliceMs = 1000;
 
-using Token = std::array<uint8_t, 16>;
+}  // namespace
 
 // What a member tells the others over the group.
-struct Card {
+struct SocketWire::Card {
   uint16_t port;
   Token token;
 };
-static_assert(sizeof(Card) == 18);
+static_assert(sizeof(SocketWire::Card) == 18);
+
+namespace {
+
+using Token = SocketWire::Token;
 
 // What the lower member of a pair sends first on its connection.
 struct Hello {
@@ -116,7 +120,7 @@ struct SocketWire::Peer {
   size_t out_done = 0;  // bytes of header and chunk sent
   // The frame being received.
   Frame in_head{};
-  size_t in_done = 0;  // bytes of header and chunk received
+  size_t in_done = 0;                // bytes of header and chunk received
   std::unique_ptr<uint8_t[]> chunk;  // kChunk bytes, made on the first chunk from the peer
 };
 
@@ -161,25 +165,31 @@ Status SocketWire::Connect(Clock::time_point deadline) {
     return Error(listener.status().code(), "wire: {}", listener.status().message());
   }
   Card mine{.port = GetPort(bound), .token = {}};
-  if (getrandom(mine.token.data(), mine.token.size(), 0) != static_cast<ssize_t>(mine.token.size())) {
+  if (getrandom(mine.token.data(), mine.token.size(), 0) !=
+      static_cast<ssize_t>(mine.token.size())) {
     return Error(HCCL_E_SYSCALL, "wire: getrandom failed: {}", ErrnoString(errno));
   }
-  auto all = group_.AllGather(members_, options_.tags + kCardTag,
-                              std::as_bytes(std::span(&mine, 1)), deadline,
-                              "the addresses of the wire's members");
+  auto all =
+      group_.AllGather(members_, options_.tags + kCardTag, std::as_bytes(std::span(&mine, 1)),
+                       deadline, "the addresses of the wire's members");
   if (!all.ok()) {
     return all.status();
   }
   std::vector<Card> cards(n);
   for (uint32_t p = 0; p < n; ++p) {
     if ((*all)[p].size() != sizeof(Card)) {
-      return Error(HCCL_E_TCP_TRANSFER, "wire: rank {} sent {} bytes for its address",
-                   members_[p], (*all)[p].size());
+      return Error(HCCL_E_TCP_TRANSFER, "wire: rank {} sent {} bytes for its address", members_[p],
+                   (*all)[p].size());
     }
     std::memcpy(&cards[p], (*all)[p].data(), sizeof(Card));
   }
-  // Connect to every higher member, then take the lower members' connections.
-  for (uint32_t p = me_ + 1; p < n; ++p) {
+  HZC_RETURN_IF_ERROR(DialHigher(hosts, cards, deadline));
+  return AcceptLower(listener->get(), bound, mine.token, deadline);
+}
+
+Status SocketWire::DialHigher(const std::vector<sockaddr_storage> &hosts,
+                              const std::vector<Card> &cards, Clock::time_point deadline) {
+  for (uint32_t p = me_ + 1; p < size(); ++p) {
     sockaddr_storage to = hosts[p];
     SetPort(&to, cards[p].port);
     peers_[p].address = bootstrap::EndpointString(to);
@@ -195,11 +205,16 @@ Status SocketWire::Connect(Clock::time_point deadline) {
     Tune(fd->get());
     peers_[p].fd = std::move(*fd);
   }
+  return Status::Ok();
+}
+
+Status SocketWire::AcceptLower(int listener, const sockaddr_storage &bound, const Token &token,
+                               Clock::time_point deadline) {
   if (me_ == 0) {
     return Status::Ok();
   }
   auto reader = HelloReader::Open(
-      listener->get(),
+      listener,
       {.where = fmt::format("wire: rank {} {}", group_.rank(), bootstrap::EndpointString(bound)),
        .hello_time = kHelloTime,
        .max_pending = kMaxPending,
@@ -234,8 +249,7 @@ Status SocketWire::Connect(Clock::time_point deadline) {
     HelloReader::Hello &h = **next;
     Hello hello{};
     std::memcpy(&hello, h.data.data(), sizeof(hello));
-    if (hello.from >= me_ || peers_[hello.from].fd.valid() ||
-        !SameToken(hello.token, mine.token)) {
+    if (hello.from >= me_ || peers_[hello.from].fd.valid() || !SameToken(hello.token, token)) {
       reader->LogDropped(h.peer, "not a member of this wire (member number or token)");
       continue;
     }
@@ -252,9 +266,8 @@ Status SocketWire::Send(uint32_t p, const Out &out, size_t *sent, bool *moved) {
   while (*sent < out.len) {
     if (peer.out_len == 0) {
       peer.out_len = std::min(kChunk, out.len - *sent);
-      peer.out_head = {.magic = kDataMagic,
-                       .length = static_cast<uint32_t>(peer.out_len),
-                       .word = sent_[p]};
+      peer.out_head = {
+          .magic = kDataMagic, .length = static_cast<uint32_t>(peer.out_len), .word = sent_[p]};
       peer.out_done = 0;
     }
     std::array<iovec, 2> iov{};

@@ -22,7 +22,12 @@
 // HCCL_EXEC_TIMEOUT.
 #pragma once
 
+#include <sys/socket.h>
+
+#include <array>
+#include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "transport/wire.h"
@@ -31,6 +36,9 @@ namespace hzc::transport {
 
 class SocketWire final : public Wire {
  public:
+  using Token = std::array<uint8_t, 16>;
+  struct Card;  // what a member tells the others over the group (socket_wire.cpp)
+
   static Expected<std::unique_ptr<Wire>> Open(bootstrap::Group &group,
                                               std::vector<uint32_t> members, uint32_t me,
                                               const Options &options, Clock::time_point deadline);
@@ -43,7 +51,17 @@ class SocketWire final : public Wire {
   SocketWire(bootstrap::Group &group, std::vector<uint32_t> members, uint32_t me,
              const Options &options);
 
+  // The connections: addresses and tokens exchanged over the group, then DialHigher and
+  // AcceptLower.
   Status Connect(Clock::time_point deadline);
+  // Connect to every higher member (@hosts: their addresses, @cards: their ports and tokens)
+  // and send each its hello.
+  Status DialHigher(const std::vector<sockaddr_storage> &hosts, const std::vector<Card> &cards,
+                    Clock::time_point deadline);
+  // Take the lower members' connections on @listener (bound to @bound), each proving it holds
+  // @token; others are dropped and logged.
+  Status AcceptLower(int listener, const sockaddr_storage &bound, const Token &token,
+                     Clock::time_point deadline);
   Status Move(const std::vector<Out> &out, const std::vector<size_t> &in, const Sink &sink,
               Clock::time_point deadline) override;
   void Tell(HcclResult code) override;

@@ -61,7 +61,8 @@ Expected<std::unique_ptr<Wire>> Wire::Open(bootstrap::Group &group, std::vector<
   std::vector<uint32_t> rdma, socket;
   for (size_t i = 0; i < members.size(); ++i) {
     const auto &blob = (*all)[i];
-    if (blob.size() != 1 || static_cast<uint8_t>(blob[0]) > static_cast<uint8_t>(NetChoice::kSocket)) {
+    if (blob.size() != 1 ||
+        static_cast<uint8_t>(blob[0]) > static_cast<uint8_t>(NetChoice::kSocket)) {
       return Error(HCCL_E_TCP_TRANSFER, "wire: rank {} sent {} bytes for its HZC_NET", members[i],
                    blob.size());
     }
@@ -91,8 +92,9 @@ Expected<std::unique_ptr<Wire>> Wire::Open(bootstrap::Group &group, std::vector<
     }
     static std::once_flag once;
     std::call_once(once, [] {
-      LogInfo("wire: a server has no RDMA device with an active port: TCP between the servers "
-              "(HZC_NET=auto)");
+      LogInfo(
+          "wire: a server has no RDMA device with an active port: TCP between the servers "
+          "(HZC_NET=auto)");
     });
   }
   return SocketWire::Open(group, std::move(members), me, options, deadline);

@@ -104,8 +104,8 @@ class Wire {
   Wire(bootstrap::Group &group, std::vector<uint32_t> members, uint32_t me, const Options &options);
 
   // Transfer on a wire that works; an error breaks it.
-  virtual Status Move(const std::vector<Out> &out, const std::vector<size_t> &in,
-                      const Sink &sink, Clock::time_point deadline) = 0;
+  virtual Status Move(const std::vector<Out> &out, const std::vector<size_t> &in, const Sink &sink,
+                      Clock::time_point deadline) = 0;
   // Abort: tell the members @code (not HCCL_SUCCESS).
   virtual void Tell(HcclResult code) = 0;
 
