@@ -17,7 +17,7 @@
 //               AllGatherVs where one rank's input is 16 bytes and another's 17 (inline), and
 //               B and B + 1 (the call takes staging or zero-copy)
 //     large     every collective once with 64 MiB buffers and an odd count, checked the same way
-//               (across servers: 16 MiB but for AllReduce)
+//               (across servers: 16 MiB but for AllReduce); Broadcast from the last rank
 //     mismatch  calls that disagree across ranks fail with HCCL_E_PARA on every rank and leave
 //               the bytes around the buffers alone (a small Broadcast whose ranks name
 //               themselves root: the next call fails on every rank); a matching call afterwards
@@ -385,7 +385,8 @@ int Large() {
     // Across servers the emulated wire moves a few MB/s: 64 MiB for AllReduce, 16 for the rest.
     const uint64_t bytes = g_per_server != 0 && c.kind != kAllReduce ? kBytes / 4 : kBytes;
     const uint64_t count = bytes / es / (per_rank ? g_n : 1) - 3;
-    if (int rc = RunOne(arena, c.kind, c.type, c.op, count, false, 0, ++seed)) {
+    // Broadcast from the last rank (across servers: the last server's).
+    if (int rc = RunOne(arena, c.kind, c.type, c.op, count, false, g_n - 1, ++seed)) {
       return rc;
     }
   }

@@ -152,6 +152,19 @@ TEST_F(SpanSocketTest, ThreeServersOfTwoRanksEveryCollectiveTypeAndOp) {
   EXPECT_EQ(Run(3, 2, "matrix", "staging"), std::vector<int>(6, 0));
 }
 
+// Five servers: the leaders' Broadcast is scattered and all-gathered from 256 KiB, and their
+// Barrier takes three rounds, the last one to a leader 4 ahead (wrapping around).
+TEST_F(SpanSocketTest, FiveServersOfOneRankEveryCollectiveTypeAndOp) {
+  EXPECT_EQ(Run(5, 1, "matrix", "staging"), std::vector<int>(5, 0));
+}
+
+// 16 MiB Broadcasts (and the other collectives) across three servers: scattered and
+// all-gathered between the leaders.
+TEST_F(SpanSocketTest, LargeBuffersAcrossThreeServersOfOneRank) {
+  EXPECT_EQ(Run(3, 1, "large", "staging", {{"HZC_LOG", "debug"}}), std::vector<int>(3, 0));
+  EXPECT_NE(RankLog(0).find("scattered and all-gathered between 3 leaders"), std::string::npos);
+}
+
 TEST_F(SpanSocketTest, SixtyFourMegabytesAcrossTwoServersOfTwoRanks) {
   EXPECT_EQ(Run(2, 2, "large", "zerocopy"), std::vector<int>(4, 0));
 }

@@ -29,6 +29,9 @@ using Clock = std::chrono::steady_clock;
 // their wire (point-to-point transfers use others, coll/p2p_wire.h).
 constexpr uint32_t kCallTag = 0x30;
 constexpr uint32_t kWireTags = 0x1000;
+// A Broadcast of at least this many bytes across three or more servers is scattered and
+// all-gathered between the leaders (Spanning::LeadersBroadcast).
+constexpr size_t kScatteredBroadcast = size_t{256} << 10;
 // Landing slots per peer of the leaders' wire (8 MiB registered per peer).
 constexpr uint32_t kWireSlots = 4;
 
@@ -160,6 +163,8 @@ class Spanning {
   }
   bool Leads() const { return s_.leader() && s_.nservers() > 1; }
   Status LeadersAllReduce(uint8_t *buf, size_t count);
+  // @buf (the call's count) from the leader of server @root to the other leaders.
+  Status LeadersBroadcast(uint8_t *buf, uint32_t root);
   // Copy [off, off + len) of server @p's blocks (of @block bytes, in its rank order) between
   // @flat and the rank-ordered buffer @by_rank; @reduce combines instead of copying in.
   void Blockwise(uint32_t p, size_t block, size_t off, const uint8_t *from, size_t len,
@@ -364,20 +369,54 @@ Status Spanning::Broadcast() {
     HZC_RETURN_IF_ERROR(local(s_.pos(c_.root)));
   }
   if (Leads()) {
-    auto *buf = static_cast<uint8_t *>(c_.recv);
-    const size_t bytes = c_.count * es_;
-    std::vector<transport::Wire::Out> out(s_.nservers());
-    std::vector<size_t> in(s_.nservers());
-    if (s_.server == root_server) {
-      std::fill(out.begin(), out.end(), transport::Wire::Out{buf, bytes});
-    } else {
-      in[root_server] = bytes;
-    }
-    HZC_RETURN_IF_ERROR(Transfer(out, in, [&](uint32_t, size_t off, const uint8_t *d, size_t len) {
-      std::memcpy(buf + off, d, len);
-    }));
+    HZC_RETURN_IF_ERROR(LeadersBroadcast(static_cast<uint8_t *>(c_.recv), root_server));
   }
   return s_.server == root_server ? Status::Ok() : local(0);
+}
+
+// From the root server's leader to the others: directly when small or between two servers
+// (the root sends the whole buffer to each); else scattered then all-gathered (van de Geijn:
+// block i goes to server i, then every leader sends its block to the others), so the root
+// sends 2 (S - 1) / S of the buffer instead of S - 1 times it.
+Status Spanning::LeadersBroadcast(uint8_t *buf, uint32_t root) {
+  const uint32_t n = s_.nservers(), me = s_.wire->index();
+  const size_t bytes = c_.count * es_;
+  std::vector<transport::Wire::Out> out(n);
+  std::vector<size_t> in(n);
+  auto copy = [&](uint32_t, size_t off, const uint8_t *d, size_t len) {
+    std::memcpy(buf + off, d, len);
+  };
+  if (n == 2 || bytes < kScatteredBroadcast) {
+    if (me == root) {
+      std::fill(out.begin(), out.end(), transport::Wire::Out{buf, bytes});
+    } else {
+      in[root] = bytes;
+    }
+    return Transfer(out, in, copy);
+  }
+  LogDebug("span: a Broadcast of {} bytes is scattered and all-gathered between {} leaders", bytes,
+           n);
+  const Blocks blk(c_.count, es_, n);
+  auto block = [&](uint32_t i) {
+    return transport::Wire::Out{buf + blk.first(i) * es_, blk.size(i) * es_};
+  };
+  // Server p's block to server p.
+  for (uint32_t p = 0; p < n; ++p) {
+    out[p] = me == root ? block(p) : transport::Wire::Out{};
+    in[p] = p == root && me != root ? blk.size(me) * es_ : 0;
+  }
+  const size_t mine = blk.first(me) * es_;
+  HZC_RETURN_IF_ERROR(Transfer(out, in, [&](uint32_t, size_t off, const uint8_t *d, size_t len) {
+    std::memcpy(buf + mine + off, d, len);
+  }));
+  // Every leader's block to every leader but the root (which has them all).
+  for (uint32_t p = 0; p < n; ++p) {
+    out[p] = p == root ? transport::Wire::Out{} : block(me);
+    in[p] = me == root ? 0 : blk.size(p) * es_;
+  }
+  return Transfer(out, in, [&](uint32_t p, size_t off, const uint8_t *d, size_t len) {
+    std::memcpy(buf + blk.first(p) * es_ + off, d, len);
+  });
 }
 
 void Spanning::Blockwise(uint32_t p, size_t block, size_t off, const uint8_t *from, size_t len,
@@ -489,11 +528,17 @@ Status Spanning::ReduceScatter() {
 Status Spanning::Barrier() {
   HZC_RETURN_IF_ERROR(Local({.kind = Kind::kBarrier}));
   if (Leads()) {
+    // Dissemination: in round k each leader tells the one 2^k after it and hears from the one
+    // 2^k before it; after ceil(log2 S) rounds each has heard, through others, from all.
+    const uint32_t n = s_.nservers(), me = s_.wire->index();
     static const uint64_t token = 0;
-    std::vector<transport::Wire::Out> out(
-        s_.nservers(), transport::Wire::Out{reinterpret_cast<const uint8_t *>(&token), 8});
-    std::vector<size_t> in(s_.nservers(), 8);
-    HZC_RETURN_IF_ERROR(Transfer(out, in, [](uint32_t, size_t, const uint8_t *, size_t) {}));
+    for (uint32_t k = 1; k < n; k <<= 1) {
+      std::vector<transport::Wire::Out> out(n);
+      std::vector<size_t> in(n);
+      out[(me + k) % n] = {reinterpret_cast<const uint8_t *>(&token), sizeof(token)};
+      in[(me + n - k) % n] = sizeof(token);
+      HZC_RETURN_IF_ERROR(Transfer(out, in, [](uint32_t, size_t, const uint8_t *, size_t) {}));
+    }
   }
   return Local({.kind = Kind::kBarrier});
 }

@@ -5,20 +5,31 @@
 // MakeServerLocal, linked over the process's transport so that its collectives take the zero-copy
 // path whenever the buffers lie in activated memory, whichever communicator activated them); the
 // first rank of each server (its leader) talks to the other servers' leaders over the wire
-// (transport/wire.h: RDMA WRITE into registered landing slots). Every call is first checked: the
-// ranks of each server gather every rank's word on it (its arguments, or that it refused the call),
-// the leaders exchange their servers' words over the TCP connections and tell their ranks the
-// verdict, so a call that differs between any two ranks, or that a rank refused, fails with
-// HCCL_E_PARA on every rank before any byte moves and the communicator stays usable. Then:
+// (transport/wire.h: RDMA WRITE into registered landing slots, or TCP). Every call is first
+// checked: the ranks of each server gather every rank's word on it (its arguments, or that it
+// refused the call), the leaders exchange their servers' words over the TCP connections and tell
+// their ranks the verdict, so a call that differs between any two ranks, or that a rank refused,
+// fails with HCCL_E_PARA on every rank before any byte moves and the communicator stays usable.
+// Then:
 // - AllReduce: local AllReduce; the leaders reduce-scatter and all-gather across servers;
 //   local Broadcast of the result.
-// - Broadcast: local Broadcast on the root's server; the root server's leader writes to the
-//   other leaders; local Broadcast on the other servers.
+// - Broadcast: local Broadcast on the root's server; the root server's leader sends to the
+//   other leaders (from 256 KiB across three or more servers scattered, block i to server i,
+//   then all-gathered); local Broadcast on the other servers.
 // - AllGather: local AllGather of the server's blocks; the leaders exchange their servers'
 //   blocks; local Broadcast of the whole result.
 // - ReduceScatter: local AllReduce of the whole input; the leaders exchange the other servers'
 //   blocks and reduce their own; local Scatter of the server's blocks.
-// - Barrier: local Barrier, the leaders meet, local Barrier.
+// - Barrier: local Barrier, the leaders meet (dissemination: ceil(log2 S) rounds of one 8-byte
+//   message each), local Barrier.
+// What a leader sends per call across S servers, M the call's buffer (for AllGather and
+// ReduceScatter the whole output or input, as NCCL counts), against the least any schedule
+// moves (docs/architecture.md):
+//   AllReduce 2 (S-1)/S M (bound 2 (S-1)/S M); AllGather and ReduceScatter (S-1)/S M (bound
+//   the same); Broadcast from the root's leader (S-1) M below 256 KiB or with S = 2, else
+//   2 (S-1)/S M, and (S-2)/S M from the others (bound M from the root); Barrier ceil(log2 S)
+//   messages (bound the same); the exchanges gather every rank's whole input region on every
+//   server: up to S times what they must.
 // The exchanges (coll/exchange.h) are compositions of these: correct, not bandwidth-optimal.
 // Their check also gathers every rank's plan (MakePlan) on every rank, which checks every pair
 // alike (CheckPlans), so a disagreement fails with HCCL_E_PARA on every rank before any byte
