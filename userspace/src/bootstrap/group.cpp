@@ -19,6 +19,7 @@
 #include <utility>
 
 #include "base/errno_string.h"
+#include "base/fd_limit.h"
 #include "base/log.h"
 #include "base/rank_list.h"
 #include "bootstrap/auth.h"
@@ -410,6 +411,8 @@ Expected<std::unique_ptr<Group>> Group::Connect(Listener listener, const UniqueI
     return Error(HCCL_E_PARA, "rank {} of {} ranks{}", rank, n,
                  listener.fd() < 0 ? " without a listener" : ": no such rank");
   }
+  HZC_RETURN_IF_ERROR(ReserveDescriptors(
+      n - 1, fmt::format("rank {}'s connections to the other {} ranks", rank, n - 1)));
   auto list = trust ? Expected<TrustList>(std::move(*trust)) : ProcessTrustList();
   if (!list.ok()) {
     return list.status();

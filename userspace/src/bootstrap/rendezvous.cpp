@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "base/errno_string.h"
+#include "base/fd_limit.h"
 #include "base/log.h"
 #include "base/rank_list.h"
 #include "base/unique_fd.h"
@@ -468,6 +469,12 @@ void Admit(HelloReader &reader, HelloReader::Hello msg, const Served &s,
   }
   const int fd = msg.fd.get();
   if (roster->nranks == 0) {
+    // The root holds every rank's connection until the table is complete.
+    if (Status st = ReserveDescriptors(h->nranks, "the root's connections to the ranks");
+        !st.ok()) {
+      RefuseRank(fd, st.code(), std::string(st.message()));
+      return;
+    }
     roster->nranks = h->nranks;
     *deadline = Clock::now() + timeout;
   }
