@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -32,6 +33,9 @@ constexpr uint32_t kWireTags = 0x1000;
 // A Broadcast of at least this many bytes across three or more servers is scattered and
 // all-gathered between the leaders (Spanning::LeadersBroadcast).
 constexpr size_t kScatteredBroadcast = size_t{256} << 10;
+// The scratch a leader's reduction across servers receives into, in bytes (at least 64 KiB per
+// leader): Spanning::ReduceFromLeaders.
+constexpr size_t kReduceSlices = size_t{32} << 20;
 // Landing slots per peer of the leaders' wire (8 MiB registered per peer).
 constexpr uint32_t kWireSlots = 4;
 
@@ -163,6 +167,12 @@ class Spanning {
   }
   bool Leads() const { return s_.leader() && s_.nservers() > 1; }
   Status LeadersAllReduce(uint8_t *buf, size_t count);
+  // What every other leader sends this one (@theirs(p): what it sends leader p, in full) reduced
+  // into @mine (@len bytes) in server order, 0 to S-1, this server's @mine in its place: the same
+  // bits on every run, whatever order the data arrives in. In rounds of at most kReduceSlices / S
+  // bytes per leader, so the scratch it is received into stays within kReduceSlices.
+  Status ReduceFromLeaders(uint8_t *mine, size_t len,
+                           const std::function<transport::Wire::Out(uint32_t)> &theirs);
   // @buf (the call's count) from the leader of server @root to the other leaders.
   Status LeadersBroadcast(uint8_t *buf, uint32_t root);
   // Copy [off, off + len) of server @p's blocks (of @block bytes, in its rank order) between
@@ -331,28 +341,59 @@ Status Spanning::AllReduce() {
 
 // Reduce-scatter then all-gather of @buf between the leaders, block i owned by server i.
 Status Spanning::LeadersAllReduce(uint8_t *buf, size_t count) {
-  ReduceFn reduce;
-  HZC_RETURN_IF_ERROR(GetReduce(c_.dtype, c_.op, &reduce));
   const uint32_t n = s_.nservers(), me = s_.wire->index();
   const Blocks blk(count, es_, n);
+  auto block = [&](uint32_t p) {
+    return transport::Wire::Out{buf + blk.first(p) * es_, blk.size(p) * es_};
+  };
   uint8_t *const own = buf + blk.first(me) * es_;
-  std::vector<transport::Wire::Out> out(n);
+  HZC_RETURN_IF_ERROR(ReduceFromLeaders(own, blk.size(me) * es_, block));
+  std::vector<transport::Wire::Out> out(n, transport::Wire::Out{own, blk.size(me) * es_});
   std::vector<size_t> in(n);
   for (uint32_t p = 0; p < n; ++p) {
-    out[p] = {buf + blk.first(p) * es_, blk.size(p) * es_};
-    in[p] = blk.size(me) * es_;
-  }
-  HZC_RETURN_IF_ERROR(Transfer(out, in, [&](uint32_t, size_t off, const uint8_t *d, size_t len) {
-    const void *inputs[2] = {own + off, d};
-    reduce(own + off, inputs, 2, len / es_);
-  }));
-  for (uint32_t p = 0; p < n; ++p) {
-    out[p] = {own, blk.size(me) * es_};
     in[p] = blk.size(p) * es_;
   }
   return Transfer(out, in, [&](uint32_t p, size_t off, const uint8_t *d, size_t len) {
     std::memcpy(buf + blk.first(p) * es_ + off, d, len);
   });
+}
+
+Status Spanning::ReduceFromLeaders(uint8_t *mine, size_t len,
+                                   const std::function<transport::Wire::Out(uint32_t)> &theirs) {
+  ReduceFn reduce;
+  HZC_RETURN_IF_ERROR(GetReduce(c_.dtype, c_.op, &reduce));
+  const uint32_t n = s_.nservers(), me = s_.wire->index();
+  // A multiple of 64 bytes (so of every element size).
+  const size_t slice = std::max<size_t>(kReduceSlices / n, size_t{64} << 10) / 64 * 64;
+  size_t most = len;
+  for (uint32_t p = 0; p < n; ++p) {
+    most = p == me ? most : std::max(most, theirs(p).len);
+  }
+  std::vector<uint8_t> scratch(std::min(most, slice) * n);
+  const size_t row = scratch.size() / n;
+  std::vector<const void *> inputs(n);
+  for (size_t at = 0; at < most; at += slice) {
+    std::vector<transport::Wire::Out> out(n);
+    std::vector<size_t> in(n);
+    for (uint32_t p = 0; p < n; ++p) {
+      if (p == me) {
+        continue;
+      }
+      const transport::Wire::Out t = theirs(p);
+      out[p] = {t.data + std::min(at, t.len), at < t.len ? std::min(slice, t.len - at) : 0};
+      in[p] = at < len ? std::min(slice, len - at) : 0;
+    }
+    HZC_RETURN_IF_ERROR(Transfer(out, in, [&](uint32_t p, size_t off, const uint8_t *d, size_t l) {
+      std::memcpy(scratch.data() + p * row + off, d, l);
+    }));
+    if (at < len) {
+      for (uint32_t q = 0; q < n; ++q) {
+        inputs[q] = q == me ? mine + at : scratch.data() + q * row;
+      }
+      reduce(mine + at, inputs.data(), n, std::min(slice, len - at) / es_);
+    }
+  }
+  return Status::Ok();
 }
 
 Status Spanning::Broadcast() {
@@ -488,11 +529,8 @@ Status Spanning::ReduceScatter() {
                              .op = c_.op}));
   const auto &mine = s_.mine();
   if (Leads()) {
-    ReduceFn reduce;
-    HZC_RETURN_IF_ERROR(GetReduce(c_.dtype, c_.op, &reduce));
     std::vector<std::vector<uint8_t>> gathered(s_.nservers());
     std::vector<transport::Wire::Out> out(s_.nservers());
-    std::vector<size_t> in(s_.nservers(), mine.size() * block);
     for (uint32_t p = 0; p < s_.nservers(); ++p) {
       const auto &ranks = s_.servers[p];
       if (Consecutive(ranks)) {
@@ -505,9 +543,14 @@ Status Spanning::ReduceScatter() {
       }
       out[p] = {gathered[p].data(), gathered[p].size()};
     }
-    HZC_RETURN_IF_ERROR(Transfer(out, in, [&](uint32_t, size_t off, const uint8_t *d, size_t len) {
-      Blockwise(s_.server, block, off, d, len, part.data(), &reduce);
-    }));
+    // This server's blocks, reduced with the other servers' in place (a copy, reduced, copied
+    // back when this server's ranks are not consecutive).
+    auto *own = const_cast<uint8_t *>(out[s_.server].data);
+    HZC_RETURN_IF_ERROR(
+        ReduceFromLeaders(own, mine.size() * block, [&](uint32_t p) { return out[p]; }));
+    if (!Consecutive(mine)) {
+      Blockwise(s_.server, block, 0, own, mine.size() * block, part.data(), nullptr);
+    }
   }
   std::vector<uint8_t> seg;
   const uint8_t *send = part.data() + mine.front() * block;
