@@ -16,6 +16,8 @@
 //               less an element, exactly B and an element more, in place or not; then
 //               AllGatherVs where one rank's input is 16 bytes and another's 17 (inline), and
 //               B and B + 1 (the call takes staging or zero-copy)
+//     scale     AllReduce, ReduceScatter (fp32 sums), AllGather, Broadcast (int8) of 1, 1001 and
+//               16384 elements, checked; prints the descriptors the rank has open
 //     large     every collective once with 64 MiB buffers and an odd count, checked the same way
 //               (across servers: 16 MiB but for AllReduce); Broadcast from the last rank
 //     mismatch  calls that disagree across ranks fail with HCCL_E_PARA on every rank and leave
@@ -57,6 +59,7 @@
 // outside a buffer changed; 50+ setup failures. The scenarios absent/die/revoke/refuse* exit
 // with the result of the decisive call (74: it took more than 5 s).
 #include <acl/acl.h>
+#include <dirent.h>
 #include <hccl/hccl.h>
 #include <signal.h>
 #include <unistd.h>
@@ -219,6 +222,34 @@ constexpr HcclDataType kMoved[] = {HCCL_DATA_TYPE_INT8,    HCCL_DATA_TYPE_FP16,
                                    HCCL_DATA_TYPE_FP8E4M3, HCCL_DATA_TYPE_HIF8};
 constexpr HcclReduceOp kOps[] = {HCCL_REDUCE_SUM, HCCL_REDUCE_PROD, HCCL_REDUCE_MAX,
                                  HCCL_REDUCE_MIN};
+
+// Many ranks: each collective at a few sizes (fp32 sums, int8 moved), checked; then a Barrier.
+// Prints the descriptors this rank has open after its calls.
+int Scale() {
+  Arena arena(16 << 20, g_zero_copy);
+  if (!arena.ok) {
+    return 52;
+  }
+  uint64_t seed = 9000;
+  for (uint64_t count : {uint64_t{1}, uint64_t{1001}, uint64_t{16384}}) {
+    for (Kind k : {kAllReduce, kReduceScatter, kAllGather, kBroadcast}) {
+      const HcclDataType t =
+          k == kAllGather || k == kBroadcast ? HCCL_DATA_TYPE_INT8 : HCCL_DATA_TYPE_FP32;
+      if (int rc = RunOne(arena, k, t, HCCL_REDUCE_SUM, count, false, g_n - 1, ++seed)) {
+        return rc;
+      }
+    }
+  }
+  size_t fds = 0;
+  if (DIR *d = opendir("/proc/self/fd")) {
+    while (const dirent *e = readdir(d)) {
+      fds += e->d_name[0] != '.';
+    }
+    closedir(d);
+  }
+  std::fprintf(stderr, "rank %u: %zu descriptors open\n", g_rank, fds - 1);
+  return HcclBarrier(g_comm, nullptr) == HCCL_SUCCESS ? 0 : 61;
+}
 
 int Matrix() {
   Arena arena(16 << 20, g_zero_copy);
@@ -783,6 +814,8 @@ int main(int argc, char **argv) {
   int rc = 55;
   if (scenario == "matrix") {
     rc = Matrix();
+  } else if (scenario == "scale") {
+    rc = Scale();
   } else if (scenario == "large") {
     rc = Large();
   } else if (scenario == "edges") {

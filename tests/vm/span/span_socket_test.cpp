@@ -171,6 +171,12 @@ TEST_F(SpanSocketTest, EightServersOfTwoRanksEveryCollectiveTypeAndOp) {
   EXPECT_EQ(Run(8, 2, "matrix", "staging"), std::vector<int>(16, 0));
 }
 
+// 64 ranks over 8 servers (scripts run far more ranks than cores here): every collective at a
+// few sizes, checked (hzc-coll-rank "scale").
+TEST_F(SpanSocketTest, SixtyFourRanksOverEightServers) {
+  EXPECT_EQ(Run(8, 8, "scale", "staging"), std::vector<int>(64, 0));
+}
+
 TEST_F(SpanSocketTest, SixtyFourMegabytesAcrossTwoServersOfTwoRanks) {
   EXPECT_EQ(Run(2, 2, "large", "zerocopy"), std::vector<int>(4, 0));
 }
