@@ -10,8 +10,10 @@
 
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <functional>
 #include <string>
 #include <thread>
@@ -106,6 +108,24 @@ inline void RunRankMain(const char *binary, uint32_t nranks, bool two_servers, i
     EXPECT_EQ(status, expect);
   }
   EXPECT_EQ(statuses.size(), nranks);
+}
+
+// The last lines of the log at @path of rank @rank on stderr (CI shows the output, not the
+// files).
+inline void PrintLogTail(const std::string &path, uint32_t rank) {
+  constexpr size_t kLines = 20;
+  std::ifstream in(path);
+  std::vector<std::string> tail;
+  for (std::string line; std::getline(in, line);) {
+    tail.push_back(std::move(line));
+    if (tail.size() > kLines) {
+      tail.erase(tail.begin());
+    }
+  }
+  std::fprintf(stderr, "--- the last %zu lines of rank %u's log:\n", tail.size(), rank);
+  for (const auto &line : tail) {
+    std::fprintf(stderr, "rank %u: %s\n", rank, line.c_str());
+  }
 }
 
 }  // namespace hzc::test

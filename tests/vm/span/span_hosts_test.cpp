@@ -197,21 +197,8 @@ class SpanTest : public ::testing::Test {
     return st;
   }
 
-  // The last lines of rank @rank's log on stderr (CI shows the output, not the files).
   static void PrintLogTail(uint32_t rank) {
-    constexpr size_t kLines = 20;
-    std::ifstream in(LogPath(TestName(), rank));
-    std::vector<std::string> tail;
-    for (std::string line; std::getline(in, line);) {
-      tail.push_back(std::move(line));
-      if (tail.size() > kLines) {
-        tail.erase(tail.begin());
-      }
-    }
-    std::fprintf(stderr, "--- the last %zu lines of rank %u's log:\n", tail.size(), rank);
-    for (const auto &line : tail) {
-      std::fprintf(stderr, "rank %u: %s\n", rank, line.c_str());
-    }
+    hzc::test::PrintLogTail(LogPath(TestName(), rank), rank);
   }
 
   // The log of this guest's rank @rank (HZC_LOG_FILE of Start).

@@ -94,21 +94,7 @@ class SpanSocketTest : public ::testing::Test {
     return s.str();
   }
 
-  static void PrintLogTail(uint32_t rank) {
-    constexpr size_t kLines = 20;
-    std::ifstream in(LogPath(rank));
-    std::vector<std::string> tail;
-    for (std::string line; std::getline(in, line);) {
-      tail.push_back(std::move(line));
-      if (tail.size() > kLines) {
-        tail.erase(tail.begin());
-      }
-    }
-    std::fprintf(stderr, "--- the last %zu lines of rank %u's log:\n", tail.size(), rank);
-    for (const auto &line : tail) {
-      std::fprintf(stderr, "rank %u: %s\n", rank, line.c_str());
-    }
-  }
+  static void PrintLogTail(uint32_t rank) { hzc::test::PrintLogTail(LogPath(rank), rank); }
 
   // The ranks of the last server are killed during calls (hzc-coll-rank @scenario, "cut" or
   // "cutp2p", loops until a call fails): every other rank fails cleanly.
