@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "base/deadline.h"
 #include "core/comm.h"
 
 namespace hzc::coll {
@@ -100,7 +101,7 @@ struct Context {
   ControlArea *area = nullptr;  // inside one server
   SpanState *span = nullptr;    // across servers
   uint64_t seq = 0;             // the call's number
-  std::chrono::steady_clock::time_point deadline;
+  Deadline deadline{std::chrono::steady_clock::time_point{}};
   std::vector<Plan> plans = {};  // the exchanges: every rank's plan, checked (by rank)
 };
 

@@ -209,7 +209,7 @@ namespace {
 
 // Before call s.seq + 1 writes what the others may still read of an earlier call (coll/
 // control.h, "Reuse"), wait (until @deadline) until every rank announced call @need.
-Status CatchUp(State &s, uint64_t need, Clock::time_point deadline) {
+Status CatchUp(State &s, uint64_t need, const Deadline &deadline) {
   if (s.awaited >= need) {
     return Status::Ok();
   }
@@ -324,7 +324,7 @@ Status Refuse(Communicator &comm, const Status &why) {
   if (!s->broken.ok() || !s->area->CheckAbort().ok()) {
     return why;  // the others fail anyway
   }
-  if (Status st = CatchUp(*s, s->seq, Clock::now() + comm.ExecTimeout()); !st.ok()) {
+  if (Status st = CatchUp(*s, s->seq, Deadline::After(comm.ExecTimeout())); !st.ok()) {
     s->area->Abort(st.code());
     s->broken = st;
     return Error(why.code(), "{}; the others did not reach the call this rank refused before: {}",
@@ -356,7 +356,7 @@ Status Run(Communicator &comm, const Call &call) {
   }
   ControlArea &area = *s.area;
   HZC_RETURN_IF_ERROR(area.CheckAbort());
-  const Clock::time_point deadline = Clock::now() + comm.ExecTimeout();
+  const Deadline deadline = Deadline::After(comm.ExecTimeout());
   auto fail = [&](Status st) {
     area.Abort(st.code());
     s.broken = st;

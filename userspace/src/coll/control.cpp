@@ -299,7 +299,7 @@ void ControlArea::Announce(const CallDesc &d, uint32_t flags) {
   }
 }
 
-Status ControlArea::AwaitArrivals(uint64_t seq, Clock::time_point deadline, const char *what) {
+Status ControlArea::AwaitArrivals(uint64_t seq, const Deadline &deadline, const char *what) {
   bool ahead = true;  // every peer had arrived already: they run ahead of this rank
   for (uint32_t r = 0; r < nranks_ && seq != 0; ++r) {
     if (r != rank_) {
@@ -430,7 +430,7 @@ Status ControlArea::CheckPeers() const {
   return Status::Ok();
 }
 
-Status ControlArea::WaitWord(uint32_t r, uint64_t seq, uint32_t target, Clock::time_point deadline,
+Status ControlArea::WaitWord(uint32_t r, uint64_t seq, uint32_t target, const Deadline &deadline,
                              const char *what) {
   const Word w = word(r, seq);
   // A peer that last ran on this rank's CPU (the scheduler may put both there while other CPUs
@@ -454,7 +454,7 @@ Status ControlArea::WaitWord(uint32_t r, uint64_t seq, uint32_t target, Clock::t
     w.waiters.fetch_add(1, std::memory_order_seq_cst);
     const uint32_t v = w.value.load(std::memory_order_seq_cst);
     if (!Reached(v, target)) {
-      const auto left = deadline - Clock::now();
+      const auto left = deadline.at() - Clock::now();
       FutexWait(
           &w.value, v,
           std::clamp<std::chrono::nanoseconds>(left, std::chrono::nanoseconds(0), kSleepSlice));
@@ -470,7 +470,7 @@ Status ControlArea::WaitWord(uint32_t r, uint64_t seq, uint32_t target, Clock::t
     }
     HZC_RETURN_IF_ERROR(CheckAbort());
     HZC_RETURN_IF_ERROR(alive);
-    if (Clock::now() >= deadline) {
+    if (Clock::now() >= deadline.at()) {
       const std::string missing = RanksWhere(nranks_, [&](uint32_t q) {
         return !Reached(word(q, seq).value.load(std::memory_order_acquire), target);
       });
@@ -490,12 +490,12 @@ void ControlArea::Arrive() {
   }
 }
 
-Status ControlArea::Barrier(Clock::time_point deadline, const char *what) {
+Status ControlArea::Barrier(const Deadline &deadline, const char *what) {
   Arrive();
   return Wait(deadline, what);
 }
 
-Status ControlArea::Wait(Clock::time_point deadline, const char *what) {
+Status ControlArea::Wait(const Deadline &deadline, const char *what) {
   for (uint32_t r = 0; r < nranks_; ++r) {
     if (r != rank_) {
       HZC_RETURN_IF_ERROR(WaitWord(r, 0, step_, deadline, what));

@@ -50,6 +50,7 @@
 #include <string>
 #include <vector>
 
+#include "base/deadline.h"
 #include "base/shared_memfd.h"
 #include "base/spin.h"
 #include "base/status.h"
@@ -123,8 +124,7 @@ class ControlArea {
   // Wait until every rank announced call @seq (or a later one; nothing for @seq 0), until
   // @deadline. HCCL_E_TIMEOUT naming the missing ranks, HCCL_E_REMOTE when a rank aborted or
   // died.
-  Status AwaitArrivals(uint64_t seq, std::chrono::steady_clock::time_point deadline,
-                       const char *what);
+  Status AwaitArrivals(uint64_t seq, const Deadline &deadline, const char *what);
   Arrived Arrival(uint32_t r, uint64_t seq) const;
   // The latest call, at most @upto, that every rank has announced as far as their lines show
   // now (no wait; all their lines are read at once, so the misses overlap): a rank that runs
@@ -145,9 +145,9 @@ class ControlArea {
   void Arrive();
   // Wait until every rank reached this rank's step, without advancing it, until @deadline.
   // HCCL_E_TIMEOUT naming the missing ranks, HCCL_E_REMOTE when a rank aborted or died.
-  Status Wait(std::chrono::steady_clock::time_point deadline, const char *what);
+  Status Wait(const Deadline &deadline, const char *what);
   // Arrive, then Wait.
-  Status Barrier(std::chrono::steady_clock::time_point deadline, const char *what);
+  Status Barrier(const Deadline &deadline, const char *what);
 
   // Tell every rank that this rank failed a call with @code: their waits fail from now on and
   // the communicator's collectives stay unusable.
@@ -203,8 +203,8 @@ class ControlArea {
   };
   Word word(uint32_t r, uint64_t seq) const;
   // Wait until word(@r, @seq) reached @target.
-  Status WaitWord(uint32_t r, uint64_t seq, uint32_t target,
-                  std::chrono::steady_clock::time_point deadline, const char *what);
+  Status WaitWord(uint32_t r, uint64_t seq, uint32_t target, const Deadline &deadline,
+                  const char *what);
   // HCCL_E_REMOTE when a peer's process is gone.
   Status CheckPeers() const;
 
