@@ -44,8 +44,11 @@ std::string LogPath(uint32_t rank) {
 class SpanSocketTest : public ::testing::Test {
  protected:
   // The ranks of a @servers x @per communicator (root info), running @scenario in @mode.
+  // With @interleave, rank r runs on server r % @servers (the servers' ranks are not
+  // consecutive), else on server r / @per.
   std::vector<pid_t> Start(uint32_t servers, uint32_t per, const char *scenario, const char *mode,
-                           const std::map<std::string, std::string> &env = {}) {
+                           const std::map<std::string, std::string> &env = {},
+                           bool interleave = false) {
     HcclRootInfo root;
     EXPECT_EQ(HcclGetRootInfo(&root), HCCL_SUCCESS);
     const std::string hex = hzc::test::RootInfoToHex(root);
@@ -57,7 +60,8 @@ class SpanSocketTest : public ::testing::Test {
                                           std::to_string(r), scenario, mode};
         },
         [&](uint32_t r) {
-          setenv("HZC_HOST_ID", ("server-" + std::to_string(r / per)).c_str(), 1);
+          const uint32_t server = interleave ? r % servers : r / per;
+          setenv("HZC_HOST_ID", ("server-" + std::to_string(server)).c_str(), 1);
           setenv("HZC_NET", "socket", 1);
           setenv("HZC_TEST_PER_SERVER", std::to_string(per).c_str(), 1);
           setenv("HCCL_BUFFSIZE", "1", 1);
@@ -169,6 +173,17 @@ TEST_F(SpanSocketTest, SixtyFourMegabytesAcrossTwoServersOfTwoRanks) {
 
 TEST_F(SpanSocketTest, EveryExchangeAcrossTwoServersOfTwoRanks) {
   EXPECT_EQ(Run(2, 2, "xmatrix", "staging"), std::vector<int>(4, 0));
+}
+
+// AlltoAll(V/VC) move each pair's block only (through the leaders), with every layout of the
+// servers' ranks: three servers, and three whose ranks interleave (server 0 has ranks 0 and 3).
+TEST_F(SpanSocketTest, EveryExchangeAcrossThreeServersOfTwoRanks) {
+  EXPECT_EQ(Run(3, 2, "xmatrix", "zerocopy"), std::vector<int>(6, 0));
+}
+
+TEST_F(SpanSocketTest, EveryExchangeAcrossThreeServersWhoseRanksInterleave) {
+  EXPECT_EQ(Wait(Start(3, 2, "xmatrix", "staging", {}, true), std::vector<int>(6, 0)),
+            std::vector<int>(6, 0));
 }
 
 TEST_F(SpanSocketTest, ExchangesThatDisagreeAcrossServersFailOnEveryRankAndMoveNothing) {

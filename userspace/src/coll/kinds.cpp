@@ -87,7 +87,7 @@ constexpr KindInfo kKinds[] = {
      .inlined = ExchangeInline,
      .staging = ExchangeStaging,
      .zero_copy = ExchangeZeroCopy,
-     .across = AcrossRegions},
+     .across = AcrossPairwise},
     {.kind = Kind::kAlltoAllV,
      .name = "AlltoAllV",
      .vector = true,
@@ -95,7 +95,7 @@ constexpr KindInfo kKinds[] = {
      .inlined = ExchangeInline,
      .staging = ExchangeStaging,
      .zero_copy = ExchangeZeroCopy,
-     .across = AcrossRegions},
+     .across = AcrossPairwise},
     {.kind = Kind::kAlltoAllVC,
      .name = "AlltoAllVC",
      .vector = true,
@@ -104,7 +104,7 @@ constexpr KindInfo kKinds[] = {
      .inlined = ExchangeInline,
      .staging = ExchangeStaging,
      .zero_copy = ExchangeZeroCopy,
-     .across = AcrossRegions},
+     .across = AcrossPairwise},
 };
 
 const KindInfo kUnknown{};

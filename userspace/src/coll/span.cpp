@@ -144,8 +144,10 @@ class Spanning {
   Status Reduce();
   Status Scatter();
   Status ReduceScatterV();
-  // AllGatherV, AlltoAll(V/VC): every rank's whole input region to every rank.
+  // AllGatherV: every rank's whole input region to every rank.
   Status Regions();
+  // AlltoAll(V/VC): each pair's block only, through the leaders.
+  Status Pairwise();
 
  private:
   // The exchanges: every rank's plan (MakePlan) to every rank, checked (CheckPlans) alike on
@@ -161,6 +163,11 @@ class Spanning {
   Status Local(const Call &call);
   // @call on the server-local communicator, its errors saying which ranks its numbers mean.
   Status OnServer(const Call &call);
+  // An AlltoAllV of bytes among this server's ranks (arrays by local rank): a copy of the own
+  // block when the server has one rank.
+  Status LocalExchange(const uint8_t *send, uint8_t *recv, const std::vector<uint64_t> &send_len,
+                       const std::vector<uint64_t> &send_off, const std::vector<uint64_t> &recv_len,
+                       const std::vector<uint64_t> &recv_off);
   Status Transfer(const std::vector<transport::Wire::Out> &out, const std::vector<size_t> &in,
                   const transport::Wire::Sink &sink) {
     return s_.wire->Transfer(out, in, sink, deadline_);
@@ -707,6 +714,174 @@ Status Spanning::Regions() {
   return Status::Ok();
 }
 
+Status Spanning::LocalExchange(const uint8_t *send, uint8_t *recv,
+                               const std::vector<uint64_t> &send_len,
+                               const std::vector<uint64_t> &send_off,
+                               const std::vector<uint64_t> &recv_len,
+                               const std::vector<uint64_t> &recv_off) {
+  if (s_.local->size() == 1) {
+    if (send_len[0] != 0) {
+      std::memmove(recv + recv_off[0], send + send_off[0], send_len[0]);
+    }
+    return Status::Ok();
+  }
+  return OnServer({.kind = Kind::kAlltoAllV,
+                   .send = send,
+                   .recv = recv,
+                   .dtype = HCCL_DATA_TYPE_UINT8,
+                   .send_counts = send_len.data(),
+                   .send_displs = send_off.data(),
+                   .recv_counts = recv_len.data(),
+                   .recv_displs = recv_off.data(),
+                   .recv_dtype = HCCL_DATA_TYPE_UINT8});
+}
+
+// Each rank's blocks for the other servers' ranks, packed in one order that every rank knows:
+// by destination server, then by destination rank (the servers' ranks ascending). The leader
+// gathers its ranks' packs, sends each other server's leader only the blocks of that server's
+// ranks (what the pairs move across servers, no more), and scatters what it received to its
+// ranks, which unpack it; blocks between two ranks of one server go directly (a local AlltoAllV,
+// zero copy where the buffers allow). Overlapping buffers (in place) are read from a copy.
+Status Spanning::Pairwise() {
+  const uint32_t me = comm_.rank(), here = s_.server;
+  const std::vector<uint32_t> &loc = s_.mine();
+  const size_t nl = loc.size();
+  const Plan &mine = Mine();
+  auto *recv = static_cast<uint8_t *>(c_.recv);
+  const auto *send = static_cast<const uint8_t *>(c_.send);
+  std::vector<uint8_t> copy;
+  if (const uint64_t in = mine.SendExtent(), out = mine.RecvExtent();
+      in != 0 && out != 0 && send < recv + out && recv < send + in) {
+    copy.assign(send, send + in);
+    send = copy.data();
+  }
+  // The other servers' ranks, by server, then rank: the order of every pack.
+  std::vector<uint32_t> away;
+  for (uint32_t p = 0; p < s_.nservers(); ++p) {
+    if (p != here) {
+      away.insert(away.end(), s_.servers[p].begin(), s_.servers[p].end());
+    }
+  }
+  auto len = [&](uint32_t from, uint32_t to) { return plans_[from].send_len[to]; };
+  // The local AlltoAllV's arrays, by local rank, all 0.
+  std::vector<uint64_t> sl(nl), so(nl), rl(nl), ro(nl);
+  auto clear = [&] {
+    for (auto *v : {&sl, &so, &rl, &ro}) {
+      std::fill(v->begin(), v->end(), 0);
+    }
+  };
+
+  // The pairs on this server.
+  for (size_t j = 0; j < nl; ++j) {
+    sl[j] = mine.send_len[loc[j]], so[j] = mine.send_off[loc[j]];
+    rl[j] = mine.recv_len[loc[j]], ro[j] = mine.recv_off[loc[j]];
+  }
+  HZC_RETURN_IF_ERROR(LocalExchange(send, recv, sl, so, rl, ro));
+
+  // Each rank's pack, gathered at the leader in local rank order (one byte at least, so that
+  // no buffer is null).
+  std::vector<uint64_t> packs(nl + 1);  // where rank loc[j]'s pack begins in the gathered ones
+  for (size_t j = 0; j < nl; ++j) {
+    packs[j + 1] = packs[j];
+    for (uint32_t q : away) {
+      packs[j + 1] += len(loc[j], q);
+    }
+  }
+  std::vector<uint8_t> pack;
+  pack.reserve(std::max<uint64_t>(1, packs[s_.local->rank() + 1] - packs[s_.local->rank()]));
+  for (uint32_t q : away) {
+    pack.insert(pack.end(), send + mine.send_off[q], send + mine.send_off[q] + len(me, q));
+  }
+  std::vector<uint8_t> gathered;
+  if (nl > 1) {
+    clear();
+    sl[0] = pack.size();
+    gathered.resize(s_.leader() ? std::max<uint64_t>(1, packs[nl]) : 1);
+    for (size_t j = 0; j < nl && s_.leader(); ++j) {
+      rl[j] = packs[j + 1] - packs[j], ro[j] = packs[j];
+    }
+    pack.resize(std::max<size_t>(1, pack.size()));
+    HZC_RETURN_IF_ERROR(LocalExchange(pack.data(), gathered.data(), sl, so, rl, ro));
+  } else {
+    gathered = std::move(pack);
+  }
+
+  // The leaders: each sends server p's leader the blocks of p's ranks (from this server's ranks
+  // in order, then p's ranks in order) and receives this server's ranks' blocks likewise.
+  std::vector<std::vector<uint8_t>> got(s_.nservers());
+  if (Leads()) {
+    std::vector<std::vector<uint8_t>> to(s_.nservers());
+    for (size_t j = 0; j < nl; ++j) {
+      const uint8_t *at = gathered.data() + packs[j];
+      for (uint32_t q : away) {
+        auto &t = to[s_.server_of[q]];
+        t.insert(t.end(), at, at + len(loc[j], q));
+        at += len(loc[j], q);
+      }
+    }
+    std::vector<transport::Wire::Out> out(s_.nservers());
+    std::vector<size_t> in(s_.nservers());
+    for (uint32_t r : away) {
+      for (uint32_t q : loc) {
+        in[s_.server_of[r]] += len(r, q);
+      }
+    }
+    for (uint32_t p = 0; p < s_.nservers(); ++p) {
+      out[p] = {to[p].data(), to[p].size()};
+      got[p].resize(in[p]);
+    }
+    HZC_RETURN_IF_ERROR(Transfer(out, in, [&](uint32_t p, size_t off, const uint8_t *d, size_t n) {
+      std::memcpy(got[p].data() + off, d, n);
+    }));
+  }
+
+  // What each of this server's ranks receives from the other servers, in the order of @away:
+  // sorted by the leader, scattered to the ranks, unpacked by each.
+  std::vector<uint64_t> mails(nl + 1);  // where local rank j's mail begins
+  for (size_t j = 0; j < nl; ++j) {
+    mails[j + 1] = mails[j];
+    for (uint32_t r : away) {
+      mails[j + 1] += len(r, loc[j]);
+    }
+  }
+  std::vector<uint8_t> mail(std::max<uint64_t>(1, s_.leader() ? mails[nl] : 0));
+  if (s_.leader()) {
+    std::vector<const uint8_t *> at(s_.nservers());
+    for (uint32_t p = 0; p < s_.nservers(); ++p) {
+      at[p] = got[p].data();
+    }
+    std::vector<uint64_t> fill(mails.begin(), mails.end() - 1);
+    for (uint32_t r : away) {
+      const uint8_t *&from = at[s_.server_of[r]];
+      for (size_t j = 0; j < nl; ++j) {
+        std::memcpy(mail.data() + fill[j], from, len(r, loc[j]));
+        fill[j] += len(r, loc[j]);
+        from += len(r, loc[j]);
+      }
+    }
+  }
+  const uint8_t *box = mail.data();
+  std::vector<uint8_t> received;
+  if (nl > 1) {
+    clear();
+    for (size_t j = 0; j < nl && s_.leader(); ++j) {
+      sl[j] = mails[j + 1] - mails[j], so[j] = mails[j];
+    }
+    const size_t li = s_.local->rank();
+    rl[0] = mails[li + 1] - mails[li];
+    received.resize(std::max<uint64_t>(1, rl[0]));
+    HZC_RETURN_IF_ERROR(LocalExchange(mail.data(), received.data(), sl, so, rl, ro));
+    box = received.data();
+  }
+  for (uint32_t r : away) {
+    if (const uint64_t n = mine.recv_len[r]; n != 0) {
+      std::memcpy(recv + mine.recv_off[r], box, n);
+      box += n;
+    }
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 namespace {
@@ -793,6 +968,10 @@ Status AcrossReduceScatterV(Context &ctx, const Call &c) {
 
 Status AcrossRegions(Context &ctx, const Call &c) {
   return Spanning(ctx, c).Regions();
+}
+
+Status AcrossPairwise(Context &ctx, const Call &c) {
+  return Spanning(ctx, c).Pairwise();
 }
 
 Status RunAcrossServers(Communicator &comm, const Call &call) {

@@ -28,18 +28,22 @@
 //   AllReduce 2 (S-1)/S M (bound 2 (S-1)/S M); AllGather and ReduceScatter (S-1)/S M (bound
 //   the same); Broadcast from the root's leader (S-1) M below 256 KiB or with S = 2, else
 //   2 (S-1)/S M, and (S-2)/S M from the others (bound M from the root); Barrier ceil(log2 S)
-//   messages (bound the same); the exchanges gather every rank's whole input region on every
-//   server: up to S times what they must.
-// The exchanges (coll/exchange.h) are compositions of these: correct, not bandwidth-optimal.
+//   messages (bound the same); AlltoAll(V/VC) what its server's ranks send to other servers'
+//   ranks (bound the same); AllGatherV (S-1)/S of every rank's input region (the same).
+// The other exchanges (coll/exchange.h) are compositions of these: correct, not bandwidth-optimal.
 // Their check also gathers every rank's plan (MakePlan) on every rank, which checks every pair
 // alike (CheckPlans), so a disagreement fails with HCCL_E_PARA on every rank before any byte
 // moves; the arrays every rank must share are part of the words compared. Then:
 // - Reduce: AllReduce of the input into a temporary; the root copies it to its output.
 // - Scatter: Broadcast of the root's whole input into a temporary; each rank copies its block.
 // - ReduceScatterV: AllReduce of the whole input region; each rank copies its block.
-// - AllGatherV, AlltoAll, AlltoAllV, AlltoAllVC: AllGather of every rank's whole input region,
-//   padded to the largest, into a temporary; each rank copies the blocks addressed to it. So
-//   every rank's whole input reaches every server (AlltoAll moves n times what it must).
+// - AllGatherV: AllGather of every rank's whole input region, padded to the largest, into a
+//   temporary; each rank copies the blocks addressed to it.
+// - AlltoAll, AlltoAllV, AlltoAllVC: pairwise. The pairs on one server exchange directly (a
+//   local AlltoAllV); each rank packs its blocks for other servers' ranks (by server, then rank),
+//   its leader gathers the packs (a local AlltoAllV to local rank 0), sends each other leader
+//   the blocks of that server's ranks, and scatters what it received to its ranks, which unpack
+//   it. Every size follows from the checked plans: nothing but the blocks travels.
 // A failure half-way aborts the call on every rank of every server (the local communicators
 // and the wire carry the abort) and leaves the communicator's collectives unusable.
 #pragma once
@@ -67,7 +71,9 @@ Status AcrossBarrier(Context &ctx, const Call &c);
 Status AcrossReduce(Context &ctx, const Call &c);
 Status AcrossScatter(Context &ctx, const Call &c);
 Status AcrossReduceScatterV(Context &ctx, const Call &c);
-// AllGatherV, AlltoAll(V/VC): every rank's whole input region to every rank.
+// AllGatherV: every rank's whole input region to every rank.
 Status AcrossRegions(Context &ctx, const Call &c);
+// AlltoAll(V/VC): each pair's block, through the leaders.
+Status AcrossPairwise(Context &ctx, const Call &c);
 
 }  // namespace hzc::coll
