@@ -8,7 +8,10 @@
 #include <sys/socket.h>
 
 #include <algorithm>
+#include <array>
+#include <atomic>
 #include <cerrno>
+#include <condition_variable>
 #include <cstring>
 #include <future>
 #include <memory>
@@ -19,7 +22,6 @@
 #include <utility>
 
 #include "base/errno_string.h"
-#include "base/fd_limit.h"
 #include "base/log.h"
 #include "base/rank_list.h"
 #include "bootstrap/auth.h"
@@ -42,6 +44,8 @@ constexpr std::chrono::seconds kHelloTime{2};
 // Connections that may wait for their handshake at once (see HelloReader for why the oldest goes
 // beyond that).
 constexpr size_t kMaxPending = 128;
+// The listener's thread looks whether the group closed this often.
+constexpr std::chrono::milliseconds kServeSlice{20};
 
 }  // namespace
 
@@ -65,34 +69,59 @@ Expected<Listener> Listener::Open(const std::string &address) {
 // The connections, shared by the Group that Connect made and its views; in the ranks of the
 // former.
 struct Group::Impl {
-  struct Peer {
+  // One TCP connection with a peer and the frames read from it.
+  struct Conn {
     UniqueFd fd;
-    std::string address;
-    Nonce nonce{};  // of this rank's hello to it (a higher rank)
-    // What it sent, cut into frames (bootstrap/frames.h): a group holds at most
-    // (ranks - 1) * FrameInput::kMaxQueuedBytes of them, besides what the sockets hold.
+    // What the peer sent on it, cut into frames (bootstrap/frames.h): a group holds at most
+    // 2 * (ranks - 1) * FrameInput::kMaxQueuedBytes of them, besides what the sockets hold.
     FrameInput input;
+  };
+  struct Peer {
+    std::string address;
+    sockaddr_storage addr{};
+    // The connections with the peer: [kDialed] the one this rank made, [kAccepted] the one the
+    // peer made; a connection's descriptor never changes once set (until the group closes), so a
+    // thread may use it without the mutex once it read it under it. Each side sends on the first
+    // of them it had (@send, -1 before) and reads both: if both ranks dialed at once, each
+    // direction still keeps to one connection, so messages arrive in the order they were sent.
+    std::array<Conn, 2> conns;
+    int send = -1;
     // Why the connection is unusable (HCCL_SUCCESS while it works), said around the peer's
     // name: each Group names the peer by its own rank numbers.
     HcclResult broken_code = HCCL_SUCCESS;
     std::string broken_before, broken_after;
-    // Held for a whole frame sent to the peer, so that frames of two threads never mix.
+    // Held for a whole frame sent to the peer (and for dialing it), so that frames of two
+    // threads never mix.
     std::unique_ptr<std::mutex> sending = std::make_unique<std::mutex>();
 
     bool broken() const { return broken_code != HCCL_SUCCESS; }
+    bool connected() const { return send >= 0; }
     // Why the connection is unusable, naming the peer @name; "" while it works.
     std::string Why(std::string_view name) const {
       return broken() ? broken_before + std::string(name) + broken_after : "";
     }
   };
+  static constexpr int kDialed = 0;
+  static constexpr int kAccepted = 1;
+
+  ~Impl() {
+    stop = true;
+    if (server.joinable()) {
+      server.join();
+    }
+  }
 
   UniqueId id{};  // the key the ranks prove
   TrustList trust;
   uint32_t rank = 0;
   std::vector<Peer> peers;  // by rank; this rank's entry has no connection
-  // Guards every peer's input and broken state, and the reads and writes of the
-  // sockets once the group is connected; never held while waiting.
+  Listener listener;
+  // Guards every peer's connections, input and broken state, and the reads and writes of the
+  // sockets; never held while waiting.
   std::mutex mutex;
+  std::condition_variable connected;  // a connection was added (Recv waits for its peer's)
+  std::thread server;                 // Serve
+  std::atomic<bool> stop{false};
 
   std::string Name(uint32_t p) const { return fmt::format("rank {} ({})", p, peers[p].address); }
   uint32_t size() const { return static_cast<uint32_t>(peers.size()); }
@@ -105,13 +134,15 @@ struct Group::Impl {
   // Errors name @to as @name.
   Status Write(uint32_t to, std::string_view name, const std::byte *data, size_t len,
                Clock::time_point deadline);
-  // Connect's steps.
-  Status DialHigher(const std::vector<sockaddr_storage> &addrs, Clock::time_point deadline);
-  Status AcceptLower(const Listener &listener, Clock::time_point deadline);
-  void AnswerLower(HelloReader &reader, HelloReader::Hello conn);
+  // Make sure this rank has a connection to @p to send on: dial it unless it has one (the
+  // caller holds @p's sending mutex). Errors name @p as @name.
+  Status Reach(uint32_t p, std::string_view name, Clock::time_point deadline);
+  // Add connection @fd with @p as @conns[@which].
+  void Add(uint32_t p, int which, UniqueFd fd);
+  // The listener's thread: accepts the connections of the ranks that need this one.
+  void Serve(HelloReader reader);
+  void AnswerDialer(HelloReader &reader, HelloReader::Hello conn);
   std::optional<uint32_t> CheckProof(const HelloReader &reader, const HelloReader::Hello &conn);
-  Status AwaitAnswer(uint32_t r, Clock::time_point deadline);
-  Status AwaitAnswers(Clock::time_point deadline);
 };
 
 void Group::Impl::Break(uint32_t p, HcclResult code, std::string before, std::string after) {
@@ -130,38 +161,42 @@ void Group::Impl::Reject(uint32_t p, std::string after) {
   // ours hold, and threads that wait in poll on the socket wake. The descriptor stays open (until
   // the group closes), so no other thread can meet its number reused. Should that fail, shut the
   // connection down: the peer sees its end.
-  const sockaddr unspec{.sa_family = AF_UNSPEC, .sa_data = {}};
-  if (connect(peer.fd.get(), &unspec, sizeof(unspec)) != 0) {
-    (void)shutdown(peer.fd.get(), SHUT_RDWR);
+  for (Conn &c : peer.conns) {
+    const sockaddr unspec{.sa_family = AF_UNSPEC, .sa_data = {}};
+    if (c.fd.valid() && connect(c.fd.get(), &unspec, sizeof(unspec)) != 0) {
+      (void)shutdown(c.fd.get(), SHUT_RDWR);
+    }
+    c.input.Clear();
   }
-  peer.input.Clear();
 }
 
-// Read what @p has sent, without waiting, into its queue; notes the end of the connection.
+// Read what @p has sent, without waiting, into its queues; notes the end of a connection.
 void Group::Impl::Pump(uint32_t p) {
   Peer &peer = peers[p];
   std::byte buf[64 * 1024];
-  while (!peer.broken()) {
-    const ssize_t n = recv(peer.fd.get(), buf, sizeof(buf), MSG_DONTWAIT);
-    if (n > 0) {
-      if (std::string why = peer.input.Add({buf, static_cast<size_t>(n)}); !why.empty()) {
-        Reject(p, std::move(why));
+  for (Conn &c : peer.conns) {
+    while (c.fd.valid() && !peer.broken()) {
+      const ssize_t n = recv(c.fd.get(), buf, sizeof(buf), MSG_DONTWAIT);
+      if (n > 0) {
+        if (std::string why = c.input.Add({buf, static_cast<size_t>(n)}); !why.empty()) {
+          Reject(p, std::move(why));
+        }
+      } else if (n == 0) {
+        // A message cut off by the end is not received: its bytes so far are dropped.
+        Break(p, HCCL_E_REMOTE, "",
+              c.input.partial() == 0
+                  ? std::string(" closed the connection")
+                  : fmt::format(" closed the connection in the middle of a message "
+                                "({} bytes of it arrived)",
+                                c.input.partial()));
+      } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
+        break;
+      } else if (errno != EINTR) {
+        const int err = errno;
+        Break(p, err == ECONNRESET ? HCCL_E_REMOTE : HCCL_E_TCP_TRANSFER, "",
+              fmt::format(" {}: {}", err == ECONNRESET ? "closed the connection" : "cannot be read",
+                          ErrnoString(err)));
       }
-    } else if (n == 0) {
-      // A message cut off by the end is not received: its bytes so far are dropped.
-      Break(p, HCCL_E_REMOTE, "",
-            peer.input.partial() == 0
-                ? std::string(" closed the connection")
-                : fmt::format(" closed the connection in the middle of a message "
-                              "({} bytes of it arrived)",
-                              peer.input.partial()));
-    } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
-      break;
-    } else if (errno != EINTR) {
-      const int err = errno;
-      Break(p, err == ECONNRESET ? HCCL_E_REMOTE : HCCL_E_TCP_TRANSFER, "",
-            fmt::format(" {}: {}", err == ECONNRESET ? "closed the connection" : "cannot be read",
-                        ErrnoString(err)));
     }
   }
 }
@@ -173,13 +208,17 @@ Status Group::Impl::Write(uint32_t to, std::string_view name, const std::byte *d
   std::vector<pollfd> fds;
   std::vector<uint32_t> who;
   std::unique_lock lock(mutex);
+  const int out = peers[to].conns[peers[to].send].fd.get();
   while (len > 0 && !peers[to].broken()) {
     fds.clear();
     who.clear();
     for (uint32_t p = 0; p < size(); ++p) {
-      if (p != rank && !peers[p].broken()) {
-        fds.push_back({peers[p].fd.get(), static_cast<short>(POLLIN | (p == to ? POLLOUT : 0)), 0});
-        who.push_back(p);
+      for (const Conn &c : peers[p].conns) {
+        if (p != rank && c.fd.valid() && !peers[p].broken()) {
+          fds.push_back(
+              {c.fd.get(), static_cast<short>(POLLIN | (c.fd.get() == out ? POLLOUT : 0)), 0});
+          who.push_back(p);
+        }
       }
     }
     lock.unlock();
@@ -195,10 +234,10 @@ Status Group::Impl::Write(uint32_t to, std::string_view name, const std::byte *d
       if ((fds[i].revents & (POLLIN | POLLHUP | POLLERR)) != 0) {
         Pump(who[i]);
       }
-      if (who[i] != to || (fds[i].revents & POLLOUT) == 0 || peers[to].broken()) {
+      if (fds[i].fd != out || (fds[i].revents & POLLOUT) == 0 || peers[to].broken()) {
         continue;
       }
-      const ssize_t k = send(peers[to].fd.get(), data, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+      const ssize_t k = send(out, data, len, MSG_NOSIGNAL | MSG_DONTWAIT);
       if (k > 0) {
         data += k;
         len -= static_cast<size_t>(k);
@@ -213,73 +252,101 @@ Status Group::Impl::Write(uint32_t to, std::string_view name, const std::byte *d
   return len == 0 ? Status::Ok() : Status(peer.broken_code, peer.Why(name));
 }
 
-// Connect to every higher rank and send it the handshake.
-Status Group::Impl::DialHigher(const std::vector<sockaddr_storage> &addrs,
-                               Clock::time_point deadline) {
-  for (uint32_t r = rank + 1; r < size(); ++r) {
-    auto fd = Dial(addrs[r], deadline);
-    if (!fd.ok()) {
-      return Error(HCCL_E_TCP_CONNECT, "cannot connect to {}: {}", Name(r), fd.status().message());
+void Group::Impl::Add(uint32_t p, int which, UniqueFd fd) {
+  SetNoDelay(fd.get());
+  {
+    const std::lock_guard lock(mutex);
+    Peer &peer = peers[p];
+    peer.conns[which].fd = std::move(fd);
+    if (peer.send < 0) {
+      peer.send = which;
     }
-    auto nonce = RandomNonce();
-    if (!nonce.ok()) {
-      return nonce.status();
-    }
-    peers[r].nonce = *nonce;
-    const Hello h = MakeHello(id, rank, r, size(), *nonce);
-    if (Status st = SendAll(fd->get(), &h, sizeof(h), deadline); !st.ok()) {
-      return Error(st.code(), "handshake with {}: {}", Name(r), st.message());
-    }
-    SetNoDelay(fd->get());
-    peers[r].fd = std::move(*fd);
   }
+  connected.notify_all();
+}
+
+// Dial @p and prove this rank to it: the hello (this rank's nonce), @p's answer (its proof and
+// nonce, checked), this rank's proof. Errors name @p.
+Status Group::Impl::Reach(uint32_t p, std::string_view name, Clock::time_point deadline) {
+  {
+    const std::lock_guard lock(mutex);
+    if (peers[p].broken()) {
+      return Status(peers[p].broken_code, peers[p].Why(name));
+    }
+    if (peers[p].connected()) {
+      return Status::Ok();
+    }
+  }
+  // Every rank listened before the rendezvous gave out the addresses: a rank that refuses has
+  // closed its group (its communicator was destroyed, or its process ended).
+  bool refused = false;
+  auto fd = Dial(peers[p].addr, deadline, /*refused_ends=*/true, &refused);
+  if (!fd.ok()) {
+    if (refused) {
+      const std::lock_guard lock(mutex);
+      Break(p, HCCL_E_REMOTE, "",
+            " is gone: it refuses connections (its communicator was destroyed or its process "
+            "ended)");
+      return Status(peers[p].broken_code, peers[p].Why(name));
+    }
+    return Error(HCCL_E_TCP_CONNECT, "cannot connect to {}: {}", name, fd.status().message());
+  }
+  auto nonce = RandomNonce();
+  if (!nonce.ok()) {
+    return nonce.status();
+  }
+  const Hello mine = MakeHello(id, rank, p, size(), *nonce);
+  Status st = SendAll(fd->get(), &mine, sizeof(mine), deadline);
+  Answer a{};
+  if (st.ok()) {
+    st = RecvAll(fd->get(), &a, sizeof(a), deadline);
+  }
+  if (!st.ok()) {
+    return Error(st.code() == HCCL_E_TIMEOUT ? HCCL_E_TIMEOUT : HCCL_E_TCP_CONNECT,
+                 "handshake with {}: {}", name, st.message());
+  }
+  if (const std::string why = CheckAnswer(a, id, rank, p, size(), mine); !why.empty()) {
+    return Error(HCCL_E_TCP_CONNECT, "{} is not rank {} of this communicator: {}", name, p, why);
+  }
+  const ProofMessage m = MakeProof(id, mine, std::span(a.hello.nonce));
+  if (st = SendAll(fd->get(), &m, sizeof(m), deadline); !st.ok()) {
+    return Error(st.code(), "handshake with {}: {}", name, st.message());
+  }
+  Add(p, kDialed, std::move(*fd));
+  LogDebug("bootstrap: rank {} connected to {}", rank, name);
   return Status::Ok();
 }
 
-// Accept the connection of every lower rank (until @deadline: Connect names those that did not
-// come): answer its handshake (AnswerLower), then check its proof (CheckProof). Handshakes and
-// proofs are read all at once (HelloReader): a connection that is not one of them (another
-// communicator's, a stranger's, a stray, silent or garbled one, one from an address off the trust
-// list) is dropped, logged at WARN, and never delays the others. HCCL_E_SYSCALL when the listener
-// cannot be served.
-Status Group::Impl::AcceptLower(const Listener &listener, Clock::time_point deadline) {
-  HelloReader::Options o;
-  o.where = fmt::format("bootstrap: rank {} ({})", rank, listener.address());
-  o.hello_time = kHelloTime;
-  o.max_pending = kMaxPending;
-  o.header = sizeof(uint32_t);
-  o.size = MessageSize;
-  auto reader = HelloReader::Open(listener.fd(), std::move(o));
-  if (!reader.ok()) {
-    return reader.status();
-  }
-  uint32_t accepted = 0;
-  while (accepted < rank) {
-    auto next = reader->Next(deadline);
+// Accept the connections of the ranks that dial this one, until the group closes: answer each
+// handshake (AnswerDialer), then check its proof (CheckProof). Handshakes and proofs are read all
+// at once (HelloReader): a connection that is not one of them (another communicator's, a
+// stranger's, a stray, silent or garbled one, one from an address off the trust list) is
+// dropped, logged at WARN, and never delays the others.
+void Group::Impl::Serve(HelloReader reader) {
+  while (!stop) {
+    auto next = reader.Next(Clock::now() + kServeSlice);
     if (!next.ok()) {
-      return next.status();
+      LogWarn("bootstrap: rank {} ({}): {}", rank, listener.address(), next.status().message());
+      std::this_thread::sleep_for(kServeSlice);
+      continue;
     }
     if (!next->has_value()) {
-      return Status::Ok();
+      continue;
     }
     HelloReader::Hello &conn = **next;
     if (conn.state.empty()) {
-      AnswerLower(*reader, std::move(conn));
-      continue;
-    }
-    if (const auto from = CheckProof(*reader, conn)) {
-      SetNoDelay(conn.fd.get());
-      peers[*from].fd = std::move(conn.fd);
-      ++accepted;
+      AnswerDialer(reader, std::move(conn));
+    } else if (const auto from = CheckProof(reader, conn)) {
+      Add(*from, kAccepted, std::move(conn.fd));
+      LogDebug("bootstrap: rank {} accepted {}", rank, Name(*from));
     }
   }
-  return Status::Ok();
 }
 
-// A connection's handshake: dropped (logged) unless it is a lower rank's of this communicator from
-// an address on the trust list; else answered with this rank's nonce and proof and read again for
-// the lower rank's proof (its hello and this rank's nonce kept in its state).
-void Group::Impl::AnswerLower(HelloReader &reader, HelloReader::Hello conn) {
+// A connection's handshake: dropped (logged) unless it is another rank's of this communicator
+// from an address on the trust list, its first; else answered with this rank's nonce and proof
+// and read again for the dialer's proof (its hello and this rank's nonce kept in its state).
+void Group::Impl::AnswerDialer(HelloReader &reader, HelloReader::Hello conn) {
   std::string why = trust.Why(HostOf(conn.peer));
   Hello h{};
   if (why.empty() && conn.data.size() != sizeof(Hello)) {
@@ -290,8 +357,11 @@ void Group::Impl::AnswerLower(HelloReader &reader, HelloReader::Hello conn) {
     why = CheckHello(h, id, rank, size());
   }
   const uint32_t from = ntohl(h.from);
-  if (why.empty() && (from >= rank || peers[from].fd.valid())) {
-    why = fmt::format("rank {} connects to higher ranks only, once", from);
+  if (why.empty()) {
+    const std::lock_guard lock(mutex);
+    if (from == rank || peers[from].conns[kAccepted].fd.valid()) {
+      why = fmt::format("rank {} connects to other ranks only, once", from);
+    }
   }
   auto nonce = RandomNonce();
   if (why.empty() && !nonce.ok()) {
@@ -312,7 +382,7 @@ void Group::Impl::AnswerLower(HelloReader &reader, HelloReader::Hello conn) {
   reader.Again(std::move(conn));
 }
 
-// The lower rank whose proof came on @conn (answered by AnswerLower), if it holds; else the
+// The rank whose proof came on @conn (answered by AnswerDialer), if it holds; else the
 // connection is logged as dropped.
 std::optional<uint32_t> Group::Impl::CheckProof(const HelloReader &reader,
                                                 const HelloReader::Hello &conn) {
@@ -322,79 +392,17 @@ std::optional<uint32_t> Group::Impl::CheckProof(const HelloReader &reader,
       reinterpret_cast<const uint8_t *>(conn.state.data()) + sizeof(h), sizeof(Nonce));
   const uint32_t from = ntohl(h.from);
   std::string why = bootstrap::CheckProof(std::span<const std::byte>(conn.data), id, h, nonce);
-  if (why.empty() && peers[from].fd.valid()) {
-    why = "it connected already";
+  if (why.empty()) {
+    const std::lock_guard lock(mutex);
+    if (peers[from].conns[kAccepted].fd.valid()) {
+      why = "it connected already";
+    }
   }
   if (!why.empty()) {
     reader.LogDropped(conn.peer, fmt::format("rank {} not admitted: {}", from, why));
     return std::nullopt;
   }
   return from;
-}
-
-// Receive the answer of every higher rank to this rank's handshake as it comes (AwaitAnswer). A
-// rank that did not answer by @deadline keeps no connection (Connect names it). Runs beside
-// AcceptLower (it touches only the higher ranks' entries): a rank proves itself to the ranks above
-// it whatever the ranks below it do, so that one missing rank is the only one named missing.
-Status Group::Impl::AwaitAnswers(Clock::time_point deadline) {
-  std::vector<uint32_t> waiting;
-  for (uint32_t r = rank + 1; r < size(); ++r) {
-    waiting.push_back(r);
-  }
-  std::vector<pollfd> fds;
-  while (!waiting.empty()) {
-    fds.clear();
-    for (uint32_t r : waiting) {
-      fds.push_back({peers[r].fd.get(), POLLIN, 0});
-    }
-    const int n = poll(fds.data(), fds.size(), RemainingMs(deadline));
-    if (n < 0 && errno != EINTR) {
-      return Error(HCCL_E_SYSCALL, "poll failed: {}", ErrnoString(errno));
-    }
-    if (n == 0) {
-      break;
-    }
-    std::vector<uint32_t> still;
-    for (size_t i = 0; i < fds.size(); ++i) {
-      if (fds[i].revents == 0) {
-        still.push_back(waiting[i]);
-      } else {
-        HZC_RETURN_IF_ERROR(AwaitAnswer(waiting[i], deadline));
-      }
-    }
-    waiting = std::move(still);
-  }
-  for (uint32_t r : waiting) {
-    peers[r].fd.reset();
-  }
-  return Status::Ok();
-}
-
-// Receive higher rank @r's answer to this rank's handshake (it has come, or is coming), check its
-// proof and send this rank's (at once: @r waits for it, within its own 2 s).
-Status Group::Impl::AwaitAnswer(uint32_t r, Clock::time_point deadline) {
-  {
-    Answer a{};
-    Status st = RecvAll(peers[r].fd.get(), &a, sizeof(a), deadline);
-    if (st.code() == HCCL_E_TIMEOUT) {
-      peers[r].fd.reset();
-      return Status::Ok();
-    }
-    if (!st.ok()) {
-      return Error(st.code(), "{} did not answer the handshake: {}", Name(r), st.message());
-    }
-    const Hello mine = MakeHello(id, rank, r, size(), peers[r].nonce);
-    const std::string why = CheckAnswer(a, id, rank, r, size(), mine);
-    if (!why.empty()) {
-      return Error(HCCL_E_TCP_CONNECT, "{} is not rank {} of this communicator: {}", Name(r), r,
-                   why);
-    }
-    const ProofMessage m = MakeProof(id, mine, std::span(a.hello.nonce));
-    if (st = SendAll(peers[r].fd.get(), &m, sizeof(m), deadline); !st.ok()) {
-      return Error(st.code(), "handshake with {}: {}", Name(r), st.message());
-    }
-  }
-  return Status::Ok();
 }
 
 Group::Group(std::shared_ptr<Impl> impl, uint64_t space, std::vector<uint32_t> ranks, uint32_t rank)
@@ -406,23 +414,21 @@ Expected<std::unique_ptr<Group>> Group::Connect(Listener listener, const UniqueI
                                                 const std::vector<std::string> &addresses,
                                                 Clock::time_point deadline,
                                                 std::optional<TrustList> trust) {
+  (void)deadline;  // nothing waits here: connections are made when first needed
   const auto n = static_cast<uint32_t>(addresses.size());
   if (rank >= n || listener.fd() < 0) {
     return Error(HCCL_E_PARA, "rank {} of {} ranks{}", rank, n,
                  listener.fd() < 0 ? " without a listener" : ": no such rank");
   }
-  HZC_RETURN_IF_ERROR(ReserveDescriptors(
-      n - 1, fmt::format("rank {}'s connections to the other {} ranks", rank, n - 1)));
   auto list = trust ? Expected<TrustList>(std::move(*trust)) : ProcessTrustList();
   if (!list.ok()) {
     return list.status();
   }
-  auto impl = std::make_unique<Impl>();
+  auto impl = std::make_shared<Impl>();
   impl->id = id;
   impl->trust = std::move(*list);
   impl->rank = rank;
   impl->peers.resize(n);
-  std::vector<sockaddr_storage> addrs(n);
   for (uint32_t r = 0; r < n; ++r) {
     impl->peers[r].address = r == rank ? listener.address() : addresses[r];
     auto addr = ParseEndpoint(addresses[r]);
@@ -430,22 +436,23 @@ Expected<std::unique_ptr<Group>> Group::Connect(Listener listener, const UniqueI
       return Error(HCCL_E_TCP_CONNECT, "rank {}'s address: {}", r,
                    addresses[r].empty() ? "none (it could not listen)" : addr.status().message());
     }
-    addrs[r] = addr.ok() ? *addr : sockaddr_storage{};
+    impl->peers[r].addr = addr.ok() ? *addr : sockaddr_storage{};
   }
-  HZC_RETURN_IF_ERROR(impl->DialHigher(addrs, deadline));
-  auto answers = std::async(std::launch::async, [&] { return impl->AwaitAnswers(deadline); });
-  const Status accepted = impl->AcceptLower(listener, deadline);
-  const Status answered = answers.get();
-  HZC_RETURN_IF_ERROR(answered);
-  HZC_RETURN_IF_ERROR(accepted);
-  const std::string missing =
-      RanksWhere(n, [&](uint32_t r) { return r != rank && !impl->peers[r].fd.valid(); });
-  if (!missing.empty()) {
-    return Error(HCCL_E_TIMEOUT, "rank {} ({}): rank(s) {} of {} did not connect in time", rank,
-                 listener.address(), missing, n);
+  HelloReader::Options o;
+  o.where = fmt::format("bootstrap: rank {} ({})", rank, listener.address());
+  o.hello_time = kHelloTime;
+  o.max_pending = kMaxPending;
+  o.header = sizeof(uint32_t);
+  o.size = MessageSize;
+  auto reader = HelloReader::Open(listener.fd(), std::move(o));
+  if (!reader.ok()) {
+    return reader.status();
   }
-  LogDebug("bootstrap: rank {} ({}) connected to the other {} rank(s)", rank, listener.address(),
-           n - 1);
+  impl->listener = std::move(listener);
+  Impl *raw = impl.get();
+  impl->server = std::thread([raw, r = std::move(*reader)]() mutable { raw->Serve(std::move(r)); });
+  LogDebug("bootstrap: rank {} of {} listens on {}; connections are made when first needed", rank,
+           n, impl->listener.address());
   std::vector<uint32_t> ranks(n);
   for (uint32_t r = 0; r < n; ++r) {
     ranks[r] = r;
@@ -503,6 +510,7 @@ Status Group::Send(uint32_t peer, uint32_t tag, std::span<const std::byte> data,
   const uint32_t to = ranks_[peer];
   const FrameHeader h = MakeFrameHeader(space_, tag, static_cast<uint32_t>(data.size()));
   const std::lock_guard sending(*impl_->peers[to].sending);
+  HZC_RETURN_IF_ERROR(impl_->Reach(to, name, deadline));
   Status st = impl_->Write(to, name, reinterpret_cast<const std::byte *>(&h), sizeof(h), deadline);
   if (st.ok()) {
     st = impl_->Write(to, name, data.data(), data.size(), deadline);
@@ -522,8 +530,10 @@ Expected<Group::Blob> Group::Recv(uint32_t peer, uint32_t tag, Clock::time_point
   Impl::Peer &p = impl_->peers[from];
   std::unique_lock lock(impl_->mutex);
   for (;;) {
-    if (std::optional<Blob> out = p.input.Take(space_, tag)) {
-      return std::move(*out);
+    for (Impl::Conn &c : p.conns) {
+      if (std::optional<Blob> out = c.input.Take(space_, tag)) {
+        return std::move(*out);
+      }
     }
     if (p.broken()) {
       return Status(p.broken_code, p.Why(Name(peer)));
@@ -532,11 +542,24 @@ Expected<Group::Blob> Group::Recv(uint32_t peer, uint32_t tag, Clock::time_point
       return Error(HCCL_E_TIMEOUT, "timed out waiting for a message (tag {}) from {}", tag,
                    Name(peer));
     }
+    // Its connections (none yet: wait until one is made, by either side).
+    std::array<pollfd, 2> fds{};
+    nfds_t n = 0;
+    for (const Impl::Conn &c : p.conns) {
+      if (c.fd.valid()) {
+        fds[n++] = {c.fd.get(), POLLIN, 0};
+      }
+    }
+    const Clock::time_point slice = std::min(deadline, Clock::now() + kRecvSlice);
+    if (n == 0) {
+      impl_->connected.wait_until(lock, slice);
+      continue;
+    }
     lock.unlock();
-    auto ready = WaitFd(p.fd.get(), POLLIN, std::min(deadline, Clock::now() + kRecvSlice));
+    const int ready = poll(fds.data(), n, RemainingMs(slice));
     lock.lock();
-    if (!ready.ok()) {
-      return ready.status();
+    if (ready < 0 && errno != EINTR) {
+      return Error(HCCL_E_SYSCALL, "poll failed: {}", ErrnoString(errno));
     }
     impl_->Pump(from);
   }

@@ -137,7 +137,8 @@ Expected<UniqueFd> ListenOn(const sockaddr_storage &addr, bool reuse, sockaddr_s
 
 // The peer's listener exists, but a connection may fail while its network comes up: retried.
 Expected<UniqueFd> Dial(const sockaddr_storage &addr,
-                        std::chrono::steady_clock::time_point deadline) {
+                        std::chrono::steady_clock::time_point deadline, bool refused_ends,
+                        bool *refused) {
   int last_err = ETIMEDOUT;
   do {
     UniqueFd fd(socket(addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
@@ -160,10 +161,16 @@ Expected<UniqueFd> Dial(const sockaddr_storage &addr,
       return fd;
     }
     last_err = err;
+    if (err == ECONNREFUSED && refused_ends) {
+      break;
+    }
     if (err != ETIMEDOUT) {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
   } while (std::chrono::steady_clock::now() < deadline);
+  if (refused != nullptr) {
+    *refused = last_err == ECONNREFUSED;
+  }
   return Error(HCCL_E_TCP_CONNECT, "{}", ErrnoString(last_err));
 }
 

@@ -42,9 +42,12 @@ Expected<UniqueFd> ListenOn(const sockaddr_storage &addr, bool reuse, sockaddr_s
                             bool *in_use = nullptr);
 
 // A non-blocking, close-on-exec TCP connection to @addr, retried until @deadline while it is
-// refused or unreachable. HCCL_E_TCP_CONNECT with the last error otherwise.
+// refused (unless @refused_ends: a refusal is then the answer) or unreachable.
+// HCCL_E_TCP_CONNECT with the last error otherwise; *@refused (if not null): the connection was
+// refused.
 Expected<UniqueFd> Dial(const sockaddr_storage &addr,
-                        std::chrono::steady_clock::time_point deadline);
+                        std::chrono::steady_clock::time_point deadline, bool refused_ends = false,
+                        bool *refused = nullptr);
 
 // Turn Nagle's algorithm off on TCP socket @fd: a small message leaves at once instead of
 // waiting for the peer's (delayed, up to 40 ms) acknowledgement of the one before it.
