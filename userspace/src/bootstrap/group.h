@@ -2,14 +2,20 @@
 // The TCP connections between the ranks of a communicator that spans servers.
 //
 // Every rank listens (Listener, made before the rendezvous, so that its address travels in
-// the rank's hello) and, once the rendezvous gave every rank's address, Group::Connect makes
-// one connection to each other rank (the lower rank connects, the higher accepts; a handshake
-// names the communicator by a tag derived from its id and both ranks, and both ends prove they
-// hold the id, the communicator's key (bootstrap/auth.h), so a stray, foreign or stranger's
-// connection is refused; so is one from an address off the trust list, HCCL_WHITELIST_FILE). The
-// handshakes of all the connections that reach a rank are read at once, each step within its own
-// 2 s (bootstrap/socket_io.h, HelloReader): a silent, garbled or unproven connection is dropped,
-// logged at WARN naming its address, and delays no other.
+// the rank's hello) and, once the rendezvous gave every rank's address, Group::Connect starts a
+// thread that serves the listener; no connection is made then. A rank connects to another when it
+// first sends it a message (Send, AllGather): it dials, and a handshake names the communicator
+// by a tag derived from its id and both ranks, and both ends prove they hold the id, the
+// communicator's key (bootstrap/auth.h), so a stray, foreign or stranger's connection is refused;
+// so is one from an address off the trust list, HCCL_WHITELIST_FILE. The listener's thread reads
+// the handshakes of all the connections that reach it at once, each step within its own 2 s
+// (bootstrap/socket_io.h, HelloReader): a silent, garbled or unproven connection is dropped,
+// logged at WARN naming its address, and delays no other. Two ranks that dial each other at once
+// keep both connections: each sends on the first it had and reads both, so each direction keeps
+// to one connection and its messages arrive in order. A receive from a rank with no connection
+// yet waits for it to connect. So a rank keeps a connection only with the ranks it exchanged
+// messages with: the descriptors per rank follow the algorithms, not the rank count. A rank
+// that refuses a connection has closed its group (it is gone): HCCL_E_REMOTE at once.
 // Over them ranks send small tagged messages: link-setup blobs (queue pairs, GIDs), memory
 // keys, and the errors a rank reports before it gives up. A connection that ends (the peer
 // process died, its server went away and the kernel reset the connection) fails every later
@@ -71,14 +77,14 @@ class Group {
   using Clock = std::chrono::steady_clock;
   using Blob = std::vector<std::byte>;
 
-  // Connect rank @rank to every other rank of @addresses (rank r's listener address at [r],
-  // as the rendezvous returned them) for communicator @id, until @deadline; @listener is
-  // consumed. A connection whose handshake is not of this communicator and rank is refused
-  // (logged at WARN) and the wait goes on. HCCL_E_TIMEOUT naming the ranks not connected by then
-  // ("rank(s) 2,3 of 4 did not connect in time"), HCCL_E_TCP_CONNECT for a malformed address or
-  // one refused until @deadline (naming the rank and the address), HCCL_E_PARA for @rank out
-  // of range; @trust: the trust list (nullopt: the process's; HCCL_E_PARA or
-  // HCCL_E_OPEN_FILE_FAILURE when that cannot be read).
+  // Rank @rank of the ranks at @addresses (rank r's listener address at [r], as the rendezvous
+  // returned them) for communicator @id: serves @listener (consumed) from now on; connections
+  // are made when first needed (@deadline is not used: each call has its own). A connection whose
+  // handshake is not of this communicator is refused (logged at WARN). HCCL_E_TCP_CONNECT for a
+  // malformed address (naming the rank), HCCL_E_PARA for @rank out of range; @trust: the trust
+  // list (nullopt: the process's; HCCL_E_PARA or HCCL_E_OPEN_FILE_FAILURE when that cannot be
+  // read). A send to a rank that is not reached by its deadline is HCCL_E_TCP_CONNECT (its
+  // address does not answer) or HCCL_E_TIMEOUT (it does not serve its group) naming it.
   static Expected<std::unique_ptr<Group>> Connect(Listener listener, const UniqueId &id,
                                                   uint32_t rank,
                                                   const std::vector<std::string> &addresses,

@@ -55,8 +55,8 @@ bootstrap::RankIdentity Self(const Expected<bootstrap::Listener> &listener) {
 }
 
 // Rank @rank of communicator @id, whose ranks the rendezvous gave as @peers. When they span
-// servers, it connects to every other rank (a Group, within the connect timeout); else
-// @listener is dropped.
+// servers, its Group serves @listener (connections are made when first needed); else @listener
+// is dropped.
 Expected<std::shared_ptr<Communicator>> Connected(const bootstrap::UniqueId &id, uint32_t rank,
                                                   std::vector<bootstrap::RankIdentity> peers,
                                                   Expected<bootstrap::Listener> listener,
