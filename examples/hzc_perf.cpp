@@ -49,6 +49,7 @@
 // communicator that spans servers is HCCL_E_NOT_SUPPORT), so R .. R+g-1 must be ranks of one
 // server of the table.
 #include <acl/acl.h>
+#include <dirent.h>
 #include <hccl/hccl.h>
 #include <sched.h>
 #include <sys/mman.h>
@@ -56,6 +57,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cctype>
 #include <cerrno>
@@ -140,6 +142,7 @@ struct Options {
   std::string mode = "zerocopy";
   std::string rank_table;   // --rank-table: the ranks forked here are some of the table's
   uint32_t first_rank = 0;  // --first-rank: the table's rank of the first one forked here
+  uint32_t servers = 0;     // --servers: simulated servers on this host (0: none)
 
   uint32_t nranks() const { return nthreads * ngpus; }  // ranks forked here
   bool zero_copy() const { return mode == "zerocopy"; }
@@ -402,10 +405,32 @@ struct Buffers {
 
 // Shared by the ranks forked here (a MAP_SHARED page made before the fork): their pids, for
 // rank 0's device list, and the sequence number of the last checked barrier each one entered.
+constexpr uint32_t kMaxRanks = 4096;
 struct Shared {
-  std::atomic<int32_t> pid[64];
-  std::atomic<uint64_t> arrived[64];
+  std::atomic<int32_t> pid[kMaxRanks];
+  std::atomic<uint64_t> arrived[kMaxRanks];
+  // --servers: each rank's init time and the descriptors it has open after the init and at the
+  // end of its calls.
+  std::atomic<uint64_t> init_us[kMaxRanks];
+  std::atomic<uint32_t> fds_init[kMaxRanks], fds_end[kMaxRanks];
+  // --servers: the root info, made after the fork (a process reads its configuration, such as
+  // its server's identity, once: the ranks' must not be the parent's).
+  HcclRootInfo root;
+  std::atomic<int> root_ready;  // 1 made, -1 failed
 };
+
+// Descriptors this process has open.
+uint32_t OpenDescriptors() {
+  uint32_t n = 0;
+  if (DIR *d = opendir("/proc/self/fd")) {
+    while (const dirent *e = readdir(d)) {
+      n += e->d_name[0] != '.';
+    }
+    closedir(d);
+    --n;  // the directory's own
+  }
+  return n;
+}
 
 // The communicators of one rank: the one measured and the one its buffers are activated through
 // (the same one on a single server; this server's ranks across servers).
@@ -818,6 +843,12 @@ bool JoinServer(const Options &o, Comms *c) {
 // first_rank + @local of the rank table's.
 int RunRank(const Options &o, const HcclRootInfo &root, uint32_t local, Shared *shared) {
   shared->pid[local].store(getpid());
+  if (o.servers != 0) {
+    const uint64_t server = uint64_t{local} * o.servers / o.nranks();
+    setenv("HZC_HOST_ID", ("hzc-perf-server-" + std::to_string(server)).c_str(), 1);
+    setenv("HZC_NET", "socket", 1);
+  }
+  const auto init_start = std::chrono::steady_clock::now();
   Comms c;
   c.local = local;
   c.rank = o.first_rank + local;
@@ -831,12 +862,18 @@ int RunRank(const Options &o, const HcclRootInfo &root, uint32_t local, Shared *
   if (!joined) {
     return 1;
   }
+  shared->init_us[local].store(
+      static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(
+                                std::chrono::steady_clock::now() - init_start)
+                                .count()));
+  shared->fds_init[local].store(OpenDescriptors());
   c.memory = c.comm;
   int status = 1;
   if (o.rank_table.empty() || JoinServer(o, &c)) {
     Rank r(o, c, shared);
     status = r.Run();
   }
+  shared->fds_end[local].store(OpenDescriptors());
   if (c.memory != c.comm && c.memory != nullptr) {
     HcclCommDestroy(c.memory);
   }
@@ -887,6 +924,30 @@ std::vector<int> AllowedCpus() {
   return out;
 }
 
+// --servers: the ranks' init times and open descriptors (min, median, max).
+void PrintScale(const Options &o, const Shared &shared) {
+  auto summary = [&](auto get) {
+    std::vector<uint64_t> v;
+    for (uint32_t r = 0; r < o.nranks(); ++r) {
+      v.push_back(get(r));
+    }
+    std::sort(v.begin(), v.end());
+    return std::array<uint64_t, 3>{v.front(), v[v.size() / 2], v.back()};
+  };
+  const auto init = summary([&](uint32_t r) { return shared.init_us[r].load(); });
+  const auto at_init = summary([&](uint32_t r) { return uint64_t{shared.fds_init[r].load()}; });
+  const auto at_end = summary([&](uint32_t r) { return uint64_t{shared.fds_end[r].load()}; });
+  std::printf(
+      "# %u ranks over %u simulated servers: init %.2f / %.2f / %.2f s (min / median / "
+      "max); descriptors open per rank after init %lu / %lu / %lu, after the calls "
+      "%lu / %lu / %lu\n",
+      o.nranks(), o.servers, static_cast<double>(init[0]) / 1e6, static_cast<double>(init[1]) / 1e6,
+      static_cast<double>(init[2]) / 1e6, static_cast<unsigned long>(at_init[0]),
+      static_cast<unsigned long>(at_init[1]), static_cast<unsigned long>(at_init[2]),
+      static_cast<unsigned long>(at_end[0]), static_cast<unsigned long>(at_end[1]),
+      static_cast<unsigned long>(at_end[2]));
+}
+
 }  // namespace
 
 int main(int argc, char **argv) {
@@ -913,9 +974,9 @@ int main(int argc, char **argv) {
   app.add_option("-t,--nthreads", o.nthreads,
                  "ranks per process in nccl-tests; here a factor of "
                  "the number of ranks (processes)")
-      ->check(CLI::Range(1, 64));
+      ->check(CLI::Range(1u, kMaxRanks));
   app.add_option("-g,--ngpus", o.ngpus, "devices per thread in nccl-tests; here ranks (processes)")
-      ->check(CLI::Range(1, 64));
+      ->check(CLI::Range(1u, kMaxRanks));
   app.add_option("-b,--minbytes", b, "smallest size (default 32M)")->check(SizeValidator());
   app.add_option("-e,--maxbytes", e, "largest size (default 32M)")->check(SizeValidator());
   app.add_option("-i,--stepbytes", i, "size increment when -f is 1 (default 1M)")
@@ -970,6 +1031,11 @@ int main(int argc, char **argv) {
                                "zerocopy buffers are activated through a communicator of these "
                                "ranks, which must be one server's")
                     ->check(CLI::ExistingFile);
+  app.add_option("--servers", o.servers,
+                 "S: simulate S servers on this host (rank r runs as server r*S/ranks: its own "
+                 "HZC_HOST_ID; TCP between them, HZC_NET=socket); with --mode staging; prints "
+                 "the ranks' init times and open descriptors at the end")
+      ->check(CLI::Range(2u, kMaxRanks));
   app.add_option("--first-rank", o.first_rank,
                  "R: the table's rank of the first rank forked here (default 0)")
       ->check(CLI::Range(0u, 1u << 20))
@@ -1002,8 +1068,14 @@ int main(int argc, char **argv) {
   if (o.step_factor <= 1 && o.step_bytes == 0 && o.min_bytes < o.max_bytes) {
     return usage("-i,--stepbytes: 0 with -f 1 never reaches -e");
   }
-  if (o.nranks() > 64) {
-    return usage("-t x -g: " + std::to_string(o.nranks()) + " ranks; at most 64");
+  if (o.nranks() > kMaxRanks) {
+    return usage("-t x -g: " + std::to_string(o.nranks()) + " ranks; at most " +
+                 std::to_string(kMaxRanks));
+  }
+  if (o.servers != 0 &&
+      (o.servers < 2 || o.servers > o.nranks() || !o.rank_table.empty() || o.zero_copy())) {
+    return usage("--servers " + std::to_string(o.servers) +
+                 ": 2 .. the rank count, with root info (no --rank-table) and --mode staging");
   }
   if (o.rank_table.empty() && o.root >= o.nranks()) {
     return usage("-r,--root: " + std::to_string(o.root) + ": not below the " +
@@ -1024,15 +1096,23 @@ int main(int argc, char **argv) {
   if (o.timeout > 0) {
     setenv("HCCL_EXEC_TIMEOUT", std::to_string(o.timeout).c_str(), 1);
   }
-  HcclRootInfo root{};
-  if (o.rank_table.empty() && HcclGetRootInfo(&root) != HCCL_SUCCESS) {
-    std::fprintf(stderr, "hzc-perf: HcclGetRootInfo failed\n");
-    return 1;
-  }
   auto *shared = static_cast<Shared *>(
       mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
   if (shared == MAP_FAILED) {
     std::perror("hzc-perf: mmap");
+    return 1;
+  }
+  // With --servers the root info is made after the fork (Shared::root).
+  auto make_root = [&] {
+    if (o.rank_table.empty() && HcclGetRootInfo(&shared->root) != HCCL_SUCCESS) {
+      std::fprintf(stderr, "hzc-perf: HcclGetRootInfo failed\n");
+      shared->root_ready.store(-1);
+      return false;
+    }
+    shared->root_ready.store(1);
+    return true;
+  };
+  if (o.servers == 0 && !make_root()) {
     return 1;
   }
   std::fflush(stdout);
@@ -1049,13 +1129,19 @@ int main(int argc, char **argv) {
           std::perror("hzc-perf: sched_setaffinity");
         }
       }
-      _exit(RunRank(o, root, r, shared));
+      while (shared->root_ready.load() == 0) {
+        usleep(1000);
+      }
+      _exit(shared->root_ready.load() == 1 ? RunRank(o, shared->root, r, shared) : 1);
     }
     if (pid < 0) {
       std::perror("hzc-perf: fork");
       break;
     }
     pids.push_back(pid);
+  }
+  if (o.servers != 0) {
+    (void)make_root();  // on failure the children see it and exit
   }
   int status = pids.size() == o.nranks() ? 0 : 1;
   for (pid_t pid : pids) {
@@ -1064,6 +1150,9 @@ int main(int argc, char **argv) {
     if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
       status = 1;
     }
+  }
+  if (o.servers != 0 && status == 0) {
+    PrintScale(o, *shared);
   }
   return status;
 }

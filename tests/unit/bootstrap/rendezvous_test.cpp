@@ -251,6 +251,22 @@ TEST_F(RendezvousTest, MissingRankTimesOutNamingIt) {
   }
 }
 
+// The root's answer holds at most 1 KiB of error text: with hundreds of ranks missing it names
+// the first of them and how many (the whole list overflowed the field and the ranks read the
+// answer as malformed).
+TEST_F(RendezvousTest, ManyMissingRanksFitTheAnswer) {
+  ExpectErrorLog("bootstrap: root");
+  auto root = StartRoot("127.0.0.1", seconds(1));
+  ASSERT_TRUE(root.ok());
+  auto results = RunRanks(*root, 1024, {0}, seconds(1));
+  ASSERT_EQ(results.size(), 1U);
+  ASSERT_FALSE(results[0].ok());
+  EXPECT_EQ(results[0].status().code(), HCCL_E_TIMEOUT);
+  EXPECT_THAT(results[0].status().message(), HasSubstr("rank(s) 1,2,3,"));
+  EXPECT_THAT(results[0].status().message(),
+              HasSubstr(",... (1023 in all) of 1024 did not arrive"));
+}
+
 TEST_F(RendezvousTest, MismatchedRankCountIsParaError) {
   ExpectErrorLog("bootstrap: root");
   auto root = StartRoot("127.0.0.1", seconds(1));

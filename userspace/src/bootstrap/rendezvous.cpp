@@ -517,7 +517,11 @@ std::string ServeRootOnce(UniqueFd listener, const Served &served, std::chrono::
   if (nranks != 0 && joined.size() == nranks) {
     return SendTable(joined, nranks, served.session, where);
   }
-  const std::string missing = RanksWhere(nranks, [&](uint32_t r) { return !joined.contains(r); });
+  std::string missing = RanksWhere(nranks, [&](uint32_t r) { return !joined.contains(r); });
+  if (const size_t cut = missing.rfind(',', kMaxField / 2); missing.size() > kMaxField / 2) {
+    // The answer's error field holds at most kMaxField bytes: the first of them, and how many.
+    missing = fmt::format("{},... ({} in all)", missing.substr(0, cut), nranks - joined.size());
+  }
   const std::string why = !broke.empty() ? broke
                           : nranks == 0  ? std::string("no rank arrived")
                                          : fmt::format("rank(s) {} of {} did not arrive within {}s",
@@ -672,6 +676,11 @@ Expected<std::vector<RankIdentity>> Exchange(const RootInfo &root, uint32_t nran
                                      {"pid", self.pid},
                                      {"address", self.address}});
   Status st = SendBody(fd->get(), body, deadline);
+  if (!st.ok() && st.code() != HCCL_E_TIMEOUT) {
+    // The root closed the connection before the hello was in: in a flood of connections it
+    // drops the one that waited longest (and says so, but a closed socket may lose that).
+    outcome->retry = true;
+  }
   auto reply = st.ok() ? RecvJson(fd->get(), deadline) : Expected<json>(st);
   const bool challenged = reply.ok() && reply->contains("proof");
   if (challenged) {
