@@ -17,6 +17,7 @@
 #include <utility>
 
 #include "base/errno_string.h"
+#include "base/fd_limit.h"
 #include "base/log.h"
 #include "base/unique_fd.h"
 #include "bootstrap/socket_io.h"
@@ -146,6 +147,10 @@ Expected<std::unique_ptr<Wire>> SocketWire::Open(bootstrap::Group &group,
 
 Status SocketWire::Connect(Clock::time_point deadline) {
   const uint32_t n = size();
+  // Its connections and the bootstrap's to the same members (made when first needed).
+  HZC_RETURN_IF_ERROR(ReserveDescriptors(
+      2 * size_t{n - 1},
+      fmt::format("the wire's and the bootstrap's connections to the other {} members", n - 1)));
   std::vector<sockaddr_storage> hosts(n);
   for (uint32_t p = 0; p < n; ++p) {
     const std::string &a = group_.Address(members_[p]);
