@@ -119,6 +119,12 @@ Expected<SpanState *> GetState(Communicator &comm) {
   return static_cast<SpanState *>(slot.get());
 }
 
+// The arrays of a local AlltoAllV of bytes, by local rank.
+struct LocalArrays {
+  explicit LocalArrays(size_t n) : sl(n), so(n), rl(n), ro(n) {}
+  std::vector<uint64_t> sl, so, rl, ro;  // send lengths and offsets, receive lengths and offsets
+};
+
 // One call of the hierarchical schedule on rank @comm.rank().
 class Spanning {
  public:
@@ -163,11 +169,17 @@ class Spanning {
   Status Local(const Call &call);
   // @call on the server-local communicator, its errors saying which ranks its numbers mean.
   Status OnServer(const Call &call);
-  // An AlltoAllV of bytes among this server's ranks (arrays by local rank): a copy of the own
-  // block when the server has one rank.
-  Status LocalExchange(const uint8_t *send, uint8_t *recv, const std::vector<uint64_t> &send_len,
-                       const std::vector<uint64_t> &send_off, const std::vector<uint64_t> &recv_len,
-                       const std::vector<uint64_t> &recv_off);
+  // An AlltoAllV of bytes among this server's ranks: a copy of the own block when the server
+  // has one rank.
+  Status LocalExchange(const uint8_t *send, uint8_t *recv, const LocalArrays &a);
+  // Pairwise's steps.
+  uint64_t Len(uint32_t from, uint32_t to) const { return plans_[from].send_len[to]; }
+  Status GatherPacks(const uint8_t *send, const std::vector<uint32_t> &away,
+                     std::vector<uint64_t> *packs, std::vector<uint8_t> *gathered);
+  Status SwapPacks(const std::vector<uint32_t> &away, const std::vector<uint64_t> &packs,
+                   const std::vector<uint8_t> &gathered, std::vector<std::vector<uint8_t>> *got);
+  Status DeliverMail(const std::vector<uint32_t> &away,
+                     const std::vector<std::vector<uint8_t>> &got, uint8_t *recv);
   Status Transfer(const std::vector<transport::Wire::Out> &out, const std::vector<size_t> &in,
                   const transport::Wire::Sink &sink) {
     return s_.wire->Transfer(out, in, sink, deadline_);
@@ -714,14 +726,10 @@ Status Spanning::Regions() {
   return Status::Ok();
 }
 
-Status Spanning::LocalExchange(const uint8_t *send, uint8_t *recv,
-                               const std::vector<uint64_t> &send_len,
-                               const std::vector<uint64_t> &send_off,
-                               const std::vector<uint64_t> &recv_len,
-                               const std::vector<uint64_t> &recv_off) {
+Status Spanning::LocalExchange(const uint8_t *send, uint8_t *recv, const LocalArrays &a) {
   if (s_.local->size() == 1) {
-    if (send_len[0] != 0) {
-      std::memmove(recv + recv_off[0], send + send_off[0], send_len[0]);
+    if (a.sl[0] != 0) {
+      std::memmove(recv + a.ro[0], send + a.so[0], a.sl[0]);
     }
     return Status::Ok();
   }
@@ -729,10 +737,10 @@ Status Spanning::LocalExchange(const uint8_t *send, uint8_t *recv,
                    .send = send,
                    .recv = recv,
                    .dtype = HCCL_DATA_TYPE_UINT8,
-                   .send_counts = send_len.data(),
-                   .send_displs = send_off.data(),
-                   .recv_counts = recv_len.data(),
-                   .recv_displs = recv_off.data(),
+                   .send_counts = a.sl.data(),
+                   .send_displs = a.so.data(),
+                   .recv_counts = a.rl.data(),
+                   .recv_displs = a.ro.data(),
                    .recv_dtype = HCCL_DATA_TYPE_UINT8});
 }
 
@@ -743,9 +751,7 @@ Status Spanning::LocalExchange(const uint8_t *send, uint8_t *recv,
 // ranks, which unpack it; blocks between two ranks of one server go directly (a local AlltoAllV,
 // zero copy where the buffers allow). Overlapping buffers (in place) are read from a copy.
 Status Spanning::Pairwise() {
-  const uint32_t me = comm_.rank(), here = s_.server;
   const std::vector<uint32_t> &loc = s_.mine();
-  const size_t nl = loc.size();
   const Plan &mine = Mine();
   auto *recv = static_cast<uint8_t *>(c_.recv);
   const auto *send = static_cast<const uint8_t *>(c_.send);
@@ -758,90 +764,103 @@ Status Spanning::Pairwise() {
   // The other servers' ranks, by server, then rank: the order of every pack.
   std::vector<uint32_t> away;
   for (uint32_t p = 0; p < s_.nservers(); ++p) {
-    if (p != here) {
+    if (p != s_.server) {
       away.insert(away.end(), s_.servers[p].begin(), s_.servers[p].end());
     }
   }
-  auto len = [&](uint32_t from, uint32_t to) { return plans_[from].send_len[to]; };
-  // The local AlltoAllV's arrays, by local rank, all 0.
-  std::vector<uint64_t> sl(nl), so(nl), rl(nl), ro(nl);
-  auto clear = [&] {
-    for (auto *v : {&sl, &so, &rl, &ro}) {
-      std::fill(v->begin(), v->end(), 0);
-    }
-  };
-
   // The pairs on this server.
-  for (size_t j = 0; j < nl; ++j) {
-    sl[j] = mine.send_len[loc[j]], so[j] = mine.send_off[loc[j]];
-    rl[j] = mine.recv_len[loc[j]], ro[j] = mine.recv_off[loc[j]];
+  LocalArrays pairs(loc.size());
+  for (size_t j = 0; j < loc.size(); ++j) {
+    pairs.sl[j] = mine.send_len[loc[j]], pairs.so[j] = mine.send_off[loc[j]];
+    pairs.rl[j] = mine.recv_len[loc[j]], pairs.ro[j] = mine.recv_off[loc[j]];
   }
-  HZC_RETURN_IF_ERROR(LocalExchange(send, recv, sl, so, rl, ro));
+  HZC_RETURN_IF_ERROR(LocalExchange(send, recv, pairs));
+  std::vector<uint64_t> packs;  // where local rank j's pack begins in @gathered
+  std::vector<uint8_t> gathered;
+  HZC_RETURN_IF_ERROR(GatherPacks(send, away, &packs, &gathered));
+  std::vector<std::vector<uint8_t>> got(s_.nservers());
+  if (Leads()) {
+    HZC_RETURN_IF_ERROR(SwapPacks(away, packs, gathered, &got));
+  }
+  return DeliverMail(away, got, recv);
+}
 
-  // Each rank's pack, gathered at the leader in local rank order (one byte at least, so that
-  // no buffer is null).
-  std::vector<uint64_t> packs(nl + 1);  // where rank loc[j]'s pack begins in the gathered ones
+// This rank's pack (its blocks for the ranks of @away, in that order), gathered at the leader in
+// local rank order (*@gathered; where each begins: *@packs). Every buffer has a byte at least, so
+// that none is null.
+Status Spanning::GatherPacks(const uint8_t *send, const std::vector<uint32_t> &away,
+                             std::vector<uint64_t> *packs, std::vector<uint8_t> *gathered) {
+  const std::vector<uint32_t> &loc = s_.mine();
+  const size_t nl = loc.size();
+  packs->assign(nl + 1, 0);
   for (size_t j = 0; j < nl; ++j) {
-    packs[j + 1] = packs[j];
+    (*packs)[j + 1] = (*packs)[j];
     for (uint32_t q : away) {
-      packs[j + 1] += len(loc[j], q);
+      (*packs)[j + 1] += Len(loc[j], q);
     }
   }
   std::vector<uint8_t> pack;
-  pack.reserve(std::max<uint64_t>(1, packs[s_.local->rank() + 1] - packs[s_.local->rank()]));
   for (uint32_t q : away) {
-    pack.insert(pack.end(), send + mine.send_off[q], send + mine.send_off[q] + len(me, q));
+    const uint8_t *from = send + Mine().send_off[q];
+    pack.insert(pack.end(), from, from + Len(comm_.rank(), q));
   }
-  std::vector<uint8_t> gathered;
-  if (nl > 1) {
-    clear();
-    sl[0] = pack.size();
-    gathered.resize(s_.leader() ? std::max<uint64_t>(1, packs[nl]) : 1);
-    for (size_t j = 0; j < nl && s_.leader(); ++j) {
-      rl[j] = packs[j + 1] - packs[j], ro[j] = packs[j];
-    }
-    pack.resize(std::max<size_t>(1, pack.size()));
-    HZC_RETURN_IF_ERROR(LocalExchange(pack.data(), gathered.data(), sl, so, rl, ro));
-  } else {
-    gathered = std::move(pack);
+  if (nl == 1) {
+    *gathered = std::move(pack);
+    return Status::Ok();
   }
+  LocalArrays a(nl);
+  a.sl[0] = pack.size();
+  gathered->resize(s_.leader() ? std::max<uint64_t>(1, (*packs)[nl]) : 1);
+  for (size_t j = 0; j < nl && s_.leader(); ++j) {
+    a.rl[j] = (*packs)[j + 1] - (*packs)[j], a.ro[j] = (*packs)[j];
+  }
+  pack.resize(std::max<size_t>(1, pack.size()));
+  return LocalExchange(pack.data(), gathered->data(), a);
+}
 
-  // The leaders: each sends server p's leader the blocks of p's ranks (from this server's ranks
-  // in order, then p's ranks in order) and receives this server's ranks' blocks likewise.
-  std::vector<std::vector<uint8_t>> got(s_.nservers());
-  if (Leads()) {
-    std::vector<std::vector<uint8_t>> to(s_.nservers());
-    for (size_t j = 0; j < nl; ++j) {
-      const uint8_t *at = gathered.data() + packs[j];
-      for (uint32_t q : away) {
-        auto &t = to[s_.server_of[q]];
-        t.insert(t.end(), at, at + len(loc[j], q));
-        at += len(loc[j], q);
-      }
+// The leaders: each sends server p's leader the blocks of p's ranks (from this server's ranks in
+// order, then p's ranks in order) and receives this server's ranks' blocks likewise, by server
+// into *@got.
+Status Spanning::SwapPacks(const std::vector<uint32_t> &away, const std::vector<uint64_t> &packs,
+                           const std::vector<uint8_t> &gathered,
+                           std::vector<std::vector<uint8_t>> *got) {
+  const std::vector<uint32_t> &loc = s_.mine();
+  std::vector<std::vector<uint8_t>> to(s_.nservers());
+  for (size_t j = 0; j < loc.size(); ++j) {
+    const uint8_t *at = gathered.data() + packs[j];
+    for (uint32_t q : away) {
+      auto &t = to[s_.server_of[q]];
+      t.insert(t.end(), at, at + Len(loc[j], q));
+      at += Len(loc[j], q);
     }
-    std::vector<transport::Wire::Out> out(s_.nservers());
-    std::vector<size_t> in(s_.nservers());
-    for (uint32_t r : away) {
-      for (uint32_t q : loc) {
-        in[s_.server_of[r]] += len(r, q);
-      }
-    }
-    for (uint32_t p = 0; p < s_.nservers(); ++p) {
-      out[p] = {to[p].data(), to[p].size()};
-      got[p].resize(in[p]);
-    }
-    HZC_RETURN_IF_ERROR(Transfer(out, in, [&](uint32_t p, size_t off, const uint8_t *d, size_t n) {
-      std::memcpy(got[p].data() + off, d, n);
-    }));
   }
+  std::vector<transport::Wire::Out> out(s_.nservers());
+  std::vector<size_t> in(s_.nservers());
+  for (uint32_t r : away) {
+    for (uint32_t q : loc) {
+      in[s_.server_of[r]] += Len(r, q);
+    }
+  }
+  for (uint32_t p = 0; p < s_.nservers(); ++p) {
+    out[p] = {to[p].data(), to[p].size()};
+    (*got)[p].resize(in[p]);
+  }
+  return Transfer(out, in, [&](uint32_t p, size_t off, const uint8_t *d, size_t n) {
+    std::memcpy((*got)[p].data() + off, d, n);
+  });
+}
 
-  // What each of this server's ranks receives from the other servers, in the order of @away:
-  // sorted by the leader, scattered to the ranks, unpacked by each.
+// What each of this server's ranks receives from the other servers, in the order of @away:
+// sorted by the leader (from @got), scattered to the ranks, unpacked by each into @recv.
+Status Spanning::DeliverMail(const std::vector<uint32_t> &away,
+                             const std::vector<std::vector<uint8_t>> &got, uint8_t *recv) {
+  const std::vector<uint32_t> &loc = s_.mine();
+  const size_t nl = loc.size();
   std::vector<uint64_t> mails(nl + 1);  // where local rank j's mail begins
   for (size_t j = 0; j < nl; ++j) {
     mails[j + 1] = mails[j];
     for (uint32_t r : away) {
-      mails[j + 1] += len(r, loc[j]);
+      mails[j + 1] += Len(r, loc[j]);
     }
   }
   std::vector<uint8_t> mail(std::max<uint64_t>(1, s_.leader() ? mails[nl] : 0));
@@ -854,28 +873,28 @@ Status Spanning::Pairwise() {
     for (uint32_t r : away) {
       const uint8_t *&from = at[s_.server_of[r]];
       for (size_t j = 0; j < nl; ++j) {
-        std::memcpy(mail.data() + fill[j], from, len(r, loc[j]));
-        fill[j] += len(r, loc[j]);
-        from += len(r, loc[j]);
+        std::memcpy(mail.data() + fill[j], from, Len(r, loc[j]));
+        fill[j] += Len(r, loc[j]);
+        from += Len(r, loc[j]);
       }
     }
   }
   const uint8_t *box = mail.data();
   std::vector<uint8_t> received;
   if (nl > 1) {
-    clear();
+    LocalArrays a(nl);
     for (size_t j = 0; j < nl && s_.leader(); ++j) {
-      sl[j] = mails[j + 1] - mails[j], so[j] = mails[j];
+      a.sl[j] = mails[j + 1] - mails[j], a.so[j] = mails[j];
     }
     const size_t li = s_.local->rank();
-    rl[0] = mails[li + 1] - mails[li];
-    received.resize(std::max<uint64_t>(1, rl[0]));
-    HZC_RETURN_IF_ERROR(LocalExchange(mail.data(), received.data(), sl, so, rl, ro));
+    a.rl[0] = mails[li + 1] - mails[li];
+    received.resize(std::max<uint64_t>(1, a.rl[0]));
+    HZC_RETURN_IF_ERROR(LocalExchange(mail.data(), received.data(), a));
     box = received.data();
   }
   for (uint32_t r : away) {
-    if (const uint64_t n = mine.recv_len[r]; n != 0) {
-      std::memcpy(recv + mine.recv_off[r], box, n);
+    if (const uint64_t n = Mine().recv_len[r]; n != 0) {
+      std::memcpy(recv + Mine().recv_off[r], box, n);
       box += n;
     }
   }
