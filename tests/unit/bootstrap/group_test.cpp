@@ -9,6 +9,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <future>
 #include <optional>
 #include <span>
@@ -429,6 +430,34 @@ TEST_F(GroupTest, ListenerAddress) {
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.status().code(), HCCL_E_TCP_CONNECT);
   EXPECT_THAT(bad.status().message(), HasSubstr("not-an-ip"));
+}
+
+// Descriptors this process has open.
+size_t OpenDescriptors() {
+  size_t n = 0;
+  for ([[maybe_unused]] const auto &e : std::filesystem::directory_iterator("/proc/self/fd")) {
+    ++n;
+  }
+  return n;
+}
+
+// Connections are made when first needed: a group of 8 holds only its listeners after Connect;
+// a message from rank 0 to rank 5 makes one connection (a descriptor on each side), the reply
+// takes the same one, and no other pair has any.
+TEST_F(GroupTest, ConnectionsAreMadeWhenFirstNeeded) {
+  const size_t before = OpenDescriptors();
+  auto groups = All(8);
+  ASSERT_EQ(groups.size(), 8U);
+  EXPECT_EQ(OpenDescriptors(), before + 8);
+  const auto deadline = Clock::now() + seconds(5);
+  ASSERT_TRUE(groups[0]->Send(5, 1, Bytes("ping"), deadline).ok());
+  auto ping = groups[5]->Recv(0, 1, deadline);
+  ASSERT_TRUE(ping.ok()) << ping.status().message();
+  ASSERT_TRUE(groups[5]->Send(0, 2, Bytes("pong"), deadline).ok());
+  auto pong = groups[0]->Recv(5, 2, deadline);
+  ASSERT_TRUE(pong.ok()) << pong.status().message();
+  EXPECT_EQ(Text(*pong), "pong");
+  EXPECT_EQ(OpenDescriptors(), before + 8 + 2);
 }
 
 TEST_F(GroupTest, TwoAndFourRanksAllGather) {
