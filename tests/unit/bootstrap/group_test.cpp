@@ -460,6 +460,74 @@ TEST_F(GroupTest, ConnectionsAreMadeWhenFirstNeeded) {
   EXPECT_EQ(OpenDescriptors(), before + 8 + 2);
 }
 
+// Bruck's all-gather, for every count of members up to 9 (powers of two and not), twice in a row
+// on one tag, and among a subset of the ranks: each member gets every member's message in
+// member order, having exchanged with ceil(log2 n) others (the descriptors: one connection per
+// round and side).
+TEST_F(GroupTest, AllGatherFixedOfEveryCount) {
+  for (uint32_t n = 1; n <= 9; ++n) {
+    listeners_.clear();
+    addresses_.clear();
+    auto groups = All(n);
+    ASSERT_EQ(groups.size(), n);
+    std::vector<uint32_t> members;
+    for (uint32_t r = 0; r < n; ++r) {
+      members.push_back(r);
+    }
+    for (int call = 0; call < 2; ++call) {
+      std::vector<std::future<Expected<std::vector<Group::Blob>>>> futures;
+      for (uint32_t r = 0; r < n; ++r) {
+        futures.push_back(std::async(std::launch::async, [&, r] {
+          return groups[r]->AllGatherFixed(members, 5, Bytes(fmt::format("{}:{:03}", call, r)),
+                                           Clock::now() + seconds(10), "test");
+        }));
+      }
+      for (uint32_t r = 0; r < n; ++r) {
+        auto all = futures[r].get();
+        ASSERT_TRUE(all.ok()) << "n " << n << " rank " << r << ": " << all.status().message();
+        ASSERT_EQ(all->size(), n);
+        for (uint32_t s = 0; s < n; ++s) {
+          EXPECT_EQ(Text((*all)[s]), fmt::format("{}:{:03}", call, s)) << n << " " << r;
+        }
+      }
+    }
+  }
+  // Members 0, 2 and 3 of 5.
+  listeners_.clear();
+  addresses_.clear();
+  auto groups = All(5);
+  const std::vector<uint32_t> some{0, 2, 3};
+  std::vector<std::future<Expected<std::vector<Group::Blob>>>> futures;
+  for (uint32_t r : some) {
+    futures.push_back(std::async(std::launch::async, [&, r] {
+      return groups[r]->AllGatherFixed(some, 6, Bytes(std::to_string(r)),
+                                       Clock::now() + seconds(10), "test");
+    }));
+  }
+  for (auto &f : futures) {
+    auto all = f.get();
+    ASSERT_TRUE(all.ok()) << all.status().message();
+    ASSERT_EQ(all->size(), 3U);
+    EXPECT_EQ(Text((*all)[0]) + Text((*all)[1]) + Text((*all)[2]), "023");
+  }
+}
+
+// A member whose message is not of the size the others' are is named.
+TEST_F(GroupTest, AllGatherFixedNamesAMemberOfAnotherSize) {
+  auto groups = All(2);
+  ASSERT_EQ(groups.size(), 2U);
+  const std::vector<uint32_t> members{0, 1};
+  auto other = std::async(std::launch::async, [&] {
+    return groups[1]->AllGatherFixed(members, 7, Bytes("longer"), Clock::now() + seconds(5), "t");
+  });
+  auto all = groups[0]->AllGatherFixed(members, 7, Bytes("x"), Clock::now() + seconds(5), "t");
+  ASSERT_FALSE(all.ok());
+  EXPECT_EQ(all.status().code(), HCCL_E_REMOTE);
+  EXPECT_THAT(all.status().message(),
+              HasSubstr("rank 1 (" + addresses_[1] + ") sent 6 bytes where 1 were due"));
+  EXPECT_FALSE(other.get().ok());
+}
+
 TEST_F(GroupTest, TwoAndFourRanksAllGather) {
   for (uint32_t n : {2U, 4U}) {
     listeners_.clear();

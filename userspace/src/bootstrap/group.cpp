@@ -599,6 +599,50 @@ Expected<std::vector<Group::Blob>> Group::AllGather(std::span<const uint32_t> me
   return out;
 }
 
+Expected<std::vector<Group::Blob>> Group::AllGatherFixed(std::span<const uint32_t> members,
+                                                         uint32_t tag,
+                                                         std::span<const std::byte> mine,
+                                                         Clock::time_point deadline,
+                                                         std::string_view what) {
+  const bool sorted =
+      std::adjacent_find(members.begin(), members.end(), std::greater_equal<>()) == members.end();
+  if (!sorted || members.empty() || members.back() >= size() ||
+      !std::binary_search(members.begin(), members.end(), rank())) {
+    return Error(HCCL_E_PARA, "{}: members {} are not ascending ranks of {} including rank {}",
+                 what, RankList(members), size(), rank());
+  }
+  const size_t n = members.size(), b = mine.size();
+  if (b * n > FrameInput::kMaxPayload) {
+    return Error(HCCL_E_PARA, "{}: {} members of {} bytes each: more than 1 MiB", what, n, b);
+  }
+  const size_t me = static_cast<size_t>(std::lower_bound(members.begin(), members.end(), rank()) -
+                                        members.begin());
+  // have: the messages of members me, me + 1, ... (modulo n), in that order.
+  std::vector<std::byte> have(mine.begin(), mine.end());
+  for (size_t k = 1; k < n; k <<= 1) {
+    const size_t count = std::min(k, n - k);
+    const uint32_t to = members[(me + n - k) % n], from = members[(me + k) % n];
+    if (Status st = Send(to, tag, std::span(have).first(count * b), deadline); !st.ok()) {
+      return Error(st.code(), "{}: {}", what, st.message());
+    }
+    auto got = Recv(from, tag, deadline);
+    if (!got.ok()) {
+      return Error(got.status().code(), "{}: {}", what, got.status().message());
+    }
+    if (got->size() != count * b) {
+      return Error(HCCL_E_REMOTE, "{}: {} sent {} bytes where {} were due", what, Name(from),
+                   got->size(), count * b);
+    }
+    have.insert(have.end(), got->begin(), got->end());
+  }
+  std::vector<Blob> out(n);
+  for (size_t j = 0; j < n; ++j) {
+    const std::byte *at = have.data() + ((j + n - me) % n) * b;
+    out[j].assign(at, at + b);
+  }
+  return out;
+}
+
 std::string Group::Broken(uint32_t peer) {
   if (Status st = CheckPeer(peer, "Broken"); !st.ok()) {
     return st.message();

@@ -126,6 +126,15 @@ class Group {
                                         std::span<const std::byte> mine, Clock::time_point deadline,
                                         std::string_view what);
 
+  // As AllGather, for messages of one size on every member (at most 1 MiB / members): in
+  // ceil(log2 n) rounds (Bruck's all-gather), in each of which a member sends what it has so far
+  // to one other and receives from one other, so a member connects to and exchanges with
+  // ceil(log2 n) others instead of n - 1. HCCL_E_REMOTE naming a member whose message is not of
+  // that size.
+  Expected<std::vector<Blob>> AllGatherFixed(std::span<const uint32_t> members, uint32_t tag,
+                                             std::span<const std::byte> mine,
+                                             Clock::time_point deadline, std::string_view what);
+
   // Non-blocking: why the connection to @peer is unusable (it ended or failed), empty while it
   // works. Reads what has arrived into the queue of later receives; takes no message. For a
   // @peer that is not another rank: why not.

@@ -316,8 +316,8 @@ Status Spanning::AgreeAcrossServers(Status *verdict) {
   const std::vector<uint32_t> &leaders = s_.leaders;
   CallWords mine = Words(nullptr);
   mine.verdict = static_cast<uint64_t>(verdict->code());
-  auto all = comm_.group()->AllGather(leaders, kCallTag, std::as_bytes(std::span(&mine, 1)),
-                                      deadline_, "the call's arguments");
+  auto all = comm_.group()->AllGatherFixed(leaders, kCallTag, std::as_bytes(std::span(&mine, 1)),
+                                           deadline_, "the call's arguments");
   if (!all.ok()) {
     return all.status();
   }
