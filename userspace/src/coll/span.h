@@ -8,8 +8,9 @@
 // (transport/wire.h: RDMA WRITE into registered landing slots, or TCP). Every call is first
 // checked: the ranks of each server gather every rank's word on it (its arguments, or that it
 // refused the call), the leaders exchange their servers' words over the TCP connections (Bruck's
-// all-gather: ceil(log2 S) rounds of one message each) and tell their ranks the verdict, so a call that differs between any two ranks, or that a rank refused,
-// fails with HCCL_E_PARA on every rank before any byte moves and the communicator stays usable.
+// all-gather: ceil(log2 S) rounds of one message each) and tell their ranks the verdict, so a
+// call that differs between any two ranks, or that a rank refused, fails with HCCL_E_PARA on
+// every rank before any byte moves and the communicator stays usable.
 // Then:
 // - AllReduce: local AllReduce; the leaders reduce-scatter and all-gather across servers;
 //   local Broadcast of the result.
