@@ -512,6 +512,30 @@ TEST_F(GroupTest, AllGatherFixedOfEveryCount) {
   }
 }
 
+// A member that is gone fails the others' exchange at once, not at the deadline: its neighbours
+// learn it from the connection (it refuses), and each member that fails tells those it would
+// have sent to in the rounds left.
+TEST_F(GroupTest, AllGatherFixedFailsFastWhenAMemberIsGone) {
+  auto groups = All(6);
+  ASSERT_EQ(groups.size(), 6U);
+  groups[2].reset();
+  const std::vector<uint32_t> members{0, 1, 2, 3, 4, 5};
+  const auto start = Clock::now();
+  std::vector<std::future<Status>> futures;
+  for (uint32_t r : {0U, 1U, 3U, 4U, 5U}) {
+    futures.push_back(std::async(std::launch::async, [&, r] {
+      return groups[r]
+          ->AllGatherFixed(members, 8, Bytes("x"), Clock::now() + seconds(20), "test")
+          .status();
+    }));
+  }
+  for (auto &f : futures) {
+    const Status st = f.get();
+    EXPECT_EQ(st.code(), HCCL_E_REMOTE) << st.message();
+  }
+  EXPECT_LT(Clock::now() - start, seconds(10));
+}
+
 // A member whose message is not of the size the others' are is named.
 TEST_F(GroupTest, AllGatherFixedNamesAMemberOfAnotherSize) {
   auto groups = All(2);

@@ -44,6 +44,9 @@ constexpr std::chrono::seconds kHelloTime{2};
 // Connections that may wait for their handshake at once (see HelloReader for why the oldest goes
 // beyond that).
 constexpr size_t kMaxPending = 128;
+// A receive from a rank that has not connected yet dials it after this long (to learn whether
+// it is gone).
+constexpr std::chrono::milliseconds kProbeAfter{200};
 // The listener's thread looks whether the group closed this often.
 constexpr std::chrono::milliseconds kServeSlice{20};
 
@@ -528,6 +531,7 @@ Expected<Group::Blob> Group::Recv(uint32_t peer, uint32_t tag, Clock::time_point
   HZC_RETURN_IF_ERROR(CheckPeer(peer, "receive"));
   const uint32_t from = ranks_[peer];
   Impl::Peer &p = impl_->peers[from];
+  Clock::time_point probe_at = Clock::now() + kProbeAfter;
   std::unique_lock lock(impl_->mutex);
   for (;;) {
     for (Impl::Conn &c : p.conns) {
@@ -542,7 +546,8 @@ Expected<Group::Blob> Group::Recv(uint32_t peer, uint32_t tag, Clock::time_point
       return Error(HCCL_E_TIMEOUT, "timed out waiting for a message (tag {}) from {}", tag,
                    Name(peer));
     }
-    // Its connections (none yet: wait until one is made, by either side).
+    // Its connections (none yet: wait until one is made, by either side; after kProbeAfter,
+    // dial it: a rank that is gone refuses, and the receive fails at once).
     std::array<pollfd, 2> fds{};
     nfds_t n = 0;
     for (const Impl::Conn &c : p.conns) {
@@ -551,6 +556,16 @@ Expected<Group::Blob> Group::Recv(uint32_t peer, uint32_t tag, Clock::time_point
       }
     }
     const Clock::time_point slice = std::min(deadline, Clock::now() + kRecvSlice);
+    if (n == 0 && Clock::now() >= probe_at) {
+      lock.unlock();
+      {
+        const std::lock_guard sending(*p.sending);
+        (void)impl_->Reach(from, Name(peer), deadline);  // a failure breaks the peer, or times out
+      }
+      lock.lock();
+      probe_at = Clock::time_point::max();
+      continue;
+    }
     if (n == 0) {
       impl_->connected.wait_until(lock, slice);
       continue;
@@ -612,28 +627,39 @@ Expected<std::vector<Group::Blob>> Group::AllGatherFixed(std::span<const uint32_
                  what, RankList(members), size(), rank());
   }
   const size_t n = members.size(), b = mine.size();
-  if (b * n > FrameInput::kMaxPayload) {
-    return Error(HCCL_E_PARA, "{}: {} members of {} bytes each: more than 1 MiB", what, n, b);
+  if (b == 0 || b * n > FrameInput::kMaxPayload) {
+    return Error(HCCL_E_PARA, "{}: {} members of {} bytes each: not 1 byte to 1 MiB in all", what,
+                 n, b);
   }
   const size_t me = static_cast<size_t>(std::lower_bound(members.begin(), members.end(), rank()) -
                                         members.begin());
   // have: the messages of members me, me + 1, ... (modulo n), in that order.
   std::vector<std::byte> have(mine.begin(), mine.end());
-  for (size_t k = 1; k < n; k <<= 1) {
+  Status failed;
+  size_t k = 1;
+  for (; k < n && failed.ok(); k <<= 1) {
     const size_t count = std::min(k, n - k);
     const uint32_t to = members[(me + n - k) % n], from = members[(me + k) % n];
-    if (Status st = Send(to, tag, std::span(have).first(count * b), deadline); !st.ok()) {
-      return Error(st.code(), "{}: {}", what, st.message());
+    failed = Send(to, tag, std::span(have).first(count * b), deadline);
+    auto got = failed.ok() ? Recv(from, tag, deadline) : Expected<Blob>(failed);
+    if (failed.ok() && !got.ok()) {
+      failed = got.status();
+    } else if (failed.ok() && got->empty()) {
+      failed = Error(HCCL_E_REMOTE, "{} failed this exchange (see its log)", Name(from));
+    } else if (failed.ok() && got->size() != count * b) {
+      failed = Error(HCCL_E_REMOTE, "{} sent {} bytes where {} were due", Name(from), got->size(),
+                     count * b);
+    } else if (failed.ok()) {
+      have.insert(have.end(), got->begin(), got->end());
     }
-    auto got = Recv(from, tag, deadline);
-    if (!got.ok()) {
-      return Error(got.status().code(), "{}: {}", what, got.status().message());
+  }
+  if (!failed.ok()) {
+    // The members this one would have sent to in the rounds left wait for it: an empty message
+    // fails their exchange at once (and theirs, in turn, those they would have sent to).
+    for (; k < n; k <<= 1) {
+      (void)Send(members[(me + n - k) % n], tag, {}, deadline);
     }
-    if (got->size() != count * b) {
-      return Error(HCCL_E_REMOTE, "{}: {} sent {} bytes where {} were due", what, Name(from),
-                   got->size(), count * b);
-    }
-    have.insert(have.end(), got->begin(), got->end());
+    return Error(failed.code(), "{}: {}", what, failed.message());
   }
   std::vector<Blob> out(n);
   for (size_t j = 0; j < n; ++j) {
