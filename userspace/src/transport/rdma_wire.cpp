@@ -93,8 +93,8 @@ Status RdmaWire::Register() {
 
 Status RdmaWire::ExchangeKeys(Clock::time_point deadline) {
   const verbs::RemoteBuffer mine = mr_->remote();
-  auto all = group_.AllGather(members_, options_.tags + kKeysTag, verbs::Bytes(mine), deadline,
-                              "the landing slots of the servers");
+  auto all = group_.AllGatherFixed(members_, options_.tags + kKeysTag, verbs::Bytes(mine), deadline,
+                                   "the landing slots of the servers");
   if (!all.ok()) {
     return all.status();
   }

@@ -175,8 +175,8 @@ Status SocketWire::Connect(Clock::time_point deadline) {
     return Error(HCCL_E_SYSCALL, "wire: getrandom failed: {}", ErrnoString(errno));
   }
   auto all =
-      group_.AllGather(members_, options_.tags + kCardTag, std::as_bytes(std::span(&mine, 1)),
-                       deadline, "the addresses of the wire's members");
+      group_.AllGatherFixed(members_, options_.tags + kCardTag, std::as_bytes(std::span(&mine, 1)),
+                            deadline, "the addresses of the wire's members");
   if (!all.ok()) {
     return all.status();
   }

@@ -53,8 +53,9 @@ Expected<std::unique_ptr<Wire>> Wire::Open(bootstrap::Group &group, std::vector<
   // The members' HZC_NET, so that none waits for a kind of wire another never opens.
   const NetChoice choice = options.net.value_or(GetConfig().net);
   const auto mine = static_cast<uint8_t>(choice);
-  auto all = group.AllGather(members, options.tags + kChoiceTag, std::as_bytes(std::span(&mine, 1)),
-                             deadline, "the wire's members' HZC_NET");
+  auto all =
+      group.AllGatherFixed(members, options.tags + kChoiceTag, std::as_bytes(std::span(&mine, 1)),
+                           deadline, "the wire's members' HZC_NET");
   if (!all.ok()) {
     return all.status();
   }
@@ -105,8 +106,9 @@ void Wire::Close(Clock::time_point deadline) {
     return;
   }
   const uint8_t bye = 1;
-  auto all = group_.AllGather(members_, options_.tags + kByeTag, std::as_bytes(std::span(&bye, 1)),
-                              deadline, "the goodbye of the wire's members");
+  auto all =
+      group_.AllGatherFixed(members_, options_.tags + kByeTag, std::as_bytes(std::span(&bye, 1)),
+                            deadline, "the goodbye of the wire's members");
   if (!all.ok()) {
     LogDebug("wire: {}", all.status().message());
   }
