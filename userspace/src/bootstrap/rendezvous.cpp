@@ -91,15 +91,23 @@ Expected<json> ParseObject(std::string_view body) {
   return msg;
 }
 
-Expected<json> RecvJson(int fd, Clock::time_point deadline) {
+// *@lost (if not null): the connection failed (it ended, or a socket error), not the message.
+Expected<json> RecvJson(int fd, Clock::time_point deadline, bool *lost = nullptr) {
   uint32_t len = 0;
-  HZC_RETURN_IF_ERROR(RecvAll(fd, &len, sizeof(len), deadline));
+  auto recv_all = [&](void *to, size_t n) {
+    Status st = RecvAll(fd, to, n, deadline);
+    if (lost != nullptr) {
+      *lost = !st.ok() && st.code() != HCCL_E_TIMEOUT;
+    }
+    return st;
+  };
+  HZC_RETURN_IF_ERROR(recv_all(&len, sizeof(len)));
   len = ntohl(len);
   if (len == 0 || len > kMaxMessage) {
     return Error(HCCL_E_TCP_TRANSFER, "bad message length {}", len);
   }
   std::string body(len, '\0');
-  HZC_RETURN_IF_ERROR(RecvAll(fd, body.data(), len, deadline));
+  HZC_RETURN_IF_ERROR(recv_all(body.data(), len));
   auto msg = ParseObject(body);
   if (!msg.ok()) {
     return Error(HCCL_E_TCP_TRANSFER, "malformed message: {}", msg.status().message());
@@ -634,9 +642,10 @@ Expected<std::vector<RankIdentity>> ParseAnswer(const json &r, uint32_t nranks, 
 }
 
 // Answer the root's challenge @c to this rank's hello @body (with @nonce): check the root's proof,
-// send this rank's. HCCL_E_TCP_CONNECT when the root does not prove it holds the key.
+// send this rank's (*@lost: the connection failed doing so). HCCL_E_TCP_CONNECT when the root
+// does not prove it holds the key.
 Status AnswerChallenge(int fd, const RootInfo &root, const json &c, const Nonce &nonce,
-                       const std::string &body, Clock::time_point deadline) {
+                       const std::string &body, Clock::time_point deadline, bool *lost) {
   Fields f(c);
   const std::string theirs = f.Hex("nonce", sizeof(Nonce));
   const std::string proof = f.Hex("proof", sizeof(Mac));
@@ -650,7 +659,9 @@ Status AnswerChallenge(int fd, const RootInfo &root, const json &c, const Nonce 
                  "address (or the ranks were given different rootInfo or job secrets)");
   }
   const Mac mine = Prove(root.id, kRankProof, {nonce, Bytes(theirs), Bytes(body)});
-  return SendJson(fd, json{{"proof", Hex(mine)}}, deadline);
+  Status st = SendJson(fd, json{{"proof", Hex(mine)}}, deadline);
+  *lost = !st.ok() && st.code() != HCCL_E_TIMEOUT;
+  return st;
 }
 
 // Send this rank's hello, prove the key to the root (which proves it first) and receive the table
@@ -675,19 +686,20 @@ Expected<std::vector<RankIdentity>> Exchange(const RootInfo &root, uint32_t nran
                                      {"host", self.host},
                                      {"pid", self.pid},
                                      {"address", self.address}});
+  // The root may close the connection before it answered: in a flood of connections it drops
+  // the one that waited longest, its hello or proof not in yet (it says so, but a closed socket
+  // may lose that). Then @lost: connect again.
+  bool lost = false;
   Status st = SendBody(fd->get(), body, deadline);
-  if (!st.ok() && st.code() != HCCL_E_TIMEOUT) {
-    // The root closed the connection before the hello was in: in a flood of connections it
-    // drops the one that waited longest (and says so, but a closed socket may lose that).
-    outcome->retry = true;
-  }
-  auto reply = st.ok() ? RecvJson(fd->get(), deadline) : Expected<json>(st);
+  lost = !st.ok() && st.code() != HCCL_E_TIMEOUT;
+  auto reply = st.ok() ? RecvJson(fd->get(), deadline, &lost) : Expected<json>(st);
   const bool challenged = reply.ok() && reply->contains("proof");
   if (challenged) {
     outcome->answered = true;
-    st = AnswerChallenge(fd->get(), root, *reply, *nonce, body, deadline);
-    reply = st.ok() ? RecvJson(fd->get(), deadline) : Expected<json>(st);
+    st = AnswerChallenge(fd->get(), root, *reply, *nonce, body, deadline, &lost);
+    reply = st.ok() ? RecvJson(fd->get(), deadline, &lost) : Expected<json>(st);
   }
+  outcome->retry = outcome->retry || (!reply.ok() && lost);
   if (!reply.ok()) {
     return Error(reply.status().code(), "root {}: {}", where, reply.status().message());
   }
