@@ -13,9 +13,10 @@
 // logged at WARN naming its address, and delays no other. Two ranks that dial each other at once
 // keep both connections: each sends on the first it had and reads both, so each direction keeps
 // to one connection and its messages arrive in order. A receive from a rank with no connection
-// yet waits for it to connect, and after 200 ms dials it itself. So a rank keeps a connection only with the ranks it exchanged
-// messages with: the descriptors per rank follow the algorithms, not the rank count. A rank
-// that refuses a connection has closed its group (it is gone): HCCL_E_REMOTE at once.
+// yet waits for it to connect, and after 200 ms dials it itself. So a rank keeps a connection
+// only with the ranks it exchanged messages with: the descriptors per rank follow the
+// algorithms, not the rank count. A rank that refuses a connection has closed its group (it is
+// gone): HCCL_E_REMOTE at once.
 // Over them ranks send small tagged messages: link-setup blobs (queue pairs, GIDs), memory
 // keys, and the errors a rank reports before it gives up. A connection that ends (the peer
 // process died, its server went away and the kernel reset the connection) fails every later
