@@ -179,6 +179,32 @@ void SetNoDelay(int fd) {
   (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 }
 
+void WatchPeer(int fd) {
+  sockaddr_storage peer{};
+  socklen_t len = sizeof(peer);
+  if (getpeername(fd, reinterpret_cast<sockaddr *>(&peer), &len) != 0) {
+    return;  // not connected: its first use fails anyway
+  }
+  const bool loopback =
+      peer.ss_family == AF_INET6
+          ? IN6_IS_ADDR_LOOPBACK(&reinterpret_cast<const sockaddr_in6 &>(peer).sin6_addr) ||
+                (IN6_IS_ADDR_V4MAPPED(&reinterpret_cast<const sockaddr_in6 &>(peer).sin6_addr) &&
+                 reinterpret_cast<const sockaddr_in6 &>(peer).sin6_addr.s6_addr[12] == 127)
+          : (ntohl(reinterpret_cast<const sockaddr_in &>(peer).sin_addr.s_addr) >> 24) == 127;
+  if (loopback) {
+    return;
+  }
+  const int on = 1;
+  const int idle_s = 1;      // the first probe after a second of silence,
+  const int interval_s = 1;  // one a second after it,
+  const int count = 8;       // and at most this many (kPeerSilenceMs ends it first)
+  (void)setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &on, sizeof(on));
+  (void)setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle_s, sizeof(idle_s));
+  (void)setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &interval_s, sizeof(interval_s));
+  (void)setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &count, sizeof(count));
+  (void)setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &kPeerSilenceMs, sizeof(kPeerSilenceMs));
+}
+
 namespace {
 
 // Send (@out) or receive @len bytes at @p, waiting for the socket until @deadline.

@@ -53,6 +53,14 @@ Expected<UniqueFd> Dial(const sockaddr_storage &addr,
 // waiting for the peer's (delayed, up to 40 ms) acknowledgement of the one before it.
 void SetNoDelay(int fd);
 
+// Make TCP socket @fd fail (ETIMEDOUT) within about kPeerSilenceMs once its peer acknowledges
+// nothing, whether data or only keepalive probes go unanswered: a cut link or a server that is
+// gone ends a connection that is only waiting to read. Not on a loopback connection (its peer
+// cannot be cut off; when it dies its kernel resets the connection), where the probes of many
+// idle connections would only cost time.
+constexpr unsigned kPeerSilenceMs = 8000;
+void WatchPeer(int fd);
+
 // Send or receive @len bytes at @data, waiting for the socket until @deadline (HCCL_E_TIMEOUT);
 // HCCL_E_TCP_TRANSFER when the peer closed the connection or another socket error. Blocking and
 // non-blocking sockets alike.

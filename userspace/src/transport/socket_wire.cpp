@@ -39,11 +39,6 @@ constexpr uint32_t kAbortMagic = 0x487a5741;  // "AWzH"
 // How long an accepted connection has to send its hello, and how many may wait for theirs.
 constexpr std::chrono::seconds kHelloTime{2};
 constexpr size_t kMaxPending = 64;
-// TCP gives up on a peer that acknowledges nothing for this long (sent data or keepalive probes).
-constexpr unsigned kUserTimeoutMs = 8000;
-constexpr int kKeepIdleS = 1;
-constexpr int kKeepIntervalS = 1;
-constexpr int kKeepCount = 8;
 // A wait polls in slices of at most this long.
 constexpr int kPollSliceMs = 1000;
 
@@ -98,15 +93,10 @@ uint16_t GetPort(const sockaddr_storage &addr) {
 }
 
 // No Nagle; a peer that acknowledges nothing (its server gone, the link cut) fails the
-// connection within about kUserTimeoutMs, whether data or only keepalive probes are unanswered.
+// connection (bootstrap::WatchPeer).
 void Tune(int fd) {
   bootstrap::SetNoDelay(fd);
-  const int on = 1;
-  setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &on, sizeof(on));
-  setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &kKeepIdleS, sizeof(kKeepIdleS));
-  setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &kKeepIntervalS, sizeof(kKeepIntervalS));
-  setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &kKeepCount, sizeof(kKeepCount));
-  setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &kUserTimeoutMs, sizeof(kUserTimeoutMs));
+  bootstrap::WatchPeer(fd);
 }
 
 }  // namespace
