@@ -150,6 +150,33 @@ TEST_F(SpanSocketTest, FiveServersOfOneRankEveryCollectiveTypeAndOp) {
 
 // 16 MiB Broadcasts (and the other collectives) across three servers: scattered and
 // all-gathered between the leaders.
+// The leaders' two AllReduce algorithms forced at every size of the matrix (1 element to
+// 3 MiB, every type and op), between five servers (one beyond the largest power of two: the
+// recursive doubling's hand-over) and between two, by HZC_SPAN_RING_MIN on every rank (0: the ring
+// always; its largest value: recursive doubling up to 16 MiB); the leaders' logs name the one
+// taken.
+TEST_F(SpanSocketTest, LeadersAllReduceByRingAndByRecursiveDoublingAtEverySize) {
+  for (uint32_t servers : {5u, 2u}) {
+    for (const char *ring_min : {"0", "16777216"}) {
+      SCOPED_TRACE(std::to_string(servers) + " servers, HZC_SPAN_RING_MIN=" + ring_min);
+      for (uint32_t r = 0; r < servers; ++r) {
+        std::remove(LogPath(r).c_str());  // the logs append
+      }
+      EXPECT_EQ(Run(servers, 1, "matrix", "staging",
+                    {{"HZC_LOG", "debug"}, {"HZC_SPAN_RING_MIN", ring_min}}),
+                std::vector<int>(servers, 0));
+      const bool ring = std::string(ring_min) == "0";
+      for (uint32_t r = 0; r < servers; ++r) {
+        const std::string log = RankLog(r);
+        EXPECT_NE(log.find(ring ? ": ring" : ": recursive doubling"), std::string::npos)
+            << "rank " << r;
+        EXPECT_EQ(log.find(ring ? ": recursive doubling" : ": ring"), std::string::npos)
+            << "rank " << r;
+      }
+    }
+  }
+}
+
 TEST_F(SpanSocketTest, LargeBuffersAcrossThreeServersOfOneRank) {
   EXPECT_EQ(Run(3, 1, "large", "staging", {{"HZC_LOG", "debug"}}), std::vector<int>(3, 0));
   EXPECT_NE(RankLog(0).find("scattered and all-gathered between 3 leaders"), std::string::npos);

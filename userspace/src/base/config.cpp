@@ -153,6 +153,21 @@ uint64_t ParseInlineMax(const char *v, std::vector<std::string> *warnings) {
   return Config::kDefaultInlineMax;
 }
 
+// HZC_SPAN_RING_MIN's value (nullptr: unset, the default); anything else is the default with a
+// warning.
+uint64_t ParseSpanRingMin(const char *v, std::vector<std::string> *warnings) {
+  if (v == nullptr) {
+    return Config::kDefaultSpanRingMin;
+  }
+  if (auto b = ParseUnsigned(v, 0, Config::kMaxSpanRingMin)) {
+    return *b;
+  }
+  warnings->push_back(
+      fmt::format("HZC_SPAN_RING_MIN=\"{}\": not a number of bytes in [0, {}]; using {}", v,
+                  Config::kMaxSpanRingMin, Config::kDefaultSpanRingMin));
+  return Config::kDefaultSpanRingMin;
+}
+
 // HZC_P2P_BUFFERED_MAX's value (nullptr: unset, the default); anything else is the default with
 // a warning.
 uint64_t ParseP2pBufferedMax(const char *v, std::vector<std::string> *warnings) {
@@ -266,6 +281,7 @@ Config Config::FromLookup(const std::function<const char *(const char *)> &geten
   c.net = ParseNet(getenv_fn("HZC_NET"), &c.warnings);
   c.inline_max = ParseInlineMax(getenv_fn("HZC_INLINE_MAX"), &c.warnings);
   c.p2p_buffered_max = ParseP2pBufferedMax(getenv_fn("HZC_P2P_BUFFERED_MAX"), &c.warnings);
+  c.span_ring_min = ParseSpanRingMin(getenv_fn("HZC_SPAN_RING_MIN"), &c.warnings);
   ParseTrust(getenv_fn, &c);
   return c;
 }
@@ -297,6 +313,7 @@ std::vector<std::string> Config::Describe() const {
                                                             : "auto"),
       fmt::format("HZC_INLINE_MAX={}", inline_max),
       fmt::format("HZC_P2P_BUFFERED_MAX={}", p2p_buffered_max),
+      fmt::format("HZC_SPAN_RING_MIN={}", span_ring_min),
       // Never the secret itself.
       fmt::format("HZC_JOB_SECRET={}", job_secret.empty() ? "(unset)" : "(set)"),
       fmt::format("HZC_JOB_SECRET_FILE={}", job_secret_file.empty() ? "(unset)" : job_secret_file),

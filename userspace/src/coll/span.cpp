@@ -2,6 +2,7 @@
 #include "coll/span.h"
 
 #include <algorithm>
+#include <bit>
 #include <cstring>
 #include <functional>
 #include <map>
@@ -47,8 +48,9 @@ struct CallWords {
   uint64_t op = 0;
   uint64_t count = 0;
   uint64_t root = 0;
-  uint64_t args = 0;     // the exchanges: the hash of the arrays every rank must share
-  uint64_t verdict = 0;  // between the leaders: their server's verdict (an HcclResult)
+  uint64_t args = 0;      // the exchanges: the hash of the arrays every rank must share
+  uint64_t verdict = 0;   // between the leaders: their server's verdict (an HcclResult)
+  uint64_t ring_min = 0;  // between the leaders: their HZC_SPAN_RING_MIN
 };
 constexpr uint64_t kWords = sizeof(CallWords) / sizeof(uint64_t);
 constexpr uint64_t kRefusedWord = UINT64_MAX;
@@ -72,6 +74,8 @@ struct SpanState : Communicator::CollState, ServerLayout {
   std::shared_ptr<Communicator> local;    // this server's ranks (MakeServerLocal)
   std::unique_ptr<transport::Wire> wire;  // the leaders'
   Status wire_status;                     // why a leader has no wire
+  // The leaders: the first leader's HZC_SPAN_RING_MIN, agreed on each call.
+  uint64_t ring_min = 0;
 
   const std::vector<uint32_t> &mine() const { return servers[server]; }
   bool leader() const { return local->rank() == 0; }
@@ -185,7 +189,28 @@ class Spanning {
     return s_.wire->Transfer(out, in, sink, deadline_);
   }
   bool Leads() const { return s_.leader() && s_.nservers() > 1; }
+  // AllReduce of @buf (@count elements) between the leaders: RingAllReduce from s_.ring_min
+  // bytes, DoublingAllReduce below.
   Status LeadersAllReduce(uint8_t *buf, size_t count);
+  // Recursive doubling: ceil(log2 S) rounds (two more for the leaders beyond the largest power
+  // of two, which hand their data to a partner first and get the result from it last), each an
+  // exchange of the whole buffer with one partner, combined lower server first on both sides, so
+  // every leader ends with the same bits.
+  Status DoublingAllReduce(uint8_t *buf, size_t len);
+  // Ring: S-1 steps of reduce-scatter (block b ends reduced at server b, taken in ring order from
+  // server b+1), S-1 steps of all-gather, each step a block to the next server and one from the
+  // previous.
+  Status RingAllReduce(uint8_t *buf, size_t count);
+  // One step with one or two partners: @out to leader @to, @in bytes from leader @from (its
+  // chunks to @sink).
+  Status Step(uint32_t to, transport::Wire::Out out, uint32_t from, size_t in,
+              const transport::Wire::Sink &sink) {
+    std::vector<transport::Wire::Out> outs(s_.nservers());
+    std::vector<size_t> ins(s_.nservers());
+    outs[to] = out;
+    ins[from] = in;
+    return Transfer(outs, ins, sink);
+  }
   // What every other leader sends this one (@theirs(p): what it sends leader p, in full) reduced
   // into @mine (@len bytes) in server order, 0 to S-1, this server's @mine in its place: the same
   // bits on every run, whatever order the data arrives in. In rounds of at most kReduceSlices / S
@@ -316,6 +341,7 @@ Status Spanning::AgreeAcrossServers(Status *verdict) {
   const std::vector<uint32_t> &leaders = s_.leaders;
   CallWords mine = Words(nullptr);
   mine.verdict = static_cast<uint64_t>(verdict->code());
+  mine.ring_min = GetConfig().span_ring_min;
   auto all = comm_.group()->AllGatherFixed(leaders, kCallTag, std::as_bytes(std::span(&mine, 1)),
                                            deadline_, "the call's arguments");
   if (!all.ok()) {
@@ -335,6 +361,10 @@ Status Spanning::AgreeAcrossServers(Status *verdict) {
                        leaders[i], s_.seq);
     }
     words[i].verdict = 0;
+  }
+  s_.ring_min = words[0].ring_min;  // one choice of algorithm, whatever each leader was told
+  for (CallWords &w : words) {
+    w.ring_min = 0;
   }
   if (verdict->ok()) {
     *verdict = Compare(words, leaders);
@@ -358,23 +388,81 @@ Status Spanning::AllReduce() {
                 .dtype = c_.dtype});
 }
 
-// Reduce-scatter then all-gather of @buf between the leaders, block i owned by server i.
 Status Spanning::LeadersAllReduce(uint8_t *buf, size_t count) {
+  const bool ring = count * es_ >= s_.ring_min;
+  LogDebug("collectives: call {}: the leaders' AllReduce of {} bytes: {}", s_.seq, count * es_,
+           ring ? "ring" : "recursive doubling");
+  return ring ? RingAllReduce(buf, count) : DoublingAllReduce(buf, count * es_);
+}
+
+Status Spanning::DoublingAllReduce(uint8_t *buf, size_t len) {
+  ReduceFn reduce;
+  HZC_RETURN_IF_ERROR(GetReduce(c_.dtype, c_.op, &reduce));
   const uint32_t n = s_.nservers(), me = s_.wire->index();
-  const Blocks blk(count, es_, n);
-  auto block = [&](uint32_t p) {
-    return transport::Wire::Out{buf + blk.first(p) * es_, blk.size(p) * es_};
+  const uint32_t pow2 = std::bit_floor(n), rest = n - pow2;
+  std::vector<uint8_t> theirs(len);
+  auto into = [&](uint32_t, size_t off, const uint8_t *d, size_t l) {
+    std::memcpy(theirs.data() + off, d, l);
   };
-  uint8_t *const own = buf + blk.first(me) * es_;
-  HZC_RETURN_IF_ERROR(ReduceFromLeaders(own, blk.size(me) * es_, block));
-  std::vector<transport::Wire::Out> out(n, transport::Wire::Out{own, blk.size(me) * es_});
-  std::vector<size_t> in(n);
-  for (uint32_t p = 0; p < n; ++p) {
-    in[p] = blk.size(p) * es_;
+  // @buf combined with @theirs from server @p, the lower server's data first.
+  auto combine = [&](uint32_t p) {
+    const void *in[2] = {buf, theirs.data()};
+    if (p < me) {
+      std::swap(in[0], in[1]);
+    }
+    reduce(buf, in, 2, len / es_);
+  };
+  if (me >= pow2) {  // hand over, then take the result
+    HZC_RETURN_IF_ERROR(Step(me - pow2, {buf, len}, me - pow2, 0, into));
+    return Step(
+        me - pow2, {}, me - pow2, len,
+        [&](uint32_t, size_t off, const uint8_t *d, size_t l) { std::memcpy(buf + off, d, l); });
   }
-  return Transfer(out, in, [&](uint32_t p, size_t off, const uint8_t *d, size_t len) {
-    std::memcpy(buf + blk.first(p) * es_ + off, d, len);
-  });
+  if (me < rest) {
+    HZC_RETURN_IF_ERROR(Step(me + pow2, {}, me + pow2, len, into));
+    combine(me + pow2);
+  }
+  for (uint32_t bit = 1; bit < pow2; bit <<= 1) {
+    const uint32_t p = me ^ bit;
+    HZC_RETURN_IF_ERROR(Step(p, {buf, len}, p, len, into));
+    combine(p);
+  }
+  if (me < rest) {
+    return Step(me + pow2, {buf, len}, me + pow2, 0, into);
+  }
+  return Status::Ok();
+}
+
+Status Spanning::RingAllReduce(uint8_t *buf, size_t count) {
+  ReduceFn reduce;
+  HZC_RETURN_IF_ERROR(GetReduce(c_.dtype, c_.op, &reduce));
+  const uint32_t n = s_.nservers(), me = s_.wire->index();
+  const uint32_t next = (me + 1) % n, prev = (me + n - 1) % n;
+  const Blocks blk(count, es_, n);
+  auto at = [&](uint32_t b) { return buf + blk.first(b) * es_; };
+  auto bytes = [&](uint32_t b) { return blk.size(b) * es_; };
+  // Step k of the reduce-scatter sends block me-k-1 and receives block me-k-2 (its chunks
+  // combined into this leader's as they arrive: the block being sent is another); the last step
+  // receives block me.
+  for (uint32_t k = 0; k + 1 < n; ++k) {
+    const uint32_t send = (me + 2 * n - k - 1) % n, recv = (me + 2 * n - k - 2) % n;
+    uint8_t *const own = at(recv);
+    HZC_RETURN_IF_ERROR(Step(next, {at(send), bytes(send)}, prev, bytes(recv),
+                             [&](uint32_t, size_t off, const uint8_t *d, size_t l) {
+                               const void *in[2] = {d, own + off};
+                               reduce(own + off, in, 2, l / es_);
+                             }));
+  }
+  // Step k of the all-gather sends block me-k (this leader's reduced one first) and receives
+  // block me-k-1.
+  for (uint32_t k = 0; k + 1 < n; ++k) {
+    const uint32_t send = (me + n - k) % n, recv = (me + 2 * n - k - 1) % n;
+    uint8_t *const to = at(recv);
+    HZC_RETURN_IF_ERROR(Step(
+        next, {at(send), bytes(send)}, prev, bytes(recv),
+        [&](uint32_t, size_t off, const uint8_t *d, size_t l) { std::memcpy(to + off, d, l); }));
+  }
+  return Status::Ok();
 }
 
 Status Spanning::ReduceFromLeaders(uint8_t *mine, size_t len,

@@ -12,8 +12,10 @@
 // call that differs between any two ranks, or that a rank refused, fails with HCCL_E_PARA on
 // every rank before any byte moves and the communicator stays usable.
 // Then:
-// - AllReduce: local AllReduce; the leaders reduce-scatter and all-gather across servers;
-//   local Broadcast of the result.
+// - AllReduce: local AllReduce; the leaders reduce it across servers, by size (HZC_SPAN_RING_MIN,
+//   256 KiB): below, recursive doubling (ceil(log2 S) rounds, one partner each); from there, a
+//   ring (S-1 steps of reduce-scatter, S-1 of all-gather, one block to the next server each);
+//   local Broadcast of the result. Either way every leader ends with the same bits.
 // - Broadcast: local Broadcast on the root's server; the root server's leader sends to the
 //   other leaders (from 256 KiB across three or more servers scattered, block i to server i,
 //   then all-gathered); local Broadcast on the other servers.
@@ -26,7 +28,8 @@
 // What a leader sends per call across S servers, M the call's buffer (for AllGather and
 // ReduceScatter the whole output or input, as NCCL counts), against the least any schedule
 // moves (docs/architecture.md):
-//   AllReduce 2 (S-1)/S M (bound 2 (S-1)/S M); AllGather and ReduceScatter (S-1)/S M (bound
+//   AllReduce 2 (S-1)/S M by the ring, ceil(log2 S) M (+ M beyond the largest power of two) by
+//   recursive doubling, in ceil(log2 S) rounds (bound 2 (S-1)/S M; ceil(log2 S) rounds); AllGather and ReduceScatter (S-1)/S M (bound
 //   the same); Broadcast from the root's leader (S-1) M below 256 KiB or with S = 2, else
 //   2 (S-1)/S M, and (S-2)/S M from the others (bound M from the root); Barrier ceil(log2 S)
 //   messages (bound the same); AlltoAll(V/VC) what its server's ranks send to other servers'
