@@ -15,6 +15,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <map>
+#include <regex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -148,42 +149,56 @@ TEST_F(SpanSocketTest, FiveServersOfOneRankEveryCollectiveTypeAndOp) {
   EXPECT_EQ(Run(5, 1, "matrix", "staging"), std::vector<int>(5, 0));
 }
 
-// 16 MiB Broadcasts (and the other collectives) across three servers: scattered and
-// all-gathered between the leaders.
-// The leaders' two AllReduce algorithms forced at every size of the matrix (1 element to
-// 3 MiB, every type and op), between five servers (one beyond the largest power of two: the
-// recursive doubling's hand-over) and between two, by HZC_SPAN_RING_MIN on every rank (0: the ring
-// always; its largest value: recursive doubling up to 16 MiB); the leaders' logs name the one
-// taken.
-TEST_F(SpanSocketTest, LeadersAllReduceByRingAndByRecursiveDoublingAtEverySize) {
-  for (uint32_t servers : {5u, 2u}) {
+// The leaders' algorithms forced at every size of the matrix (1 element to 3 MiB, every type and
+// op) by HZC_SPAN_RING_MIN on every rank: 0, the ring always (AllReduce, AllGather,
+// ReduceScatter); its largest value, below it up to 16 MiB (AllReduce by recursive doubling,
+// AllGather by Bruck, ReduceScatter direct). Between five servers (one beyond the largest power
+// of two: the doubling's hand-over), two, and three whose ranks interleave (server 0 = ranks 0
+// and 3: the segments are staged); the leaders' logs name the algorithms taken.
+TEST_F(SpanSocketTest, LeadersAlgorithmsByRingAndBelowItAtEverySize) {
+  struct Layout {
+    uint32_t servers, per;
+    bool interleave;
+  };
+  for (const Layout l : {Layout{5, 1, false}, Layout{2, 1, false}, Layout{3, 2, true}}) {
     for (const char *ring_min : {"0", "16777216"}) {
-      SCOPED_TRACE(std::to_string(servers) + " servers, HZC_SPAN_RING_MIN=" + ring_min);
-      for (uint32_t r = 0; r < servers; ++r) {
+      SCOPED_TRACE(std::to_string(l.servers) + " x " + std::to_string(l.per) +
+                   (l.interleave ? " interleaved" : "") + ", HZC_SPAN_RING_MIN=" + ring_min);
+      const uint32_t n = l.servers * l.per;
+      for (uint32_t r = 0; r < n; ++r) {
         std::remove(LogPath(r).c_str());  // the logs append
       }
-      EXPECT_EQ(Run(servers, 1, "matrix", "staging",
-                    {{"HZC_LOG", "debug"}, {"HZC_SPAN_RING_MIN", ring_min}}),
-                std::vector<int>(servers, 0));
+      EXPECT_EQ(Wait(Start(l.servers, l.per, "matrix", "staging",
+                           {{"HZC_LOG", "debug"}, {"HZC_SPAN_RING_MIN", ring_min}}, l.interleave),
+                     std::vector<int>(n, 0)),
+                std::vector<int>(n, 0));
       const bool ring = std::string(ring_min) == "0";
-      for (uint32_t r = 0; r < servers; ++r) {
-        const std::string log = RankLog(r);
-        EXPECT_NE(log.find(ring ? ": ring" : ": recursive doubling"), std::string::npos)
-            << "rank " << r;
-        EXPECT_EQ(log.find(ring ? ": recursive doubling" : ": ring"), std::string::npos)
-            << "rank " << r;
+      for (uint32_t r = 0; r < l.servers; ++r) {  // the leaders: server r's first rank
+        const std::string log = RankLog(l.interleave ? r : r * l.per);
+        for (const char *coll : {"AllReduce", "AllGather", "ReduceScatter"}) {
+          const std::string below = std::string(coll) == "AllReduce"   ? "recursive doubling"
+                                    : std::string(coll) == "AllGather" ? "Bruck"
+                                                                       : "direct";
+          const std::string want = ring ? "ring" : below, other = ring ? below : "ring";
+          const std::string head = std::string("leaders' ") + coll + " of [0-9]+ bytes: ";
+          const std::regex taken_re(head + want), other_re(head + other);
+          EXPECT_TRUE(std::regex_search(log, taken_re)) << "server " << r << ": " << coll;
+          EXPECT_FALSE(std::regex_search(log, other_re)) << "server " << r << ": " << coll;
+        }
       }
     }
   }
 }
 
+// 16 MiB Broadcasts (and the other collectives) across three servers: scattered and
+// all-gathered between the leaders.
 TEST_F(SpanSocketTest, LargeBuffersAcrossThreeServersOfOneRank) {
   EXPECT_EQ(Run(3, 1, "large", "staging", {{"HZC_LOG", "debug"}}), std::vector<int>(3, 0));
   EXPECT_NE(RankLog(0).find("scattered and all-gathered between 3 leaders"), std::string::npos);
 }
 
-// Eight servers: reductions across the leaders take the servers in order whatever order their
-// data arrives in (the references' order: a product of floats differs by a bit otherwise).
+// Eight servers: reductions across the leaders combine in an order fixed by the servers, whatever
+// order their data arrives in (a float product or sum would differ by a bit from run to run).
 TEST_F(SpanSocketTest, EightServersOfTwoRanksEveryCollectiveTypeAndOp) {
   EXPECT_EQ(Run(8, 2, "matrix", "staging"), std::vector<int>(16, 0));
 }

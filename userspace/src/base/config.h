@@ -80,9 +80,10 @@ struct Config {
   static constexpr uint64_t kDefaultP2pBufferedMax = 2048;
   static constexpr uint64_t kMaxP2pBufferedMax = uint64_t{1} << 16;
   uint64_t p2p_buffered_max = kDefaultP2pBufferedMax;
-  // HZC_SPAN_RING_MIN: the smallest AllReduce, in bytes, that the leaders of a communicator
-  // spanning servers reduce in a ring; smaller ones by recursive doubling (coll/span.h). 0: always
-  // the ring. The first server's leader's value holds for a communicator.
+  // HZC_SPAN_RING_MIN: the smallest AllReduce, AllGather (output) or ReduceScatter (input), in
+  // bytes, that the leaders of a communicator spanning servers move in a ring; smaller ones by
+  // recursive doubling, Bruck's algorithm or directly (coll/span.h). 0: always the ring. The
+  // first server's leader's value holds for a communicator.
   static constexpr uint64_t kDefaultSpanRingMin = uint64_t{256} << 10;
   static constexpr uint64_t kMaxSpanRingMin = uint64_t{16} << 20;
   uint64_t span_ring_min = kDefaultSpanRingMin;

@@ -8,6 +8,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -54,6 +55,11 @@ struct CallWords {
 };
 constexpr uint64_t kWords = sizeof(CallWords) / sizeof(uint64_t);
 constexpr uint64_t kRefusedWord = UINT64_MAX;
+
+// Whether @ranks are consecutive.
+bool Consecutive(const std::vector<uint32_t> &ranks) {
+  return ranks.back() - ranks.front() + 1 == ranks.size();
+}
 
 // How long a destroyed communicator's leader waits for the other leaders' goodbye.
 constexpr std::chrono::seconds kGoodbyeTime{10};
@@ -197,10 +203,26 @@ class Spanning {
   // exchange of the whole buffer with one partner, combined lower server first on both sides, so
   // every leader ends with the same bits.
   Status DoublingAllReduce(uint8_t *buf, size_t len);
-  // Ring: S-1 steps of reduce-scatter (block b ends reduced at server b, taken in ring order from
-  // server b+1), S-1 steps of all-gather, each step a block to the next server and one from the
-  // previous.
+  // Ring: RingReduceScatter then RingAllGather of the buffer's S blocks.
   Status RingAllReduce(uint8_t *buf, size_t count);
+  // The ring's halves over @segs, one segment per server (contiguous, writable, the same lengths
+  // on every leader), each of S-1 steps a segment to the next server and one from the previous.
+  // Reduce-scatter: segs[me] ends reduced over every server (taken in ring order from server
+  // me + 1: the same bits on every run); all-gather: segs[me] goes around, every segs[p] ends
+  // holding server p's.
+  Status RingReduceScatter(const std::vector<std::span<uint8_t>> &segs);
+  Status RingAllGather(const std::vector<std::span<uint8_t>> &segs);
+  // AllGather between the leaders of their servers' segments (@seg this server's, @block bytes per
+  // rank) into the rank-ordered @recv: RingAllGather from s_.ring_min bytes of output,
+  // BruckAllGather below.
+  Status LeadersAllGather(const uint8_t *seg, size_t block, uint8_t *recv);
+  // Bruck: ceil(log2 S) rounds; in round k a leader sends the segments it holds (its own and the
+  // next 2^k - 1 servers', in that order, contiguous in a staging copy) to server me - 2^k and
+  // receives as many from server me + 2^k.
+  Status BruckAllGather(const uint8_t *seg, size_t block, uint8_t *recv);
+  // The ring (RingAllGather) in @recv itself when every server's ranks are consecutive, else in a
+  // staging copy.
+  Status RingAllGatherInto(const uint8_t *seg, size_t block, uint8_t *recv);
   // One step with one or two partners: @out to leader @to, @in bytes from leader @from (its
   // chunks to @sink).
   Status Step(uint32_t to, transport::Wire::Out out, uint32_t from, size_t in,
@@ -434,33 +456,106 @@ Status Spanning::DoublingAllReduce(uint8_t *buf, size_t len) {
 }
 
 Status Spanning::RingAllReduce(uint8_t *buf, size_t count) {
+  const uint32_t n = s_.nservers();
+  const Blocks blk(count, es_, n);
+  std::vector<std::span<uint8_t>> segs;
+  for (uint32_t p = 0; p < n; ++p) {
+    segs.emplace_back(buf + blk.first(p) * es_, blk.size(p) * es_);
+  }
+  HZC_RETURN_IF_ERROR(RingReduceScatter(segs));
+  return RingAllGather(segs);
+}
+
+Status Spanning::RingReduceScatter(const std::vector<std::span<uint8_t>> &segs) {
   ReduceFn reduce;
   HZC_RETURN_IF_ERROR(GetReduce(c_.dtype, c_.op, &reduce));
   const uint32_t n = s_.nservers(), me = s_.wire->index();
-  const uint32_t next = (me + 1) % n, prev = (me + n - 1) % n;
-  const Blocks blk(count, es_, n);
-  auto at = [&](uint32_t b) { return buf + blk.first(b) * es_; };
-  auto bytes = [&](uint32_t b) { return blk.size(b) * es_; };
-  // Step k of the reduce-scatter sends block me-k-1 and receives block me-k-2 (its chunks
-  // combined into this leader's as they arrive: the block being sent is another); the last step
-  // receives block me.
+  // Step k sends segment me-k-1 and receives segment me-k-2, its chunks combined into this
+  // leader's as they arrive (the segment being sent is another); the last step receives
+  // segment me.
   for (uint32_t k = 0; k + 1 < n; ++k) {
-    const uint32_t send = (me + 2 * n - k - 1) % n, recv = (me + 2 * n - k - 2) % n;
-    uint8_t *const own = at(recv);
-    HZC_RETURN_IF_ERROR(Step(next, {at(send), bytes(send)}, prev, bytes(recv),
+    const std::span<uint8_t> send = segs[(me + 2 * n - k - 1) % n];
+    const std::span<uint8_t> got = segs[(me + 2 * n - k - 2) % n];
+    HZC_RETURN_IF_ERROR(Step((me + 1) % n, {send.data(), send.size()}, (me + n - 1) % n, got.size(),
                              [&](uint32_t, size_t off, const uint8_t *d, size_t l) {
-                               const void *in[2] = {d, own + off};
-                               reduce(own + off, in, 2, l / es_);
+                               const void *in[2] = {d, got.data() + off};
+                               reduce(got.data() + off, in, 2, l / es_);
                              }));
   }
-  // Step k of the all-gather sends block me-k (this leader's reduced one first) and receives
-  // block me-k-1.
+  return Status::Ok();
+}
+
+Status Spanning::RingAllGather(const std::vector<std::span<uint8_t>> &segs) {
+  const uint32_t n = s_.nservers(), me = s_.wire->index();
+  // Step k sends segment me-k (this leader's first) and receives segment me-k-1.
   for (uint32_t k = 0; k + 1 < n; ++k) {
-    const uint32_t send = (me + n - k) % n, recv = (me + 2 * n - k - 1) % n;
-    uint8_t *const to = at(recv);
-    HZC_RETURN_IF_ERROR(Step(
-        next, {at(send), bytes(send)}, prev, bytes(recv),
-        [&](uint32_t, size_t off, const uint8_t *d, size_t l) { std::memcpy(to + off, d, l); }));
+    const std::span<uint8_t> send = segs[(me + n - k) % n];
+    const std::span<uint8_t> got = segs[(me + 2 * n - k - 1) % n];
+    HZC_RETURN_IF_ERROR(Step((me + 1) % n, {send.data(), send.size()}, (me + n - 1) % n, got.size(),
+                             [&](uint32_t, size_t off, const uint8_t *d, size_t l) {
+                               std::memcpy(got.data() + off, d, l);
+                             }));
+  }
+  return Status::Ok();
+}
+
+Status Spanning::LeadersAllGather(const uint8_t *seg, size_t block, uint8_t *recv) {
+  const size_t total = block * comm_.size();
+  const bool ring = total >= s_.ring_min;
+  LogDebug("collectives: call {}: the leaders' AllGather of {} bytes: {}", s_.seq, total,
+           ring ? "ring" : "Bruck");
+  return ring ? RingAllGatherInto(seg, block, recv) : BruckAllGather(seg, block, recv);
+}
+
+Status Spanning::BruckAllGather(const uint8_t *seg, size_t block, uint8_t *recv) {
+  const uint32_t n = s_.nservers(), me = s_.wire->index();
+  auto server = [&](uint32_t j) { return (me + j) % n; };  // the j-th after this one
+  auto bytes = [&](uint32_t j) { return s_.servers[server(j)].size() * block; };
+  std::vector<size_t> at(n + 1);  // where the j-th's segment is in the staging copy
+  for (uint32_t j = 0; j < n; ++j) {
+    at[j + 1] = at[j] + bytes(j);
+  }
+  std::vector<uint8_t> staging(at[n]);
+  std::memcpy(staging.data(), seg, bytes(0));
+  for (uint32_t dist = 1; dist < n; dist *= 2) {
+    const uint32_t k = std::min(dist, n - dist);  // segments sent and received
+    HZC_RETURN_IF_ERROR(Step((me + n - dist) % n, {staging.data(), at[k]}, server(dist),
+                             at[dist + k] - at[dist],
+                             [&](uint32_t, size_t off, const uint8_t *d, size_t l) {
+                               std::memcpy(staging.data() + at[dist] + off, d, l);
+                             }));
+  }
+  for (uint32_t j = 1; j < n; ++j) {
+    Blockwise(server(j), block, 0, staging.data() + at[j], bytes(j), recv, nullptr);
+  }
+  return Status::Ok();
+}
+
+Status Spanning::RingAllGatherInto(const uint8_t *seg, size_t block, uint8_t *recv) {
+  const uint32_t n = s_.nservers(), me = s_.wire->index();
+  bool consecutive = true;
+  size_t total = 0;
+  for (uint32_t p = 0; p < n; ++p) {
+    consecutive = consecutive && Consecutive(s_.servers[p]);
+    total += s_.servers[p].size() * block;
+  }
+  std::vector<uint8_t> staging(consecutive ? 0 : total);  // by server
+  std::vector<std::span<uint8_t>> segs;
+  size_t at = 0;
+  for (uint32_t p = 0; p < n; ++p) {
+    const size_t len = s_.servers[p].size() * block;
+    segs.emplace_back(consecutive ? recv + s_.servers[p].front() * block : staging.data() + at,
+                      len);
+    at += len;
+  }
+  if (!consecutive) {
+    std::memcpy(segs[me].data(), seg, segs[me].size());
+  }
+  HZC_RETURN_IF_ERROR(RingAllGather(segs));
+  for (uint32_t p = 0; p < n && !consecutive; ++p) {
+    if (p != me) {
+      Blockwise(p, block, 0, segs[p].data(), segs[p].size(), recv, nullptr);
+    }
   }
   return Status::Ok();
 }
@@ -583,11 +678,6 @@ void Spanning::Blockwise(uint32_t p, size_t block, size_t off, const uint8_t *fr
   }
 }
 
-// Whether @ranks are consecutive.
-bool Consecutive(const std::vector<uint32_t> &ranks) {
-  return ranks.back() - ranks.front() + 1 == ranks.size();
-}
-
 Status Spanning::AllGather() {
   const size_t block = c_.count * es_;
   auto *recv = static_cast<uint8_t *>(c_.recv);
@@ -607,16 +697,7 @@ Status Spanning::AllGather() {
     Blockwise(s_.server, block, 0, seg, tmp.size(), recv, nullptr);
   }
   if (Leads()) {
-    std::vector<transport::Wire::Out> out(s_.nservers(),
-                                          transport::Wire::Out{seg, mine.size() * block});
-    std::vector<size_t> in(s_.nservers());
-    for (uint32_t p = 0; p < s_.nservers(); ++p) {
-      in[p] = s_.servers[p].size() * block;
-    }
-    HZC_RETURN_IF_ERROR(
-        Transfer(out, in, [&](uint32_t p, size_t off, const uint8_t *d, size_t len) {
-          Blockwise(p, block, off, d, len, recv, nullptr);
-        }));
+    HZC_RETURN_IF_ERROR(LeadersAllGather(seg, block, recv));
   }
   return Local({.kind = Kind::kBroadcast,
                 .send = recv,
@@ -653,8 +734,19 @@ Status Spanning::ReduceScatter() {
     // This server's blocks, reduced with the other servers' in place (a copy, reduced, copied
     // back when this server's ranks are not consecutive).
     auto *own = const_cast<uint8_t *>(out[s_.server].data);
-    HZC_RETURN_IF_ERROR(
-        ReduceFromLeaders(own, mine.size() * block, [&](uint32_t p) { return out[p]; }));
+    const bool ring = part.size() >= s_.ring_min;
+    LogDebug("collectives: call {}: the leaders' ReduceScatter of {} bytes: {}", s_.seq,
+             part.size(), ring ? "ring" : "direct");
+    if (ring) {
+      std::vector<std::span<uint8_t>> segs;
+      for (const transport::Wire::Out &o : out) {
+        segs.emplace_back(const_cast<uint8_t *>(o.data), o.len);  // part's, or gathered's
+      }
+      HZC_RETURN_IF_ERROR(RingReduceScatter(segs));
+    } else {
+      HZC_RETURN_IF_ERROR(
+          ReduceFromLeaders(own, mine.size() * block, [&](uint32_t p) { return out[p]; }));
+    }
     if (!Consecutive(mine)) {
       Blockwise(s_.server, block, 0, own, mine.size() * block, part.data(), nullptr);
     }
