@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <string_view>
 #include <charconv>
 #include <climits>
 #include <thread>
@@ -179,20 +180,34 @@ void SetNoDelay(int fd) {
   (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 }
 
+namespace {
+
+// The IP address of @a as bytes (an IPv4-mapped IPv6 address as its IPv4 one).
+std::string_view AddressBytes(const sockaddr_storage &a) {
+  if (a.ss_family == AF_INET6) {
+    const auto &in6 = reinterpret_cast<const sockaddr_in6 &>(a).sin6_addr;
+    const auto *b = reinterpret_cast<const char *>(in6.s6_addr);
+    return IN6_IS_ADDR_V4MAPPED(&in6) ? std::string_view(b + 12, 4) : std::string_view(b, 16);
+  }
+  return {reinterpret_cast<const char *>(&reinterpret_cast<const sockaddr_in &>(a).sin_addr), 4};
+}
+
+}  // namespace
+
 void WatchPeer(int fd) {
-  sockaddr_storage peer{};
-  socklen_t len = sizeof(peer);
-  if (getpeername(fd, reinterpret_cast<sockaddr *>(&peer), &len) != 0) {
+  sockaddr_storage peer{}, self{};
+  socklen_t peer_len = sizeof(peer), self_len = sizeof(self);
+  if (getpeername(fd, reinterpret_cast<sockaddr *>(&peer), &peer_len) != 0 ||
+      getsockname(fd, reinterpret_cast<sockaddr *>(&self), &self_len) != 0) {
     return;  // not connected: its first use fails anyway
   }
+  const std::string_view ip = AddressBytes(peer);
   const bool loopback =
-      peer.ss_family == AF_INET6
-          ? IN6_IS_ADDR_LOOPBACK(&reinterpret_cast<const sockaddr_in6 &>(peer).sin6_addr) ||
-                (IN6_IS_ADDR_V4MAPPED(&reinterpret_cast<const sockaddr_in6 &>(peer).sin6_addr) &&
-                 reinterpret_cast<const sockaddr_in6 &>(peer).sin6_addr.s6_addr[12] == 127)
-          : (ntohl(reinterpret_cast<const sockaddr_in &>(peer).sin_addr.s_addr) >> 24) == 127;
-  if (loopback) {
-    return;
+      ip.size() == 4
+          ? ip[0] == 127
+          : IN6_IS_ADDR_LOOPBACK(&reinterpret_cast<const sockaddr_in6 &>(peer).sin6_addr);
+  if (loopback || ip == AddressBytes(self)) {
+    return;  // this host's own address at both ends: no link between them to lose
   }
   const int on = 1;
   const int idle_s = 1;      // the first probe after a second of silence,

@@ -55,9 +55,10 @@ void SetNoDelay(int fd);
 
 // Make TCP socket @fd fail (ETIMEDOUT) within about kPeerSilenceMs once its peer acknowledges
 // nothing, whether data or only keepalive probes go unanswered: a cut link or a server that is
-// gone ends a connection that is only waiting to read. Not on a loopback connection (its peer
-// cannot be cut off; when it dies its kernel resets the connection), where the probes of many
-// idle connections would only cost time.
+// gone ends a connection that is only waiting to read. Not on a connection within this host
+// (loopback, or this host's address at both ends: no link to lose; a peer that dies has its
+// kernel reset the connection), where the probes of many idle connections (a thousand ranks
+// simulating servers on one host) would only cost time.
 constexpr unsigned kPeerSilenceMs = 8000;
 void WatchPeer(int fd);
 
