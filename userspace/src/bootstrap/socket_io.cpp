@@ -11,9 +11,9 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <string_view>
 #include <charconv>
 #include <climits>
+#include <string_view>
 #include <thread>
 
 #include "base/config.h"
