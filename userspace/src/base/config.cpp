@@ -138,49 +138,19 @@ std::optional<uint32_t> ParseDeviceCount(const char *v, std::vector<std::string>
   return std::nullopt;
 }
 
-// HZC_INLINE_MAX's value (nullptr: unset, the default); anything else is the default with a
-// warning.
-uint64_t ParseInlineMax(const char *v, std::vector<std::string> *warnings) {
-  if (v == nullptr) {
-    return Config::kDefaultInlineMax;
-  }
-  if (auto b = ParseUnsigned(v, 0, Config::kMaxInlineMax)) {
-    return *b;
-  }
-  warnings->push_back(
-      fmt::format("HZC_INLINE_MAX=\"{}\": not a number of bytes in [0, {}]; using {}", v,
-                  Config::kMaxInlineMax, Config::kDefaultInlineMax));
-  return Config::kDefaultInlineMax;
-}
-
-// HZC_SPAN_RING_MIN's value (nullptr: unset, the default); anything else is the default with a
-// warning.
-uint64_t ParseSpanRingMin(const char *v, std::vector<std::string> *warnings) {
-  if (v == nullptr) {
-    return Config::kDefaultSpanRingMin;
-  }
-  if (auto b = ParseUnsigned(v, 0, Config::kMaxSpanRingMin)) {
-    return *b;
-  }
-  warnings->push_back(
-      fmt::format("HZC_SPAN_RING_MIN=\"{}\": not a number of bytes in [0, {}]; using {}", v,
-                  Config::kMaxSpanRingMin, Config::kDefaultSpanRingMin));
-  return Config::kDefaultSpanRingMin;
-}
-
-// HZC_P2P_BUFFERED_MAX's value (nullptr: unset, the default); anything else is the default with
+// A byte count @name's value @v in [0, @max] (nullptr: unset, @def); anything else is @def with
 // a warning.
-uint64_t ParseP2pBufferedMax(const char *v, std::vector<std::string> *warnings) {
+uint64_t ParseBytes(const char *name, const char *v, uint64_t def, uint64_t max,
+                    std::vector<std::string> *warnings) {
   if (v == nullptr) {
-    return Config::kDefaultP2pBufferedMax;
+    return def;
   }
-  if (auto b = ParseUnsigned(v, 0, Config::kMaxP2pBufferedMax)) {
+  if (auto b = ParseUnsigned(v, 0, max)) {
     return *b;
   }
   warnings->push_back(
-      fmt::format("HZC_P2P_BUFFERED_MAX=\"{}\": not a number of bytes in [0, {}]; using {}", v,
-                  Config::kMaxP2pBufferedMax, Config::kDefaultP2pBufferedMax));
-  return Config::kDefaultP2pBufferedMax;
+      fmt::format("{}=\"{}\": not a number of bytes in [0, {}]; using {}", name, v, max, def));
+  return def;
 }
 
 // HZC_JOB_SECRET, HZC_JOB_SECRET_FILE, HCCL_WHITELIST_DISABLE and HCCL_WHITELIST_FILE into @c.
@@ -279,9 +249,13 @@ Config Config::FromLookup(const std::function<const char *(const char *)> &geten
   c.transport = ParseTransport(getenv_fn("HZC_TRANSPORT"), &c.warnings);
   c.fd_handoff = ParseFdHandoff(getenv_fn("HZC_FD_HANDOFF"), &c.warnings);
   c.net = ParseNet(getenv_fn("HZC_NET"), &c.warnings);
-  c.inline_max = ParseInlineMax(getenv_fn("HZC_INLINE_MAX"), &c.warnings);
-  c.p2p_buffered_max = ParseP2pBufferedMax(getenv_fn("HZC_P2P_BUFFERED_MAX"), &c.warnings);
-  c.span_ring_min = ParseSpanRingMin(getenv_fn("HZC_SPAN_RING_MIN"), &c.warnings);
+  c.inline_max = ParseBytes("HZC_INLINE_MAX", getenv_fn("HZC_INLINE_MAX"),
+                            Config::kDefaultInlineMax, Config::kMaxInlineMax, &c.warnings);
+  c.p2p_buffered_max =
+      ParseBytes("HZC_P2P_BUFFERED_MAX", getenv_fn("HZC_P2P_BUFFERED_MAX"),
+                 Config::kDefaultP2pBufferedMax, Config::kMaxP2pBufferedMax, &c.warnings);
+  c.span_ring_min = ParseBytes("HZC_SPAN_RING_MIN", getenv_fn("HZC_SPAN_RING_MIN"),
+                               Config::kDefaultSpanRingMin, Config::kMaxSpanRingMin, &c.warnings);
   ParseTrust(getenv_fn, &c);
   return c;
 }

@@ -195,6 +195,14 @@ class Spanning {
     return s_.wire->Transfer(out, in, sink, deadline_);
   }
   bool Leads() const { return s_.leader() && s_.nservers() > 1; }
+  // Whether the leaders move @bytes of collective @coll in a ring (from s_.ring_min) rather than
+  // by @below; logged.
+  bool Ring(const char *coll, size_t bytes, const char *below) const {
+    const bool ring = bytes >= s_.ring_min;
+    LogDebug("collectives: call {}: the leaders' {} of {} bytes: {}", s_.seq, coll, bytes,
+             ring ? "ring" : below);
+    return ring;
+  }
   // AllReduce of @buf (@count elements) between the leaders: RingAllReduce from s_.ring_min
   // bytes, DoublingAllReduce below.
   Status LeadersAllReduce(uint8_t *buf, size_t count);
@@ -411,10 +419,8 @@ Status Spanning::AllReduce() {
 }
 
 Status Spanning::LeadersAllReduce(uint8_t *buf, size_t count) {
-  const bool ring = count * es_ >= s_.ring_min;
-  LogDebug("collectives: call {}: the leaders' AllReduce of {} bytes: {}", s_.seq, count * es_,
-           ring ? "ring" : "recursive doubling");
-  return ring ? RingAllReduce(buf, count) : DoublingAllReduce(buf, count * es_);
+  return Ring("AllReduce", count * es_, "recursive doubling") ? RingAllReduce(buf, count)
+                                                              : DoublingAllReduce(buf, count * es_);
 }
 
 Status Spanning::DoublingAllReduce(uint8_t *buf, size_t len) {
@@ -500,11 +506,8 @@ Status Spanning::RingAllGather(const std::vector<std::span<uint8_t>> &segs) {
 }
 
 Status Spanning::LeadersAllGather(const uint8_t *seg, size_t block, uint8_t *recv) {
-  const size_t total = block * comm_.size();
-  const bool ring = total >= s_.ring_min;
-  LogDebug("collectives: call {}: the leaders' AllGather of {} bytes: {}", s_.seq, total,
-           ring ? "ring" : "Bruck");
-  return ring ? RingAllGatherInto(seg, block, recv) : BruckAllGather(seg, block, recv);
+  return Ring("AllGather", block * comm_.size(), "Bruck") ? RingAllGatherInto(seg, block, recv)
+                                                          : BruckAllGather(seg, block, recv);
 }
 
 Status Spanning::BruckAllGather(const uint8_t *seg, size_t block, uint8_t *recv) {
@@ -734,10 +737,7 @@ Status Spanning::ReduceScatter() {
     // This server's blocks, reduced with the other servers' in place (a copy, reduced, copied
     // back when this server's ranks are not consecutive).
     auto *own = const_cast<uint8_t *>(out[s_.server].data);
-    const bool ring = part.size() >= s_.ring_min;
-    LogDebug("collectives: call {}: the leaders' ReduceScatter of {} bytes: {}", s_.seq,
-             part.size(), ring ? "ring" : "direct");
-    if (ring) {
+    if (Ring("ReduceScatter", part.size(), "direct")) {
       std::vector<std::span<uint8_t>> segs;
       for (const transport::Wire::Out &o : out) {
         segs.emplace_back(const_cast<uint8_t *>(o.data), o.len);  // part's, or gathered's
