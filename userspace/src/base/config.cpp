@@ -153,6 +153,17 @@ uint64_t ParseBytes(const char *name, const char *v, uint64_t def, uint64_t max,
   return def;
 }
 
+// HZC_INLINE_MAX, HZC_P2P_BUFFERED_MAX and HZC_SPAN_RING_MIN into @c.
+void ParseSizes(const std::function<const char *(const char *)> &getenv_fn, Config *c) {
+  c->inline_max = ParseBytes("HZC_INLINE_MAX", getenv_fn("HZC_INLINE_MAX"),
+                             Config::kDefaultInlineMax, Config::kMaxInlineMax, &c->warnings);
+  c->p2p_buffered_max =
+      ParseBytes("HZC_P2P_BUFFERED_MAX", getenv_fn("HZC_P2P_BUFFERED_MAX"),
+                 Config::kDefaultP2pBufferedMax, Config::kMaxP2pBufferedMax, &c->warnings);
+  c->span_ring_min = ParseBytes("HZC_SPAN_RING_MIN", getenv_fn("HZC_SPAN_RING_MIN"),
+                                Config::kDefaultSpanRingMin, Config::kMaxSpanRingMin, &c->warnings);
+}
+
 // HZC_JOB_SECRET, HZC_JOB_SECRET_FILE, HCCL_WHITELIST_DISABLE and HCCL_WHITELIST_FILE into @c.
 void ParseTrust(const std::function<const char *(const char *)> &getenv_fn, Config *c) {
   if (const char *v = getenv_fn("HZC_JOB_SECRET"); v != nullptr) {
@@ -249,13 +260,7 @@ Config Config::FromLookup(const std::function<const char *(const char *)> &geten
   c.transport = ParseTransport(getenv_fn("HZC_TRANSPORT"), &c.warnings);
   c.fd_handoff = ParseFdHandoff(getenv_fn("HZC_FD_HANDOFF"), &c.warnings);
   c.net = ParseNet(getenv_fn("HZC_NET"), &c.warnings);
-  c.inline_max = ParseBytes("HZC_INLINE_MAX", getenv_fn("HZC_INLINE_MAX"),
-                            Config::kDefaultInlineMax, Config::kMaxInlineMax, &c.warnings);
-  c.p2p_buffered_max =
-      ParseBytes("HZC_P2P_BUFFERED_MAX", getenv_fn("HZC_P2P_BUFFERED_MAX"),
-                 Config::kDefaultP2pBufferedMax, Config::kMaxP2pBufferedMax, &c.warnings);
-  c.span_ring_min = ParseBytes("HZC_SPAN_RING_MIN", getenv_fn("HZC_SPAN_RING_MIN"),
-                               Config::kDefaultSpanRingMin, Config::kMaxSpanRingMin, &c.warnings);
+  ParseSizes(getenv_fn, &c);
   ParseTrust(getenv_fn, &c);
   return c;
 }
