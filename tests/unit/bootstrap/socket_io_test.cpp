@@ -9,9 +9,12 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <array>
 #include <chrono>
+#include <cstddef>
 #include <optional>
 #include <string>
+#include <thread>
 
 #include "hzc_test.h"
 
@@ -73,6 +76,68 @@ TEST(WatchPeerTest, ASocketThatIsNotConnectedIsLeftAlone) {
   WatchPeer(fd);
   EXPECT_EQ(IntOption(fd, SOL_SOCKET, SO_KEEPALIVE), 0);
   close(fd);
+}
+
+// A listener on loopback served by a HelloReader whose hellos are 8 bytes, each connection given
+// 100 ms; a connection to it.
+struct ReaderAndPeer {
+  ReaderAndPeer() {
+    sockaddr_storage addr{};
+    auto &in = reinterpret_cast<sockaddr_in &>(addr);
+    in.sin_family = AF_INET;
+    in.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    sockaddr_storage bound{};
+    auto l = ListenOn(addr, false, &bound);
+    EXPECT_TRUE(l.ok()) << l.status().message();
+    listener = std::move(*l);
+    HelloReader::Options o;
+    o.where = "test";
+    o.hello_time = kHelloTime;
+    o.max_pending = 4;
+    o.header = 8;
+    o.size = [](std::span<const std::byte>) -> Expected<size_t> { return size_t{8}; };
+    auto r = HelloReader::Open(listener.get(), std::move(o));
+    EXPECT_TRUE(r.ok()) << r.status().message();
+    reader.emplace(std::move(*r));
+    auto fd = Dial(bound, Clock::now() + std::chrono::seconds(5));
+    EXPECT_TRUE(fd.ok()) << fd.status().message();
+    peer = std::move(*fd);
+    // The reader accepts the connection; nothing has come on it yet.
+    auto none = reader->Next(Clock::now() + std::chrono::milliseconds(20));
+    EXPECT_TRUE(none.ok() && !*none);
+  }
+  using Clock = HelloReader::Clock;
+  static constexpr std::chrono::milliseconds kHelloTime{100};
+  UniqueFd listener;
+  std::optional<HelloReader> reader;
+  UniqueFd peer;
+};
+
+TEST(HelloReaderTest, AHelloThatWaitsInTheSocketPastItsDeadlineIsTaken) {
+  ReaderAndPeer t;
+  const std::array<std::byte, 8> hello{std::byte{1}, std::byte{2}};
+  ASSERT_TRUE(SendAll(t.peer.get(), hello.data(), hello.size(), ReaderAndPeer::Clock::now() +
+                                                                      std::chrono::seconds(1))
+                  .ok());
+  // The reader's thread does not run (a loaded host) until the deadline has long passed.
+  std::this_thread::sleep_for(3 * ReaderAndPeer::kHelloTime);
+  auto got = t.reader->Next(ReaderAndPeer::Clock::now() + std::chrono::milliseconds(500));
+  ASSERT_TRUE(got.ok()) << got.status().message();
+  ASSERT_TRUE(got->has_value()) << "the hello was dropped";
+  EXPECT_EQ((*got)->data.size(), hello.size());
+  EXPECT_EQ((*got)->data[1], std::byte{2});
+}
+
+TEST(HelloReaderTest, ASilentConnectionIsDroppedAtItsDeadline) {
+  ReaderAndPeer t;
+  std::this_thread::sleep_for(3 * ReaderAndPeer::kHelloTime);
+  auto got = t.reader->Next(ReaderAndPeer::Clock::now() + std::chrono::milliseconds(50));
+  ASSERT_TRUE(got.ok()) << got.status().message();
+  EXPECT_FALSE(got->has_value());
+  std::byte b{};
+  const Status st =
+      RecvAll(t.peer.get(), &b, 1, ReaderAndPeer::Clock::now() + std::chrono::seconds(1));
+  EXPECT_EQ(st.code(), HCCL_E_TCP_TRANSFER) << st.message();  // closed, not still waiting
 }
 
 }  // namespace

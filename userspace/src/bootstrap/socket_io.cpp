@@ -426,12 +426,17 @@ void HelloReader::Again(Hello hello) {
 
 void HelloReader::Expire(Clock::time_point now) {
   while (!pending_.empty() && pending_.front().deadline <= now) {
-    const Pending &p = pending_.front();
+    Pending p = std::move(pending_.front());
+    pending_.pop_front();
+    // A hello waiting in the socket is taken: this thread may not have run in time (a loaded
+    // host), and the peer is judged by what it sent.
+    if (!Read(p)) {
+      continue;
+    }
     const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(options_.hello_time);
     LogDropped(p.peer, p.got == 0 ? fmt::format("it sent no hello within {} ms", ms.count())
                                   : fmt::format("it sent {} bytes, not a whole hello, within {} ms",
                                                 p.got, ms.count()));
-    pending_.pop_front();
   }
 }
 

@@ -73,7 +73,9 @@ Status RecvAll(int fd, void *data, size_t len, std::chrono::steady_clock::time_p
 // message (its hello): a slow, silent or malformed connection costs only itself. Each connection
 // has its own deadline (Options::hello_time after it was accepted); one that passes it, closes,
 // or sends a hello that Options::size rejects is closed and logged at WARN ("<where>: dropped a
-// connection from <peer>: <why>"). Bytes after the hello stay unread in the socket.
+// connection from <peer>: <why>"). Bytes after the hello stay unread in the socket. A connection
+// is judged by what it sent, not by when the reader ran: a hello that waits in the socket when
+// its deadline has passed (the reader's thread did not run: a loaded host) is still taken.
 //
 // At most Options::max_pending connections wait for their hello at once. Beyond that the oldest
 // one is dropped to make room (Options::evicted may tell it why first) rather than new ones
