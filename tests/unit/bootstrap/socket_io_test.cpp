@@ -116,8 +116,8 @@ struct ReaderAndPeer {
 TEST(HelloReaderTest, AHelloThatWaitsInTheSocketPastItsDeadlineIsTaken) {
   ReaderAndPeer t;
   const std::array<std::byte, 8> hello{std::byte{1}, std::byte{2}};
-  ASSERT_TRUE(SendAll(t.peer.get(), hello.data(), hello.size(), ReaderAndPeer::Clock::now() +
-                                                                      std::chrono::seconds(1))
+  ASSERT_TRUE(SendAll(t.peer.get(), hello.data(), hello.size(),
+                      ReaderAndPeer::Clock::now() + std::chrono::seconds(1))
                   .ok());
   // The reader's thread does not run (a loaded host) until the deadline has long passed.
   std::this_thread::sleep_for(3 * ReaderAndPeer::kHelloTime);

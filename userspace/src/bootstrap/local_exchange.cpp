@@ -25,6 +25,9 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// The longest pause between a rank's tries to reach rank 0's socket.
+constexpr auto kMaxPause = std::chrono::milliseconds(32);
+
 // The abstract address of @name (sun_path[0] = 0: no file to clean up, gone with the socket).
 struct Address {
   explicit Address(const std::string &name) {
@@ -143,9 +146,12 @@ std::optional<std::pair<UniqueFd, uint32_t>> Accept(const LocalExchange &x, int 
   return std::make_pair(std::move(conn), peer);
 }
 
-// Connect to rank 0's socket, retrying while it does not listen yet.
+// Connect to rank 0's socket, retrying while it does not listen yet: soon at first, then less
+// often (rank 0 may be busy for seconds, and a thousand ranks polling every few milliseconds
+// would take the CPUs it needs).
 Expected<UniqueFd> Connect(const LocalExchange &x) {
   const Address addr(x.name);
+  auto pause = std::chrono::milliseconds(1);
   for (;;) {
     auto conn = Socket();
     if (!conn.ok() || ::connect(conn->get(), addr.get(), addr.len) == 0) {
@@ -157,7 +163,8 @@ Expected<UniqueFd> Connect(const LocalExchange &x) {
     if (Clock::now() >= x.deadline) {
       return Error(HCCL_E_TIMEOUT, "rank 0 did not {}", x.arrival);
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    std::this_thread::sleep_for(pause);
+    pause = std::min(2 * pause, kMaxPause);
   }
 }
 

@@ -28,8 +28,11 @@ using Clock = std::chrono::steady_clock;
 
 constexpr uint32_t kMagic = 0x687a6363;  // "hzcc"
 constexpr size_t kPage = 4096;
-// A sleeping waiter wakes at least this often to check for aborts, dead peers and deadlines.
+// A sleeping waiter wakes to check for dead peers after this long, then twice as long each time
+// up to kMaxSleepSlice (a rank that waits for seconds, as a thousand ranks on a few CPUs do,
+// should not take the CPUs from the ones it waits for); aborts wake it at once.
 constexpr auto kSleepSlice = std::chrono::milliseconds(10);
+constexpr auto kMaxSleepSlice = std::chrono::milliseconds(160);
 
 bool Reached(uint32_t value, uint32_t target) {
   return static_cast<int32_t>(value - target) >= 0;
@@ -449,15 +452,16 @@ Status ControlArea::WaitWord(uint32_t r, uint64_t seq, uint32_t target, const De
       }
     }
   }
+  std::chrono::nanoseconds slice = kSleepSlice;
   for (;;) {
     HZC_RETURN_IF_ERROR(CheckAbort());
     w.waiters.fetch_add(1, std::memory_order_seq_cst);
     const uint32_t v = w.value.load(std::memory_order_seq_cst);
     if (!Reached(v, target)) {
       const auto left = deadline.at() - Clock::now();
-      FutexWait(
-          &w.value, v,
-          std::clamp<std::chrono::nanoseconds>(left, std::chrono::nanoseconds(0), kSleepSlice));
+      FutexWait(&w.value, v,
+                std::clamp<std::chrono::nanoseconds>(left, std::chrono::nanoseconds(0), slice));
+      slice = std::min<std::chrono::nanoseconds>(2 * slice, kMaxSleepSlice);
     }
     w.waiters.fetch_sub(1, std::memory_order_seq_cst);
     if (Reached(w.value.load(std::memory_order_acquire), target)) {

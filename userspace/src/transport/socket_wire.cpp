@@ -36,8 +36,8 @@ constexpr uint32_t kHelloMagic = 0x487a5748;  // "HWzH"
 constexpr uint32_t kDataMagic = 0x487a5744;   // "DWzH"
 constexpr uint32_t kAbortMagic = 0x487a5741;  // "AWzH"
 
-// How long an accepted connection has to send its hello, and how many may wait for theirs.
-constexpr std::chrono::seconds kHelloTime{2};
+// How many accepted connections may wait for their hello at once (each until the open's
+// deadline: see socket_wire.h).
 constexpr size_t kMaxPending = 64;
 // A wait polls in slices of at most this long.
 constexpr int kPollSliceMs = 1000;
@@ -211,7 +211,7 @@ Status SocketWire::AcceptLower(int listener, const sockaddr_storage &bound, cons
   auto reader = HelloReader::Open(
       listener,
       {.where = fmt::format("wire: rank {} {}", group_.rank(), bootstrap::EndpointString(bound)),
-       .hello_time = kHelloTime,
+       .hello_time = std::max(Clock::duration::zero(), deadline - Clock::now()),
        .max_pending = kMaxPending,
        .header = sizeof(Hello),
        .size = [](std::span<const std::byte> head) -> Expected<size_t> {

@@ -5,9 +5,12 @@
 // Setup: every member listens on an ephemeral port of the address its communicator connections
 // use and sends the port and a random 16-byte token over the group (whose connections are
 // authenticated); the lower member of each pair connects to the higher and proves itself with
-// the higher's token (hellos read all at once, each within its own 2 s: a stranger's or a silent
-// connection is dropped, logged, and delays nothing else). The listener closes once every lower
-// member is connected: a wire of M members keeps M - 1 descriptors.
+// the higher's token (hellos read all at once: a stranger's or a garbled connection is dropped,
+// logged, and delays nothing else; a silent one waits, at most until the open's deadline and
+// among at most kMaxPending, the oldest pushed out first: a member whose process did not run for
+// a few seconds between connecting and its hello, as on a host with far more ranks than CPUs, is
+// not lost, and no member dials again). The listener closes once every lower member is connected:
+// a wire of M members keeps M - 1 descriptors.
 //
 // Transfer: each member's message goes in frames of at most kChunk bytes (a 16-byte header: kind,
 // length, the chunk's number in that direction over the wire's life), written as the socket
