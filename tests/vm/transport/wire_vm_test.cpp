@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <barrier>
 #include <chrono>
 #include <cstring>
 #include <functional>
@@ -168,6 +169,89 @@ TEST_P(WireTest, AnAbortEndsTheOthersWaitsNamingTheMember) {
                          [](uint32_t, size_t, const uint8_t *, size_t) {}, Clock::now())
                      .ok());
   });
+}
+
+// A TCP wire connects a pair at the first transfer that moves bytes between its members: a ring
+// of transfers (each member to the next) leaves each with its two neighbours, and a transfer
+// among all then connects the rest. The RDMA wire links every pair when it opens.
+TEST_P(WireTest, APairConnectsAtItsFirstTransfer) {
+  static constexpr uint32_t kN = 5;
+  // Each member counts its links before any moves on: a member ahead connects to those behind.
+  std::barrier counted(kN);
+  RunMembers(kN, [&](uint32_t me, Wire &wire) {
+    if (GetParam() == NetChoice::kRdma) {
+      EXPECT_EQ(wire.links(), kN - 1);
+      return;
+    }
+    EXPECT_EQ(wire.links(), 0u);
+    counted.arrive_and_wait();
+    auto run = [&](const std::function<bool(uint32_t from, uint32_t to)> &pair, int round) {
+      std::vector<std::vector<uint8_t>> out(kN);
+      std::vector<Wire::Out> outs(kN);
+      std::vector<size_t> in(kN);
+      std::vector<std::vector<uint8_t>> got(kN);
+      for (uint32_t p = 0; p < kN; ++p) {
+        if (p != me && pair(me, p)) {
+          out[p].resize(100 + p);
+          for (size_t i = 0; i < out[p].size(); ++i) {
+            out[p][i] = Byte(me, p, i, round);
+          }
+          outs[p] = {out[p].data(), out[p].size()};
+        }
+        in[p] = p != me && pair(p, me) ? 100 + me : 0;
+        got[p].assign(in[p], 0);
+      }
+      const Status st = wire.Transfer(
+          outs, in,
+          [&](uint32_t from, size_t off, const uint8_t *d, size_t len) {
+            ASSERT_LE(off + len, got[from].size());
+            std::memcpy(got[from].data() + off, d, len);
+          },
+          Clock::now() + std::chrono::seconds(60));
+      ASSERT_TRUE(st.ok()) << st.message();
+      for (uint32_t p = 0; p < kN; ++p) {
+        for (size_t i = 0; i < got[p].size(); ++i) {
+          ASSERT_EQ(got[p][i], Byte(p, me, i, round)) << "from " << p << " byte " << i;
+        }
+      }
+    };
+    run([&](uint32_t from, uint32_t to) { return to == (from + 1) % kN; }, 0);
+    EXPECT_EQ(wire.links(), 2u);
+    counted.arrive_and_wait();
+    run([&](uint32_t from, uint32_t to) { return to == (from + 1) % kN; }, 1);  // no new ones
+    EXPECT_EQ(wire.links(), 2u);
+    counted.arrive_and_wait();
+    run([](uint32_t, uint32_t) { return true; }, 2);
+    EXPECT_EQ(wire.links(), kN - 1);
+  });
+}
+
+// A member whose process ended before it connected to the others (its wire gone, listener and
+// all): a member that waits for its connection learns it from the refused listener and fails with
+// HCCL_E_REMOTE naming it, long before its deadline. (RDMA: linked at the open, see
+// AMemberWhoseConnectionsCloseFailsTheOthersNamingIt.)
+TEST_P(WireTest, AMemberGoneBeforeItConnectedFailsTheOthersNamingIt) {
+  if (GetParam() != NetChoice::kSocket) {
+    GTEST_SKIP() << "the RDMA wire links every pair when it opens";
+  }
+  OpenMembers(
+      2, [](uint32_t) { return 1u; },
+      [](uint32_t me, Expected<std::unique_ptr<Wire>> &wire) {
+        ASSERT_TRUE(wire.ok()) << wire.status().message();
+        if (me == 0) {
+          wire->reset();
+          return;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        const auto start = Clock::now();
+        const Status st = (*wire)->Transfer(
+            std::vector<Wire::Out>(2), {16, 0}, [](uint32_t, size_t, const uint8_t *, size_t) {},
+            Clock::now() + std::chrono::seconds(60));
+        EXPECT_EQ(st.code(), HCCL_E_REMOTE) << st.message();
+        EXPECT_NE(st.message().find("rank 0"), std::string::npos) << st.message();
+        EXPECT_NE(st.message().find("is gone"), std::string::npos) << st.message();
+        EXPECT_LT(Clock::now() - start, std::chrono::seconds(10));
+      });
 }
 
 // Members told different HZC_NET values refuse the wire at once, each naming the others.

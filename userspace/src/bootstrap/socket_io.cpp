@@ -292,7 +292,7 @@ void HelloReader::LogDropped(const std::string &peer, const std::string &why) co
 
 Expected<std::optional<HelloReader::Hello>> HelloReader::Next(Clock::time_point deadline) {
   std::vector<pollfd> fds;
-  for (;;) {
+  for (bool last = false;;) {
     if (!ready_.empty()) {
       std::optional<Hello> hello(std::move(ready_.front()));
       ready_.pop_front();
@@ -300,21 +300,19 @@ Expected<std::optional<HelloReader::Hello>> HelloReader::Next(Clock::time_point 
     }
     const auto now = Clock::now();
     Expire(now);
-    if (now >= deadline) {
+    if (last) {
       return std::optional<Hello>();
     }
+    // Past the deadline: one look at what is there already, without waiting.
+    last = now >= deadline;
     // The oldest connection has the earliest deadline: they all have the same hello_time.
     auto wake = pending_.empty() ? deadline : std::min(deadline, pending_.front().deadline);
-    const bool accepting = now >= accept_paused_until_;
-    if (!accepting) {
+    if (now < accept_paused_until_) {
       wake = std::min(wake, accept_paused_until_);
     }
     fds.clear();
-    fds.push_back({accepting ? listener_ : -1, POLLIN, 0});  // poll skips a negative fd
-    for (const Pending &p : pending_) {
-      fds.push_back({p.fd.get(), POLLIN, 0});
-    }
-    if (poll(fds.data(), fds.size(), CeilMs(wake)) < 0) {
+    Watch(&fds);
+    if (poll(fds.data(), fds.size(), last ? 0 : CeilMs(wake)) < 0) {
       if (errno == EINTR) {
         continue;
       }
@@ -334,6 +332,14 @@ Expected<std::optional<HelloReader::Hello>> HelloReader::Next(Clock::time_point 
     if ((fds[0].revents & POLLIN) != 0) {
       Accept();
     }
+  }
+}
+
+void HelloReader::Watch(std::vector<pollfd> *fds) const {
+  // While accept is paused, poll skips the listener (a negative descriptor).
+  fds->push_back({Clock::now() >= accept_paused_until_ ? listener_ : -1, POLLIN, 0});
+  for (const Pending &p : pending_) {
+    fds->push_back({p.fd.get(), POLLIN, 0});
   }
 }
 

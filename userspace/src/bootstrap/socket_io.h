@@ -5,6 +5,7 @@
 #pragma once
 
 #include <hccl/hccl_types.h>
+#include <poll.h>
 #include <sys/socket.h>
 
 #include <chrono>
@@ -109,9 +110,13 @@ class HelloReader {
   // failure when it cannot be made non-blocking.
   static Expected<HelloReader> Open(int listener, Options options);
 
-  // The next whole hello, waiting at most until @deadline (nullopt then); HCCL_E_SYSCALL when
-  // poll fails.
+  // The next whole hello, waiting at most until @deadline (nullopt then; a @deadline that has
+  // passed takes what is there without waiting); HCCL_E_SYSCALL when poll fails.
   Expected<std::optional<Hello>> Next(Clock::time_point deadline);
+
+  // Append to @fds what Next waits on (the listener, the connections whose hello is not in yet),
+  // for a caller that waits on them among its own: when any is ready, Next(a passed deadline).
+  void Watch(std::vector<pollfd> *fds) const;
 
   // Serve @hello's connection again for its next message (a handshake's next step), within a new
   // Options::hello_time; Next returns it with @hello.state as given here.

@@ -16,6 +16,8 @@
 // 8-byte RDMA READ of its flags, which fails once the queue pair's retries run out when the
 // peer's server or its link is gone) and asks the TCP connection, so a dead peer fails the
 // transfer with HCCL_E_ROCE_TRANSFER or HCCL_E_REMOTE naming it long before the deadline.
+// Every pair is linked when the wire opens (one queue pair and 2 * slots * kChunk registered
+// bytes per peer), unlike the TCP wire's pairs, which connect at their first transfer.
 #pragma once
 
 #include <memory>
@@ -38,6 +40,7 @@ class RdmaWire final : public Wire {
   ~RdmaWire() override;
 
   const char *kind() const override { return "RDMA"; }
+  uint32_t links() const override { return size() - 1; }
 
  private:
   RdmaWire(bootstrap::Group &group, std::vector<uint32_t> members, uint32_t me,

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <array>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <span>
 #include <string>
@@ -32,7 +33,9 @@ using bootstrap::HelloReader;
 // Tag on the group's connections, from Options::tags: the members' cards.
 constexpr uint32_t kCardTag = 3;
 
-constexpr uint32_t kHelloMagic = 0x487a5748;  // "HWzH"
+constexpr uint32_t kHelloMagic = 0x487a5748;  // "HWzH": a data connection
+constexpr uint32_t kNewsMagic = 0x487a574e;   // "NWzH": the news of an abort (code)
+constexpr uint32_t kProbeMagic = 0x487a5750;  // "PWzH": is the listener there?
 constexpr uint32_t kDataMagic = 0x487a5744;   // "DWzH"
 constexpr uint32_t kAbortMagic = 0x487a5741;  // "AWzH"
 
@@ -41,6 +44,13 @@ constexpr uint32_t kAbortMagic = 0x487a5741;  // "AWzH"
 constexpr size_t kMaxPending = 64;
 // A wait polls in slices of at most this long.
 constexpr int kPollSliceMs = 1000;
+// A member waiting for a lower one's connection checks that its listener is there after this
+// long, then twice as long after each check, up to kProbeMax; each check waits up to kProbeMax
+// for its connection.
+constexpr std::chrono::milliseconds kProbeFirst{200};
+constexpr std::chrono::milliseconds kProbeMax{2000};
+// How long Abort spends on connecting to each member it had no connection with.
+constexpr std::chrono::milliseconds kNewsTime{1000};
 
 }  // namespace
 
@@ -55,13 +65,16 @@ namespace {
 
 using Token = SocketWire::Token;
 
-// What the lower member of a pair sends first on its connection.
+// What a member sends first on a connection it made: the lower member of a pair on their data
+// connection, or any member with the news of its abort, or a probe.
 struct Hello {
   uint32_t magic;
   uint32_t from;  // its index among the members
   Token token;    // the accepting member's
+  uint32_t code;  // the news: the abort's code
+  uint32_t zero;
 };
-static_assert(sizeof(Hello) == 24);
+static_assert(sizeof(Hello) == 32);
 
 // Before each chunk of a message, and the abort.
 struct Frame {
@@ -102,8 +115,11 @@ void Tune(int fd) {
 }  // namespace
 
 struct SocketWire::Peer {
-  UniqueFd fd;
-  std::string address;  // its listener's
+  UniqueFd fd;          // none until a transfer first moves bytes with it
+  std::string address;  // its listener's, then its connection's
+  sockaddr_storage listener{};
+  Token token{};      // its listener's
+  uint32_t told = 0;  // the code of its abort, from its news
   // The frame being sent: its header, then its chunk (the message's bytes from the transfer's
   // count of bytes sent on). out_len 0: none under way.
   Frame out_head{};
@@ -121,6 +137,11 @@ SocketWire::SocketWire(bootstrap::Group &group, std::vector<uint32_t> members, u
 
 SocketWire::~SocketWire() = default;
 
+uint32_t SocketWire::links() const {
+  return static_cast<uint32_t>(
+      std::count_if(peers_.begin(), peers_.end(), [](const Peer &p) { return p.fd.valid(); }));
+}
+
 std::string SocketWire::Name(uint32_t p) const {
   return fmt::format("rank {} (another server, {})", members_[p], peers_[p].address);
 }
@@ -130,18 +151,13 @@ Expected<std::unique_ptr<Wire>> SocketWire::Open(bootstrap::Group &group,
                                                  const Options &options,
                                                  Clock::time_point deadline) {
   std::unique_ptr<SocketWire> w(new SocketWire(group, std::move(members), me, options));
-  HZC_RETURN_IF_ERROR(w->Connect(deadline));
+  HZC_RETURN_IF_ERROR(w->Setup(deadline));
   LogDebug("wire: rank {} is member {} of {} (TCP)", group.rank(), me, w->size());
   return std::unique_ptr<Wire>(std::move(w));
 }
 
-Status SocketWire::Connect(Clock::time_point deadline) {
+Status SocketWire::Setup(Clock::time_point deadline) {
   const uint32_t n = size();
-  // Its connections and the bootstrap's to the same members (made when first needed).
-  HZC_RETURN_IF_ERROR(ReserveDescriptors(
-      2 * size_t{n - 1},
-      fmt::format("the wire's and the bootstrap's connections to the other {} members", n - 1)));
-  std::vector<sockaddr_storage> hosts(n);
   for (uint32_t p = 0; p < n; ++p) {
     const std::string &a = group_.Address(members_[p]);
     auto addr = bootstrap::ParseEndpoint(a);
@@ -149,67 +165,19 @@ Status SocketWire::Connect(Clock::time_point deadline) {
       return Error(HCCL_E_TCP_CONNECT, "wire: rank {}'s address: {}", members_[p],
                    addr.status().message());
     }
-    hosts[p] = *addr;
-    SetPort(&hosts[p], 0);
+    peers_[p].listener = *addr;
+    SetPort(&peers_[p].listener, 0);
     peers_[p].address = a;
   }
   // Listen where this rank's communicator connections arrive.
   sockaddr_storage bound{};
-  auto listener = bootstrap::ListenOn(hosts[me_], /*reuse=*/false, &bound);
+  auto listener = bootstrap::ListenOn(peers_[me_].listener, /*reuse=*/false, &bound);
   if (!listener.ok()) {
     return Error(listener.status().code(), "wire: {}", listener.status().message());
   }
-  Card mine{.port = GetPort(bound), .token = {}};
-  if (getrandom(mine.token.data(), mine.token.size(), 0) !=
-      static_cast<ssize_t>(mine.token.size())) {
-    return Error(HCCL_E_SYSCALL, "wire: getrandom failed: {}", ErrnoString(errno));
-  }
-  auto all =
-      group_.AllGatherFixed(members_, options_.tags + kCardTag, std::as_bytes(std::span(&mine, 1)),
-                            deadline, "the addresses of the wire's members");
-  if (!all.ok()) {
-    return all.status();
-  }
-  std::vector<Card> cards(n);
-  for (uint32_t p = 0; p < n; ++p) {
-    if ((*all)[p].size() != sizeof(Card)) {
-      return Error(HCCL_E_TCP_TRANSFER, "wire: rank {} sent {} bytes for its address", members_[p],
-                   (*all)[p].size());
-    }
-    std::memcpy(&cards[p], (*all)[p].data(), sizeof(Card));
-  }
-  HZC_RETURN_IF_ERROR(DialHigher(hosts, cards, deadline));
-  return AcceptLower(listener->get(), bound, mine.token, deadline);
-}
-
-Status SocketWire::DialHigher(const std::vector<sockaddr_storage> &hosts,
-                              const std::vector<Card> &cards, Clock::time_point deadline) {
-  for (uint32_t p = me_ + 1; p < size(); ++p) {
-    sockaddr_storage to = hosts[p];
-    SetPort(&to, cards[p].port);
-    peers_[p].address = bootstrap::EndpointString(to);
-    auto fd = bootstrap::Dial(to, deadline);
-    if (!fd.ok()) {
-      return Error(HCCL_E_TCP_CONNECT, "wire: cannot connect to {}: {}", Name(p),
-                   fd.status().message());
-    }
-    const Hello hello{.magic = kHelloMagic, .from = me_, .token = cards[p].token};
-    if (Status st = bootstrap::SendAll(fd->get(), &hello, sizeof(hello), deadline); !st.ok()) {
-      return Error(st.code(), "wire: hello to {}: {}", Name(p), st.message());
-    }
-    Tune(fd->get());
-    peers_[p].fd = std::move(*fd);
-  }
-  return Status::Ok();
-}
-
-Status SocketWire::AcceptLower(int listener, const sockaddr_storage &bound, const Token &token,
-                               Clock::time_point deadline) {
-  if (me_ == 0) {
-    return Status::Ok();
-  }
+  listener_ = std::move(*listener);
   auto reader = HelloReader::Open(
-      listener,
+      listener_.get(),
       {.where = fmt::format("wire: rank {} {}", group_.rank(), bootstrap::EndpointString(bound)),
        .hello_time = std::max(Clock::duration::zero(), deadline - Clock::now()),
        .max_pending = kMaxPending,
@@ -217,7 +185,7 @@ Status SocketWire::AcceptLower(int listener, const sockaddr_storage &bound, cons
        .size = [](std::span<const std::byte> head) -> Expected<size_t> {
          uint32_t magic = 0;
          std::memcpy(&magic, head.data(), sizeof(magic));
-         if (magic != kHelloMagic) {
+         if (magic != kHelloMagic && magic != kNewsMagic && magic != kProbeMagic) {
            return Error(HCCL_E_TCP_CONNECT, "not a hello of the wire between servers");
          }
          return sizeof(Hello);
@@ -226,34 +194,149 @@ Status SocketWire::AcceptLower(int listener, const sockaddr_storage &bound, cons
   if (!reader.ok()) {
     return reader.status();
   }
-  for (uint32_t waiting = me_; waiting > 0;) {
-    auto next = reader->Next(deadline);
-    if (!next.ok()) {
-      return next.status();
+  reader_.emplace(std::move(*reader));
+  if (getrandom(token_.data(), token_.size(), 0) != static_cast<ssize_t>(token_.size())) {
+    return Error(HCCL_E_SYSCALL, "wire: getrandom failed: {}", ErrnoString(errno));
+  }
+  const Card mine{.port = GetPort(bound), .token = token_};
+  auto all =
+      group_.AllGatherFixed(members_, options_.tags + kCardTag, std::as_bytes(std::span(&mine, 1)),
+                            deadline, "the addresses of the wire's members");
+  if (!all.ok()) {
+    return all.status();
+  }
+  for (uint32_t p = 0; p < n; ++p) {
+    if ((*all)[p].size() != sizeof(Card)) {
+      return Error(HCCL_E_TCP_TRANSFER, "wire: rank {} sent {} bytes for its address", members_[p],
+                   (*all)[p].size());
     }
-    if (!*next) {
-      std::vector<uint32_t> missing;
-      for (uint32_t p = 0; p < me_; ++p) {
-        if (!peers_[p].fd.valid()) {
-          missing.push_back(members_[p]);
-        }
-      }
-      return Error(HCCL_E_TIMEOUT, "wire: rank(s) {} (other servers) did not connect in time",
-                   fmt::join(missing, ","));
+    Card card{};
+    std::memcpy(&card, (*all)[p].data(), sizeof(Card));
+    SetPort(&peers_[p].listener, card.port);
+    peers_[p].token = card.token;
+    if (p != me_) {
+      peers_[p].address = bootstrap::EndpointString(peers_[p].listener);
     }
-    HelloReader::Hello &h = **next;
-    Hello hello{};
-    std::memcpy(&hello, h.data.data(), sizeof(hello));
-    if (hello.from >= me_ || peers_[hello.from].fd.valid() || !SameToken(hello.token, token)) {
-      reader->LogDropped(h.peer, "not a member of this wire (member number or token)");
-      continue;
-    }
-    Tune(h.fd.get());
-    peers_[hello.from].fd = std::move(h.fd);
-    peers_[hello.from].address = h.peer;
-    --waiting;
   }
   return Status::Ok();
+}
+
+Status SocketWire::Link(const std::vector<Out> &out, const std::vector<size_t> &in,
+                        Clock::time_point deadline) {
+  std::vector<uint32_t> dial, wait;
+  for (uint32_t p = 0; p < size(); ++p) {
+    if (p != me_ && !peers_[p].fd.valid() && (out[p].len != 0 || in[p] != 0)) {
+      (p > me_ ? dial : wait).push_back(p);
+    }
+  }
+  if (dial.empty() && wait.empty()) {
+    return Status::Ok();
+  }
+  HZC_RETURN_IF_ERROR(ReserveDescriptors(
+      dial.size() + wait.size(),
+      fmt::format("the wire's connections to {} more members", dial.size() + wait.size())));
+  // The higher members first: a dial does not wait for its member to take the connection.
+  for (uint32_t p : dial) {
+    HZC_RETURN_IF_ERROR(Dial(p, HCCL_SUCCESS, deadline));
+  }
+  auto pause = kProbeFirst;
+  auto probe = Clock::now() + pause;
+  for (;;) {
+    std::erase_if(wait, [&](uint32_t p) { return peers_[p].fd.valid(); });
+    if (wait.empty()) {
+      return Status::Ok();
+    }
+    const auto now = Clock::now();
+    if (now >= deadline) {
+      std::vector<uint32_t> late;
+      for (uint32_t p : wait) {
+        late.push_back(members_[p]);
+      }
+      return Error(HCCL_E_TIMEOUT,
+                   "wire: rank(s) {} (other servers) did not connect within HCCL_EXEC_TIMEOUT",
+                   fmt::join(late, ","));
+    }
+    if (now >= probe) {
+      for (uint32_t p : wait) {
+        if (Gone(p, deadline)) {
+          return Error(HCCL_E_REMOTE,
+                       "{} is gone: its wire's listener refuses connections (its process ended)",
+                       Name(p));
+        }
+      }
+      pause = std::min(2 * pause, kProbeMax);
+      probe = Clock::now() + pause;
+    }
+    auto took = Take(std::min(deadline, probe));
+    if (!took.ok()) {
+      return took.status();
+    }
+  }
+}
+
+Status SocketWire::Dial(uint32_t p, HcclResult abort, Clock::time_point deadline) {
+  Peer &peer = peers_[p];
+  bool refused = false;
+  auto fd = bootstrap::Dial(peer.listener, deadline, /*refused_ends=*/true, &refused);
+  if (!fd.ok()) {
+    return Error(refused ? HCCL_E_REMOTE : HCCL_E_TCP_CONNECT, "wire: cannot connect to {}: {}",
+                 Name(p), refused ? "refused (its process ended)" : fd.status().message());
+  }
+  const Hello hello{.magic = abort == HCCL_SUCCESS ? kHelloMagic : kNewsMagic,
+                    .from = me_,
+                    .token = peer.token,
+                    .code = static_cast<uint32_t>(abort),
+                    .zero = 0};
+  if (Status st = bootstrap::SendAll(fd->get(), &hello, sizeof(hello), deadline); !st.ok()) {
+    return Error(st.code(), "wire: hello to {}: {}", Name(p), st.message());
+  }
+  Tune(fd->get());
+  peer.fd = std::move(*fd);
+  return Status::Ok();
+}
+
+Expected<bool> SocketWire::Take(Clock::time_point until) {
+  auto next = reader_->Next(until);
+  if (!next.ok()) {
+    return next.status();
+  }
+  if (!*next) {
+    return false;
+  }
+  HelloReader::Hello &h = **next;
+  Hello hello{};
+  std::memcpy(&hello, h.data.data(), sizeof(hello));
+  if (hello.magic == kProbeMagic) {
+    return true;
+  }
+  const bool news = hello.magic == kNewsMagic;
+  if (hello.from >= size() || hello.from == me_ || (!news && hello.from > me_) ||
+      (!news && peers_[hello.from].fd.valid()) || !SameToken(hello.token, token_)) {
+    reader_->LogDropped(h.peer, "not a member of this wire (member number or token)");
+    return true;
+  }
+  Peer &peer = peers_[hello.from];
+  if (news) {
+    peer.told = hello.code == 0 ? static_cast<uint32_t>(HCCL_E_INTERNAL) : hello.code;
+    return Error(HCCL_E_REMOTE, "{} failed the call with code {}", Name(hello.from), peer.told);
+  }
+  Tune(h.fd.get());
+  peer.fd = std::move(h.fd);
+  peer.address = h.peer;
+  return true;
+}
+
+bool SocketWire::Gone(uint32_t p, Clock::time_point deadline) {
+  bool refused = false;
+  auto fd = bootstrap::Dial(peers_[p].listener, std::min(deadline, Clock::now() + kProbeMax),
+                            /*refused_ends=*/true, &refused);
+  if (!fd.ok()) {
+    return refused;
+  }
+  const Hello hello{
+      .magic = kProbeMagic, .from = me_, .token = peers_[p].token, .code = 0, .zero = 0};
+  (void)send(fd->get(), &hello, sizeof(hello), MSG_NOSIGNAL | MSG_DONTWAIT);
+  return false;
 }
 
 Status SocketWire::Send(uint32_t p, const Out &out, size_t *sent, bool *moved) {
@@ -354,6 +437,9 @@ Status SocketWire::Receive(uint32_t p, size_t len, const Sink &sink, size_t *rec
 Status SocketWire::Move(const std::vector<Out> &out, const std::vector<size_t> &in,
                         const Sink &sink, Clock::time_point deadline) {
   const uint32_t n = size();
+  if (Status st = Link(out, in, deadline); !st.ok()) {
+    return FirstCause(std::move(st));
+  }
   std::vector<size_t> sent(n), received(n);
   std::vector<pollfd> fds;
   std::vector<uint32_t> who;
@@ -385,6 +471,9 @@ Status SocketWire::Move(const std::vector<Out> &out, const std::vector<size_t> &
     if (moved) {
       continue;
     }
+    // And the listener: a member's news of its abort, a member connecting ahead of its need.
+    const size_t data = fds.size();
+    reader_->Watch(&fds);
     const int ms = std::min(bootstrap::RemainingMs(deadline), kPollSliceMs);
     if (ms <= 0) {
       std::string late;
@@ -397,20 +486,42 @@ Status SocketWire::Move(const std::vector<Out> &out, const std::vector<size_t> &
     if (poll(fds.data(), fds.size(), ms) < 0 && errno != EINTR) {
       return Error(HCCL_E_SYSCALL, "wire: poll failed: {}", ErrnoString(errno));
     }
+    if (std::any_of(fds.begin() + static_cast<ptrdiff_t>(data), fds.end(),
+                    [](const pollfd &f) { return f.revents != 0; })) {
+      for (;;) {
+        auto took = Take(Clock::now());
+        if (!took.ok()) {
+          return FirstCause(took.status());
+        }
+        if (!*took) {
+          break;
+        }
+      }
+    }
   }
 }
 
 Status SocketWire::FirstCause(Status st) {
+  // The news that reached the listener (a bounded look: the connections there now).
+  for (size_t i = 0; i <= kMaxPending; ++i) {
+    auto took = Take(Clock::now());
+    if (took.ok() && !*took) {
+      break;
+    }
+  }
   Status relayed;
   for (uint32_t p = 0; p < size(); ++p) {
     Peer &peer = peers_[p];
-    if (p == me_ || !peer.fd.valid() || peer.in_done != 0) {
+    if (p == me_) {
       continue;
     }
     Frame f{};
-    if (recv(peer.fd.get(), &f, sizeof(f), MSG_PEEK | MSG_DONTWAIT) !=
-            static_cast<ssize_t>(sizeof(f)) ||
-        f.magic != kAbortMagic) {
+    if (peer.told != 0) {
+      f.word = peer.told;
+    } else if (!peer.fd.valid() || peer.in_done != 0 ||
+               recv(peer.fd.get(), &f, sizeof(f), MSG_PEEK | MSG_DONTWAIT) !=
+                   static_cast<ssize_t>(sizeof(f)) ||
+               f.magic != kAbortMagic) {
       continue;
     }
     Status abort = Error(HCCL_E_REMOTE, "{} failed the call with code {}", Name(p), f.word);
@@ -425,9 +536,25 @@ Status SocketWire::FirstCause(Status st) {
 }
 
 void SocketWire::Tell(HcclResult code) {
+  // The connections that reached the listener already hear it on their own.
+  for (size_t i = 0; i <= kMaxPending; ++i) {
+    auto took = Take(Clock::now());
+    if (took.ok() && !*took) {
+      break;
+    }
+  }
   for (uint32_t p = 0; p < size(); ++p) {
     Peer &peer = peers_[p];
-    if (p == me_ || !peer.fd.valid()) {
+    if (p == me_) {
+      continue;
+    }
+    if (!peer.fd.valid()) {
+      // The news in a hello.
+      if (Status st = Dial(p, code, Clock::now() + kNewsTime); !st.ok()) {
+        LogDebug("wire: cannot tell {} of the abort: {}", Name(p), st.message());
+        continue;
+      }
+      shutdown(peer.fd.get(), SHUT_WR);
       continue;
     }
     if (peer.out_len == 0) {  // between frames: the abort frame is the next one

@@ -76,6 +76,9 @@ class Wire {
 
   // "RDMA" or "TCP", for logs and tests.
   virtual const char *kind() const = 0;
+  // The members this one has a connection with (RDMA: every other from the open on; TCP: those
+  // a transfer moved bytes with), for logs and tests.
+  virtual uint32_t links() const = 0;
   uint32_t index() const { return me_; }  // this rank's position in the members
   uint32_t size() const { return static_cast<uint32_t>(members_.size()); }
   uint32_t member(uint32_t i) const { return members_[i]; }
