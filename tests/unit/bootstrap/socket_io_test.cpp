@@ -140,5 +140,40 @@ TEST(HelloReaderTest, ASilentConnectionIsDroppedAtItsDeadline) {
   EXPECT_EQ(st.code(), HCCL_E_TCP_TRANSFER) << st.message();  // closed, not still waiting
 }
 
+// A thread waiting in Next for a long time returns at once when the listener is shut down (how
+// the bootstrap's listener thread is stopped, rather than waking it every few milliseconds).
+TEST(HelloReaderTest, AWaitEndsOnceTheListenerIsShutDown) {
+  ReaderAndPeer t;
+  std::thread stopper([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    shutdown(t.listener.get(), SHUT_RDWR);
+  });
+  const auto start = ReaderAndPeer::Clock::now();
+  auto got = t.reader->Next(start + std::chrono::seconds(60));
+  stopper.join();
+  ASSERT_TRUE(got.ok()) << got.status().message();
+  EXPECT_FALSE(got->has_value());
+  EXPECT_LT(ReaderAndPeer::Clock::now() - start, std::chrono::seconds(30));
+}
+
+// A deadline that has passed still takes a hello that is there: one look, no wait.
+TEST(HelloReaderTest, APassedDeadlineTakesWhatIsThere) {
+  ReaderAndPeer t;
+  const std::array<std::byte, 8> hello{std::byte{7}};
+  ASSERT_TRUE(SendAll(t.peer.get(), hello.data(), hello.size(),
+                      ReaderAndPeer::Clock::now() + std::chrono::seconds(1))
+                  .ok());
+  std::optional<HelloReader::Hello> got;
+  // The bytes may take a moment on loopback: looks, each with a deadline already passed.
+  for (int i = 0; i < 1000 && !got; ++i) {
+    auto next = t.reader->Next(ReaderAndPeer::Clock::now() - std::chrono::seconds(1));
+    ASSERT_TRUE(next.ok()) << next.status().message();
+    got = std::move(*next);
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ASSERT_TRUE(got.has_value());
+  EXPECT_EQ(got->data[0], std::byte{7});
+}
+
 }  // namespace
 }  // namespace hzc::bootstrap

@@ -47,8 +47,9 @@ constexpr size_t kMaxPending = 128;
 // A receive from a rank that has not connected yet dials it after this long (to learn whether
 // it is gone).
 constexpr std::chrono::milliseconds kProbeAfter{200};
-// The listener's thread looks whether the group closed this often.
-constexpr std::chrono::milliseconds kServeSlice{20};
+// The listener's thread wakes when the group closes (it shuts the listener down), and looks
+// whether it did this often should that fail.
+constexpr std::chrono::seconds kServeSlice{1};
 
 }  // namespace
 
@@ -110,6 +111,7 @@ struct Group::Impl {
   ~Impl() {
     stop = true;
     if (server.joinable()) {
+      (void)shutdown(listener.fd(), SHUT_RDWR);  // wakes Serve's wait for connections
       server.join();
     }
   }

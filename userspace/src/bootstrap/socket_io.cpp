@@ -329,6 +329,9 @@ Expected<std::optional<HelloReader::Hello>> HelloReader::Next(Clock::time_point 
       }
     }
     pending_.erase(pending_.begin() + static_cast<ptrdiff_t>(kept), pending_.end());
+    if ((fds[0].revents & (POLLHUP | POLLERR)) != 0) {
+      return std::optional<Hello>();  // shut down: its owner stops
+    }
     if ((fds[0].revents & POLLIN) != 0) {
       Accept();
     }

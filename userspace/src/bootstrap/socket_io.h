@@ -111,7 +111,8 @@ class HelloReader {
   static Expected<HelloReader> Open(int listener, Options options);
 
   // The next whole hello, waiting at most until @deadline (nullopt then; a @deadline that has
-  // passed takes what is there without waiting); HCCL_E_SYSCALL when poll fails.
+  // passed takes what is there without waiting), or until the listener is shut down (nullopt at
+  // once: how its owner stops a thread that waits here); HCCL_E_SYSCALL when poll fails.
   Expected<std::optional<Hello>> Next(Clock::time_point deadline);
 
   // Append to @fds what Next waits on (the listener, the connections whose hello is not in yet),
