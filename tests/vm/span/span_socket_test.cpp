@@ -152,15 +152,17 @@ TEST_F(SpanSocketTest, FiveServersOfOneRankEveryCollectiveTypeAndOp) {
 // The leaders' algorithms forced at every size of the matrix (1 element to 3 MiB, every type and
 // op) by HZC_SPAN_RING_MIN on every rank: 0, the ring always (AllReduce, AllGather,
 // ReduceScatter); its largest value, below it up to 16 MiB (AllReduce by recursive doubling,
-// AllGather by Bruck, ReduceScatter direct). Between five servers (one beyond the largest power
-// of two: the doubling's hand-over), two, and three whose ranks interleave (server 0 = ranks 0
-// and 3: the segments are staged); the leaders' logs name the algorithms taken.
+// AllGather by Bruck, ReduceScatter by recursive halving). Between five servers (one beyond the
+// largest power of two: the doubling's and the halving's hand-over), seven (three beyond), two,
+// and three whose ranks interleave (server 0 = ranks 0 and 3: the segments are staged); the
+// leaders' logs name the algorithms taken.
 TEST_F(SpanSocketTest, LeadersAlgorithmsByRingAndBelowItAtEverySize) {
   struct Layout {
     uint32_t servers, per;
     bool interleave;
   };
-  for (const Layout l : {Layout{5, 1, false}, Layout{2, 1, false}, Layout{3, 2, true}}) {
+  for (const Layout l :
+       {Layout{5, 1, false}, Layout{7, 1, false}, Layout{2, 1, false}, Layout{3, 2, true}}) {
     for (const char *ring_min : {"0", "16777216"}) {
       SCOPED_TRACE(std::to_string(l.servers) + " x " + std::to_string(l.per) +
                    (l.interleave ? " interleaved" : "") + ", HZC_SPAN_RING_MIN=" + ring_min);
@@ -178,7 +180,7 @@ TEST_F(SpanSocketTest, LeadersAlgorithmsByRingAndBelowItAtEverySize) {
         for (const char *coll : {"AllReduce", "AllGather", "ReduceScatter"}) {
           const std::string below = std::string(coll) == "AllReduce"   ? "recursive doubling"
                                     : std::string(coll) == "AllGather" ? "Bruck"
-                                                                       : "direct";
+                                                                       : "recursive halving";
           const std::string want = ring ? "ring" : below, other = ring ? below : "ring";
           const std::string head = std::string("leaders' ") + coll + " of [0-9]+ bytes: ";
           const std::regex taken_re(head + want), other_re(head + other);

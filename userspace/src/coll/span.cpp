@@ -35,9 +35,8 @@ constexpr uint32_t kWireTags = 0x1000;
 // A Broadcast of at least this many bytes across three or more servers is scattered and
 // all-gathered between the leaders (Spanning::LeadersBroadcast).
 constexpr size_t kScatteredBroadcast = size_t{256} << 10;
-// The scratch a leader's reduction across servers receives into, in bytes (at least 64 KiB per
-// leader): Spanning::ReduceFromLeaders.
-constexpr size_t kReduceSlices = size_t{32} << 20;
+// The sink of a step that receives nothing.
+const transport::Wire::Sink kNoSink = [](uint32_t, size_t, const uint8_t *, size_t) {};
 // Landing slots per peer of the leaders' wire (8 MiB registered per peer).
 constexpr uint32_t kWireSlots = 4;
 
@@ -241,12 +240,13 @@ class Spanning {
     ins[from] = in;
     return Transfer(outs, ins, sink);
   }
-  // What every other leader sends this one (@theirs(p): what it sends leader p, in full) reduced
-  // into @mine (@len bytes) in server order, 0 to S-1, this server's @mine in its place: the same
-  // bits on every run, whatever order the data arrives in. In rounds of at most kReduceSlices / S
-  // bytes per leader, so the scratch it is received into stays within kReduceSlices.
-  Status ReduceFromLeaders(uint8_t *mine, size_t len,
-                           const std::function<transport::Wire::Out(uint32_t)> &theirs);
+  // Recursive halving over @segs (as RingReduceScatter's): the leaders beyond the largest power
+  // of two, P, hand their segments to leader me - P first; then in ceil(log2 P) rounds each
+  // leader sends the half of the segments it still holds that its partner (me ^ d, d = P/2, P/4,
+  // ..., 1) keeps and reduces the partner's copy of its own half, lower server's data first;
+  // last, leader me - P sends leader me its segment. Each leader ends with segs[me] reduced
+  // over every server, in an order fixed by the servers.
+  Status HalvingReduceScatter(const std::vector<std::span<uint8_t>> &segs);
   // @buf (the call's count) from the leader of server @root to the other leaders.
   Status LeadersBroadcast(uint8_t *buf, uint32_t root);
   // Copy [off, off + len) of server @p's blocks (of @block bytes, in its rank order) between
@@ -563,40 +563,80 @@ Status Spanning::RingAllGatherInto(const uint8_t *seg, size_t block, uint8_t *re
   return Status::Ok();
 }
 
-Status Spanning::ReduceFromLeaders(uint8_t *mine, size_t len,
-                                   const std::function<transport::Wire::Out(uint32_t)> &theirs) {
+Status Spanning::HalvingReduceScatter(const std::vector<std::span<uint8_t>> &segs) {
   ReduceFn reduce;
   HZC_RETURN_IF_ERROR(GetReduce(c_.dtype, c_.op, &reduce));
   const uint32_t n = s_.nservers(), me = s_.wire->index();
-  // A multiple of 64 bytes (so of every element size).
-  const size_t slice = std::max<size_t>(kReduceSlices / n, size_t{64} << 10) / 64 * 64;
-  size_t most = len;
-  for (uint32_t p = 0; p < n; ++p) {
-    most = p == me ? most : std::max(most, theirs(p).len);
+  const uint32_t pow2 = std::bit_floor(n);
+  // Group g (below pow2) is segments g and g + pow2 (when there is one), packed in that order.
+  auto groups = [&](uint32_t first, uint32_t count) {
+    std::vector<std::span<uint8_t>> out;
+    for (uint32_t g = first; g < first + count; ++g) {
+      out.push_back(segs[g]);
+      if (g + pow2 < n) {
+        out.push_back(segs[g + pow2]);
+      }
+    }
+    return out;
+  };
+  auto pack = [](const std::vector<std::span<uint8_t>> &parts, std::vector<uint8_t> *to) {
+    to->clear();
+    for (const std::span<uint8_t> part : parts) {
+      to->insert(to->end(), part.begin(), part.end());
+    }
+  };
+  auto bytes = [](const std::vector<std::span<uint8_t>> &parts) {
+    size_t len = 0;
+    for (const std::span<uint8_t> part : parts) {
+      len += part.size();
+    }
+    return len;
+  };
+  // The chunks of @parts' packed copy from leader @p, each combined into its part; the lower
+  // server's data first.
+  auto combine = [&](const std::vector<std::span<uint8_t>> &parts, uint32_t p) {
+    return [&parts, p, me, &reduce, this](uint32_t, size_t off, const uint8_t *d, size_t len) {
+      for (const std::span<uint8_t> part : parts) {
+        if (off >= part.size()) {
+          off -= part.size();
+          continue;
+        }
+        const size_t l = std::min(len, part.size() - off);
+        const void *in[2] = {part.data() + off, d};
+        if (p < me) {
+          std::swap(in[0], in[1]);
+        }
+        reduce(part.data() + off, in, 2, l / es_);
+        d += l, len -= l, off = 0;
+        if (len == 0) {
+          break;
+        }
+      }
+    };
+  };
+  std::vector<uint8_t> out;
+  if (me >= pow2) {  // hand over every segment, then take this one's
+    std::vector<std::span<uint8_t>> all(segs.begin(), segs.end());
+    pack(all, &out);
+    HZC_RETURN_IF_ERROR(Step(me - pow2, {out.data(), out.size()}, me - pow2, 0, kNoSink));
+    return Step(me - pow2, {}, me - pow2, segs[me].size(),
+                [&](uint32_t, size_t off, const uint8_t *d, size_t l) {
+                  std::memcpy(segs[me].data() + off, d, l);
+                });
   }
-  std::vector<uint8_t> scratch(std::min(most, slice) * n);
-  const size_t row = scratch.size() / n;
-  std::vector<const void *> inputs(n);
-  for (size_t at = 0; at < most; at += slice) {
-    std::vector<transport::Wire::Out> out(n);
-    std::vector<size_t> in(n);
-    for (uint32_t p = 0; p < n; ++p) {
-      if (p == me) {
-        continue;
-      }
-      const transport::Wire::Out t = theirs(p);
-      out[p] = {t.data + std::min(at, t.len), at < t.len ? std::min(slice, t.len - at) : 0};
-      in[p] = at < len ? std::min(slice, len - at) : 0;
-    }
-    HZC_RETURN_IF_ERROR(Transfer(out, in, [&](uint32_t p, size_t off, const uint8_t *d, size_t l) {
-      std::memcpy(scratch.data() + p * row + off, d, l);
-    }));
-    if (at < len) {
-      for (uint32_t q = 0; q < n; ++q) {
-        inputs[q] = q == me ? mine + at : scratch.data() + q * row;
-      }
-      reduce(mine + at, inputs.data(), n, std::min(slice, len - at) / es_);
-    }
+  if (me + pow2 < n) {
+    const std::vector<std::span<uint8_t>> all(segs.begin(), segs.end());
+    HZC_RETURN_IF_ERROR(Step(me + pow2, {}, me + pow2, bytes(all), combine(all, me + pow2)));
+  }
+  for (uint32_t d = pow2 / 2; d >= 1; d /= 2) {
+    const uint32_t p = me ^ d;
+    const uint32_t keep = me & ~(d - 1), give = p & ~(d - 1);  // each half's first group
+    const std::vector<std::span<uint8_t>> theirs = groups(give, d), mine = groups(keep, d);
+    pack(theirs, &out);
+    HZC_RETURN_IF_ERROR(Step(p, {out.data(), out.size()}, p, bytes(mine), combine(mine, p)));
+  }
+  if (me + pow2 < n) {
+    return Step(me + pow2, {segs[me + pow2].data(), segs[me + pow2].size()}, me + pow2, 0, kNoSink);
   }
   return Status::Ok();
 }
@@ -620,10 +660,11 @@ Status Spanning::Broadcast() {
   return s_.server == root_server ? Status::Ok() : local(0);
 }
 
-// From the root server's leader to the others: directly when small or between two servers
-// (the root sends the whole buffer to each); else scattered then all-gathered (van de Geijn:
-// block i goes to server i, then every leader sends its block to the others), so the root
-// sends 2 (S - 1) / S of the buffer instead of S - 1 times it.
+// From the root server's leader to the others: when small or between two servers down a
+// binomial tree (ceil(log2 S) rounds: a leader receives the buffer from its parent, then sends
+// it to its children at once, at most ceil(log2 S) of them); else scattered then all-gathered
+// (van de Geijn: block i goes to server i, then every leader sends its block to the others), so
+// the root sends 2 (S - 1) / S of the buffer instead of ceil(log2 S) times it.
 Status Spanning::LeadersBroadcast(uint8_t *buf, uint32_t root) {
   const uint32_t n = s_.nservers(), me = s_.wire->index();
   const size_t bytes = c_.count * es_;
@@ -633,12 +674,23 @@ Status Spanning::LeadersBroadcast(uint8_t *buf, uint32_t root) {
     std::memcpy(buf + off, d, len);
   };
   if (n == 2 || bytes < kScatteredBroadcast) {
-    if (me == root) {
-      std::fill(out.begin(), out.end(), transport::Wire::Out{buf, bytes});
-    } else {
-      in[root] = bytes;
+    // Numbered from the root: leader v's parent is v less its lowest set bit, its children v + m
+    // for each power of two m below that bit (below S for the root).
+    const uint32_t v = (me + n - root) % n;
+    const uint32_t low = v == 0 ? std::bit_ceil(n) : v & (~v + 1);
+    if (v != 0) {
+      in[(v - low + root) % n] = bytes;
+      HZC_RETURN_IF_ERROR(Transfer(out, in, copy));
+      in.assign(n, 0);
     }
-    return Transfer(out, in, copy);
+    bool any = false;
+    for (uint32_t m = 1; m < low; m <<= 1) {
+      if (v + m < n) {
+        out[(v + m + root) % n] = {buf, bytes};
+        any = true;
+      }
+    }
+    return any ? Transfer(out, in, kNoSink) : Status::Ok();
   }
   LogDebug("span: a Broadcast of {} bytes is scattered and all-gathered between {} leaders", bytes,
            n);
@@ -737,16 +789,13 @@ Status Spanning::ReduceScatter() {
     // This server's blocks, reduced with the other servers' in place (a copy, reduced, copied
     // back when this server's ranks are not consecutive).
     auto *own = const_cast<uint8_t *>(out[s_.server].data);
-    if (Ring("ReduceScatter", part.size(), "direct")) {
-      std::vector<std::span<uint8_t>> segs;
-      for (const transport::Wire::Out &o : out) {
-        segs.emplace_back(const_cast<uint8_t *>(o.data), o.len);  // part's, or gathered's
-      }
-      HZC_RETURN_IF_ERROR(RingReduceScatter(segs));
-    } else {
-      HZC_RETURN_IF_ERROR(
-          ReduceFromLeaders(own, mine.size() * block, [&](uint32_t p) { return out[p]; }));
+    std::vector<std::span<uint8_t>> segs;
+    for (const transport::Wire::Out &o : out) {
+      segs.emplace_back(const_cast<uint8_t *>(o.data), o.len);  // part's, or gathered's
     }
+    HZC_RETURN_IF_ERROR(Ring("ReduceScatter", part.size(), "recursive halving")
+                            ? RingReduceScatter(segs)
+                            : HalvingReduceScatter(segs));
     if (!Consecutive(mine)) {
       Blockwise(s_.server, block, 0, own, mine.size() * block, part.data(), nullptr);
     }

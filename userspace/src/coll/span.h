@@ -17,15 +17,17 @@
 //   ring (S-1 steps of reduce-scatter, S-1 of all-gather, one block to the next server each);
 //   local Broadcast of the result. Either way every leader ends with the same bits.
 // - Broadcast: local Broadcast on the root's server; the root server's leader sends to the
-//   other leaders (from 256 KiB across three or more servers scattered, block i to server i,
-//   then all-gathered); local Broadcast on the other servers.
+//   other leaders (below 256 KiB, or between two servers, down a binomial tree: ceil(log2 S)
+//   rounds, each leader passing the buffer to at most ceil(log2 S) others; from 256 KiB across
+//   three or more servers scattered, block i to server i, then all-gathered); local Broadcast
+//   on the other servers.
 // - AllGather: local AllGather of the server's blocks; the leaders gather their servers' blocks
 //   (below HZC_SPAN_RING_MIN of output by Bruck's algorithm, ceil(log2 S) rounds; from there in a
 //   ring, S-1 steps); local Broadcast of the whole result.
 // - ReduceScatter: local AllReduce of the whole input; the leaders reduce-scatter the servers'
-//   blocks (below HZC_SPAN_RING_MIN of input directly, each leader sending every other its
-//   blocks, reduced in server order; from there in a ring, S-1 steps); local Scatter of the
-//   server's blocks.
+//   blocks (below HZC_SPAN_RING_MIN of input by recursive halving, ceil(log2 S) rounds, one
+//   partner each, in an order fixed by the servers; from there in a ring, S-1 steps); local
+//   Scatter of the server's blocks.
 // - Barrier: local Barrier, the leaders meet (dissemination: ceil(log2 S) rounds of one 8-byte
 //   message each), local Barrier.
 // What a leader sends per call across S servers, M the call's buffer (for AllGather and
@@ -33,12 +35,14 @@
 // moves (docs/architecture.md):
 //   AllReduce 2 (S-1)/S M by the ring, ceil(log2 S) M (+ M beyond the largest power of two) by
 //   recursive doubling in ceil(log2 S) rounds (bound 2 (S-1)/S M; ceil(log2 S) rounds);
-//   AllGather and ReduceScatter (S-1)/S M, by the ring, directly, or (AllGather) by Bruck's
-//   algorithm in ceil(log2 S) rounds (bound the same); Broadcast from the root's leader
-//   (S-1) M below 256 KiB or with S = 2, else 2 (S-1)/S M, and (S-2)/S M from the others
-//   (bound M from the root); Barrier ceil(log2 S) messages (bound the same); AlltoAll(V/VC)
-//   what its server's ranks send to other servers' ranks (bound the same); AllGatherV (S-1)/S
-//   of every rank's input region (the same).
+//   AllGather and ReduceScatter (S-1)/S M, by the ring, or in ceil(log2 S) rounds by Bruck's
+//   algorithm (AllGather) or recursive halving (ReduceScatter, when S is a power of two; else
+//   the leaders beyond the largest power of two, P, hand over M first and a leader below sends
+//   up to (P-1)/P M + M/S) (bound the same); Broadcast from the root's leader ceil(log2 S) M
+//   below 256 KiB or with S = 2 (the tree; each other leader as many times as it has children),
+//   else 2 (S-1)/S M, and (S-2)/S M from the others (bound M from the root); Barrier ceil(log2 S)
+//   messages (bound the same); AlltoAll(V/VC) what its server's ranks send to other servers' ranks
+//   (bound the same); AllGatherV (S-1)/S of every rank's input region (the same).
 // The other exchanges (coll/exchange.h) are compositions of these: correct, not bandwidth-optimal.
 // Their check also gathers every rank's plan (MakePlan) on every rank, which checks every pair
 // alike (CheckPlans), so a disagreement fails with HCCL_E_PARA on every rank before any byte
