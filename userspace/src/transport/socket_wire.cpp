@@ -306,17 +306,17 @@ Expected<bool> SocketWire::Take(Clock::time_point until) {
   HelloReader::Hello &h = **next;
   Hello hello{};
   std::memcpy(&hello, h.data.data(), sizeof(hello));
-  if (hello.magic == kProbeMagic) {
-    return true;
-  }
-  const bool news = hello.magic == kNewsMagic;
-  if (hello.from >= size() || hello.from == me_ || (!news && hello.from > me_) ||
-      (!news && peers_[hello.from].fd.valid()) || !SameToken(hello.token, token_)) {
+  const bool data = hello.magic == kHelloMagic;
+  if (hello.from >= size() || hello.from == me_ || !SameToken(hello.token, token_) ||
+      (data && (hello.from > me_ || peers_[hello.from].fd.valid()))) {
     reader_->LogDropped(h.peer, "not a member of this wire (member number or token)");
     return true;
   }
+  if (hello.magic == kProbeMagic) {
+    return true;  // it is there: closed
+  }
   Peer &peer = peers_[hello.from];
-  if (news) {
+  if (!data) {  // the news
     peer.told = hello.code == 0 ? static_cast<uint32_t>(HCCL_E_INTERNAL) : hello.code;
     return Error(HCCL_E_REMOTE, "{} failed the call with code {}", Name(hello.from), peer.told);
   }
