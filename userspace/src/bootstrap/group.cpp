@@ -175,10 +175,15 @@ void Group::Impl::Reject(uint32_t p, std::string after) {
   }
 }
 
-// Read what @p has sent, without waiting, into its queues; notes the end of a connection.
+// Read what @p has sent, without waiting, into its queues; notes the end of a connection once
+// every connection was read: the peer's last message may wait on one of its two connections when
+// the other has ended already (two ranks that dialed each other at once, the peer's group closed
+// right after its last send, the connection it had dialed reset before its handshake was done).
 void Group::Impl::Pump(uint32_t p) {
   Peer &peer = peers[p];
   std::byte buf[64 * 1024];
+  HcclResult end_code = HCCL_SUCCESS;
+  std::string end_why;
   for (Conn &c : peer.conns) {
     while (c.fd.valid() && !peer.broken()) {
       const ssize_t n = recv(c.fd.get(), buf, sizeof(buf), MSG_DONTWAIT);
@@ -186,23 +191,33 @@ void Group::Impl::Pump(uint32_t p) {
         if (std::string why = c.input.Add({buf, static_cast<size_t>(n)}); !why.empty()) {
           Reject(p, std::move(why));
         }
-      } else if (n == 0) {
-        // A message cut off by the end is not received: its bytes so far are dropped.
-        Break(p, HCCL_E_REMOTE, "",
-              c.input.partial() == 0
-                  ? std::string(" closed the connection")
-                  : fmt::format(" closed the connection in the middle of a message "
-                                "({} bytes of it arrived)",
-                                c.input.partial()));
-      } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
-        break;
-      } else if (errno != EINTR) {
-        const int err = errno;
-        Break(p, err == ECONNRESET ? HCCL_E_REMOTE : HCCL_E_TCP_TRANSFER, "",
-              fmt::format(" {}: {}", err == ECONNRESET ? "closed the connection" : "cannot be read",
-                          ErrnoString(err)));
+        continue;
       }
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+        break;
+      }
+      if (n < 0 && errno == EINTR) {
+        continue;
+      }
+      if (end_code == HCCL_SUCCESS) {
+        const int err = n == 0 ? 0 : errno;
+        // A message cut off by the end is not received: its bytes so far are dropped.
+        end_code = err == 0 || err == ECONNRESET ? HCCL_E_REMOTE : HCCL_E_TCP_TRANSFER;
+        end_why =
+            err != 0                 ? fmt::format(" {}: {}",
+                                   err == ECONNRESET ? "closed the connection" : "cannot be read",
+                                                   ErrnoString(err))
+            : c.input.partial() == 0 ? std::string(" closed the connection")
+                                     : fmt::format(
+                                           " closed the connection in the middle of a message "
+                                           "({} bytes of it arrived)",
+                                           c.input.partial());
+      }
+      break;
     }
+  }
+  if (end_code != HCCL_SUCCESS) {
+    Break(p, end_code, "", std::move(end_why));
   }
 }
 
