@@ -34,6 +34,37 @@ uint8_t Byte(uint32_t from, uint32_t to, size_t i, int round) {
   return static_cast<uint8_t>(i * 131 + from * 17 + to * 5 + round * 3 + i / 4099);
 }
 
+// One transfer on @wire from member @me of @n: @length(from, to) bytes from each member to each
+// other (Byte(from, to, i, @round)), every byte checked where it arrives.
+void ExchangeChecked(Wire &wire, uint32_t n, uint32_t me,
+                     const std::function<size_t(uint32_t from, uint32_t to)> &length, int round) {
+  std::vector<std::vector<uint8_t>> out(n), got(n);
+  std::vector<Wire::Out> outs(n);
+  std::vector<size_t> in(n);
+  for (uint32_t p = 0; p < n; ++p) {
+    out[p].resize(p == me ? 0 : length(me, p));
+    for (size_t i = 0; i < out[p].size(); ++i) {
+      out[p][i] = Byte(me, p, i, round);
+    }
+    outs[p] = {out[p].data(), out[p].size()};
+    in[p] = p == me ? 0 : length(p, me);
+    got[p].assign(in[p], 0);
+  }
+  const Status st = wire.Transfer(
+      outs, in,
+      [&](uint32_t from, size_t off, const uint8_t *d, size_t len) {
+        ASSERT_LE(off + len, got[from].size());
+        std::memcpy(got[from].data() + off, d, len);
+      },
+      Clock::now() + std::chrono::seconds(120));
+  ASSERT_TRUE(st.ok()) << st.message();
+  for (uint32_t p = 0; p < n; ++p) {
+    for (size_t i = 0; i < got[p].size(); ++i) {
+      ASSERT_EQ(got[p][i], Byte(p, me, i, round)) << "from " << p << " byte " << i;
+    }
+  }
+}
+
 std::string NetName(NetChoice net) {
   return net == NetChoice::kRdma ? "Rdma" : "Socket";
 }
@@ -99,34 +130,9 @@ TEST_P(WireTest, MessagesOfEveryLengthArriveWhole) {
   RunMembers(kN, [&](uint32_t me, Wire &wire) {
     EXPECT_EQ(wire.index(), me);
     for (int round = 0; round < 2; ++round) {
-      std::vector<std::vector<uint8_t>> out(kN), got(kN);
-      std::vector<Wire::Out> outs(kN);
-      std::vector<size_t> in(kN);
-      for (uint32_t p = 0; p < kN; ++p) {
-        out[p].resize(length(me, p, round));
-        for (size_t i = 0; i < out[p].size(); ++i) {
-          out[p][i] = Byte(me, p, i, round);
-        }
-        outs[p] = {out[p].data(), out[p].size()};
-        in[p] = p == me ? 0 : length(p, me, round);
-        got[p].assign(in[p], 0);
-      }
-      const Status st = wire.Transfer(
-          outs, in,
-          [&](uint32_t from, size_t off, const uint8_t *d, size_t len) {
-            ASSERT_LE(off + len, got[from].size());
-            std::memcpy(got[from].data() + off, d, len);
-          },
-          Clock::now() + std::chrono::seconds(120));
-      ASSERT_TRUE(st.ok()) << st.message();
-      for (uint32_t p = 0; p < kN; ++p) {
-        if (p == me) {
-          continue;
-        }
-        for (size_t i = 0; i < got[p].size(); ++i) {
-          ASSERT_EQ(got[p][i], Byte(p, me, i, round)) << "from " << p << " byte " << i;
-        }
-      }
+      ASSERT_NO_FATAL_FAILURE(ExchangeChecked(
+          wire, kN, me, [&](uint32_t from, uint32_t to) { return length(from, to, round); },
+          round));
     }
     EXPECT_GT(wire.chunks_sent(), 0u);
     EXPECT_GT(wire.chunks_received(), 0u);
@@ -186,34 +192,9 @@ TEST_P(WireTest, APairConnectsAtItsFirstTransfer) {
     EXPECT_EQ(wire.links(), 0u);
     counted.arrive_and_wait();
     auto run = [&](const std::function<bool(uint32_t from, uint32_t to)> &pair, int round) {
-      std::vector<std::vector<uint8_t>> out(kN);
-      std::vector<Wire::Out> outs(kN);
-      std::vector<size_t> in(kN);
-      std::vector<std::vector<uint8_t>> got(kN);
-      for (uint32_t p = 0; p < kN; ++p) {
-        if (p != me && pair(me, p)) {
-          out[p].resize(100 + p);
-          for (size_t i = 0; i < out[p].size(); ++i) {
-            out[p][i] = Byte(me, p, i, round);
-          }
-          outs[p] = {out[p].data(), out[p].size()};
-        }
-        in[p] = p != me && pair(p, me) ? 100 + me : 0;
-        got[p].assign(in[p], 0);
-      }
-      const Status st = wire.Transfer(
-          outs, in,
-          [&](uint32_t from, size_t off, const uint8_t *d, size_t len) {
-            ASSERT_LE(off + len, got[from].size());
-            std::memcpy(got[from].data() + off, d, len);
-          },
-          Clock::now() + std::chrono::seconds(60));
-      ASSERT_TRUE(st.ok()) << st.message();
-      for (uint32_t p = 0; p < kN; ++p) {
-        for (size_t i = 0; i < got[p].size(); ++i) {
-          ASSERT_EQ(got[p][i], Byte(p, me, i, round)) << "from " << p << " byte " << i;
-        }
-      }
+      ExchangeChecked(
+          wire, kN, me,
+          [&](uint32_t from, uint32_t to) { return pair(from, to) ? size_t{100} + to : 0; }, round);
     };
     run([&](uint32_t from, uint32_t to) { return to == (from + 1) % kN; }, 0);
     EXPECT_EQ(wire.links(), 2u);

@@ -199,19 +199,20 @@ void Group::Impl::Pump(uint32_t p) {
       if (n < 0 && errno == EINTR) {
         continue;
       }
-      if (end_code == HCCL_SUCCESS) {
-        const int err = n == 0 ? 0 : errno;
+      if (end_code == HCCL_SUCCESS && n == 0) {
         // A message cut off by the end is not received: its bytes so far are dropped.
-        end_code = err == 0 || err == ECONNRESET ? HCCL_E_REMOTE : HCCL_E_TCP_TRANSFER;
+        end_code = HCCL_E_REMOTE;
+        end_why = c.input.partial() == 0 ? std::string(" closed the connection")
+                                         : fmt::format(
+                                               " closed the connection in the middle of a message "
+                                               "({} bytes of it arrived)",
+                                               c.input.partial());
+      } else if (end_code == HCCL_SUCCESS) {
+        const int err = errno;
+        end_code = err == ECONNRESET ? HCCL_E_REMOTE : HCCL_E_TCP_TRANSFER;
         end_why =
-            err != 0                 ? fmt::format(" {}: {}",
-                                   err == ECONNRESET ? "closed the connection" : "cannot be read",
-                                                   ErrnoString(err))
-            : c.input.partial() == 0 ? std::string(" closed the connection")
-                                     : fmt::format(
-                                           " closed the connection in the middle of a message "
-                                           "({} bytes of it arrived)",
-                                           c.input.partial());
+            fmt::format(" {}: {}", err == ECONNRESET ? "closed the connection" : "cannot be read",
+                        ErrnoString(err));
       }
       break;
     }

@@ -274,7 +274,8 @@ Status SocketWire::Link(const std::vector<Out> &out, const std::vector<size_t> &
   }
 }
 
-Status SocketWire::Dial(uint32_t p, HcclResult abort, Clock::time_point deadline) {
+Expected<UniqueFd> SocketWire::Greet(uint32_t p, uint32_t magic, uint32_t code,
+                                     Clock::time_point deadline) {
   Peer &peer = peers_[p];
   bool refused = false;
   auto fd = bootstrap::Dial(peer.listener, deadline, /*refused_ends=*/true, &refused);
@@ -282,16 +283,21 @@ Status SocketWire::Dial(uint32_t p, HcclResult abort, Clock::time_point deadline
     return Error(refused ? HCCL_E_REMOTE : HCCL_E_TCP_CONNECT, "wire: cannot connect to {}: {}",
                  Name(p), refused ? "refused (its process ended)" : fd.status().message());
   }
-  const Hello hello{.magic = abort == HCCL_SUCCESS ? kHelloMagic : kNewsMagic,
-                    .from = me_,
-                    .token = peer.token,
-                    .code = static_cast<uint32_t>(abort),
-                    .zero = 0};
+  const Hello hello{.magic = magic, .from = me_, .token = peer.token, .code = code, .zero = 0};
   if (Status st = bootstrap::SendAll(fd->get(), &hello, sizeof(hello), deadline); !st.ok()) {
     return Error(st.code(), "wire: hello to {}: {}", Name(p), st.message());
   }
+  return fd;
+}
+
+Status SocketWire::Dial(uint32_t p, HcclResult abort, Clock::time_point deadline) {
+  auto fd = Greet(p, abort == HCCL_SUCCESS ? kHelloMagic : kNewsMagic, static_cast<uint32_t>(abort),
+                  deadline);
+  if (!fd.ok()) {
+    return fd.status();
+  }
   Tune(fd->get());
-  peer.fd = std::move(*fd);
+  peers_[p].fd = std::move(*fd);
   return Status::Ok();
 }
 
@@ -326,17 +332,24 @@ Expected<bool> SocketWire::Take(Clock::time_point until) {
   return true;
 }
 
-bool SocketWire::Gone(uint32_t p, Clock::time_point deadline) {
-  bool refused = false;
-  auto fd = bootstrap::Dial(peers_[p].listener, std::min(deadline, Clock::now() + kProbeMax),
-                            /*refused_ends=*/true, &refused);
-  if (!fd.ok()) {
-    return refused;
+Status SocketWire::TakeWaiting() {
+  Status first;
+  for (size_t i = 0; i <= kMaxPending; ++i) {  // bounded: the connections there now
+    auto took = Take(Clock::now());
+    if (took.ok() && !*took) {
+      break;
+    }
+    if (!took.ok() && first.ok()) {
+      first = took.status();
+    }
   }
-  const Hello hello{
-      .magic = kProbeMagic, .from = me_, .token = peers_[p].token, .code = 0, .zero = 0};
-  (void)send(fd->get(), &hello, sizeof(hello), MSG_NOSIGNAL | MSG_DONTWAIT);
-  return false;
+  return first;
+}
+
+bool SocketWire::Gone(uint32_t p, Clock::time_point deadline) {
+  // A probe taken is closed at once; only a refusal (HCCL_E_REMOTE) says anything.
+  return Greet(p, kProbeMagic, 0, std::min(deadline, Clock::now() + kProbeMax)).status().code() ==
+         HCCL_E_REMOTE;
 }
 
 Status SocketWire::Send(uint32_t p, const Out &out, size_t *sent, bool *moved) {
@@ -488,27 +501,15 @@ Status SocketWire::Move(const std::vector<Out> &out, const std::vector<size_t> &
     }
     if (std::any_of(fds.begin() + static_cast<ptrdiff_t>(data), fds.end(),
                     [](const pollfd &f) { return f.revents != 0; })) {
-      for (;;) {
-        auto took = Take(Clock::now());
-        if (!took.ok()) {
-          return FirstCause(took.status());
-        }
-        if (!*took) {
-          break;
-        }
+      if (Status st = TakeWaiting(); !st.ok()) {
+        return FirstCause(std::move(st));
       }
     }
   }
 }
 
 Status SocketWire::FirstCause(Status st) {
-  // The news that reached the listener (a bounded look: the connections there now).
-  for (size_t i = 0; i <= kMaxPending; ++i) {
-    auto took = Take(Clock::now());
-    if (took.ok() && !*took) {
-      break;
-    }
-  }
+  (void)TakeWaiting();  // the news that reached the listener
   Status relayed;
   for (uint32_t p = 0; p < size(); ++p) {
     Peer &peer = peers_[p];
@@ -536,13 +537,7 @@ Status SocketWire::FirstCause(Status st) {
 }
 
 void SocketWire::Tell(HcclResult code) {
-  // The connections that reached the listener already hear it on their own.
-  for (size_t i = 0; i <= kMaxPending; ++i) {
-    auto took = Take(Clock::now());
-    if (took.ok() && !*took) {
-      break;
-    }
-  }
+  (void)TakeWaiting();  // the connections that reached the listener hear it on their own
   for (uint32_t p = 0; p < size(); ++p) {
     Peer &peer = peers_[p];
     if (p == me_) {

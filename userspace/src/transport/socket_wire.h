@@ -69,6 +69,9 @@ class SocketWire final : public Wire {
   // yet: dial the higher ones, then take the lower ones' connections.
   Status Link(const std::vector<Out> &out, const std::vector<size_t> &in,
               Clock::time_point deadline);
+  // A connection to member @p's listener that has sent it a hello of kind @magic (with @code);
+  // HCCL_E_REMOTE when the listener refuses it (the member's process ended).
+  Expected<UniqueFd> Greet(uint32_t p, uint32_t magic, uint32_t code, Clock::time_point deadline);
   // Connect to member @p (higher than this one, or any member for @abort) and send its hello:
   // a data connection's, or the news that this member failed with @abort.
   Status Dial(uint32_t p, HcclResult abort, Clock::time_point deadline);
@@ -76,6 +79,9 @@ class SocketWire final : public Wire {
   // when none came): keep a lower member's data connection, drop a probe or a stranger's
   // (logged); a member's news of its abort is the error (HCCL_E_REMOTE naming it).
   Expected<bool> Take(Clock::time_point until);
+  // Take the connections that are there now (at most kMaxPending + 1 of them); the first news
+  // of a member's abort among them is the error.
+  Status TakeWaiting();
   // Whether lower member @p's listener refuses connections (its process ended); a connection
   // that is taken says nothing and is closed after a probe's hello.
   bool Gone(uint32_t p, Clock::time_point deadline);
