@@ -8,10 +8,10 @@
 //              across servers an eighth of them);
 //              every rank's whole output (gaps included) and the bytes around its buffers are
 //              checked against a reference made here
-//   xmismatch  (3 ranks or more) calls whose ranks disagree (a pair's counts, arrays that must be
-//   the
-//              same everywhere, count, root, op, collective) fail with HCCL_E_PARA on every
-//              rank and change no byte; then a matching call works
+//   xmismatch  (3 ranks or more) calls whose ranks disagree (a pair's counts, with a server's
+//              first rank or between two others, arrays that must be the same everywhere,
+//              count, root, op, collective) fail with HCCL_E_PARA on every rank and change no
+//              byte; then a matching call works
 //   xrefuse    (3 ranks) calls where one rank's own arguments are bad (NULL arrays or buffers,
 //              root out of range, recvType, overflowing counts or displacements, a block to
 //              itself that disagrees, INT128 reduced) fail at once: that rank with its own code,
@@ -393,15 +393,22 @@ int XMismatch() {
     packed[i] = 16 * i;
   }
   std::vector<uint64_t> rc = c16, rd = packed, m(size_t{g_n} * g_n, 8);
-  rc[0] = me == 1 ? 17 : 16;  // rank 1 expects 17 elements from rank 0, which sends 16
-  rd[1] = me == 2 ? 40 : 16;  // rank 2's recvDispls differ
-  m[2] = me == 1 ? 9 : 8;     // rank 1's matrix differs (in an entry it does not use)
+  rc[0] = me == 1 ? 17 : 16;          // rank 1 expects 17 elements from rank 0, which sends 16
+  rd[1] = me == 2 ? 40 : 16;          // rank 2's recvDispls differ
+  m[2] = me == 1 ? 9 : 8;             // rank 1's matrix differs (in an entry it does not use)
+  std::vector<uint64_t> last = c16;   // the last rank expects 15 elements from rank 1 (across
+  last[1] = me == g_n - 1 ? 15 : 16;  // servers when it spans them, neither a server's first)
   const HcclResult para = HCCL_E_PARA;
   const std::vector<HcclResult> all_para(g_n, para);
   const std::vector<Step> steps = {
       {all_para,
        [&] {
          return HcclAlltoAllV(in, c16.data(), packed.data(), HCCL_DATA_TYPE_INT8, out, rc.data(),
+                              packed.data(), HCCL_DATA_TYPE_INT8, g_comm, nullptr);
+       }},
+      {all_para,
+       [&] {
+         return HcclAlltoAllV(in, c16.data(), packed.data(), HCCL_DATA_TYPE_INT8, out, last.data(),
                               packed.data(), HCCL_DATA_TYPE_INT8, g_comm, nullptr);
        }},
       {all_para,

@@ -234,6 +234,12 @@ TEST_F(SpanSocketTest, ExchangesThatDisagreeAcrossServersFailOnEveryRankAndMoveN
   EXPECT_EQ(Run(2, 2, "xmismatch", "staging"), std::vector<int>(4, 0));
 }
 
+// Each pair is checked by its sender's server's first rank: three servers whose ranks interleave.
+TEST_F(SpanSocketTest, ExchangesThatDisagreeAcrossInterleavedServersFailOnEveryRank) {
+  EXPECT_EQ(Wait(Start(3, 2, "xmismatch", "staging", {}, true), std::vector<int>(6, 0)),
+            std::vector<int>(6, 0));
+}
+
 TEST_F(SpanSocketTest, CallsThatDisagreeAcrossServersFailOnEveryRankAndMoveNothing) {
   EXPECT_EQ(Run(2, 2, "mismatch", "staging"), std::vector<int>(4, 0));
 }

@@ -102,7 +102,9 @@ struct Context {
   SpanState *span = nullptr;    // across servers
   uint64_t seq = 0;             // the call's number
   Deadline deadline{std::chrono::steady_clock::time_point{}};
-  std::vector<Plan> plans = {};  // the exchanges: every rank's plan, checked (by rank)
+  // The exchanges' plans, by rank, checked: inside one server every rank's; across servers
+  // this rank's and its server's ranks' lengths (coll/span.h).
+  std::vector<Plan> plans = {};
 };
 
 }  // namespace hzc::coll

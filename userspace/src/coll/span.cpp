@@ -10,6 +10,7 @@
 #include <mutex>
 #include <span>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "base/config.h"
@@ -31,6 +32,7 @@ using Clock = std::chrono::steady_clock;
 // Tag of the leaders' agreement on each call (over the TCP connections), and the tags of
 // their wire (point-to-point transfers use others, coll/p2p_wire.h).
 constexpr uint32_t kCallTag = 0x30;
+constexpr uint32_t kCheckTag = 0x31;  // the leaders' check of an AlltoAllV's pairs
 constexpr uint32_t kWireTags = 0x1000;
 // A Broadcast of at least this many bytes across three or more servers is scattered and
 // all-gathered between the leaders (Spanning::LeadersBroadcast).
@@ -165,9 +167,22 @@ class Spanning {
   Status Pairwise();
 
  private:
-  // The exchanges: every rank's plan (MakePlan) to every rank, checked (CheckPlans) alike on
-  // every rank: HCCL_E_PARA when two ranks disagree on a pair; nothing moved then.
-  Status GatherPlans();
+  // The exchanges' plans and check: this rank's plan (MakePlan); the lengths of this server's
+  // ranks' plans for Pairwise; then, where the call's words and each rank's own checks do not
+  // already make the pairs agree (AlltoAllV), every pair checked once, by its sending rank's
+  // leader: HCCL_E_PARA, the same on every rank, when two ranks disagree; nothing moved then.
+  Status PlanExchange();
+  // The pairs of an AlltoAllV: those on one server checked by its leader, those across servers
+  // by the sender's leader against what the receiver's leader sends it; the leaders agree on the
+  // first disagreement (by sending rank, then receiving rank) and tell their ranks.
+  Status CheckPairs();
+  // A pair's disagreement (none: from = UINT64_MAX).
+  struct Disagreement {
+    uint64_t from = UINT64_MAX, to = 0, sent = 0, expected = 0;
+  };
+  // The leaders' part of CheckPairs: the pairs from this server's ranks to other servers', then
+  // the first disagreement of all into *@first (which holds this server's pairs' first).
+  Status CrossCheck(Disagreement *first);
   // @call (a hierarchical collective) as a step of this one.
   Status Sub(const Call &call) { return Info(call.kind).across(ctx_, call); }
   const Plan &Mine() const { return plans_[comm_.rank()]; }
@@ -182,7 +197,10 @@ class Spanning {
   // has one rank.
   Status LocalExchange(const uint8_t *send, uint8_t *recv, const LocalArrays &a);
   // Pairwise's steps.
-  uint64_t Len(uint32_t from, uint32_t to) const { return plans_[from].send_len[to]; }
+  // What rank @from sends rank @to, one of them on this server (the plans of the pairs agree).
+  uint64_t Len(uint32_t from, uint32_t to) const {
+    return s_.server_of[from] == s_.server ? plans_[from].send_len[to] : plans_[to].recv_len[from];
+  }
   Status GatherPacks(const uint8_t *send, const std::vector<uint32_t> &away,
                      std::vector<uint64_t> *packs, std::vector<uint8_t> *gathered);
   Status SwapPacks(const std::vector<uint32_t> &away, const std::vector<uint64_t> &packs,
@@ -260,7 +278,7 @@ class Spanning {
   const Call &c_;
   const Clock::time_point deadline_;
   const size_t es_;
-  std::vector<Plan> &plans_;  // the exchanges': by rank
+  std::vector<Plan> &plans_;  // the exchanges': by rank, this server's ranks' only (PlanExchange)
 };
 
 Status Spanning::OnServer(const Call &call) {
@@ -323,7 +341,7 @@ Status Spanning::Agree(const Status *refused) {
     }
   }
   if (verdict.ok() && IsExchange(c_.kind)) {
-    verdict = GatherPlans();  // every rank alike: an agreed call, nobody refused it
+    verdict = PlanExchange();  // every rank alike: an agreed call, nobody refused it
   }
   return verdict;
 }
@@ -834,31 +852,130 @@ Status Spanning::Barrier() {
   return Local({.kind = Kind::kBarrier});
 }
 
-Status Spanning::GatherPlans() {
-  const uint32_t n = comm_.size();
-  auto mine = MakePlan(c_, n, comm_.rank());
+Status Spanning::PlanExchange() {
+  const uint32_t n = comm_.size(), me = comm_.rank();
+  auto mine = MakePlan(c_, n, me);
   if (!mine.ok()) {
     return Error(HCCL_E_INTERNAL, "plan of a validated call: {}", mine.status().message());
   }
-  std::vector<uint64_t> words;
-  for (const auto *a : {&mine->send_off, &mine->send_len, &mine->recv_off, &mine->recv_len}) {
-    words.insert(words.end(), a->begin(), a->end());
-  }
-  std::vector<uint64_t> all(words.size() * n);
-  HZC_RETURN_IF_ERROR(Sub({.kind = Kind::kAllGather,
-                           .send = words.data(),
-                           .recv = all.data(),
-                           .count = words.size(),
-                           .dtype = HCCL_DATA_TYPE_UINT64}));
   plans_.assign(n, Plan{});
-  for (uint32_t r = 0; r < n; ++r) {
-    const uint64_t *w = all.data() + size_t{r} * words.size();
-    plans_[r].send_off.assign(w, w + n);
-    plans_[r].send_len.assign(w + n, w + 2 * n);
-    plans_[r].recv_off.assign(w + 2 * n, w + 3 * n);
-    plans_[r].recv_len.assign(w + 3 * n, w + 4 * n);
+  plans_[me] = std::move(*mine);
+  if (Info(c_.kind).across != AcrossPairwise) {
+    return Status::Ok();  // the schedule reads this rank's plan only
   }
-  return CheckPlans(plans_, s_.seq);
+  const std::vector<uint32_t> &loc = s_.mine();
+  if (loc.size() > 1) {
+    std::vector<uint64_t> words(plans_[me].send_len);
+    words.insert(words.end(), plans_[me].recv_len.begin(), plans_[me].recv_len.end());
+    std::vector<uint64_t> all(words.size() * loc.size());
+    HZC_RETURN_IF_ERROR(OnServer({.kind = Kind::kAllGather,
+                                  .send = words.data(),
+                                  .recv = all.data(),
+                                  .count = words.size(),
+                                  .dtype = HCCL_DATA_TYPE_UINT64}));
+    for (size_t j = 0; j < loc.size(); ++j) {
+      if (loc[j] != me) {
+        const uint64_t *w = all.data() + j * words.size();
+        plans_[loc[j]].send_len.assign(w, w + n);
+        plans_[loc[j]].recv_len.assign(w + n, w + 2 * n);
+      }
+    }
+  }
+  // The others' plans follow from the words every rank compared (counts, the shared arrays)
+  // and their own checks (MakePlan: what a rank sends itself it expects): AlltoAllV's arrays
+  // are each rank's own.
+  return Info(c_.kind).shared == Shared::kNone && IsVector(c_.kind) ? CheckPairs() : Status::Ok();
+}
+
+Status Spanning::CheckPairs() {
+  Disagreement first;
+  if (s_.leader()) {
+    const std::vector<uint32_t> &loc = s_.mine();
+    for (uint32_t p : loc) {
+      for (uint32_t q : loc) {
+        if (plans_[p].send_len[q] != plans_[q].recv_len[p] && p < first.from) {
+          first = {p, q, plans_[p].send_len[q], plans_[q].recv_len[p]};
+        }
+      }
+    }
+    if (Leads()) {
+      HZC_RETURN_IF_ERROR(CrossCheck(&first));
+    }
+  }
+  if (s_.local->size() > 1) {
+    HZC_RETURN_IF_ERROR(OnServer({.kind = Kind::kBroadcast,
+                                  .send = &first,
+                                  .recv = &first,
+                                  .count = sizeof(first) / sizeof(uint64_t),
+                                  .dtype = HCCL_DATA_TYPE_UINT64}));
+  }
+  if (first.from == UINT64_MAX) {
+    return Status::Ok();
+  }
+  return Error(
+      HCCL_E_PARA,
+      "ranks disagree on call {}: rank {} sends rank {} {} bytes, rank {} expects {} bytes "
+      "from rank {}; nothing was moved",
+      s_.seq, first.from, first.to, first.sent, first.to, first.expected, first.from);
+}
+
+// Each leader sends every other what its ranks expect from that server's ranks (by its rank,
+// then theirs) and checks what it receives against what its ranks send; then the leaders
+// all-gather their first disagreements and take the first of all.
+Status Spanning::CrossCheck(Disagreement *first) {
+  const std::vector<uint32_t> &loc = s_.mine();
+  const uint32_t ns = s_.nservers();
+  std::vector<std::vector<uint64_t>> expect(ns), got(ns);
+  std::vector<transport::Wire::Out> out(ns);
+  std::vector<size_t> in(ns);
+  for (uint32_t b = 0; b < ns; ++b) {
+    if (b == s_.server) {
+      continue;
+    }
+    for (uint32_t a : loc) {
+      for (uint32_t q : s_.servers[b]) {
+        expect[b].push_back(plans_[a].recv_len[q]);
+      }
+    }
+    out[b] = {reinterpret_cast<const uint8_t *>(expect[b].data()),
+              expect[b].size() * sizeof(uint64_t)};
+    got[b].resize(s_.servers[b].size() * loc.size());
+    in[b] = got[b].size() * sizeof(uint64_t);
+  }
+  HZC_RETURN_IF_ERROR(Transfer(out, in, [&](uint32_t b, size_t off, const uint8_t *d, size_t len) {
+    std::memcpy(reinterpret_cast<uint8_t *>(got[b].data()) + off, d, len);
+  }));
+  for (uint32_t b = 0; b < ns; ++b) {
+    const std::vector<uint32_t> &theirs = s_.servers[b];
+    for (size_t i = 0; b != s_.server && i < theirs.size(); ++i) {  // their rank i expects
+      for (size_t j = 0; j < loc.size(); ++j) {                     // from our rank j
+        const uint64_t sent = plans_[loc[j]].send_len[theirs[i]],
+                       expected = got[b][i * loc.size() + j];
+        const Disagreement d{loc[j], theirs[i], sent, expected};
+        if (sent != expected && std::tie(d.from, d.to) < std::tie(first->from, first->to)) {
+          *first = d;
+        }
+      }
+    }
+  }
+  auto all =
+      comm_.group()->AllGatherFixed(s_.leaders, kCheckTag, std::as_bytes(std::span(first, 1)),
+                                    deadline_, "the checks of the pairs");
+  if (!all.ok()) {
+    return all.status();
+  }
+  for (size_t i = 0; i < all->size(); ++i) {
+    if ((*all)[i].size() != sizeof(Disagreement)) {
+      return Error(HCCL_E_INTERNAL, "rank {} sent {} bytes for the check of call {}", s_.leaders[i],
+                   (*all)[i].size(), s_.seq);
+    }
+    Disagreement d;
+    std::memcpy(&d, (*all)[i].data(), sizeof(d));
+    if (std::tie(d.from, d.to) < std::tie(first->from, first->to)) {
+      *first = d;
+    }
+  }
+  return Status::Ok();
 }
 
 // AllReduce of the whole input into a temporary; the root copies it out.
@@ -879,11 +996,11 @@ Status Spanning::Reduce() {
   return Status::Ok();
 }
 
-// Broadcast of the root's whole input (its plan's extent) into a temporary; each rank copies
-// its block.
+// Broadcast of the root's whole input (a block of the call's count per rank, in rank order)
+// into a temporary; each rank copies its block.
 Status Spanning::Scatter() {
-  const Plan &root = plans_[c_.root], &p = Mine();
-  const uint64_t bytes = root.SendExtent();
+  const Plan &p = Mine();
+  const uint64_t block = c_.count * es_, bytes = block * comm_.size();  // MakePlan checked
   if (bytes == 0) {
     return Status::Ok();
   }
@@ -898,7 +1015,7 @@ Status Spanning::Scatter() {
                            .dtype = HCCL_DATA_TYPE_UINT8,
                            .root = c_.root}));
   std::memmove(static_cast<uint8_t *>(c_.recv) + p.recv_off[c_.root],
-               tmp.data() + root.send_off[comm_.rank()], p.recv_len[c_.root]);
+               tmp.data() + block * comm_.rank(), p.recv_len[c_.root]);
   return Status::Ok();
 }
 
@@ -926,13 +1043,12 @@ Status Spanning::ReduceScatterV() {
 }
 
 // AllGather of every rank's input region, padded to the largest, into a temporary; each rank
-// takes the blocks addressed to it (in-place forms are safe: the input is copied first).
+// takes the blocks addressed to it (in-place forms are safe: the input is copied first). Rank
+// p's region is the block every rank receives from it (its count is recvCounts[p], which every
+// rank shares, MakePlan checked on p).
 Status Spanning::Regions() {
-  const uint32_t n = comm_.size(), me = comm_.rank();
-  uint64_t most = 0;
-  for (const Plan &p : plans_) {
-    most = std::max(most, p.SendExtent());
-  }
+  const uint32_t n = comm_.size();
+  const uint64_t most = *std::max_element(Mine().recv_len.begin(), Mine().recv_len.end());
   if (most == 0) {
     return Status::Ok();
   }
@@ -948,8 +1064,8 @@ Status Spanning::Regions() {
   const Plan &mine = Mine();
   for (uint32_t p = 0; p < n; ++p) {
     if (mine.recv_len[p] != 0) {
-      std::memcpy(static_cast<uint8_t *>(c_.recv) + mine.recv_off[p],
-                  all.data() + p * most + plans_[p].send_off[me], mine.recv_len[p]);
+      std::memcpy(static_cast<uint8_t *>(c_.recv) + mine.recv_off[p], all.data() + p * most,
+                  mine.recv_len[p]);
     }
   }
   return Status::Ok();

@@ -44,9 +44,13 @@
 //   messages (bound the same); AlltoAll(V/VC) what its server's ranks send to other servers' ranks
 //   (bound the same); AllGatherV (S-1)/S of every rank's input region (the same).
 // The other exchanges (coll/exchange.h) are compositions of these: correct, not bandwidth-optimal.
-// Their check also gathers every rank's plan (MakePlan) on every rank, which checks every pair
-// alike (CheckPlans), so a disagreement fails with HCCL_E_PARA on every rank before any byte
-// moves; the arrays every rank must share are part of the words compared. Then:
+// Their plans (MakePlan) follow from the words the ranks compared (counts, roots, the arrays
+// every rank must share) and each rank's own checks, except AlltoAllV's, whose arrays each rank
+// holds alone: its pairs are checked once, by the sending rank's leader (its server's pairs on
+// the server; each other server's leader sends it what that server's ranks expect from its
+// ranks: its ranks times theirs words), and the leaders agree on the first disagreement, so it
+// fails with HCCL_E_PARA on every rank, with one message, before any byte moves. No rank holds
+// another server's plans (N words per rank of its server at most). Then:
 // - Reduce: AllReduce of the input into a temporary; the root copies it to its output.
 // - Scatter: Broadcast of the root's whole input into a temporary; each rank copies its block.
 // - ReduceScatterV: AllReduce of the whole input region; each rank copies its block.
@@ -74,8 +78,8 @@ Status RunAcrossServers(Communicator &comm, const Call &call);
 // check, so that every other rank fails the call at once with HCCL_E_PARA naming it; @why.
 Status RefuseAcrossServers(Communicator &comm, const Status &why);
 
-// Entry points (coll/kinds.h): @ctx.span is the communicator's state, @ctx.plans every rank's
-// plan (the exchanges).
+// Entry points (coll/kinds.h): @ctx.span is the communicator's state, @ctx.plans the plans of the
+// exchanges (by rank: this rank's, and the lengths of its server's ranks' for AlltoAll(V/VC)).
 Status AcrossAllReduce(Context &ctx, const Call &c);
 Status AcrossBroadcast(Context &ctx, const Call &c);
 Status AcrossAllGather(Context &ctx, const Call &c);
