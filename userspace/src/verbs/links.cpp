@@ -233,10 +233,20 @@ Links::Links(uint32_t rank, uint32_t nranks, const LinkOptions &options, std::un
       broken_(nranks) {}
 
 Links::~Links() {
-  LogDebug("verbs: rank {}: closing {} links on {}", rank_, nranks_ - 1, port_->device);
+  LogDebug("verbs: rank {}: closing {} links on {}", rank_, linked(), port_->device);
 }
 
 Status Links::CreateQueues() {
+  HZC_RETURN_IF_ERROR(CreateDomain());
+  for (uint32_t peer = 0; peer < nranks_; ++peer) {
+    if (peer != rank_) {
+      HZC_RETURN_IF_ERROR(AddPeer(peer).status());
+    }
+  }
+  return Status::Ok();
+}
+
+Status Links::CreateDomain() {
   ibv_context *ctx = port_->context.get();
   auto pd = std::make_shared<ProtectionDomain>();
   pd->context = port_->context;
@@ -270,26 +280,48 @@ Status Links::CreateQueues() {
   if (!cq_) {
     return ConnectError("ibv_create_cq", errno, fmt::format("{} entries", cq_size_));
   }
-  for (uint32_t peer = 0; peer < nranks_; ++peer) {
-    if (peer == rank_) {
-      continue;
-    }
-    ibv_qp_init_attr attr{};
-    attr.send_cq = cq_.get();
-    attr.recv_cq = cq_.get();
-    attr.qp_type = IBV_QPT_RC;
-    attr.cap.max_send_wr = depth;
-    attr.cap.max_recv_wr = 1;
-    attr.cap.max_send_sge = 1;
-    attr.cap.max_recv_sge = 1;
-    qps_[peer].reset(ibv_create_qp(pd_->pd.get(), &attr));
-    if (!qps_[peer]) {
-      return ConnectError("ibv_create_qp", errno, fmt::format("rc queue pair for rank {}", peer));
-    }
-    send_psn_[peer] = RandomPsn();
-    HZC_RETURN_IF_ERROR(ModifyToInit(peer));
-  }
   return Status::Ok();
+}
+
+Expected<QpEndpoint> Links::AddPeer(uint32_t peer) {
+  if (peer >= nranks_ || peer == rank_ || qps_[peer]) {
+    return Error(HCCL_E_INTERNAL, "link setup: rank {} is not a peer without a queue pair", peer);
+  }
+  ibv_qp_init_attr attr{};
+  attr.send_cq = cq_.get();
+  attr.recv_cq = cq_.get();
+  attr.qp_type = IBV_QPT_RC;
+  attr.cap.max_send_wr = options_.queue_depth;
+  attr.cap.max_recv_wr = 1;
+  attr.cap.max_send_sge = 1;
+  attr.cap.max_recv_sge = 1;
+  qps_[peer].reset(ibv_create_qp(pd_->pd.get(), &attr));
+  if (!qps_[peer]) {
+    return ConnectError("ibv_create_qp", errno, fmt::format("rc queue pair for rank {}", peer));
+  }
+  send_psn_[peer] = RandomPsn();
+  if (Status st = ModifyToInit(peer); !st.ok()) {
+    qps_[peer].reset();
+    return st;
+  }
+  return QpEndpoint{.qpn = qps_[peer]->qp_num, .psn = send_psn_[peer]};
+}
+
+Status Links::ConnectPeer(uint32_t peer, const EndpointHeader &header, const QpEndpoint &theirs) {
+  if (peer >= nranks_ || !qps_[peer]) {
+    return Error(HCCL_E_INTERNAL, "link setup: no queue pair for rank {}", peer);
+  }
+  if (header.link_layer != port_->port_attr.link_layer) {
+    return Error(HCCL_E_ROCE_CONNECT, "link setup: rank {} uses link layer {}, this rank {}", peer,
+                 header.link_layer, port_->port_attr.link_layer);
+  }
+  HZC_RETURN_IF_ERROR(ModifyToReadyToReceive(peer, header, theirs));
+  return ModifyToReadyToSend(peer);
+}
+
+uint32_t Links::linked() const {
+  return static_cast<uint32_t>(
+      std::count_if(qps_.begin(), qps_.end(), [](const QpPtr &qp) { return qp != nullptr; }));
 }
 
 Status Links::ModifyToInit(uint32_t peer) {
@@ -305,21 +337,21 @@ Status Links::ModifyToInit(uint32_t peer) {
   return Status::Ok();
 }
 
-Status Links::ModifyToReadyToReceive(uint32_t peer, const Endpoint &remote) {
-  const QpEndpoint &theirs = remote.qps[rank_];
+Status Links::ModifyToReadyToReceive(uint32_t peer, const EndpointHeader &header,
+                                     const QpEndpoint &theirs) {
   ibv_qp_attr attr{};
   attr.qp_state = IBV_QPS_RTR;
-  attr.path_mtu = std::min(port_->port_attr.active_mtu, static_cast<ibv_mtu>(remote.header.mtu));
+  attr.path_mtu = std::min(port_->port_attr.active_mtu, static_cast<ibv_mtu>(header.mtu));
   attr.dest_qp_num = theirs.qpn;
   attr.rq_psn = theirs.psn;
   attr.max_dest_rd_atomic =
       static_cast<uint8_t>(std::clamp(port_->device_attr.max_qp_rd_atom, 1, 16));
   attr.min_rnr_timer = 12;
   attr.ah_attr.port_num = port_->port_num;
-  attr.ah_attr.dlid = static_cast<uint16_t>(remote.header.lid);
+  attr.ah_attr.dlid = static_cast<uint16_t>(header.lid);
   if (port_->global()) {
     attr.ah_attr.is_global = 1;
-    std::memcpy(attr.ah_attr.grh.dgid.raw, remote.header.gid, sizeof(remote.header.gid));
+    std::memcpy(attr.ah_attr.grh.dgid.raw, header.gid, sizeof(header.gid));
     attr.ah_attr.grh.sgid_index = static_cast<uint8_t>(port_->gid_index);
     attr.ah_attr.grh.hop_limit = 64;
   }
@@ -353,15 +385,21 @@ Status Links::ModifyToReadyToSend(uint32_t peer) {
   return Status::Ok();
 }
 
+EndpointHeader Links::Header() const {
+  EndpointHeader h;
+  h.rank = rank_;
+  h.nranks = nranks_;
+  std::memcpy(h.gid, port_->gid.raw, sizeof(h.gid));
+  h.lid = port_->port_attr.lid;
+  h.mtu = port_->port_attr.active_mtu;
+  h.port = port_->port_num;
+  h.link_layer = port_->port_attr.link_layer;
+  return h;
+}
+
 Endpoint Links::LocalEndpoint() const {
   Endpoint ep;
-  ep.header.rank = rank_;
-  ep.header.nranks = nranks_;
-  std::memcpy(ep.header.gid, port_->gid.raw, sizeof(ep.header.gid));
-  ep.header.lid = port_->port_attr.lid;
-  ep.header.mtu = port_->port_attr.active_mtu;
-  ep.header.port = port_->port_num;
-  ep.header.link_layer = port_->port_attr.link_layer;
+  ep.header = Header();
   ep.qps.resize(nranks_);
   for (uint32_t peer = 0; peer < nranks_; ++peer) {
     if (qps_[peer]) {
@@ -371,7 +409,20 @@ Endpoint Links::LocalEndpoint() const {
   return ep;
 }
 
-Expected<std::unique_ptr<Links>> Links::Open(const BlobBoard &board, const LinkOptions &options) {
+Expected<std::unique_ptr<Links>> Links::OpenLazy(uint32_t rank, uint32_t nranks,
+                                                 const LinkOptions &options) {
+  if (nranks == 0 || rank >= nranks) {
+    return Error(HCCL_E_PARA, "link setup: rank {} of {}", rank, nranks);
+  }
+  auto links = Open(rank, nranks, options);
+  if (links.ok() && *links) {
+    HZC_RETURN_IF_ERROR((*links)->CreateDomain());
+  }
+  return links;
+}
+
+Expected<std::unique_ptr<Links>> Links::Open(uint32_t rank, uint32_t nranks,
+                                             const LinkOptions &options) {
   auto spec = ParseRdmaDeviceSpec(options.device);
   if (!spec.ok()) {
     return spec.status();
@@ -386,9 +437,7 @@ Expected<std::unique_ptr<Links>> Links::Open(const BlobBoard &board, const LinkO
         once, [] { LogInfo("verbs: no RDMA device with an active port: links are kernel-only"); });
     return std::unique_ptr<Links>();
   }
-  std::unique_ptr<Links> links(new Links(board.rank(), board.nranks(), options, std::move(*port)));
-  HZC_RETURN_IF_ERROR(links->CreateQueues());
-  return links;
+  return std::unique_ptr<Links>(new Links(rank, nranks, options, std::move(*port)));
 }
 
 Status Links::Connect(const std::vector<Endpoint> &endpoints) {
@@ -396,13 +445,7 @@ Status Links::Connect(const std::vector<Endpoint> &endpoints) {
     if (peer == rank_) {
       continue;
     }
-    const Endpoint &ep = endpoints[peer];
-    if (ep.header.link_layer != port_->port_attr.link_layer) {
-      return Error(HCCL_E_ROCE_CONNECT, "link setup: rank {} uses link layer {}, this rank {}",
-                   peer, ep.header.link_layer, port_->port_attr.link_layer);
-    }
-    HZC_RETURN_IF_ERROR(ModifyToReadyToReceive(peer, ep));
-    HZC_RETURN_IF_ERROR(ModifyToReadyToSend(peer));
+    HZC_RETURN_IF_ERROR(ConnectPeer(peer, endpoints[peer].header, endpoints[peer].qps[rank_]));
   }
   return Status::Ok();
 }
@@ -424,7 +467,12 @@ Expected<std::unique_ptr<Links>> Links::Establish(const BlobBoard &board,
   uint32_t pending_key = options.endpoint_key;
   Rollback tell_peers;
   tell_peers.Push([&] { PublishState(board, options, pending_key, EndpointHeader::kFailed); });
-  auto links = Open(board, options);
+  auto links = Open(rank, nranks, options);
+  if (links.ok() && *links) {
+    if (Status st = (*links)->CreateQueues(); !st.ok()) {
+      return st;
+    }
+  }
   if (!links.ok()) {
     return links.status();
   }
@@ -501,6 +549,9 @@ void Links::Break(uint32_t peer, const std::string &why) {
     return;
   }
   broken_[peer] = why;
+  if (!qps_[peer]) {
+    return;
+  }
   ibv_qp_attr attr{};
   attr.qp_state = IBV_QPS_ERR;
   if (int ret = ibv_modify_qp(qps_[peer].get(), &attr, IBV_QP_STATE); ret != 0) {
@@ -535,6 +586,9 @@ Status Links::CheckRequests(std::span<const WorkRequest> requests) const {
     }
     if (r.op != WorkRequest::kWrite && r.op != WorkRequest::kRead) {
       return Error(HCCL_E_PARA, "rdma request {}: unknown operation {}", i, static_cast<int>(r.op));
+    }
+    if (!qps_[r.peer]) {
+      return Error(HCCL_E_INTERNAL, "rdma request {}: no queue pair to rank {}", i, r.peer);
     }
     if (r.mr == nullptr || !r.mr->Contains(r.local, r.length)) {
       return Error(HCCL_E_PARA, "rdma request {}: local [{}, +{:#x}) is not in the registration", i,
