@@ -15,6 +15,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "hzc_test.h"
 
@@ -177,3 +178,49 @@ TEST(HelloReaderTest, APassedDeadlineTakesWhatIsThere) {
 
 }  // namespace
 }  // namespace hzc::bootstrap
+
+// SendToEach: a peer that never reads (its socket buffers fill) fails at the deadline alone;
+// the others, read as they come, get every byte before it, and one whose peer closed fails at
+// once.
+TEST(SendToEachTest, APeerThatDoesNotReadDelaysNoOther) {
+  std::array<std::array<int, 2>, 4> pairs{};
+  for (auto &p : pairs) {
+    ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, p.data()), 0);
+  }
+  close(pairs[3][1]);  // the closed peer
+  std::vector<std::byte> data(8 << 20);
+  for (size_t i = 0; i < data.size(); ++i) {
+    data[i] = static_cast<std::byte>(i * 7);
+  }
+  std::array<std::vector<std::byte>, 2> got;
+  std::array<std::thread, 2> readers;
+  for (size_t r = 0; r < readers.size(); ++r) {
+    readers[r] = std::thread([&, r] {
+      got[r].resize(data.size());
+      ASSERT_TRUE(
+          hzc::bootstrap::RecvAll(pairs[r + 1][1], got[r].data(), got[r].size(),
+                                  std::chrono::steady_clock::now() + std::chrono::seconds(30))
+              .ok());
+    });
+  }
+  const int fds[] = {pairs[0][0], pairs[1][0], pairs[2][0], pairs[3][0]};
+  const auto start = std::chrono::steady_clock::now();
+  const auto result =
+      hzc::bootstrap::SendToEach(fds, data, start + std::chrono::milliseconds(1500));
+  for (auto &t : readers) {
+    t.join();
+  }
+  ASSERT_EQ(result.size(), 4u);
+  EXPECT_EQ(result[0].code(), HCCL_E_TIMEOUT) << result[0].message();
+  EXPECT_TRUE(result[1].ok()) << result[1].message();
+  EXPECT_TRUE(result[2].ok()) << result[2].message();
+  EXPECT_EQ(result[3].code(), HCCL_E_TCP_TRANSFER) << result[3].message();
+  EXPECT_EQ(got[0], data);
+  EXPECT_EQ(got[1], data);
+  for (auto &p : pairs) {
+    close(p[0]);
+    if (&p != &pairs[3]) {
+      close(p[1]);
+    }
+  }
+}

@@ -5,6 +5,8 @@
 // checks their exit statuses (hzc-coll-rank checks every byte). Inside a server the ranks use the
 // process's transport (memfd on the host, hzc.ko in the guest). The two-guest suite
 // (span_hosts_test.cpp) runs the same scenarios between two kernels, over RDMA and over TCP.
+// HZC_TEST_NET=rdma (or auto) runs these over the guest's soft-RoCE device instead, every
+// simulated server on it: scripts/vm-run -e HZC_TEST_NET=rdma -- build/bin/host-tests/hzc_host_span.
 #include <gtest/gtest.h>
 #include <hccl/hccl.h>
 #include <signal.h>
@@ -63,7 +65,8 @@ class SpanSocketTest : public ::testing::Test {
         [&](uint32_t r) {
           const uint32_t server = interleave ? r % servers : r / per;
           setenv("HZC_HOST_ID", ("server-" + std::to_string(server)).c_str(), 1);
-          setenv("HZC_NET", "socket", 1);
+          const char *net = std::getenv("HZC_TEST_NET");
+          setenv("HZC_NET", net != nullptr ? net : "socket", 1);
           setenv("HZC_TEST_PER_SERVER", std::to_string(per).c_str(), 1);
           setenv("HCCL_BUFFSIZE", "1", 1);
           setenv("HCCL_CONNECT_TIMEOUT", "120", 1);

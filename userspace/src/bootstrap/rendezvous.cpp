@@ -342,8 +342,8 @@ void RefuseRank(int fd, HcclResult code, const std::string &why, bool joined = f
   (void)SendJson(fd, json{{"code", code}, {"error", why}, {"joined", joined}}, deadline);
 }
 
-// Send the table of all ranks (and the @session id) to every rank; why some rank did not get it,
-// or "".
+// Send the table of all ranks (and the @session id) to every rank, to all at once (a rank that
+// is slow to read delays no other); why some rank did not get it, or "".
 std::string SendTable(const std::map<uint32_t, Joined> &joined, uint32_t nranks,
                       const UniqueId &session, const std::string &where) {
   const auto deadline = Clock::now() + kAnswerTime;
@@ -351,10 +351,21 @@ std::string SendTable(const std::map<uint32_t, Joined> &joined, uint32_t nranks,
   for (const auto &[r, j] : joined) {
     table.push_back({{"host", j.peer.host}, {"pid", j.peer.pid}, {"address", j.peer.address}});
   }
-  const json reply{{"code", 0}, {"ranks", table}, {"session", Hex(session)}};
-  std::map<uint32_t, std::string> failed;
+  const std::string body =
+      Dump(json{{"code", 0}, {"ranks", std::move(table)}, {"session", Hex(session)}});
+  std::vector<std::byte> message(sizeof(uint32_t) + body.size());
+  const uint32_t len = htonl(static_cast<uint32_t>(body.size()));
+  std::memcpy(message.data(), &len, sizeof(len));
+  std::memcpy(message.data() + sizeof(len), body.data(), body.size());
+  std::vector<int> fds;
   for (const auto &[r, j] : joined) {
-    if (Status st = SendJson(j.fd.get(), reply, deadline); !st.ok()) {
+    fds.push_back(j.fd.get());
+  }
+  const std::vector<Status> sent = SendToEach(fds, message, deadline);
+  std::map<uint32_t, std::string> failed;
+  size_t i = 0;
+  for (const auto &[r, j] : joined) {
+    if (const Status &st = sent[i++]; !st.ok()) {
       failed[r] = st.message();
     }
   }

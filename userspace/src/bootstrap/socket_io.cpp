@@ -262,18 +262,75 @@ Status RecvAll(int fd, void *data, size_t len, std::chrono::steady_clock::time_p
 
 namespace {
 
-// New connections a HelloReader takes at once before it reads the waiting ones again.
-constexpr int kAcceptBatch = 16;
-// How long a HelloReader leaves new connections in the listener's backlog after accept failed
-// (out of descriptors, say), rather than spin on a listener that stays ready.
-constexpr std::chrono::milliseconds kAcceptPause{100};
-
 // Milliseconds until @t, rounded up (a poll timeout that does not wake just before @t).
 int CeilMs(std::chrono::steady_clock::time_point t) {
   const auto left =
       std::chrono::ceil<std::chrono::milliseconds>(t - std::chrono::steady_clock::now());
   return static_cast<int>(std::clamp<int64_t>(left.count(), 0, INT_MAX));
 }
+
+}  // namespace
+
+std::vector<Status> SendToEach(std::span<const int> fds, std::span<const std::byte> data,
+                               std::chrono::steady_clock::time_point deadline) {
+  std::vector<Status> result(fds.size());
+  std::vector<size_t> sent(fds.size());
+  std::vector<size_t> open;  // the connections still sending
+  for (size_t i = 0; i < fds.size(); ++i) {
+    if (!data.empty()) {
+      open.push_back(i);
+    }
+  }
+  std::vector<pollfd> polled;
+  while (!open.empty()) {
+    polled.clear();
+    for (size_t i : open) {
+      polled.push_back({fds[i], POLLOUT, 0});
+    }
+    const int ready = poll(polled.data(), polled.size(), CeilMs(deadline));
+    if (ready < 0 && errno == EINTR) {
+      continue;
+    }
+    if (ready <= 0) {
+      const Status st = ready < 0 ? Error(HCCL_E_SYSCALL, "poll failed: {}", ErrnoString(errno))
+                                  : Error(HCCL_E_TIMEOUT, "timed out sending to peer");
+      if (ready < 0 || std::chrono::steady_clock::now() >= deadline) {
+        for (size_t i : open) {
+          result[i] = st;
+        }
+        break;
+      }
+      continue;
+    }
+    std::vector<size_t> still;
+    for (size_t k = 0; k < open.size(); ++k) {
+      const size_t i = open[k];
+      if (polled[k].revents != 0) {
+        const ssize_t n =
+            send(fds[i], data.data() + sent[i], data.size() - sent[i], MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (n > 0) {
+          sent[i] += static_cast<size_t>(n);
+        } else if (n < 0 && errno != EINTR && errno != EAGAIN) {
+          result[i] = Error(HCCL_E_TCP_TRANSFER, "send failed: {}", ErrnoString(errno));
+          continue;
+        }
+      }
+      if (sent[i] < data.size()) {
+        still.push_back(i);
+      }
+    }
+    open.swap(still);
+  }
+  return result;
+}
+
+namespace {
+
+// New connections a HelloReader takes at once before it reads the waiting ones again.
+constexpr int kAcceptBatch = 16;
+// How long a HelloReader leaves new connections in the listener's backlog after accept failed
+// (out of descriptors, say), rather than spin on a listener that stays ready.
+constexpr std::chrono::milliseconds kAcceptPause{100};
 
 }  // namespace
 

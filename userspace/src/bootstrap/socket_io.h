@@ -70,6 +70,11 @@ Status SendAll(int fd, const void *data, size_t len,
                std::chrono::steady_clock::time_point deadline);
 Status RecvAll(int fd, void *data, size_t len, std::chrono::steady_clock::time_point deadline);
 
+// Send @data to every connection of @fds at once, each as its socket takes it (one slow or silent
+// peer delays no other), until @deadline: each connection's outcome, as SendAll's.
+std::vector<Status> SendToEach(std::span<const int> fds, std::span<const std::byte> data,
+                               std::chrono::steady_clock::time_point deadline);
+
 // The connections that reach a listening socket, served all at once until each has sent its first
 // message (its hello): a slow, silent or malformed connection costs only itself. Each connection
 // has its own deadline (Options::hello_time after it was accepted); one that passes it, closes,
