@@ -5,16 +5,17 @@
 //   hzc-perf all_reduce -g 4 -b 1M -e 256M -f 2 -d float -o sum -n 20 -w 5 -c 1
 //
 // The collective is the positional argument (all_reduce, all_gather, broadcast, reduce_scatter,
-// as nccl-tests' binaries are named; memcpy measures one process copying, the bound; barrier and
-// sendrecv, below). The ranks are -t x -g processes forked on this server, one communicator.
-// Output (rank 0, stdout): the "# nThread ..." preamble and "# Using devices" list, three header
-// lines, one row per size
+// alltoall, as nccl-tests' binaries are named; memcpy measures one process copying, the bound;
+// barrier and sendrecv, below). The ranks are -t x -g processes forked on this server, one
+// communicator. Output (rank 0, stdout): the "# nThread ..." preamble and "# Using devices" list,
+// three header lines, one row per size
 //
 //   size count type redop root | time algbw busbw #wrong (out-of-place) | the same (in-place)
 //
 // (size in bytes of the larger buffer, count in elements per call, time in us per call,
 // algbw = size / time and busbw = algbw x nccl-tests' factor in GB/s: AllReduce 2(n-1)/n,
-// AllGather and ReduceScatter (n-1)/n, Broadcast and SendRecv 1), and the "# Out of bounds
+// AllGather, ReduceScatter and AlltoAll (n-1)/n, Broadcast and SendRecv 1; AlltoAll sends count/n
+// elements to each rank, as nccl-tests' alltoall_perf), and the "# Out of bounds
 // values" and "# Avg bus bandwidth" footer. Exit status 0; 1 if a call failed, a check found
 // wrong elements or the average is below NCCL_TESTS_MIN_BW x 0.9; 2 on a usage error.
 //
@@ -81,6 +82,7 @@ enum class Coll {
   kAllGather,
   kBroadcast,
   kReduceScatter,
+  kAlltoAll,
   kMemcpy,
   kBarrier,
   kSendRecv
@@ -93,8 +95,8 @@ struct CollName {
 constexpr CollName kColls[] = {
     {"all_reduce", Coll::kAllReduce}, {"all_gather", Coll::kAllGather},
     {"broadcast", Coll::kBroadcast},  {"reduce_scatter", Coll::kReduceScatter},
-    {"memcpy", Coll::kMemcpy},        {"barrier", Coll::kBarrier},
-    {"sendrecv", Coll::kSendRecv}};
+    {"alltoall", Coll::kAlltoAll},    {"memcpy", Coll::kMemcpy},
+    {"barrier", Coll::kBarrier},      {"sendrecv", Coll::kSendRecv}};
 
 // nccl-tests' type names first (the ones it prints), then HCCL's names of the same types.
 struct TypeName {
@@ -192,6 +194,8 @@ Counts CountsFor(Coll coll, size_t bytes, size_t es, uint32_t n) {
       return {base, base, base * n, base, 0};
     case Coll::kReduceScatter:
       return {base, base * n, base, 0, base};
+    case Coll::kAlltoAll:
+      return {base, base * n, base * n, 0, 0};
     default:
       return {count, count, count, 0, 0};
   }
@@ -203,6 +207,7 @@ double BusFactor(Coll coll, uint32_t n) {
       return 2.0 * (n - 1) / n;
     case Coll::kAllGather:
     case Coll::kReduceScatter:
+    case Coll::kAlltoAll:
       return static_cast<double>(n - 1) / n;
     default:
       return 1.0;
@@ -548,6 +553,8 @@ class Rank {
         return HcclAllGather(send, recv, c.param, type.type, comm_, nullptr);
       case Coll::kReduceScatter:
         return HcclReduceScatter(send, recv, c.param, type.type, op.op, comm_, nullptr);
+      case Coll::kAlltoAll:
+        return HcclAlltoAll(send, c.param, type.type, recv, c.param, type.type, comm_, nullptr);
       case Coll::kBroadcast:
         // HcclBroadcast has one buffer: out-of-place runs on the send buffer, in-place on the
         // receive buffer.
@@ -692,6 +699,12 @@ class Rank {
         }
         hzc::test::RefReduce(type.type, op.op, ptrs, want.data(), c.param);
         break;
+      case Coll::kAlltoAll:  // block p from rank p's block for this rank
+        for (uint32_t p = 0; p < n_; ++p) {
+          std::memcpy(want.data() + p * c.param * es, in[p].data() + rank_ * c.param * es,
+                      c.param * es);
+        }
+        break;
       case Coll::kMemcpy:
       case Coll::kBarrier:
       case Coll::kSendRecv:
@@ -739,9 +752,12 @@ class Rank {
       us /= n_;
     }
     const Counts c = CountsFor(o_.coll, bytes, type.size, n_);
-    const double base_bytes = static_cast<double>(
-        (o_.coll == Coll::kAllGather || o_.coll == Coll::kReduceScatter ? c.param * n_ : c.param) *
-        type.size);
+    const double base_bytes =
+        static_cast<double>((o_.coll == Coll::kAllGather || o_.coll == Coll::kReduceScatter ||
+                                     o_.coll == Coll::kAlltoAll
+                                 ? c.param * n_
+                                 : c.param) *
+                            type.size);
     const double algbw = us > 0 ? base_bytes / 1.0e3 / us : 0;
     const double busbw = algbw * BusFactor(o_.coll, n_);
     int64_t wrong = 0;
@@ -956,8 +972,8 @@ int main(int argc, char **argv) {
   CLI::App app{"Bandwidth of the hzc collectives, measured and printed as nccl-tests does.",
                "hzc-perf"};
   app.footer(
-      "COLL is all_reduce (default), all_gather, broadcast or reduce_scatter (nccl-tests' "
-      "all_reduce_perf and so on), memcpy (one process copying: the bound), barrier "
+      "COLL is all_reduce (default), all_gather, broadcast, reduce_scatter or alltoall "
+      "(nccl-tests' all_reduce_perf and so on), memcpy (one process copying: the bound), barrier "
       "(HcclBarrier: one row of size 0; -b, -e, -i, -f ignored) or sendrecv (a HcclSend/HcclRecv "
       "ping-pong between ranks 0 and 1, exactly 2 ranks; time is half the round trip). The ranks "
       "are -t x -g processes on this server: the whole communicator, or with --rank-table this "
@@ -969,8 +985,8 @@ int main(int argc, char **argv) {
       "bandwidth is below NCCL_TESTS_MIN_BW x 0.9; 2 on a usage error.");
   hzc::tool::AddStandardFlags(app);
   app.add_option("COLL", coll, "the collective")
-      ->check(CLI::IsMember({"all_reduce", "all_gather", "broadcast", "reduce_scatter", "memcpy",
-                             "barrier", "sendrecv"}));
+      ->check(CLI::IsMember({"all_reduce", "all_gather", "broadcast", "reduce_scatter", "alltoall",
+                             "memcpy", "barrier", "sendrecv"}));
   app.add_option("-t,--nthreads", o.nthreads,
                  "ranks per process in nccl-tests; here a factor of "
                  "the number of ranks (processes)")
