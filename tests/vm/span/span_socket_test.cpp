@@ -6,7 +6,8 @@
 // process's transport (memfd on the host, hzc.ko in the guest). The two-guest suite
 // (span_hosts_test.cpp) runs the same scenarios between two kernels, over RDMA and over TCP.
 // HZC_TEST_NET=rdma (or auto) runs these over the guest's soft-RoCE device instead, every
-// simulated server on it: scripts/vm-run -e HZC_TEST_NET=rdma -- build/bin/host-tests/hzc_host_span.
+// simulated server on it:
+//   scripts/vm-run -e HZC_TEST_NET=rdma -- build/bin/host-tests/hzc_host_span
 #include <gtest/gtest.h>
 #include <hccl/hccl.h>
 #include <signal.h>

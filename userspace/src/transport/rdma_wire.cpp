@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <optional>
 #include <thread>
 #include <utility>
 
@@ -61,6 +62,21 @@ struct RdmaWire::Card {
   verbs::QpEndpoint qp = {};                       // kLink
   verbs::RemoteBuffer area = {};                   // kLink
 };
+
+namespace {
+
+// @blob as a card (of a size and magic that say so), or nullopt.
+template <typename Card>
+std::optional<Card> AsCard(std::span<const std::byte> blob) {
+  Card c;
+  if (blob.size() != sizeof(Card)) {
+    return std::nullopt;
+  }
+  std::memcpy(&c, blob.data(), sizeof(c));
+  return c.magic == Card::kMagic ? std::optional<Card>(c) : std::nullopt;
+}
+
+}  // namespace
 
 struct RdmaWire::Peer {
   UniqueMapping area;  // this member's area for the peer
@@ -119,13 +135,12 @@ Status RdmaWire::Setup(Clock::time_point deadline, bool *none) {
   }
   std::vector<uint32_t> failed, no_device, slots;
   for (uint32_t i = 0; i < size(); ++i) {
-    Card c;
-    if ((*all)[i].size() != sizeof(Card) ||
-        (std::memcpy(&c, (*all)[i].data(), sizeof(c)), c.magic != Card::kMagic) ||
-        c.kind != Card::kPort) {
+    const std::optional<Card> card = AsCard<Card>((*all)[i]);
+    if (!card || card->kind != Card::kPort) {
       return Error(HCCL_E_ROCE_CONNECT, "wire: rank {} sent {} bytes that are not its RDMA port",
                    members_[i], (*all)[i].size());
     }
+    const Card &c = *card;
     if (c.state == verbs::EndpointHeader::kNoRdmaDevice) {
       no_device.push_back(members_[i]);
     } else if (c.state != verbs::EndpointHeader::kReady) {
@@ -239,12 +254,12 @@ Expected<RdmaWire::Card> RdmaWire::Expect(uint32_t p, uint32_t kind, Clock::time
     return Error(blob.status().code(), "wire: linking with rank {} (another server): {}",
                  members_[p], blob.status().message());
   }
-  Card c;
-  if (blob->size() != sizeof(Card) ||
-      (std::memcpy(&c, blob->data(), sizeof(c)), c.magic != Card::kMagic)) {
+  const std::optional<Card> card = AsCard<Card>(*blob);
+  if (!card) {
     return Error(HCCL_E_ROCE_CONNECT, "wire: rank {} sent {} bytes that are not a link card",
                  members_[p], blob->size());
   }
+  const Card &c = *card;
   if (c.kind == Card::kAbort) {
     return Error(HCCL_E_REMOTE, "rank {} (another server) failed the call with code {}",
                  members_[p], c.code);
@@ -313,12 +328,9 @@ Status RdmaWire::Probe(uint32_t p) {
   // A member that aborted before it knew this one had linked with it said so over the group.
   if (auto card = group_.Recv(members_[p], options_.tags + kLinkTag, Clock::time_point{});
       card.ok()) {
-    Card c;
-    if (card->size() == sizeof(Card) &&
-        (std::memcpy(&c, card->data(), sizeof(c)), c.magic == Card::kMagic) &&
-        c.kind == Card::kAbort) {
+    if (const std::optional<Card> c = AsCard<Card>(*card); c && c->kind == Card::kAbort) {
       return Error(HCCL_E_REMOTE, "rank {} (another server) failed the call with code {}",
-                   members_[p], c.code);
+                   members_[p], c->code);
     }
     return Error(HCCL_E_ROCE_CONNECT, "wire: rank {} sent a link card after it linked",
                  members_[p]);
