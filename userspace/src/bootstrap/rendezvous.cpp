@@ -59,10 +59,18 @@ std::string Dump(const json &msg) {
   return msg.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
-Status SendBody(int fd, const std::string &body, Clock::time_point deadline) {
+// A message: its body's length (4 bytes, big endian), then the body.
+std::vector<std::byte> Framed(const std::string &body) {
+  std::vector<std::byte> message(sizeof(uint32_t) + body.size());
   const uint32_t len = htonl(static_cast<uint32_t>(body.size()));
-  HZC_RETURN_IF_ERROR(SendAll(fd, &len, sizeof(len), deadline));
-  return SendAll(fd, body.data(), body.size(), deadline);
+  std::memcpy(message.data(), &len, sizeof(len));
+  std::memcpy(message.data() + sizeof(len), body.data(), body.size());
+  return message;
+}
+
+Status SendBody(int fd, const std::string &body, Clock::time_point deadline) {
+  const std::vector<std::byte> message = Framed(body);
+  return SendAll(fd, message.data(), message.size(), deadline);
 }
 
 Status SendJson(int fd, const json &msg, Clock::time_point deadline) {
@@ -351,12 +359,8 @@ std::string SendTable(const std::map<uint32_t, Joined> &joined, uint32_t nranks,
   for (const auto &[r, j] : joined) {
     table.push_back({{"host", j.peer.host}, {"pid", j.peer.pid}, {"address", j.peer.address}});
   }
-  const std::string body =
-      Dump(json{{"code", 0}, {"ranks", std::move(table)}, {"session", Hex(session)}});
-  std::vector<std::byte> message(sizeof(uint32_t) + body.size());
-  const uint32_t len = htonl(static_cast<uint32_t>(body.size()));
-  std::memcpy(message.data(), &len, sizeof(len));
-  std::memcpy(message.data() + sizeof(len), body.data(), body.size());
+  const std::vector<std::byte> message =
+      Framed(Dump(json{{"code", 0}, {"ranks", std::move(table)}, {"session", Hex(session)}}));
   std::vector<int> fds;
   for (const auto &[r, j] : joined) {
     fds.push_back(j.fd.get());

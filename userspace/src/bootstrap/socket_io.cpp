@@ -262,6 +262,12 @@ Status RecvAll(int fd, void *data, size_t len, std::chrono::steady_clock::time_p
 
 namespace {
 
+// New connections a HelloReader takes at once before it reads the waiting ones again.
+constexpr int kAcceptBatch = 16;
+// How long a HelloReader leaves new connections in the listener's backlog after accept failed
+// (out of descriptors, say), rather than spin on a listener that stays ready.
+constexpr std::chrono::milliseconds kAcceptPause{100};
+
 // Milliseconds until @t, rounded up (a poll timeout that does not wake just before @t).
 int CeilMs(std::chrono::steady_clock::time_point t) {
   const auto left =
@@ -276,10 +282,8 @@ std::vector<Status> SendToEach(std::span<const int> fds, std::span<const std::by
   std::vector<Status> result(fds.size());
   std::vector<size_t> sent(fds.size());
   std::vector<size_t> open;  // the connections still sending
-  for (size_t i = 0; i < fds.size(); ++i) {
-    if (!data.empty()) {
-      open.push_back(i);
-    }
+  for (size_t i = 0; i < fds.size() && !data.empty(); ++i) {
+    open.push_back(i);
   }
   std::vector<pollfd> polled;
   while (!open.empty()) {
@@ -288,19 +292,17 @@ std::vector<Status> SendToEach(std::span<const int> fds, std::span<const std::by
       polled.push_back({fds[i], POLLOUT, 0});
     }
     const int ready = poll(polled.data(), polled.size(), CeilMs(deadline));
-    if (ready < 0 && errno == EINTR) {
+    if ((ready < 0 && errno == EINTR) ||
+        (ready == 0 && std::chrono::steady_clock::now() < deadline)) {
       continue;
     }
     if (ready <= 0) {
       const Status st = ready < 0 ? Error(HCCL_E_SYSCALL, "poll failed: {}", ErrnoString(errno))
                                   : Error(HCCL_E_TIMEOUT, "timed out sending to peer");
-      if (ready < 0 || std::chrono::steady_clock::now() >= deadline) {
-        for (size_t i : open) {
-          result[i] = st;
-        }
-        break;
+      for (size_t i : open) {
+        result[i] = st;
       }
-      continue;
+      break;
     }
     std::vector<size_t> still;
     for (size_t k = 0; k < open.size(); ++k) {
@@ -323,16 +325,6 @@ std::vector<Status> SendToEach(std::span<const int> fds, std::span<const std::by
   }
   return result;
 }
-
-namespace {
-
-// New connections a HelloReader takes at once before it reads the waiting ones again.
-constexpr int kAcceptBatch = 16;
-// How long a HelloReader leaves new connections in the listener's backlog after accept failed
-// (out of descriptors, say), rather than spin on a listener that stays ready.
-constexpr std::chrono::milliseconds kAcceptPause{100};
-
-}  // namespace
 
 Expected<HelloReader> HelloReader::Open(int listener, Options options) {
   const int flags = fcntl(listener, F_GETFL);

@@ -187,14 +187,19 @@ Status CheckPlans(const std::vector<Plan> &plans, uint64_t seq) {
     for (uint32_t q = 0; q < n; ++q) {
       const uint64_t sent = plans[p].send_len[q], expected = plans[q].recv_len[p];
       if (sent != expected) {
-        return Error(HCCL_E_PARA,
-                     "ranks disagree on call {}: rank {} sends rank {} {} bytes, rank {} expects "
-                     "{} bytes from rank {}; nothing was moved",
-                     seq, p, q, sent, q, expected, p);
+        return PairDisagrees(seq, p, q, sent, expected);
       }
     }
   }
   return Status::Ok();
+}
+
+Status PairDisagrees(uint64_t seq, uint64_t p, uint64_t q, uint64_t sent, uint64_t expected) {
+  return Error(
+      HCCL_E_PARA,
+      "ranks disagree on call {}: rank {} sends rank {} {} bytes, rank {} expects {} bytes "
+      "from rank {}; nothing was moved",
+      seq, p, q, sent, q, expected, p);
 }
 
 Plan ExchangePost(ControlArea &area, const Call &c, uint64_t seq) {

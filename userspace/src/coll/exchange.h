@@ -42,6 +42,8 @@ Expected<Plan> MakePlan(const Call &c, uint32_t nranks, uint32_t rank);
 // HCCL_E_PARA on the first pair (p, q), in order, where rank p sends rank q a different number
 // of bytes than q expects from p; @seq names the call.
 Status CheckPlans(const std::vector<Plan> &plans, uint64_t seq);
+// CheckPlans' error for call @seq: rank @p sends rank @q @sent bytes, q expects @expected.
+Status PairDisagrees(uint64_t seq, uint64_t p, uint64_t q, uint64_t sent, uint64_t expected);
 
 // Post this rank's plan of the validated call @c (call @seq) in its argument region of @area;
 // the plan.

@@ -172,16 +172,16 @@ class Spanning {
   // already make the pairs agree (AlltoAllV), every pair checked once, by its sending rank's
   // leader: HCCL_E_PARA, the same on every rank, when two ranks disagree; nothing moved then.
   Status PlanExchange();
-  // The pairs of an AlltoAllV: those on one server checked by its leader, those across servers
-  // by the sender's leader against what the receiver's leader sends it; the leaders agree on the
-  // first disagreement (by sending rank, then receiving rank) and tell their ranks.
+  // The pairs of an AlltoAllV, each checked by its sender's leader against what the receiver
+  // expects (its own server's plans, or what the receiver's leader sends it); the leaders agree
+  // on the first disagreement (by sending rank, then receiving rank) and tell their ranks.
   Status CheckPairs();
   // A pair's disagreement (none: from = UINT64_MAX).
   struct Disagreement {
     uint64_t from = UINT64_MAX, to = 0, sent = 0, expected = 0;
+    bool Before(const Disagreement &o) const { return std::tie(from, to) < std::tie(o.from, o.to); }
   };
-  // The leaders' part of CheckPairs: the pairs from this server's ranks to other servers', then
-  // the first disagreement of all into *@first (which holds this server's pairs' first).
+  // The leaders' part of CheckPairs: the first disagreement of all into *@first.
   Status CrossCheck(Disagreement *first);
   // @call (a hierarchical collective) as a step of this one.
   Status Sub(const Call &call) { return Info(call.kind).across(ctx_, call); }
@@ -889,18 +889,8 @@ Status Spanning::PlanExchange() {
 
 Status Spanning::CheckPairs() {
   Disagreement first;
-  if (s_.leader()) {
-    const std::vector<uint32_t> &loc = s_.mine();
-    for (uint32_t p : loc) {
-      for (uint32_t q : loc) {
-        if (plans_[p].send_len[q] != plans_[q].recv_len[p] && p < first.from) {
-          first = {p, q, plans_[p].send_len[q], plans_[q].recv_len[p]};
-        }
-      }
-    }
-    if (Leads()) {
-      HZC_RETURN_IF_ERROR(CrossCheck(&first));
-    }
+  if (Leads()) {
+    HZC_RETURN_IF_ERROR(CrossCheck(&first));
   }
   if (s_.local->size() > 1) {
     HZC_RETURN_IF_ERROR(OnServer({.kind = Kind::kBroadcast,
@@ -912,16 +902,12 @@ Status Spanning::CheckPairs() {
   if (first.from == UINT64_MAX) {
     return Status::Ok();
   }
-  return Error(
-      HCCL_E_PARA,
-      "ranks disagree on call {}: rank {} sends rank {} {} bytes, rank {} expects {} bytes "
-      "from rank {}; nothing was moved",
-      s_.seq, first.from, first.to, first.sent, first.to, first.expected, first.from);
+  return PairDisagrees(s_.seq, first.from, first.to, first.sent, first.expected);
 }
 
 // Each leader sends every other what its ranks expect from that server's ranks (by its rank,
-// then theirs) and checks what it receives against what its ranks send; then the leaders
-// all-gather their first disagreements and take the first of all.
+// then theirs) and checks what it receives, and its own server's plans, against what its ranks
+// send; then the leaders all-gather their first disagreements and take the first of all.
 Status Spanning::CrossCheck(Disagreement *first) {
   const std::vector<uint32_t> &loc = s_.mine();
   const uint32_t ns = s_.nservers();
@@ -947,12 +933,13 @@ Status Spanning::CrossCheck(Disagreement *first) {
   }));
   for (uint32_t b = 0; b < ns; ++b) {
     const std::vector<uint32_t> &theirs = s_.servers[b];
-    for (size_t i = 0; b != s_.server && i < theirs.size(); ++i) {  // their rank i expects
-      for (size_t j = 0; j < loc.size(); ++j) {                     // from our rank j
+    for (size_t i = 0; i < theirs.size(); ++i) {  // their rank i expects
+      for (size_t j = 0; j < loc.size(); ++j) {   // from our rank j
         const uint64_t sent = plans_[loc[j]].send_len[theirs[i]],
-                       expected = got[b][i * loc.size() + j];
+                       expected = b == s_.server ? plans_[theirs[i]].recv_len[loc[j]]
+                                                 : got[b][i * loc.size() + j];
         const Disagreement d{loc[j], theirs[i], sent, expected};
-        if (sent != expected && std::tie(d.from, d.to) < std::tie(first->from, first->to)) {
+        if (sent != expected && d.Before(*first)) {
           *first = d;
         }
       }
@@ -971,7 +958,7 @@ Status Spanning::CrossCheck(Disagreement *first) {
     }
     Disagreement d;
     std::memcpy(&d, (*all)[i].data(), sizeof(d));
-    if (std::tie(d.from, d.to) < std::tie(first->from, first->to)) {
+    if (d.Before(*first)) {
       *first = d;
     }
   }

@@ -468,15 +468,11 @@ Expected<std::unique_ptr<Links>> Links::Establish(const BlobBoard &board,
   Rollback tell_peers;
   tell_peers.Push([&] { PublishState(board, options, pending_key, EndpointHeader::kFailed); });
   auto links = Open(rank, nranks, options);
-  if (links.ok() && *links) {
-    if (Status st = (*links)->CreateQueues(); !st.ok()) {
-      return st;
-    }
-  }
   if (!links.ok()) {
     return links.status();
   }
   if (*links) {
+    HZC_RETURN_IF_ERROR((*links)->CreateQueues());
     HZC_RETURN_IF_ERROR(board.Put(options.endpoint_key, EncodeEndpoint((*links)->LocalEndpoint())));
     pending_key = options.ready_key;
   } else {
