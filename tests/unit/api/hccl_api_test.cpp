@@ -10,6 +10,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <future>
 #include <thread>
@@ -347,6 +348,22 @@ TEST_F(HcclApiTest, PeerBlocksIsTheOldNameOfPeerActivations) {
   EXPECT_EQ(hzc_comm_peer_blocks(&x, 0, blocks, &count), HCCL_E_PARA);
   EXPECT_EQ(hzc_comm_peer_blocks(comm_, 0, blocks, &count), HCCL_E_UNAVAIL);
 #pragma GCC diagnostic pop
+}
+
+// A communicator of one server moves nothing between servers; bad arguments are refused.
+TEST_F(HcclApiTest, NetStatsOfAOneServerCommunicatorAreZero) {
+  ExpectErrorLog("hzc_comm_net_stats: ");
+  int x = 0;
+  hzc_net_stats stats;
+  std::memset(&stats, 0xff, sizeof(stats));
+  EXPECT_EQ(hzc_comm_net_stats(nullptr, &stats), HCCL_E_PTR);
+  EXPECT_EQ(hzc_comm_net_stats(comm_, nullptr), HCCL_E_PTR);
+  EXPECT_EQ(hzc_comm_net_stats(&x, &stats), HCCL_E_PARA);
+  ASSERT_EQ(hzc_comm_net_stats(comm_, &stats), HCCL_SUCCESS);
+  EXPECT_EQ(stats.data_sent, 0u);
+  EXPECT_EQ(stats.data_received, 0u);
+  EXPECT_EQ(stats.control_sent, 0u);
+  EXPECT_EQ(stats.control_received, 0u);
 }
 
 // Ranks as forked processes; two simulated servers (HZC_HOST_ID) -> HCCL_E_NOT_SUPPORT.

@@ -44,6 +44,8 @@
 //               p2p_span_rank.cpp
 //     subcomm   (across servers, 2 x 2 ranks) sub-communicators whose ranks span the servers:
 //               see subcomm_span_rank.cpp
+//     traffic   (across servers, a power of two of them) the bytes each rank moves between
+//               servers per call, against the schedules: see traffic_span_rank.cpp
 //     cut       (across servers) after a first AllReduce this rank touches
 //               $TMPDIR/hzc-span-ready-RANK and makes 4 MiB AllReduce calls until one fails,
 //               as it must once the test takes a server's link down (or the server away): the
@@ -851,6 +853,8 @@ int main(int argc, char **argv) {
     rc = p;
   } else if (int s = SubcommScenario(scenario); s >= 0) {
     rc = s;
+  } else if (int t = TrafficScenario(scenario); t >= 0) {
+    rc = t;
   } else if (scenario == "cut" || scenario == "cutp2p") {
     rc = Cut(scenario == "cutp2p");
   } else if (int x = ExchangeScenario(scenario); x >= 0) {

@@ -215,6 +215,13 @@ TEST_F(SpanSocketTest, SixtyFourRanksOverEightServers) {
   EXPECT_EQ(Run(8, 8, "scale", "staging"), std::vector<int>(64, 0));
 }
 
+// The bytes between servers per call (hzc_comm_net_stats), against the schedules, to the byte:
+// four servers of two ranks and eight of one (hzc-coll-rank "traffic").
+TEST_F(SpanSocketTest, BytesBetweenServersPerCallAreTheSchedules) {
+  EXPECT_EQ(Run(4, 2, "traffic", "staging"), std::vector<int>(8, 0));
+  EXPECT_EQ(Run(8, 1, "traffic", "staging"), std::vector<int>(8, 0));
+}
+
 TEST_F(SpanSocketTest, SixtyFourMegabytesAcrossTwoServersOfTwoRanks) {
   EXPECT_EQ(Run(2, 2, "large", "zerocopy"), std::vector<int>(4, 0));
 }

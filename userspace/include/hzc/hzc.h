@@ -111,6 +111,26 @@ struct hzc_link_info {
  */
 HcclResult hzc_comm_link_info(HcclComm comm, struct hzc_link_info *info);
 
+/* Bytes this rank moved for a communicator that spans servers, since the communicator was made. */
+struct hzc_net_stats {
+  /* The calls' data sent to and received from ranks of other servers (the wires' payload). */
+  uint64_t data_sent;
+  uint64_t data_received;
+  /* Messages over the communicator's TCP connections, headers included: the calls' agreement,
+   * link setup, goodbyes. */
+  uint64_t control_sent;
+  uint64_t control_received;
+};
+
+/**
+ * hzc_comm_net_stats: fill @stats for @comm (counts for this rank and @comm only: a
+ * sub-communicator counts its own). All zero for a communicator on one server; the collectives
+ * add nothing on a rank that is not its server's first (only the first ranks talk between
+ * servers; point-to-point calls across servers count on both ends). HCCL_E_PTR for NULL,
+ * HCCL_E_PARA for a destroyed or foreign comm. scripts/bench-scale reports them per call.
+ */
+HcclResult hzc_comm_net_stats(HcclComm comm, struct hzc_net_stats *stats);
+
 /**
  * RDMA between activated memory of this rank and of rank @rank over @comm's RDMA links
  * (one operation, returns when it has completed).

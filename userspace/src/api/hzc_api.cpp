@@ -10,6 +10,7 @@
 #include "api/boundary.h"
 #include "api/checks.h"
 #include "base/config.h"
+#include "bootstrap/group.h"
 #include "core/comm.h"
 #include "core/peer_access.h"
 #include "device/device.h"
@@ -175,6 +176,25 @@ HcclResult hzc_comm_link_info(HcclComm comm, struct hzc_link_info *info) {
       out.port = links.port;
       out.gid_index = links.gid_index;
       *info = out;
+      return Status::Ok();
+    });
+  });
+}
+
+HcclResult hzc_comm_net_stats(HcclComm comm, struct hzc_net_stats *stats) {
+  return api::HcclGuard("hzc_comm_net_stats", [&]() -> Status {
+    HZC_RETURN_IF_ERROR(api::NotNull(comm, "comm"));
+    HZC_RETURN_IF_ERROR(api::NotNull(stats, "stats"));
+    return api::WithComm(comm, [&](const auto &c) {
+      hzc_net_stats out{};
+      if (const hzc::bootstrap::Group *g = c->group(); g != nullptr) {
+        const hzc::bootstrap::Group::Traffic &t = g->traffic();
+        out.data_sent = t.wire_sent.load(std::memory_order_relaxed);
+        out.data_received = t.wire_received.load(std::memory_order_relaxed);
+        out.control_sent = t.sent.load(std::memory_order_relaxed);
+        out.control_received = t.received.load(std::memory_order_relaxed);
+      }
+      *stats = out;
       return Status::Ok();
     });
   });

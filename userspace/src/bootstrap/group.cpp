@@ -543,6 +543,9 @@ Status Group::Send(uint32_t peer, uint32_t tag, std::span<const std::byte> data,
     const std::lock_guard lock(impl_->mutex);
     impl_->Break(to, HCCL_E_TCP_TRANSFER, "a message to ", " was cut off by a timeout");
   }
+  if (st.ok()) {
+    traffic_.sent.fetch_add(sizeof(h) + data.size(), std::memory_order_relaxed);
+  }
   return st;
 }
 
@@ -555,6 +558,7 @@ Expected<Group::Blob> Group::Recv(uint32_t peer, uint32_t tag, Clock::time_point
   for (;;) {
     for (Impl::Conn &c : p.conns) {
       if (std::optional<Blob> out = c.input.Take(space_, tag)) {
+        traffic_.received.fetch_add(sizeof(FrameHeader) + out->size(), std::memory_order_relaxed);
         return std::move(*out);
       }
     }

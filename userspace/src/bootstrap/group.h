@@ -41,6 +41,7 @@
 // made from is destroyed; they close with the last of them.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -109,6 +110,16 @@ class Group {
   uint32_t size() const { return static_cast<uint32_t>(ranks_.size()); }
   uint64_t space() const { return space_; }
 
+  // Bytes this view moved for its communicator since it was made, for hzc_comm_net_stats:
+  // its own messages that went out or were received whole (headers included), and the payload
+  // that wires opened on it moved (Wire::Transfer adds it). Any thread may read them.
+  struct Traffic {
+    std::atomic<uint64_t> sent{0}, received{0};            // the group's messages
+    std::atomic<uint64_t> wire_sent{0}, wire_received{0};  // the wires' payload
+  };
+  Traffic &traffic() { return traffic_; }
+  const Traffic &traffic() const { return traffic_; }
+
   // Send @data (at most 1 MiB) to @peer under @tag. HCCL_E_REMOTE when the connection to
   // @peer ended ("rank 3 (10.77.0.2:41234) closed the connection"), HCCL_E_TCP_TRANSFER for
   // another socket error, HCCL_E_TIMEOUT at @deadline (the connection is unusable after a
@@ -157,6 +168,7 @@ class Group {
   uint64_t space_ = 0;
   std::vector<uint32_t> ranks_;  // [rank of this group]: the rank of the connections
   uint32_t rank_ = 0;            // this rank, in this group's numbers
+  Traffic traffic_;
 };
 
 }  // namespace hzc::bootstrap

@@ -123,6 +123,15 @@ Status Wire::Transfer(const std::vector<Out> &out, const std::vector<size_t> &in
     broken_ = st;
     return st;
   }
+  uint64_t sent = 0, received = 0;
+  for (uint32_t p = 0; p < size(); ++p) {
+    if (p != me_) {
+      sent += p < out.size() ? out[p].len : 0;
+      received += p < in.size() ? in[p] : 0;
+    }
+  }
+  group_.traffic().wire_sent.fetch_add(sent, std::memory_order_relaxed);
+  group_.traffic().wire_received.fetch_add(received, std::memory_order_relaxed);
   return Status::Ok();
 }
 

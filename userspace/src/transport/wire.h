@@ -91,7 +91,8 @@ class Wire {
   // Errors name the member's rank: HCCL_E_ROCE_TRANSFER (an RDMA transfer failed),
   // HCCL_E_TCP_TRANSFER (a TCP connection failed, or a member broke the wire's protocol),
   // HCCL_E_REMOTE (the member aborted, or its connection ended), HCCL_E_TIMEOUT at @deadline.
-  // After an error the wire is unusable.
+  // After an error the wire is unusable. A transfer that completed adds its bytes to the
+  // group's traffic (Group::Traffic's wire_sent and wire_received).
   Status Transfer(const std::vector<Out> &out, const std::vector<size_t> &in, const Sink &sink,
                   Clock::time_point deadline);
 

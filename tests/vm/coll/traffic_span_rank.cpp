@@ -1,0 +1,176 @@
+// SPDX-License-Identifier: Apache-2.0
+// hzc-coll-rank's scenario of the bytes between servers (HZC_TEST_PER_SERVER=L, a power of two
+// of servers S):
+//   traffic  each collective once below HZC_SPAN_RING_MIN and once above it, and a Barrier; around
+//            each call, hzc_comm_net_stats: a rank that is not its server's first moves nothing
+//            between servers, a first rank sends and receives over the wire what the schedule
+//            of docs/architecture.md ("What the leaders move, against the bound") says it does,
+//            to the byte, and agrees on the call over its TCP connections (control bytes). Exit
+//            62 when a count differs (the rank logs which).
+#include <hccl/hccl.h>
+#include <hzc/hzc.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "coll_rank.h"
+
+namespace hzc::coll_rank {
+namespace {
+
+constexpr uint64_t kSmall = 4096;     // bytes: below HZC_SPAN_RING_MIN (256 KiB)
+constexpr uint64_t kLarge = 1 << 20;  // bytes: above it
+
+struct Expect {
+  uint64_t sent = 0, received = 0;  // the first rank's data bytes, per call
+};
+
+uint32_t Log2(uint32_t s) {
+  uint32_t k = 0;
+  while ((1u << k) < s) {
+    ++k;
+  }
+  return k;
+}
+
+hzc_net_stats Stats() {
+  hzc_net_stats s{};
+  if (hzc_comm_net_stats(g_comm, &s) != HCCL_SUCCESS) {
+    std::memset(&s, 0xff, sizeof(s));
+  }
+  return s;
+}
+
+// Runs @call once and compares this rank's bytes with @want (a first rank) or with nothing.
+int Measure(const std::string &what, const Expect &want, HcclResult (*call)(void *), void *arg) {
+  const hzc_net_stats before = Stats();
+  if (HcclResult rc = call(arg); rc != HCCL_SUCCESS) {
+    std::fprintf(stderr, "rank %u: %s: %d\n", g_rank, what.c_str(), rc);
+    return rc;
+  }
+  const hzc_net_stats after = Stats();
+  const uint64_t sent = after.data_sent - before.data_sent;
+  const uint64_t received = after.data_received - before.data_received;
+  const uint64_t control = after.control_sent - before.control_sent;
+  const uint64_t control_in = after.control_received - before.control_received;
+  const bool first = g_rank % g_per_server == 0;
+  std::fprintf(stderr, "rank %u: %s: data %lu sent, %lu received; control %lu sent, %lu received\n",
+               g_rank, what.c_str(), static_cast<unsigned long>(sent),
+               static_cast<unsigned long>(received), static_cast<unsigned long>(control),
+               static_cast<unsigned long>(control_in));
+  const bool ok = first ? sent == want.sent && received == want.received && control > 0
+                        : sent == 0 && received == 0 && control == 0 && control_in == 0;
+  if (!ok) {
+    std::fprintf(stderr, "rank %u: %s: expected data %lu sent, %lu received%s\n", g_rank,
+                 what.c_str(), static_cast<unsigned long>(first ? want.sent : 0),
+                 static_cast<unsigned long>(first ? want.received : 0),
+                 first ? " and some control bytes" : " and no control bytes");
+    return 62;
+  }
+  return 0;
+}
+
+struct Buffers {
+  std::vector<uint8_t> send, recv;
+  uint64_t count = 0;
+  HcclDataType type = HCCL_DATA_TYPE_FP32;
+};
+
+}  // namespace
+
+int TrafficScenario(const std::string &scenario) {
+  if (scenario != "traffic") {
+    return -1;
+  }
+  if (g_per_server == 0 || g_n % g_per_server != 0) {
+    return 51;
+  }
+  const uint32_t s = g_n / g_per_server, server = g_rank / g_per_server, k = Log2(s);
+  if ((1u << k) != s || s < 2) {
+    return 51;  // the expectations below are for a power of two of servers
+  }
+  Buffers b;
+  b.send.assign(kLarge, 1);
+  b.recv.assign(kLarge, 0);
+  for (uint64_t m : {kSmall, kLarge}) {
+    const std::string size = " of " + std::to_string(m) + " B";
+    // AllReduce: recursive doubling (log2 S rounds, the whole buffer each) or the ring
+    // (2 (S-1)/S M each way).
+    b.count = m / 4;
+    const uint64_t ring = 2 * (s - 1) * (m / s);
+    const Expect all_reduce = m < (256 << 10) ? Expect{k * m, k * m} : Expect{ring, ring};
+    if (int rc = Measure(
+            "AllReduce" + size, all_reduce,
+            [](void *a) {
+              auto *x = static_cast<Buffers *>(a);
+              return HcclAllReduce(x->send.data(), x->recv.data(), x->count, HCCL_DATA_TYPE_FP32,
+                                   HCCL_REDUCE_SUM, g_comm, nullptr);
+            },
+            &b)) {
+      return rc;
+    }
+    // AllGather (M: the output): Bruck or the ring, (S-1)/S M each way.
+    b.count = m / g_n;
+    const Expect gather{(s - 1) * (m / s), (s - 1) * (m / s)};
+    if (int rc = Measure(
+            "AllGather" + size, gather,
+            [](void *a) {
+              auto *x = static_cast<Buffers *>(a);
+              return HcclAllGather(x->send.data(), x->recv.data(), x->count, HCCL_DATA_TYPE_INT8,
+                                   g_comm, nullptr);
+            },
+            &b)) {
+      return rc;
+    }
+    // ReduceScatter (M: the input): recursive halving or the ring, (S-1)/S M each way.
+    b.count = m / 4 / g_n;
+    if (int rc = Measure(
+            "ReduceScatter" + size, gather,
+            [](void *a) {
+              auto *x = static_cast<Buffers *>(a);
+              return HcclReduceScatter(x->send.data(), x->recv.data(), x->count,
+                                       HCCL_DATA_TYPE_FP32, HCCL_REDUCE_SUM, g_comm, nullptr);
+            },
+            &b)) {
+      return rc;
+    }
+    // Broadcast from rank 0: the binomial tree (the root's first rank sends M to each of its
+    // log2 S children, the first ranks of the others receive M once and pass it on to theirs);
+    // from 256 KiB and 3 servers on, scattered and all-gathered.
+    b.count = m;
+    Expect bcast{};
+    if (m < (256 << 10) || s == 2) {
+      // The tree (servers numbered from the root's): server v's children are v + 2^j for every
+      // 2^j below v's lowest set bit (below S for the root), largest first.
+      const uint32_t low = server == 0 ? s : server & (~server + 1);
+      uint32_t children = 0;
+      for (uint32_t j = 1; j < low; j <<= 1) {
+        children += server + j < s;
+      }
+      bcast = {children * m, server == 0 ? 0 : m};
+    } else {
+      // The root's first rank sends each other its block, then each the others' (it needs
+      // none back); every other sends its block to the S - 2 others.
+      bcast = server == 0 ? Expect{2 * (s - 1) * (m / s), 0} : Expect{(s - 2) * (m / s), m};
+    }
+    if (int rc = Measure(
+            "Broadcast" + size, bcast,
+            [](void *a) {
+              auto *x = static_cast<Buffers *>(a);
+              return HcclBroadcast(x->send.data(), x->count, HCCL_DATA_TYPE_INT8, 0, g_comm,
+                                   nullptr);
+            },
+            &b)) {
+      return rc;
+    }
+  }
+  // Barrier: dissemination, log2 S messages of 8 bytes each way.
+  return Measure(
+      "Barrier", Expect{8 * k, 8 * k}, [](void *) { return HcclBarrier(g_comm, nullptr); },
+      nullptr);
+}
+
+}  // namespace hzc::coll_rank
