@@ -52,6 +52,7 @@
 #include <acl/acl.h>
 #include <dirent.h>
 #include <hccl/hccl.h>
+#include <hzc/hzc.h>
 #include <sched.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
@@ -728,6 +729,7 @@ class Rank {
         !Check(HcclBarrier(comm_, nullptr), "HcclBarrier")) {
       return false;
     }
+    const hzc_net_stats net0 = NetStats();
     const auto t0 = std::chrono::steady_clock::now();
     for (int i = 0; i < o_.iters; ++i) {
       for (int a = 0; a < o_.agg_iters; ++a) {
@@ -740,6 +742,17 @@ class Rank {
       }
     }
     double us = UsSince(t0) / (o_.iters * o_.agg_iters);
+    if (spans_) {
+      // The busiest rank's bytes between servers per call (a server's first rank).
+      const hzc_net_stats net1 = NetStats();
+      const double calls = o_.iters * o_.agg_iters;
+      double data = static_cast<double>(net1.data_sent - net0.data_sent) / calls;
+      double control = static_cast<double>(net1.control_sent - net0.control_sent) / calls;
+      if (!AllReduce(&data, HCCL_REDUCE_MAX) || !AllReduce(&control, HCCL_REDUCE_MAX)) {
+        return false;
+      }
+      net_[in_place ? 1 : 0] = {data, control};
+    }
     if (o_.coll == Coll::kSendRecv) {
       us /= 2;  // a call is a round trip; the one-way time is half of it
     }
@@ -802,13 +815,34 @@ class Rank {
       const bool ok = BenchTime(type, op, bytes, false) && BenchTime(type, op, bytes, true);
       if (rank_ == 0) {
         std::printf("\n");
+        if (ok && spans_) {
+          std::printf(
+              "# bytes between servers per call, the busiest rank: data %.0f / %.0f, control "
+              "%.0f / %.0f (out of place / in place)\n",
+              net_[0].data, net_[1].data, net_[0].control, net_[1].control);
+        }
         std::fflush(stdout);
       }
       return ok;
     });
   }
 
+  // This rank's bytes between servers so far (zeros on one server).
+  hzc_net_stats NetStats() const {
+    hzc_net_stats s{};
+    if (spans_ && hzc_comm_net_stats(comm_, &s) != HCCL_SUCCESS) {
+      s = {};
+    }
+    return s;
+  }
+
+  struct NetPerCall {
+    double data = 0, control = 0;
+  };
+
   const Options &o_;
+  const bool spans_ = o_.servers != 0 || !o_.rank_table.empty();  // the comm spans servers
+  NetPerCall net_[2];                                             // out of place, in place
   HcclComm comm_, memory_;
   const uint32_t rank_, n_, local_;
   Shared *shared_;
