@@ -7,12 +7,14 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <optional>
 #include <thread>
 #include <utility>
 
 #include "base/errno_string.h"
 #include "base/log.h"
-#include "transport/group_board.h"
+#include "base/rank_list.h"
+#include "base/unique_mapping.h"
 
 namespace hzc::transport {
 
@@ -27,10 +29,12 @@ constexpr uint32_t kCredit = 1;
 constexpr uint32_t kProbe = 2;
 constexpr uint32_t kAbort = 3;
 constexpr uint32_t kLines = 4;
-// Tags on the TCP connections, from Options::tags: the key exchange, the board (transport/wire.cpp
-// uses tags + 1 to tags + 3).
-constexpr uint32_t kKeysTag = 0;
-constexpr uint32_t kBoardTags = 0x100;
+// Tags on the group's connections, from Options::tags: the ports at the open, the links
+// (transport/wire.cpp uses tags + 1 and tags + 2, the socket wire tags + 3).
+constexpr uint32_t kPortTag = 0;
+constexpr uint32_t kLinkTag = 4;
+// How long Abort tries to reach the members it has no link with, in all.
+constexpr std::chrono::milliseconds kNewsTime{1000};
 // The wire's queue pairs: local ACK timeout 4.096 us * 2^18 (1.07 s), 6 retries (7 would mean
 // retrying for ever): a dead peer fails a transfer after about 7.5 s; a transfer that sees no
 // completion for 30 s is abandoned.
@@ -42,9 +46,48 @@ constexpr std::chrono::milliseconds kProbeAfter{1000};
 
 }  // namespace
 
+// What members tell each other over the group: at the open its port (kPort: the port's
+// address, or why it has none, and the slot count), then per pair its queue pair and area
+// (kLink), that it connected (kReady), or that it aborted (kAbort, code).
+struct RdmaWire::Card {
+  static constexpr uint32_t kMagic = 0x574d4448;  // "HDMW"
+  enum Kind : uint32_t { kPort = 1, kLink = 2, kReady = 3, kAbort = 4 };
+
+  uint32_t magic = kMagic;
+  uint32_t kind = 0;
+  uint32_t state = verbs::EndpointHeader::kReady;  // kPort
+  uint32_t slots = 0;                              // kPort
+  uint64_t code = 0;                               // kAbort
+  verbs::EndpointHeader port = {};                 // kPort
+  verbs::QpEndpoint qp = {};                       // kLink
+  verbs::RemoteBuffer area = {};                   // kLink
+};
+
+namespace {
+
+// @blob as a card (of a size and magic that say so), or nullopt.
+template <typename Card>
+std::optional<Card> AsCard(std::span<const std::byte> blob) {
+  Card c;
+  if (blob.size() != sizeof(Card)) {
+    return std::nullopt;
+  }
+  std::memcpy(&c, blob.data(), sizeof(c));
+  return c.magic == Card::kMagic ? std::optional<Card>(c) : std::nullopt;
+}
+
+}  // namespace
+
+struct RdmaWire::Peer {
+  UniqueMapping area;  // this member's area for the peer
+  std::unique_ptr<verbs::MemoryRegion> mr;
+  verbs::RemoteBuffer remote;  // the peer's area for this member
+  bool ready = false;          // both ends connected: flags reach it
+};
+
 RdmaWire::RdmaWire(bootstrap::Group &group, std::vector<uint32_t> members, uint32_t me,
                    const Options &options)
-    : Wire(group, std::move(members), me, options) {}
+    : Wire(group, std::move(members), me, options), ports_(size()), peers_(size()) {}
 
 RdmaWire::~RdmaWire() = default;
 
@@ -52,132 +95,243 @@ Expected<std::unique_ptr<Wire>> RdmaWire::Open(bootstrap::Group &group,
                                                std::vector<uint32_t> members, uint32_t me,
                                                const Options &options, Clock::time_point deadline) {
   std::unique_ptr<RdmaWire> w(new RdmaWire(group, std::move(members), me, options));
-  const GroupBoard board(group, w->members_, options.tags + kBoardTags);
-  verbs::LinkOptions link = verbs::LinkOptions::FromEnvironment();
-  link.timeout = std::chrono::duration_cast<std::chrono::milliseconds>(
-      std::max(deadline - Clock::now(), Clock::duration::zero()));
-  // Between servers the network and a loaded peer stall for longer than inside one: longer
-  // between retries, and patience with a link that only stalls.
-  link.ack_timeout = kAckTimeout;
-  link.retry_count = kRetryCount;
-  link.progress_timeout = kProgressTimeout;
-  auto links = verbs::Links::Establish(board, link);
-  if (!links.ok()) {
-    return Error(links.status().code(), "links between the servers: {}", links.status().message());
-  }
-  if (!*links) {
+  bool none = false;
+  HZC_RETURN_IF_ERROR(w->Setup(deadline, &none));
+  if (none) {
     return std::unique_ptr<Wire>();
   }
-  w->links_ = std::move(*links);
-  HZC_RETURN_IF_ERROR(w->Register());
-  HZC_RETURN_IF_ERROR(w->ExchangeKeys(deadline));
   LogDebug("wire: rank {} is member {} of {} ({} port {})", group.rank(), me, w->size(),
            w->links_->port().device, w->links_->port().port_num);
   return std::unique_ptr<Wire>(std::move(w));
 }
 
-Status RdmaWire::Register() {
-  const size_t len = AreaBytes();
-  area_ = UniqueMapping::Map(len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1);
-  if (!area_.valid()) {
-    return Error(HCCL_E_MEMORY, "wire: cannot map {} bytes for the landing slots: {}", len,
-                 ErrnoString(errno));
+Status RdmaWire::Setup(Clock::time_point deadline, bool *none) {
+  verbs::LinkOptions link = verbs::LinkOptions::FromEnvironment();
+  // Between servers the network and a loaded peer stall for longer than inside one: longer
+  // between retries, and patience with a link that only stalls.
+  link.ack_timeout = kAckTimeout;
+  link.retry_count = kRetryCount;
+  link.progress_timeout = kProgressTimeout;
+  auto links = verbs::Links::OpenLazy(me_, size(), link);
+  static_assert(sizeof(Card) == 104, "cards travel as they are: one layout on every member");
+  Card mine{.kind = Card::kPort, .slots = options_.slots};
+  if (!links.ok()) {
+    mine.state = verbs::EndpointHeader::kFailed;
+  } else if (!*links) {
+    mine.state = verbs::EndpointHeader::kNoRdmaDevice;
+  } else {
+    links_ = std::move(*links);
+    mine.port = links_->Header();
   }
-  auto mr = links_->Register(area_.get(), len);
-  if (!mr.ok()) {
-    return mr.status();
+  // Every member learns every member's state, so that none waits for a link another never makes.
+  auto all =
+      group_.AllGatherFixed(members_, options_.tags + kPortTag, std::as_bytes(std::span(&mine, 1)),
+                            deadline, "the RDMA ports of the servers");
+  if (!links.ok()) {
+    return Error(links.status().code(), "links between the servers: {}", links.status().message());
   }
-  mr_ = std::move(*mr);
-  return Status::Ok();
-}
-
-Status RdmaWire::ExchangeKeys(Clock::time_point deadline) {
-  const verbs::RemoteBuffer mine = mr_->remote();
-  auto all = group_.AllGatherFixed(members_, options_.tags + kKeysTag, verbs::Bytes(mine), deadline,
-                                   "the landing slots of the servers");
   if (!all.ok()) {
     return all.status();
   }
-  remote_.resize(members_.size());
-  for (size_t i = 0; i < members_.size(); ++i) {
-    const auto &blob = (*all)[i];
-    if (blob.size() != sizeof(verbs::RemoteBuffer)) {
-      return Error(HCCL_E_ROCE_CONNECT, "wire: rank {} sent {} bytes for its landing slots",
-                   members_[i], blob.size());
+  std::vector<uint32_t> failed, no_device, slots;
+  for (uint32_t i = 0; i < size(); ++i) {
+    const std::optional<Card> card = AsCard<Card>((*all)[i]);
+    if (!card || card->kind != Card::kPort) {
+      return Error(HCCL_E_ROCE_CONNECT, "wire: rank {} sent {} bytes that are not its RDMA port",
+                   members_[i], (*all)[i].size());
     }
-    std::memcpy(&remote_[i], blob.data(), sizeof(verbs::RemoteBuffer));
-    // The area's size follows from the member count and the slot count alone.
-    if (remote_[i].length != mr_->length()) {
-      return Error(HCCL_E_PARA,
-                   "wire: rank {} registered {} bytes for its landing slots, rank {} {} ({} "
-                   "slots per peer): the members' slot counts differ",
-                   members_[i], remote_[i].length, group_.rank(), mr_->length(), options_.slots);
+    const Card &c = *card;
+    if (c.state == verbs::EndpointHeader::kNoRdmaDevice) {
+      no_device.push_back(members_[i]);
+    } else if (c.state != verbs::EndpointHeader::kReady) {
+      failed.push_back(members_[i]);
+    } else if (c.slots != options_.slots) {
+      slots.push_back(members_[i]);
     }
+    ports_[i] = c.port;
+  }
+  if (!failed.empty()) {
+    return Error(HCCL_E_ROCE_CONNECT,
+                 "links between the servers: rank(s) {} failed to open their RDMA device (see "
+                 "their logs)",
+                 RankList(failed));
+  }
+  if (!no_device.empty()) {
+    if (links_) {
+      LogWarn("verbs: rank(s) {} have no RDMA device: no RDMA between the servers",
+              RankList(no_device));
+    }
+    links_.reset();
+    *none = true;
+    return Status::Ok();
+  }
+  if (!slots.empty()) {
+    return Error(HCCL_E_PARA,
+                 "wire: rank(s) {} registered another slot count than rank {} ({} slots per "
+                 "peer): the members' slot counts differ",
+                 RankList(slots), group_.rank(), options_.slots);
+  }
+  return Status::Ok();  // a port of another link layer fails the pair's link (ConnectPeer)
+}
+
+uint32_t RdmaWire::links() const {
+  return static_cast<uint32_t>(
+      std::count_if(peers_.begin(), peers_.end(), [](const auto &p) { return p && p->ready; }));
+}
+
+Status RdmaWire::Link(const std::vector<Out> &out, const std::vector<size_t> &in,
+                      Clock::time_point deadline) {
+  std::vector<uint32_t> fresh;
+  for (uint32_t p = 0; p < size(); ++p) {
+    if (p != me_ && (out[p].len != 0 || in[p] != 0) && !(peers_[p] && peers_[p]->ready)) {
+      fresh.push_back(p);
+    }
+  }
+  const uint32_t tag = options_.tags + kLinkTag;
+  // Each end: a queue pair and an area for the other, sent; then both connected; then ready.
+  for (uint32_t p : fresh) {
+    auto peer = std::make_unique<Peer>();
+    const size_t len = AreaBytes();
+    peer->area = UniqueMapping::Map(len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1);
+    if (!peer->area.valid()) {
+      return Error(HCCL_E_MEMORY, "wire: cannot map {} bytes for the landing slots of rank {}: {}",
+                   len, members_[p], ErrnoString(errno));
+    }
+    auto mr = links_->Register(peer->area.get(), len);
+    if (!mr.ok()) {
+      return mr.status();
+    }
+    peer->mr = std::move(*mr);
+    auto qp = links_->AddPeer(p);
+    if (!qp.ok()) {
+      return qp.status();
+    }
+    peers_[p] = std::move(peer);
+    const Card mine{.kind = Card::kLink, .qp = *qp, .area = peers_[p]->mr->remote()};
+    HZC_RETURN_IF_ERROR(
+        group_.Send(members_[p], tag, std::as_bytes(std::span(&mine, 1)), deadline));
+  }
+  for (uint32_t p : fresh) {
+    auto theirs = Expect(p, Card::kLink, deadline);
+    if (!theirs.ok()) {
+      return theirs.status();
+    }
+    if (theirs->area.length != AreaBytes()) {
+      return Error(HCCL_E_ROCE_CONNECT, "wire: rank {} registered {} bytes for this rank, not {}",
+                   members_[p], theirs->area.length, AreaBytes());
+    }
+    HZC_RETURN_IF_ERROR(links_->ConnectPeer(p, ports_[p], theirs->qp));
+    peers_[p]->remote = theirs->area;
+    const Card ready{.kind = Card::kReady};
+    HZC_RETURN_IF_ERROR(
+        group_.Send(members_[p], tag, std::as_bytes(std::span(&ready, 1)), deadline));
+  }
+  for (uint32_t p : fresh) {
+    HZC_RETURN_IF_ERROR(Expect(p, Card::kReady, deadline).status());
+    peers_[p]->ready = true;
+  }
+  if (!fresh.empty()) {
+    LogDebug("wire: rank {} linked with {} more member(s) ({} in all)", group_.rank(), fresh.size(),
+             links());
   }
   return Status::Ok();
 }
 
-// The area: the flag lines peers write (kLines per member), the out flag lines this member
-// writes from (the same, then one ready source per member and slot), the landing slots
-// ([member][slot]) and the outbox slots ([member][slot]).
+Expected<RdmaWire::Card> RdmaWire::Expect(uint32_t p, uint32_t kind, Clock::time_point deadline) {
+  auto blob = group_.Recv(members_[p], options_.tags + kLinkTag, deadline);
+  if (!blob.ok()) {
+    return Error(blob.status().code(), "wire: linking with rank {} (another server): {}",
+                 members_[p], blob.status().message());
+  }
+  const std::optional<Card> card = AsCard<Card>(*blob);
+  if (!card) {
+    return Error(HCCL_E_ROCE_CONNECT, "wire: rank {} sent {} bytes that are not a link card",
+                 members_[p], blob->size());
+  }
+  const Card &c = *card;
+  if (c.kind == Card::kAbort) {
+    return Error(HCCL_E_REMOTE, "rank {} (another server) failed the call with code {}",
+                 members_[p], c.code);
+  }
+  if (c.kind != kind) {
+    return Error(HCCL_E_ROCE_CONNECT, "wire: rank {} sent a link card of kind {}, not {}",
+                 members_[p], c.kind, kind);
+  }
+  return c;
+}
+
+// The area for a member: the flag lines the member writes (kLines), the out flag lines this
+// member writes from (kLines, then one ready source per slot), the landing slots and the
+// outbox slots.
 size_t RdmaWire::FlagBytes() const {
-  const size_t lines = (kLines + options_.slots) * members_.size();
+  const size_t lines = kLines + options_.slots;
   return (lines * kLine + kPage - 1) / kPage * kPage;
 }
 
 size_t RdmaWire::AreaBytes() const {
-  return 2 * FlagBytes() + 2 * members_.size() * options_.slots * kChunk;
+  return 2 * FlagBytes() + 2 * size_t{options_.slots} * kChunk;
 }
 
-uint64_t RdmaWire::FlagOffset(uint32_t line, uint32_t p) const {
-  return (uint64_t{line} * members_.size() + p) * kLine;
+uint64_t RdmaWire::FlagOffset(uint32_t line) {
+  return uint64_t{line} * kLine;
 }
 
-uint64_t RdmaWire::LandingOffset(uint32_t p, uint32_t slot) const {
-  return 2 * FlagBytes() + (uint64_t{p} * options_.slots + slot) * kChunk;
+uint64_t RdmaWire::LandingOffset(uint32_t slot) const {
+  return 2 * FlagBytes() + uint64_t{slot} * kChunk;
 }
 
 uint64_t *RdmaWire::Flag(uint32_t line, uint32_t p) const {
-  return reinterpret_cast<uint64_t *>(area_.as<uint8_t>() + FlagOffset(line, p));
+  return reinterpret_cast<uint64_t *>(peers_[p]->area.as<uint8_t>() + FlagOffset(line));
 }
 
 uint64_t *RdmaWire::OutFlag(uint32_t line, uint32_t p) const {
-  return reinterpret_cast<uint64_t *>(area_.as<uint8_t>() + FlagBytes() + FlagOffset(line, p));
+  return reinterpret_cast<uint64_t *>(peers_[p]->area.as<uint8_t>() + FlagBytes() +
+                                      FlagOffset(line));
 }
 
 uint64_t *RdmaWire::ReadySource(uint32_t p, uint32_t slot) const {
-  return OutFlag(kLines, 0) + (uint64_t{p} * options_.slots + slot) * (kLine / sizeof(uint64_t));
+  return OutFlag(kLines + slot, p);
 }
 
 uint8_t *RdmaWire::Landing(uint32_t p, uint32_t slot) const {
-  return area_.as<uint8_t>() + LandingOffset(p, slot);
+  return peers_[p]->area.as<uint8_t>() + LandingOffset(slot);
 }
 
 uint8_t *RdmaWire::Outbox(uint32_t p, uint32_t slot) const {
-  return Landing(p, slot) + members_.size() * options_.slots * kChunk;
+  return Landing(p, slot) + size_t{options_.slots} * kChunk;
 }
 
 verbs::WorkRequest RdmaWire::FlagWrite(uint32_t line, uint32_t p) const {
   return {.peer = p,
-          .mr = mr_.get(),
+          .mr = peers_[p]->mr.get(),
           .local = OutFlag(line, p),
           .length = sizeof(uint64_t),
-          .remote_addr = remote_[p].addr + FlagOffset(line, me_),
-          .rkey = remote_[p].rkey};
+          .remote_addr = peers_[p]->remote.addr + FlagOffset(line),
+          .rkey = peers_[p]->remote.rkey};
 }
 
 Status RdmaWire::Probe(uint32_t p) {
   if (std::string why = group_.Broken(members_[p]); !why.empty()) {
     return Error(HCCL_E_REMOTE, "rank {} (another server) is gone: {}", members_[p], why);
   }
+  // A member that aborted before it knew this one had linked with it said so over the group.
+  if (auto card = group_.Recv(members_[p], options_.tags + kLinkTag, Clock::time_point{});
+      card.ok()) {
+    if (const std::optional<Card> c = AsCard<Card>(*card); c && c->kind == Card::kAbort) {
+      return Error(HCCL_E_REMOTE, "rank {} (another server) failed the call with code {}",
+                   members_[p], c->code);
+    }
+    return Error(HCCL_E_ROCE_CONNECT, "wire: rank {} sent a link card after it linked",
+                 members_[p]);
+  }
   // Where the peer writes our flags lies in its area like ours does in ours.
   const verbs::WorkRequest read{.op = verbs::WorkRequest::kRead,
                                 .peer = p,
-                                .mr = mr_.get(),
+                                .mr = peers_[p]->mr.get(),
                                 .local = OutFlag(kProbe, p),
                                 .length = sizeof(uint64_t),
-                                .remote_addr = remote_[p].addr + FlagOffset(kReady, me_),
-                                .rkey = remote_[p].rkey};
+                                .remote_addr = peers_[p]->remote.addr + FlagOffset(kReady),
+                                .rkey = peers_[p]->remote.rkey};
   if (Status st = Execute({&read, 1}); !st.ok()) {
     return Error(st.code(), "rank {} (another server) does not answer: {}", members_[p],
                  st.message());
@@ -224,18 +378,19 @@ Status RdmaWire::Turn(const std::vector<Out> &out, const std::vector<size_t> &in
       std::memcpy(Outbox(p, slot), out[p].data + (*sent)[p], len);
       *ReadySource(p, slot) = ++sent_[p];
       (*sent)[p] += len;
+      const Peer &peer = *peers_[p];
       wrs.push_back({.peer = p,
-                     .mr = mr_.get(),
+                     .mr = peer.mr.get(),
                      .local = Outbox(p, slot),
                      .length = len,
-                     .remote_addr = remote_[p].addr + LandingOffset(me_, slot),
-                     .rkey = remote_[p].rkey});
+                     .remote_addr = peer.remote.addr + LandingOffset(slot),
+                     .rkey = peer.remote.rkey});
       wrs.push_back({.peer = p,
-                     .mr = mr_.get(),
+                     .mr = peer.mr.get(),
                      .local = ReadySource(p, slot),
                      .length = sizeof(uint64_t),
-                     .remote_addr = remote_[p].addr + FlagOffset(kReady, me_),
-                     .rkey = remote_[p].rkey});
+                     .remote_addr = peer.remote.addr + FlagOffset(kReady),
+                     .rkey = peer.remote.rkey});
       touched[p] = true;
     }
   }
@@ -276,6 +431,7 @@ Status RdmaWire::Idle(const std::vector<Out> &out, const std::vector<size_t> &in
 
 Status RdmaWire::Move(const std::vector<Out> &out, const std::vector<size_t> &in, const Sink &sink,
                       Clock::time_point deadline) {
+  HZC_RETURN_IF_ERROR(Link(out, in, deadline));
   std::vector<size_t> sent(size()), received(size());
   std::vector<Clock::time_point> progress(size(), Clock::now());
   auto more = [&] {
@@ -318,9 +474,12 @@ Status RdmaWire::Execute(std::span<const verbs::WorkRequest> wrs) {
 
 Status RdmaWire::CheckAborts() const {
   for (uint32_t p = 0; p < size(); ++p) {
+    if (!peers_[p] || !peers_[p]->ready) {
+      continue;
+    }
     const uint64_t code =
         std::atomic_ref<uint64_t>(*Flag(kAbort, p)).load(std::memory_order_acquire);
-    if (p != me_ && code != 0) {
+    if (code != 0) {
       return Error(HCCL_E_REMOTE, "rank {} (another server) failed the call with code {}",
                    members_[p], code);
     }
@@ -329,21 +488,28 @@ Status RdmaWire::CheckAborts() const {
 }
 
 void RdmaWire::Tell(HcclResult code) {
-  if (!mr_ || remote_.size() != size()) {
-    return;  // no peer knows our area yet: they fail on their own
+  if (!links_) {
+    return;
   }
-  std::vector<verbs::WorkRequest> wrs;
+  // Each linked member's flag alone: a broken link to one must not keep the others uninformed.
+  // The others learn it over the group, when they link with this member (or wait to).
+  const auto until = Clock::now() + kNewsTime;
+  const Card news{.kind = Card::kAbort, .code = static_cast<uint64_t>(code)};
   for (uint32_t p = 0; p < size(); ++p) {
     if (p == me_) {
       continue;
     }
-    *OutFlag(kAbort, p) = static_cast<uint64_t>(code);
-    wrs.push_back(FlagWrite(kAbort, p));
-  }
-  // Each request goes alone: a broken link to one member must not keep the others uninformed.
-  for (const verbs::WorkRequest &wr : wrs) {
-    if (Status st = links_->Execute({&wr, 1}); !st.ok()) {
-      LogDebug("wire: cannot tell rank {} of the abort: {}", members_[wr.peer], st.message());
+    if (peers_[p] && peers_[p]->ready) {
+      *OutFlag(kAbort, p) = static_cast<uint64_t>(code);
+      const verbs::WorkRequest wr = FlagWrite(kAbort, p);
+      if (Status st = links_->Execute({&wr, 1}); !st.ok()) {
+        LogDebug("wire: cannot tell rank {} of the abort: {}", members_[p], st.message());
+      }
+    } else if (Status st = group_.Send(
+                   members_[p], options_.tags + kLinkTag, std::as_bytes(std::span(&news, 1)),
+                   std::max(until, Clock::now() + std::chrono::milliseconds(50)));
+               !st.ok()) {
+      LogDebug("wire: cannot tell rank {} of the abort: {}", members_[p], st.message());
     }
   }
 }

@@ -2,7 +2,7 @@
 // The RDMA wire (transport/wire.h): RDMA links among the wire's members, set up over the
 // communicator's TCP connections.
 //
-// Each member registers one area: per peer, Options::slots landing slots of kChunk bytes,
+// Each member registers one area per linked peer: Options::slots landing slots of kChunk bytes,
 // as many outbox slots and the flag lines. A transfer moves each peer's message in chunks,
 // chunk k of the stream to a peer (counted over the wire's life) through slot k % slots: the
 // sender may write chunk k once the peer has consumed chunk k - slots (the peer's credit
@@ -16,15 +16,22 @@
 // 8-byte RDMA READ of its flags, which fails once the queue pair's retries run out when the
 // peer's server or its link is gone) and asks the TCP connection, so a dead peer fails the
 // transfer with HCCL_E_ROCE_TRANSFER or HCCL_E_REMOTE naming it long before the deadline.
-// Every pair is linked when the wire opens (one queue pair and 2 * slots * kChunk registered
-// bytes per peer), unlike the TCP wire's pairs, which connect at their first transfer.
+//
+// Setup, when the wire opens: every member opens its RDMA port and sends the others its port's
+// address (GID, LID, MTU, link layer) and slot count over the group (Bruck's all-gather); no
+// queue pair is made then. A pair links when a transfer first moves bytes between its members
+// (an algorithm's neighbours): each makes a queue pair and registers its area for the other
+// (Options::slots landing and outbox slots and the flag lines: 2 * slots * kChunk bytes), they
+// swap the queue pairs' numbers and the areas' keys over the group, connect, and tell each other
+// they are ready (two messages each way). A member keeps the links its algorithms use. Abort
+// writes the abort flag of every linked member and tells each other member over the group, where
+// a member that links with it, now or later, learns it (HCCL_E_REMOTE naming this rank).
 #pragma once
 
 #include <memory>
 #include <span>
 #include <vector>
 
-#include "base/unique_mapping.h"
 #include "transport/wire.h"
 #include "verbs/links.h"
 
@@ -40,18 +47,28 @@ class RdmaWire final : public Wire {
   ~RdmaWire() override;
 
   const char *kind() const override { return "RDMA"; }
-  uint32_t links() const override { return size() - 1; }
+  uint32_t links() const override;
 
  private:
+  struct Card;  // what members tell each other over the group (rdma_wire.cpp)
+  struct Peer;  // a member this one links with
+
   RdmaWire(bootstrap::Group &group, std::vector<uint32_t> members, uint32_t me,
            const Options &options);
+
+  // Open the port and swap ports with the members; false in *@none when a member has none.
+  Status Setup(Clock::time_point deadline, bool *none);
+  // Link with every member that @out or @in moves bytes with and this one has no link to yet.
+  Status Link(const std::vector<Out> &out, const std::vector<size_t> &in,
+              Clock::time_point deadline);
+  // Member @p's next card on the link tag, of @kind: HCCL_E_REMOTE when it says @p aborted,
+  // HCCL_E_ROCE_CONNECT when it is not a card of that kind.
+  Expected<Card> Expect(uint32_t p, uint32_t kind, Clock::time_point deadline);
 
   Status Move(const std::vector<Out> &out, const std::vector<size_t> &in, const Sink &sink,
               Clock::time_point deadline) override;
   void Tell(HcclResult code) override;
 
-  Status Register();
-  Status ExchangeKeys(Clock::time_point deadline);
   // One turn of Move on the chunks still to go (@sent, @received: bytes per member): hand
   // every chunk that has arrived to @sink, then post the credits for them and every chunk the
   // peers' credits allow. *@moved: whether anything was consumed or posted; @progress[p] is
@@ -65,7 +82,7 @@ class RdmaWire final : public Wire {
               const std::vector<size_t> &sent, const std::vector<size_t> &received,
               std::vector<Clock::time_point> *progress, Clock::time_point deadline);
   Status Probe(uint32_t p);
-  // A member that aborted (Abort), as an error.
+  // A linked member that aborted (Abort), as an error.
   Status CheckAborts() const;
   // links_->Execute, its errors naming the members' ranks.
   Status Execute(std::span<const verbs::WorkRequest> wrs);
@@ -73,6 +90,7 @@ class RdmaWire final : public Wire {
   // An RDMA WRITE of this member's out flag @line for @p into @p's flag @line for this member.
   verbs::WorkRequest FlagWrite(uint32_t line, uint32_t p) const;
 
+  // The lines and slots of the area for member @p (the same layout on both sides).
   uint64_t *Flag(uint32_t line, uint32_t p) const;
   uint64_t *OutFlag(uint32_t line, uint32_t p) const;
   // Where the ready flag of chunk slot @slot to @p is written from (one per slot: a batch
@@ -80,15 +98,14 @@ class RdmaWire final : public Wire {
   uint64_t *ReadySource(uint32_t p, uint32_t slot) const;
   uint8_t *Landing(uint32_t p, uint32_t slot) const;
   uint8_t *Outbox(uint32_t p, uint32_t slot) const;
-  uint64_t FlagOffset(uint32_t line, uint32_t p) const;
-  uint64_t LandingOffset(uint32_t p, uint32_t slot) const;
+  static uint64_t FlagOffset(uint32_t line);
+  uint64_t LandingOffset(uint32_t slot) const;
   size_t FlagBytes() const;
   size_t AreaBytes() const;
 
   std::unique_ptr<verbs::Links> links_;
-  UniqueMapping area_;
-  std::unique_ptr<verbs::MemoryRegion> mr_;
-  std::vector<verbs::RemoteBuffer> remote_;  // [member]
+  std::vector<verbs::EndpointHeader> ports_;  // [member]
+  std::vector<std::unique_ptr<Peer>> peers_;  // [member]: null until a transfer links it
 };
 
 }  // namespace hzc::transport

@@ -6,9 +6,9 @@
 //                                 by a protocol between the processes
 //                                 (transport/memfd_directory.h);
 //   network (transport/wire.h)    messages between the servers of a communicator that spans
-//                                 servers: RDMA WRITE into registered landing slots, set up
-//                                 over its TCP connections (transport/rdma_wire.h,
-//                                 transport/group_board.h), or TCP connections of its own
+//                                 servers: RDMA WRITE into registered landing slots, each
+//                                 pair linked over its TCP connections at its first transfer
+//                                 (transport/rdma_wire.h), or TCP connections of its own
 //                                 (transport/socket_wire.h).
 // The kernel and memfd transports implement Transport below; the process uses one of them,
 // chosen once (Process). The network transport moves messages between servers; it reaches no

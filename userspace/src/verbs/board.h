@@ -50,8 +50,7 @@ Status BoardWaitError(const Status &failed, std::string_view what, uint32_t key,
                       std::span<const uint32_t> missing, uint32_t nranks);
 
 // Where link setup meets: every rank publishes a blob under a key and waits for every rank's
-// blob of that key. Inside a server the kernel domain board (Board); across servers the
-// communicator's TCP connections (transport/group_board.h).
+// blob of that key: the kernel domain board of the ranks inside a server (Board).
 class BlobBoard {
  public:
   virtual ~BlobBoard() = default;

@@ -409,6 +409,18 @@ Endpoint Links::LocalEndpoint() const {
   return ep;
 }
 
+Expected<std::unique_ptr<Links>> Links::OpenLazy(uint32_t rank, uint32_t nranks,
+                                                 const LinkOptions &options) {
+  if (nranks == 0 || rank >= nranks) {
+    return Error(HCCL_E_PARA, "link setup: rank {} of {}", rank, nranks);
+  }
+  auto links = Open(rank, nranks, options);
+  if (links.ok() && *links) {
+    HZC_RETURN_IF_ERROR((*links)->CreateDomain());
+  }
+  return links;
+}
+
 Expected<std::unique_ptr<Links>> Links::Open(uint32_t rank, uint32_t nranks,
                                              const LinkOptions &options) {
   auto spec = ParseRdmaDeviceSpec(options.device);

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // RDMA links of a communicator: one reliable-connected queue pair per peer on one device
-// port, set up through the kernel domain board; memory registration; RDMA WRITE / READ
+// port, set up through the kernel domain board (or one peer at a time: OpenLazy); memory
+// registration; RDMA WRITE / READ
 // into peers' registered memory with completion by CQ polling.
 //
 // Use (every rank of the domain, at about the same time):
@@ -191,6 +192,12 @@ class Links {
   static Expected<std::unique_ptr<Links>> Establish(const BlobBoard &board,
                                                     const LinkOptions &options);
 
+  // Links to be made one peer at a time (AddPeer, then ConnectPeer once the peer's queue pair
+  // is known, exchanged by the caller): the port, protection domain and completion queue for
+  // up to @nranks - 1 peers, no queue pair yet. A null Links when there is no RDMA device with
+  // an active port. Errors as Establish's.
+  static Expected<std::unique_ptr<Links>> OpenLazy(uint32_t rank, uint32_t nranks,
+                                                   const LinkOptions &options);
   // This rank's port, as a peer connects to it.
   EndpointHeader Header() const;
   // A queue pair for @peer, which has none: its number and first PSN, for the peer.
