@@ -79,6 +79,7 @@ struct Group::Impl {
     // What the peer sent on it, cut into frames (bootstrap/frames.h): a group holds at most
     // 2 * (ranks - 1) * FrameInput::kMaxQueuedBytes of them, besides what the sockets hold.
     FrameInput input;
+    bool ended = false;  // read to its end (or its error): nothing more comes on it
   };
   struct Peer {
     std::string address;
@@ -94,6 +95,14 @@ struct Group::Impl {
     // name: each Group names the peer by its own rank numbers.
     HcclResult broken_code = HCCL_SUCCESS;
     std::string broken_before, broken_after;
+    // The end of a connection (its code and words), noted once no connection with the peer is
+    // left to read and none is on its way (Pump).
+    HcclResult end_code = HCCL_SUCCESS;
+    std::string end_why;
+    // A connection with the peer on its way: until then the peer's dial is in its handshake
+    // here (it may have sent its last messages on it already), or this rank dials it.
+    Clock::time_point handshake_until{};
+    bool dialing = false;
     // Held for a whole frame sent to the peer (and for dialing it), so that frames of two
     // threads never mix.
     std::unique_ptr<std::mutex> sending = std::make_unique<std::mutex>();
@@ -175,17 +184,19 @@ void Group::Impl::Reject(uint32_t p, std::string after) {
   }
 }
 
-// Read what @p has sent, without waiting, into its queues; notes the end of a connection once
-// every connection was read: the peer's last message may wait on one of its two connections when
-// the other has ended already (two ranks that dialed each other at once, the peer's group closed
-// right after its last send, the connection it had dialed reset before its handshake was done).
+// Read what @p has sent, without waiting, into its queues; notes the peer's end once every
+// connection with it has ended and none is on its way: the peer's last message may wait on one
+// of its two connections when the other has ended already (two ranks that dialed each other at
+// once, the peer's group closed right after its last send: the connection it had dialed reset
+// before its handshake was done, or still in its handshake with this rank's listener thread, or
+// its data behind the other's end on the network).
 void Group::Impl::Pump(uint32_t p) {
   Peer &peer = peers[p];
   std::byte buf[64 * 1024];
-  HcclResult end_code = HCCL_SUCCESS;
-  std::string end_why;
+  HcclResult &end_code = peer.end_code;
+  std::string &end_why = peer.end_why;
   for (Conn &c : peer.conns) {
-    while (c.fd.valid() && !peer.broken()) {
+    while (c.fd.valid() && !c.ended && !peer.broken()) {
       const ssize_t n = recv(c.fd.get(), buf, sizeof(buf), MSG_DONTWAIT);
       if (n > 0) {
         if (std::string why = c.input.Add({buf, static_cast<size_t>(n)}); !why.empty()) {
@@ -199,6 +210,7 @@ void Group::Impl::Pump(uint32_t p) {
       if (n < 0 && errno == EINTR) {
         continue;
       }
+      c.ended = true;
       if (end_code == HCCL_SUCCESS && n == 0) {
         // A message cut off by the end is not received: its bytes so far are dropped.
         end_code = HCCL_E_REMOTE;
@@ -217,8 +229,15 @@ void Group::Impl::Pump(uint32_t p) {
       break;
     }
   }
-  if (end_code != HCCL_SUCCESS) {
-    Break(p, end_code, "", std::move(end_why));
+  if (end_code == HCCL_SUCCESS || peer.broken()) {
+    return;
+  }
+  const bool open = std::any_of(peer.conns.begin(), peer.conns.end(),
+                                [](const Conn &c) { return c.fd.valid() && !c.ended; });
+  const bool coming = peer.dialing || (Clock::now() < peer.handshake_until &&
+                                       !peer.conns[kAccepted].fd.valid());
+  if (!open && !coming) {
+    Break(p, end_code, "", end_why);
   }
 }
 
@@ -235,9 +254,12 @@ Status Group::Impl::Write(uint32_t to, std::string_view name, const std::byte *d
     who.clear();
     for (uint32_t p = 0; p < size(); ++p) {
       for (const Conn &c : peers[p].conns) {
-        if (p != rank && c.fd.valid() && !peers[p].broken()) {
-          fds.push_back(
-              {c.fd.get(), static_cast<short>(POLLIN | (c.fd.get() == out ? POLLOUT : 0)), 0});
+        // An ended connection is not read again; the one sent on is still written (its error
+        // breaks the peer).
+        const short events = static_cast<short>((c.ended ? 0 : POLLIN) |
+                                                 (c.fd.get() == out ? POLLOUT : 0));
+        if (p != rank && c.fd.valid() && events != 0 && !peers[p].broken()) {
+          fds.push_back({c.fd.get(), events, 0});
           who.push_back(p);
         }
       }
@@ -283,6 +305,9 @@ void Group::Impl::Add(uint32_t p, int which, UniqueFd fd) {
     if (peer.send < 0) {
       peer.send = which;
     }
+    if (which == kAccepted) {
+      peer.handshake_until = {};
+    }
   }
   connected.notify_all();
 }
@@ -298,7 +323,17 @@ Status Group::Impl::Reach(uint32_t p, std::string_view name, Clock::time_point d
     if (peers[p].connected()) {
       return Status::Ok();
     }
+    peers[p].dialing = true;
   }
+  // Until the connection is added (or the dial failed), the peer's end waits for it.
+  struct Dialing {
+    Impl &impl;
+    uint32_t p;
+    ~Dialing() {
+      const std::lock_guard lock(impl.mutex);
+      impl.peers[p].dialing = false;
+    }
+  } dialing{*this, p};
   // Every rank listened before the rendezvous gave out the addresses: a rank that refuses has
   // closed its group (its communicator was destroyed, or its process ended).
   bool refused = false;
@@ -401,6 +436,11 @@ void Group::Impl::AnswerDialer(HelloReader &reader, HelloReader::Hello conn) {
   }
   conn.state.assign(reinterpret_cast<const char *>(&h), sizeof(h));
   conn.state.append(reinterpret_cast<const char *>(nonce->data()), nonce->size());
+  {
+    // The dialer may send its messages right after its proof: its end waits for them.
+    const std::lock_guard lock(mutex);
+    peers[from].handshake_until = Clock::now() + kHelloTime;
+  }
   reader.Again(std::move(conn));
 }
 
@@ -421,6 +461,10 @@ std::optional<uint32_t> Group::Impl::CheckProof(const HelloReader &reader,
     }
   }
   if (!why.empty()) {
+    {
+      const std::lock_guard lock(mutex);
+      peers[from].handshake_until = {};
+    }
     reader.LogDropped(conn.peer, fmt::format("rank {} not admitted: {}", from, why));
     return std::nullopt;
   }
@@ -574,11 +618,17 @@ Expected<Group::Blob> Group::Recv(uint32_t peer, uint32_t tag, Clock::time_point
     std::array<pollfd, 2> fds{};
     nfds_t n = 0;
     for (const Impl::Conn &c : p.conns) {
-      if (c.fd.valid()) {
+      if (c.fd.valid() && !c.ended) {
         fds[n++] = {c.fd.get(), POLLIN, 0};
       }
     }
     const Clock::time_point slice = std::min(deadline, Clock::now() + kRecvSlice);
+    if (n == 0 && p.end_code != HCCL_SUCCESS) {
+      // Its connections ended, one more is on its way (Pump): wait for it, or for its time.
+      impl_->connected.wait_until(lock, slice);
+      impl_->Pump(from);
+      continue;
+    }
     if (n == 0 && Clock::now() >= probe_at) {
       lock.unlock();
       {

@@ -20,8 +20,9 @@
 // Over them ranks send small tagged messages: link-setup blobs (queue pairs, GIDs), memory
 // keys, and the errors a rank reports before it gives up. A connection that ends (the peer
 // process died, its server went away and the kernel reset the connection) fails every later
-// send to and receive from that peer with HCCL_E_REMOTE naming the peer, once what already
-// arrived on its connections was read (its last message may wait on the other one).
+// send to and receive from that peer with HCCL_E_REMOTE naming the peer, once every connection
+// with it has ended and was read to its end, and none is still in its handshake here (its last
+// message may wait on the other one, or behind that one's handshake, for at most 2 s).
 //
 // Messages are framed (space, tag, length, payload; at most 1 MiB); a receive of tag T from peer
 // p keeps frames of other spaces and tags that arrive first for their own receive, within bounds:
