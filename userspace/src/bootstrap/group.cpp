@@ -234,8 +234,8 @@ void Group::Impl::Pump(uint32_t p) {
   }
   const bool open = std::any_of(peer.conns.begin(), peer.conns.end(),
                                 [](const Conn &c) { return c.fd.valid() && !c.ended; });
-  const bool coming = peer.dialing || (Clock::now() < peer.handshake_until &&
-                                       !peer.conns[kAccepted].fd.valid());
+  const bool coming =
+      peer.dialing || (Clock::now() < peer.handshake_until && !peer.conns[kAccepted].fd.valid());
   if (!open && !coming) {
     Break(p, end_code, "", end_why);
   }
@@ -256,8 +256,8 @@ Status Group::Impl::Write(uint32_t to, std::string_view name, const std::byte *d
       for (const Conn &c : peers[p].conns) {
         // An ended connection is not read again; the one sent on is still written (its error
         // breaks the peer).
-        const short events = static_cast<short>((c.ended ? 0 : POLLIN) |
-                                                 (c.fd.get() == out ? POLLOUT : 0));
+        const short events =
+            static_cast<short>((c.ended ? 0 : POLLIN) | (c.fd.get() == out ? POLLOUT : 0));
         if (p != rank && c.fd.valid() && events != 0 && !peers[p].broken()) {
           fds.push_back({c.fd.get(), events, 0});
           who.push_back(p);
