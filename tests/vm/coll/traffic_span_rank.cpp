@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -45,9 +46,9 @@ hzc_net_stats Stats() {
 }
 
 // Runs @call once and compares this rank's bytes with @want (a first rank) or with nothing.
-int Measure(const std::string &what, const Expect &want, HcclResult (*call)(void *), void *arg) {
+int Measure(const std::string &what, const Expect &want, const std::function<HcclResult()> &call) {
   const hzc_net_stats before = Stats();
-  if (HcclResult rc = call(arg); rc != HCCL_SUCCESS) {
+  if (HcclResult rc = call(); rc != HCCL_SUCCESS) {
     std::fprintf(stderr, "rank %u: %s: %d\n", g_rank, what.c_str(), rc);
     return rc;
   }
@@ -102,39 +103,27 @@ int TrafficScenario(const std::string &scenario) {
     b.count = m / 4;
     const uint64_t ring = 2 * (s - 1) * (m / s);
     const Expect all_reduce = m < (256 << 10) ? Expect{k * m, k * m} : Expect{ring, ring};
-    if (int rc = Measure(
-            "AllReduce" + size, all_reduce,
-            [](void *a) {
-              auto *x = static_cast<Buffers *>(a);
-              return HcclAllReduce(x->send.data(), x->recv.data(), x->count, HCCL_DATA_TYPE_FP32,
-                                   HCCL_REDUCE_SUM, g_comm, nullptr);
-            },
-            &b)) {
+    if (int rc = Measure("AllReduce" + size, all_reduce, [&] {
+          return HcclAllReduce(b.send.data(), b.recv.data(), b.count, HCCL_DATA_TYPE_FP32,
+                               HCCL_REDUCE_SUM, g_comm, nullptr);
+        })) {
       return rc;
     }
     // AllGather (M: the output): Bruck or the ring, (S-1)/S M each way.
     b.count = m / g_n;
     const Expect gather{(s - 1) * (m / s), (s - 1) * (m / s)};
-    if (int rc = Measure(
-            "AllGather" + size, gather,
-            [](void *a) {
-              auto *x = static_cast<Buffers *>(a);
-              return HcclAllGather(x->send.data(), x->recv.data(), x->count, HCCL_DATA_TYPE_INT8,
-                                   g_comm, nullptr);
-            },
-            &b)) {
+    if (int rc = Measure("AllGather" + size, gather, [&] {
+          return HcclAllGather(b.send.data(), b.recv.data(), b.count, HCCL_DATA_TYPE_INT8, g_comm,
+                               nullptr);
+        })) {
       return rc;
     }
     // ReduceScatter (M: the input): recursive halving or the ring, (S-1)/S M each way.
     b.count = m / 4 / g_n;
-    if (int rc = Measure(
-            "ReduceScatter" + size, gather,
-            [](void *a) {
-              auto *x = static_cast<Buffers *>(a);
-              return HcclReduceScatter(x->send.data(), x->recv.data(), x->count,
-                                       HCCL_DATA_TYPE_FP32, HCCL_REDUCE_SUM, g_comm, nullptr);
-            },
-            &b)) {
+    if (int rc = Measure("ReduceScatter" + size, gather, [&] {
+          return HcclReduceScatter(b.send.data(), b.recv.data(), b.count, HCCL_DATA_TYPE_FP32,
+                                   HCCL_REDUCE_SUM, g_comm, nullptr);
+        })) {
       return rc;
     }
     // Broadcast from rank 0: the binomial tree (the root's first rank sends M to each of its
@@ -156,21 +145,14 @@ int TrafficScenario(const std::string &scenario) {
       // none back); every other sends its block to the S - 2 others.
       bcast = server == 0 ? Expect{2 * (s - 1) * (m / s), 0} : Expect{(s - 2) * (m / s), m};
     }
-    if (int rc = Measure(
-            "Broadcast" + size, bcast,
-            [](void *a) {
-              auto *x = static_cast<Buffers *>(a);
-              return HcclBroadcast(x->send.data(), x->count, HCCL_DATA_TYPE_INT8, 0, g_comm,
-                                   nullptr);
-            },
-            &b)) {
+    if (int rc = Measure("Broadcast" + size, bcast, [&] {
+          return HcclBroadcast(b.send.data(), b.count, HCCL_DATA_TYPE_INT8, 0, g_comm, nullptr);
+        })) {
       return rc;
     }
   }
   // Barrier: dissemination, log2 S messages of 8 bytes each way.
-  return Measure(
-      "Barrier", Expect{8 * k, 8 * k}, [](void *) { return HcclBarrier(g_comm, nullptr); },
-      nullptr);
+  return Measure("Barrier", Expect{8 * k, 8 * k}, [] { return HcclBarrier(g_comm, nullptr); });
 }
 
 }  // namespace hzc::coll_rank
