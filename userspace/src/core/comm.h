@@ -104,6 +104,10 @@ class Communicator {
   std::unique_ptr<CollState> &p2p_state() { return p2p_state_; }
   // p2p_state() once made (stored under the point-to-point calls' lock, with release).
   std::atomic<CollState *> &p2p_state_made() { return p2p_state_made_; }
+  // State of the one-sided calls (coll/one_sided.h), made by the first of them under its
+  // mutex, destroyed with the communicator.
+  std::unique_ptr<CollState> &one_sided_state() { return one_sided_state_; }
+  std::mutex &one_sided_mutex() { return one_sided_mutex_; }
   // Access to the peers' activated memory; nullptr until linked. Valid while the communicator
   // lives.
   transport::PeerMemory *peer_memory() const;
@@ -129,6 +133,8 @@ class Communicator {
   std::atomic<CollState *> coll_state_made_{nullptr};
   std::unique_ptr<CollState> p2p_state_;
   std::atomic<CollState *> p2p_state_made_{nullptr};
+  std::mutex one_sided_mutex_;
+  std::unique_ptr<CollState> one_sided_state_;
 
   mutable std::mutex mutex_;
   std::unique_ptr<transport::Link> link_;  // set once linked

@@ -1,0 +1,457 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "coll/one_sided.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "base/config.h"
+#include "base/log.h"
+#include "bootstrap/group.h"
+#include "coll/reduce.h"
+#include "verbs/links.h"
+
+namespace hzc::coll {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Tag of the exchange's messages on the group's connections (span.cpp, p2p_wire.cpp and the
+// wires use others).
+constexpr uint32_t kDescTag = 0x4000;
+// Between servers, as the RDMA wire's links.
+constexpr uint8_t kAckTimeout = 18;
+constexpr uint8_t kRetryCount = 6;
+constexpr std::chrono::milliseconds kProgressTimeout{30'000};
+// Host memory HCCL registers at most.
+constexpr uint64_t kMaxSize = uint64_t{1} << 40;
+
+// The content of an HcclMemDesc.
+struct Desc {
+  static constexpr char kMagic[8] = {'h', 'z', 'c', '-', 'm', 'e', 'm', 'd'};
+  static constexpr uint32_t kVersion = 1;
+  char magic[8];
+  uint32_t version;
+  uint32_t owner;  // the registering rank
+  uint32_t peer;   // the rank it is for
+  uint32_t rkey;
+  uint64_t comm_tag;
+  uint64_t id;  // the registration's number at its owner
+  uint64_t addr;
+  uint64_t size;
+};
+static_assert(sizeof(Desc) <= sizeof(HcclMemDesc));
+
+std::optional<Desc> Parse(const HcclMemDesc &d) {
+  Desc out;
+  std::memcpy(&out, d.desc, sizeof(out));
+  if (std::memcmp(out.magic, Desc::kMagic, sizeof(out.magic)) != 0 ||
+      out.version != Desc::kVersion) {
+    return std::nullopt;
+  }
+  return out;
+}
+
+// The message of an exchange: this header, then count descriptors.
+struct ExchangeHeader {
+  static constexpr uint32_t kMagic = 0x687a6f73;  // "hzos"
+  uint32_t magic = kMagic;
+  uint32_t count = 0;
+  uint32_t has_link = 0;  // the sender's port and queue pair for this rank follow
+  uint32_t reserved = 0;
+  verbs::EndpointHeader port;
+  verbs::QpEndpoint qp;
+};
+
+struct Registration {
+  uint64_t id;
+  uint32_t peer;
+  uint64_t addr, size;
+  uint32_t refs;
+  std::shared_ptr<const verbs::MemoryRegion> mr;
+};
+
+struct Enabled {
+  uint64_t id;
+  uint64_t addr, size;
+  uint32_t rkey;
+};
+
+struct State : Communicator::CollState {
+  std::unique_ptr<verbs::Links> links;
+  uint64_t tag = 0;
+  uint64_t next_id = 1;
+  std::vector<Registration> mine;
+  std::vector<bool> linked;                    // by rank
+  std::vector<std::vector<Enabled>> enabled;   // by rank
+};
+
+uint64_t CommTag(const Communicator &comm) {
+  uint64_t h = 1469598103934665603ull;  // FNV-1a of the id
+  for (uint8_t b : comm.id()) {
+    h = (h ^ b) * 1099511628211ull;
+  }
+  return h;
+}
+
+// Whether @peer is a rank of another server of @comm (HCCL_E_NOT_SUPPORT naming why not).
+Status AcrossServers(const Communicator &comm, uint32_t peer, const char *name) {
+  if (comm.group() == nullptr) {
+    return Error(HCCL_E_NOT_SUPPORT,
+                 "{}={}: the communicator's ranks are all on this server; one-sided transfers "
+                 "work between servers only",
+                 name, peer);
+  }
+  if (comm.ranks()[peer].host == comm.ranks()[comm.rank()].host) {
+    return Error(HCCL_E_NOT_SUPPORT,
+                 "{}={}: that rank is on this server; one-sided transfers work between servers "
+                 "only",
+                 name, peer);
+  }
+  return Status::Ok();
+}
+
+Status CheckPeer(const Communicator &comm, uint32_t peer, const char *name) {
+  if (peer >= comm.size()) {
+    return Error(HCCL_E_PARA, "{}={}: the communicator has {} ranks", name, peer, comm.size());
+  }
+  if (peer == comm.rank()) {
+    return Error(HCCL_E_PARA, "{}={}: the calling rank itself", name, peer);
+  }
+  return AcrossServers(comm, peer, name);
+}
+
+// The communicator's state, made with its links on first use (under the one-sided mutex).
+Expected<State *> GetState(Communicator &comm) {
+  auto &slot = comm.one_sided_state();
+  if (slot) {
+    return static_cast<State *>(slot.get());
+  }
+  verbs::LinkOptions options = verbs::LinkOptions::FromEnvironment();
+  options.ack_timeout = kAckTimeout;
+  options.retry_count = kRetryCount;
+  options.progress_timeout = kProgressTimeout;
+  auto links = verbs::Links::OpenLazy(comm.rank(), comm.size(), options);
+  if (!links.ok()) {
+    return links.status();
+  }
+  if (!*links) {
+    return Error(HCCL_E_NOT_SUPPORT,
+                 "this server has no RDMA device with an active port: one-sided transfers need "
+                 "RDMA between the servers");
+  }
+  auto state = std::make_unique<State>();
+  state->links = std::move(*links);
+  state->tag = CommTag(comm);
+  state->linked.assign(comm.size(), false);
+  state->enabled.resize(comm.size());
+  State *s = state.get();
+  slot = std::move(state);
+  return s;
+}
+
+Clock::time_point ExchangeDeadline(int timeout) {
+  if (timeout < 0) {
+    return Clock::time_point::max();
+  }
+  const std::chrono::seconds t =
+      timeout == 0 ? GetConfig().connect_timeout : std::chrono::seconds(timeout);
+  return Clock::now() + t;
+}
+
+}  // namespace
+
+Status RegisterMem(Communicator &comm, uint32_t peer, int type, void *addr, uint64_t size,
+                   HcclMemDesc *desc) {
+  if (type != HCCL_MEM_TYPE_DEVICE && type != HCCL_MEM_TYPE_HOST) {
+    return Error(HCCL_E_PARA, "type={}: not HCCL_MEM_TYPE_DEVICE (0) or HCCL_MEM_TYPE_HOST (1)",
+                 type);
+  }
+  if (size == 0 || size > kMaxSize) {
+    return Error(HCCL_E_PARA, "size={}: not in 1 to {} bytes", size, kMaxSize);
+  }
+  if (reinterpret_cast<uintptr_t>(addr) > UINTPTR_MAX - size) {
+    return Error(HCCL_E_PARA, "addr={} size={}: the span wraps around", addr, size);
+  }
+  if (peer >= comm.size()) {
+    return Error(HCCL_E_PARA, "remoteRank={}: the communicator has {} ranks", peer, comm.size());
+  }
+  if (peer == comm.rank()) {
+    LogWarn("HcclRegisterMem: remoteRank={} is the calling rank: nothing registered", peer);
+    std::memset(desc->desc, 0, sizeof(desc->desc));
+    return Status::Ok();
+  }
+  HZC_RETURN_IF_ERROR(AcrossServers(comm, peer, "remoteRank"));
+  std::lock_guard lock(comm.one_sided_mutex());
+  auto state = GetState(comm);
+  HZC_RETURN_IF_ERROR(state.status());
+  State &s = **state;
+  const auto va = reinterpret_cast<uint64_t>(addr);
+  auto same = std::find_if(s.mine.begin(), s.mine.end(), [&](const Registration &r) {
+    return r.peer == peer && r.addr == va && r.size == size;
+  });
+  if (same == s.mine.end()) {
+    if (s.mine.size() >= kOneSidedMax) {
+      return Error(HCCL_E_UNAVAIL, "the communicator holds {} registrations already, the most",
+                   s.mine.size());
+    }
+    auto mr = s.links->Register(addr, size);
+    HZC_RETURN_IF_ERROR(mr.status());
+    s.mine.push_back({.id = s.next_id++,
+                      .peer = peer,
+                      .addr = va,
+                      .size = size,
+                      .refs = 0,
+                      .mr = std::shared_ptr<const verbs::MemoryRegion>(std::move(*mr))});
+    same = s.mine.end() - 1;
+  }
+  ++same->refs;
+  Desc d{};
+  std::memcpy(d.magic, Desc::kMagic, sizeof(d.magic));
+  d.version = Desc::kVersion;
+  d.owner = comm.rank();
+  d.peer = peer;
+  d.rkey = same->mr->rkey();
+  d.comm_tag = s.tag;
+  d.id = same->id;
+  d.addr = va;
+  d.size = size;
+  std::memset(desc->desc, 0, sizeof(desc->desc));
+  std::memcpy(desc->desc, &d, sizeof(d));
+  return Status::Ok();
+}
+
+Status DeregisterMem(Communicator &comm, const HcclMemDesc &desc) {
+  const std::optional<Desc> d = Parse(desc);
+  std::lock_guard lock(comm.one_sided_mutex());
+  auto *s = static_cast<State *>(comm.one_sided_state().get());
+  if (!d || s == nullptr || d->comm_tag != s->tag || d->owner != comm.rank()) {
+    return Error(HCCL_E_NOT_FOUND,
+                 "desc: not a descriptor of a registration of this rank on this communicator");
+  }
+  auto it = std::find_if(s->mine.begin(), s->mine.end(),
+                         [&](const Registration &r) { return r.id == d->id; });
+  if (it == s->mine.end()) {
+    return Error(HCCL_E_NOT_FOUND, "desc: registration {} ({} bytes at {:#x}) is not registered",
+                 d->id, d->size, d->addr);
+  }
+  if (--it->refs == 0) {
+    s->mine.erase(it);  // the region goes now, or when a batch that holds it ends
+  }
+  return Status::Ok();
+}
+
+Status ExchangeMemDesc(Communicator &comm, uint32_t peer, std::span<const HcclMemDesc> local,
+                       int timeout, std::span<HcclMemDesc> remote, uint32_t *actual) {
+  HZC_RETURN_IF_ERROR(CheckPeer(comm, peer, "remoteRank"));
+  if (local.size() > kOneSidedMax) {
+    return Error(HCCL_E_PARA, "local->arrayLength={}: more than {}", local.size(), kOneSidedMax);
+  }
+  const Clock::time_point deadline = ExchangeDeadline(timeout);
+  std::lock_guard lock(comm.one_sided_mutex());
+  auto state = GetState(comm);
+  HZC_RETURN_IF_ERROR(state.status());
+  State &s = **state;
+  bootstrap::Group &group = *comm.group();
+
+  ExchangeHeader mine;
+  if (!s.linked[peer]) {
+    auto qp = s.links->AddPeer(peer);
+    HZC_RETURN_IF_ERROR(qp.status());
+    mine.has_link = 1;
+    mine.port = s.links->Header();
+    mine.qp = *qp;
+    // The pair is linked once both queue pairs are connected; a failure on the way leaves this
+    // rank's queue pair to the peer unusable (later exchanges with it fail).
+    s.linked[peer] = true;
+    HZC_RETURN_IF_ERROR(
+        group.Send(peer, kDescTag + 1, std::as_bytes(std::span(&mine, 1)), deadline));
+    auto theirs = group.Recv(peer, kDescTag + 1, deadline);
+    HZC_RETURN_IF_ERROR(theirs.status());
+    ExchangeHeader h;
+    if (theirs->size() != sizeof(h)) {
+      return Error(HCCL_E_REMOTE, "rank {} sent {} bytes that are not its queue pair", peer,
+                   theirs->size());
+    }
+    std::memcpy(&h, theirs->data(), sizeof(h));
+    if (h.magic != ExchangeHeader::kMagic || h.has_link != 1 ||
+        h.port.magic != verbs::EndpointHeader::kMagic ||
+        h.port.state != verbs::EndpointHeader::kReady) {
+      return Error(HCCL_E_REMOTE,
+                   "rank {} sent no queue pair for this rank (it linked with it before, or its "
+                   "RDMA device failed)",
+                   peer);
+    }
+    HZC_RETURN_IF_ERROR(s.links->ConnectPeer(peer, h.port, h.qp));
+  }
+  mine.has_link = 0;
+  mine.count = static_cast<uint32_t>(local.size());
+  std::vector<std::byte> out(sizeof(mine) + local.size_bytes());
+  std::memcpy(out.data(), &mine, sizeof(mine));
+  if (!local.empty()) {
+    std::memcpy(out.data() + sizeof(mine), local.data(), local.size_bytes());
+  }
+  HZC_RETURN_IF_ERROR(group.Send(peer, kDescTag, out, deadline));
+  auto in = group.Recv(peer, kDescTag, deadline);
+  HZC_RETURN_IF_ERROR(in.status());
+  ExchangeHeader h;
+  if (in->size() < sizeof(h)) {
+    return Error(HCCL_E_REMOTE, "rank {} sent {} bytes that are not its descriptors", peer,
+                 in->size());
+  }
+  std::memcpy(&h, in->data(), sizeof(h));
+  if (h.magic != ExchangeHeader::kMagic || h.count > kOneSidedMax ||
+      in->size() != sizeof(h) + size_t{h.count} * sizeof(HcclMemDesc)) {
+    return Error(HCCL_E_REMOTE, "rank {} sent {} bytes that are not its descriptors", peer,
+                 in->size());
+  }
+  *actual = h.count;
+  if (h.count > remote.size()) {
+    return Error(HCCL_E_PARA, "remote->arrayLength={}: rank {} sent {} descriptors", remote.size(),
+                 peer, h.count);
+  }
+  if (h.count != 0) {
+    std::memcpy(remote.data(), in->data() + sizeof(h), size_t{h.count} * sizeof(HcclMemDesc));
+  }
+  return Status::Ok();
+}
+
+Status EnableMemAccess(Communicator &comm, const HcclMemDesc &desc, HcclMem *mem) {
+  const std::optional<Desc> d = Parse(desc);
+  if (!d) {
+    return Error(HCCL_E_PARA, "remoteMemDesc: not a memory descriptor");
+  }
+  std::lock_guard lock(comm.one_sided_mutex());
+  auto *s = static_cast<State *>(comm.one_sided_state().get());
+  if (s == nullptr || d->comm_tag != s->tag) {
+    return Error(HCCL_E_PARA, "remoteMemDesc: a descriptor of another communicator");
+  }
+  if (d->owner >= comm.size() || d->owner == comm.rank() || d->peer != comm.rank()) {
+    return Error(HCCL_E_PARA, "remoteMemDesc: registered by rank {} for rank {}, not for this rank",
+                 d->owner, d->peer);
+  }
+  if (!s->linked[d->owner]) {
+    return Error(HCCL_E_PARA, "remoteMemDesc: rank {} never exchanged descriptors with this rank",
+                 d->owner);
+  }
+  if (d->size == 0 || d->addr > UINT64_MAX - d->size) {
+    return Error(HCCL_E_PARA, "remoteMemDesc: {} bytes at {:#x} is not a span", d->size, d->addr);
+  }
+  auto &enabled = s->enabled[d->owner];
+  for (const Enabled &e : enabled) {
+    if (d->addr < e.addr + e.size && e.addr < d->addr + d->size) {
+      return Error(HCCL_E_PARA,
+                   "remoteMemDesc: rank {}'s {} bytes at {:#x} overlap its {} bytes at {:#x}, "
+                   "enabled already",
+                   d->owner, d->size, d->addr, e.size, e.addr);
+    }
+  }
+  enabled.push_back({.id = d->id, .addr = d->addr, .size = d->size, .rkey = d->rkey});
+  mem->type = HCCL_MEM_TYPE_HOST;
+  mem->addr = reinterpret_cast<void *>(d->addr);
+  mem->size = d->size;
+  return Status::Ok();
+}
+
+Status DisableMemAccess(Communicator &comm, const HcclMemDesc &desc) {
+  const std::optional<Desc> d = Parse(desc);
+  std::lock_guard lock(comm.one_sided_mutex());
+  auto *s = static_cast<State *>(comm.one_sided_state().get());
+  if (!d || s == nullptr || d->comm_tag != s->tag || d->owner >= comm.size()) {
+    return Error(HCCL_E_NOT_FOUND, "remoteMemDesc: not a descriptor this rank enabled");
+  }
+  auto &enabled = s->enabled[d->owner];
+  auto it = std::find_if(enabled.begin(), enabled.end(), [&](const Enabled &e) {
+    return e.id == d->id && e.addr == d->addr && e.size == d->size;
+  });
+  if (it == enabled.end()) {
+    return Error(HCCL_E_NOT_FOUND, "remoteMemDesc: rank {}'s {} bytes at {:#x} are not enabled",
+                 d->owner, d->size, d->addr);
+  }
+  enabled.erase(it);
+  return Status::Ok();
+}
+
+Expected<std::function<Status()>> PrepareBatch(Communicator &comm, uint32_t peer,
+                                               std::span<const HcclOneSideOpDesc> ops, bool put) {
+  if (ops.size() > kOneSidedMax) {
+    return Error(HCCL_E_PARA, "descNum={}: more than {}", ops.size(), kOneSidedMax);
+  }
+  HZC_RETURN_IF_ERROR(CheckPeer(comm, peer, "remoteRank"));
+  std::lock_guard lock(comm.one_sided_mutex());
+  auto *s = static_cast<State *>(comm.one_sided_state().get());
+  if (s == nullptr || !s->linked[peer]) {
+    return Error(HCCL_E_PARA, "remoteRank={}: this rank never exchanged descriptors with it",
+                 peer);
+  }
+  std::vector<std::shared_ptr<const verbs::MemoryRegion>> held;
+  std::vector<verbs::WorkRequest> requests;
+  for (size_t i = 0; i < ops.size(); ++i) {
+    const HcclOneSideOpDesc &op = ops[i];
+    const size_t type = TypeSize(op.dataType);
+    if (type == 0) {
+      return Error(HCCL_E_PARA, "desc[{}].dataType={}: not an HcclDataType", i,
+                   static_cast<int>(op.dataType));
+    }
+    if (op.count == 0) {
+      continue;
+    }
+    if (op.localAddr == nullptr || op.remoteAddr == nullptr) {
+      return Error(HCCL_E_PTR, "desc[{}]: {} is null", i,
+                   op.localAddr == nullptr ? "localAddr" : "remoteAddr");
+    }
+    if (op.count > UINT64_MAX / type) {
+      return Error(HCCL_E_PARA, "desc[{}].count={}: too many elements", i, op.count);
+    }
+    const uint64_t bytes = op.count * type;
+    const auto local = reinterpret_cast<uint64_t>(op.localAddr);
+    const auto remote = reinterpret_cast<uint64_t>(op.remoteAddr);
+    if (local > UINT64_MAX - bytes || remote > UINT64_MAX - bytes) {
+      return Error(HCCL_E_PARA, "desc[{}]: a span of {} bytes wraps around", i, bytes);
+    }
+    const auto &enabled = s->enabled[peer];
+    auto e = std::find_if(enabled.begin(), enabled.end(), [&](const Enabled &x) {
+      return remote >= x.addr && remote + bytes <= x.addr + x.size;
+    });
+    if (e == enabled.end()) {
+      return Error(HCCL_E_PARA,
+                   "desc[{}]: remoteAddr={} + {} bytes is not within memory of rank {} that "
+                   "this rank enabled",
+                   i, op.remoteAddr, bytes, peer);
+    }
+    auto m = std::find_if(s->mine.begin(), s->mine.end(), [&](const Registration &r) {
+      return local >= r.addr && local + bytes <= r.addr + r.size;
+    });
+    if (m == s->mine.end()) {
+      return Error(HCCL_E_PARA,
+                   "desc[{}]: localAddr={} + {} bytes is not within memory this rank registered",
+                   i, op.localAddr, bytes);
+    }
+    held.push_back(m->mr);
+    requests.push_back({.op = put ? verbs::WorkRequest::kWrite : verbs::WorkRequest::kRead,
+                        .peer = peer,
+                        .mr = m->mr.get(),
+                        .local = op.localAddr,
+                        .length = bytes,
+                        .remote_addr = remote,
+                        .rkey = e->rkey});
+  }
+  if (requests.empty()) {
+    return std::function<Status()>([] { return Status::Ok(); });
+  }
+  // The links live as long as the state, which lives as long as the communicator the caller
+  // holds (a queued call holds it until the stream ran it).
+  verbs::Links *links = s->links.get();
+  return std::function<Status()>(
+      [links, held = std::move(held), requests = std::move(requests)]() -> Status {
+        return links->Execute(requests);
+      });
+}
+
+}  // namespace hzc::coll

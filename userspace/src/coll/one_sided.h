@@ -1,0 +1,56 @@
+// SPDX-License-Identifier: Apache-2.0
+// HCCL's one-sided calls (hccl/hccl_one_sided_services.h) between the servers of a communicator
+// that spans servers: RDMA WRITE and READ straight between registered buffers.
+//
+// A communicator's one-sided state is made by its first such call: verbs links of its own
+// (verbs::Links::OpenLazy: a protection domain and completion queue, a queue pair per peer made
+// at the first HcclExchangeMemDesc with that peer), this rank's registrations (a memory region
+// each, for one peer) and the spans of the peers it enabled. It goes with the communicator
+// (HcclCommDestroy, or the process's end: the kernel drops its regions and queue pairs).
+//
+// A descriptor (HcclMemDesc, 512 bytes) carries a magic and version, the communicator's tag (a
+// hash of its id), the registering rank, the peer it is for, the span, the region's remote key
+// and the registration's number. What a peer sends is untrusted: HcclEnableMemAccess takes only
+// a descriptor of this communicator, from another rank, for this rank, whose span does not wrap
+// and overlaps none this rank enabled of that peer. A hostile peer can only point this rank's
+// transfers at its own memory: the device checks every access against the peer's region.
+//
+// Exchange (both ranks call it with each other): a message of tag kDescTag on the group's
+// connection, {magic, version, count, the port and queue pair when the pair is not linked yet,
+// count descriptors}; each rank connects its queue pair to the peer's before it sends its
+// descriptors, so a rank that holds the peer's descriptors may transfer at once.
+//
+// Locking: one mutex per communicator (Communicator::one_sided_mutex) over the state; a batch
+// takes the regions it needs under it, then transfers without it (Links::Execute runs one batch
+// at a time per communicator). A deregistration while a batch of this rank uses the region
+// waits for nothing: the region goes when that batch drops it.
+#pragma once
+
+#include <hccl/hccl_one_sided_services.h>
+
+#include <cstdint>
+#include <span>
+
+#include "base/status.h"
+#include "core/comm.h"
+
+namespace hzc::coll {
+
+// At most this many registrations per communicator, descriptors per exchange and transfers per
+// batch (HCCL's limits).
+inline constexpr uint32_t kOneSidedMax = 256;
+
+Status RegisterMem(Communicator &comm, uint32_t peer, int type, void *addr, uint64_t size,
+                   HcclMemDesc *desc);
+Status DeregisterMem(Communicator &comm, const HcclMemDesc &desc);
+// @timeout as HCCL's (seconds; 0 the connect timeout; -1 none), checked by the caller.
+Status ExchangeMemDesc(Communicator &comm, uint32_t peer, std::span<const HcclMemDesc> local,
+                       int timeout, std::span<HcclMemDesc> remote, uint32_t *actual);
+Status EnableMemAccess(Communicator &comm, const HcclMemDesc &desc, HcclMem *mem);
+Status DisableMemAccess(Communicator &comm, const HcclMemDesc &desc);
+// Checks @ops against the state now (HCCL_E_PARA naming the bad one) and returns the work that
+// transfers them (run now or on a stream).
+Expected<std::function<Status()>> PrepareBatch(Communicator &comm, uint32_t peer,
+                                               std::span<const HcclOneSideOpDesc> ops, bool put);
+
+}  // namespace hzc::coll
