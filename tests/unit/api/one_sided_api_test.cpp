@@ -37,8 +37,7 @@ TEST_F(OneSidedApiTest, RegisterChecksItsArguments) {
   EXPECT_EQ(HcclRegisterMem(comm_, 1, HCCL_MEM_TYPE_HOST, buf.data(), 4096, &desc), HCCL_E_PARA);
   // For the calling rank itself: nothing to register, as HCCL (a warning).
   std::memset(&desc, 0x5a, sizeof(desc));
-  EXPECT_EQ(HcclRegisterMem(comm_, 0, HCCL_MEM_TYPE_DEVICE, buf.data(), 4096, &desc),
-            HCCL_SUCCESS);
+  EXPECT_EQ(HcclRegisterMem(comm_, 0, HCCL_MEM_TYPE_DEVICE, buf.data(), 4096, &desc), HCCL_SUCCESS);
   EXPECT_EQ(desc.desc[0], 0);
 }
 

@@ -46,6 +46,8 @@
 //               see subcomm_span_rank.cpp
 //     traffic   (across servers, a power of two of them) the bytes each rank moves between
 //               servers per call, against the schedules: see traffic_span_rank.cpp
+//     onesided  (two servers) HCCL's one-sided calls between pairs of ranks of the two
+//               servers: see onesided_span_rank.cpp
 //     cut       (across servers) after a first AllReduce this rank touches
 //               $TMPDIR/hzc-span-ready-RANK and makes 4 MiB AllReduce calls until one fails,
 //               as it must once the test takes a server's link down (or the server away): the
@@ -855,6 +857,8 @@ int main(int argc, char **argv) {
     rc = s;
   } else if (int t = TrafficScenario(scenario); t >= 0) {
     rc = t;
+  } else if (int o = OneSidedScenario(scenario); o >= 0) {
+    rc = o;
   } else if (scenario == "cut" || scenario == "cutp2p") {
     rc = Cut(scenario == "cutp2p");
   } else if (int x = ExchangeScenario(scenario); x >= 0) {

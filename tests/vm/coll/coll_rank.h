@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // What the scenarios of hzc-coll-rank share (coll_rank.cpp, exchange_rank.cpp,
-// p2p_span_rank.cpp, subcomm_span_rank.cpp, traffic_span_rank.cpp): the rank's communicator and the
-// arena its buffers live in.
+// p2p_span_rank.cpp, subcomm_span_rank.cpp, traffic_span_rank.cpp, onesided_span_rank.cpp): the
+// rank's communicator and the arena its buffers live in.
 #pragma once
 
 #include <acl/acl.h>
@@ -61,5 +61,8 @@ int SubcommScenario(const std::string &scenario);
 
 // The scenario of the bytes between servers (traffic_span_rank.cpp): the same.
 int TrafficScenario(const std::string &scenario);
+
+// The scenario of the one-sided calls across servers (onesided_span_rank.cpp): the same.
+int OneSidedScenario(const std::string &scenario);
 
 }  // namespace hzc::coll_rank

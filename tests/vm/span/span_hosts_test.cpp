@@ -352,6 +352,13 @@ TEST_F(SpanTest, SubCommunicatorsThatSpanTwoServersOfTwoRanks) {
   EXPECT_EQ(Run(true, 2, "subcomm", "staging"), std::vector<int>(2, 0));
 }
 
+// HCCL's one-sided calls between the ranks of the two servers over RDMA (hzc-coll-rank
+// "onesided": registration, descriptor exchange, batches of writes now and of reads on a stream,
+// every byte checked, and the calls that must fail).
+TEST_F(SpanTest, OneSidedTransfersAcrossTwoServersOfTwoRanks) {
+  EXPECT_EQ(Run(false, 2, "onesided", "staging"), std::vector<int>(2, 0));
+}
+
 // The link of server 2 goes down in the middle of calls: the ranks of both servers fail with
 // HCCL_E_ROCE_TRANSFER or HCCL_E_REMOTE within HCCL_EXEC_TIMEOUT, destroy their communicators
 // at once and leave no verbs object behind.

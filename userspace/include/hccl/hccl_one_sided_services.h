@@ -62,8 +62,8 @@ typedef struct {
  * @remoteRank the calling rank: a warning, HCCL_SUCCESS, nothing registered. At most 256
  * registrations per communicator (HCCL_E_UNAVAIL). Registration pins the memory (RLIMIT_MEMLOCK).
  */
-HcclResult HcclRegisterMem(HcclComm comm, uint32_t remoteRank, int type, void *addr,
-                           uint64_t size, HcclMemDesc *desc);
+HcclResult HcclRegisterMem(HcclComm comm, uint32_t remoteRank, int type, void *addr, uint64_t size,
+                           HcclMemDesc *desc);
 /** Drop a registration of HcclRegisterMem (the last one revokes the peer's access). */
 HcclResult HcclDeregisterMem(HcclComm comm, HcclMemDesc *desc);
 /**
@@ -71,8 +71,8 @@ HcclResult HcclDeregisterMem(HcclComm comm, HcclMemDesc *desc);
  * its own land in @remote (at most remote->arrayLength of them), their number in *@actualNum.
  * Links the two ranks the first time. @timeout in seconds; 0: HCCL_CONNECT_TIMEOUT; -1: none.
  */
-HcclResult HcclExchangeMemDesc(HcclComm comm, uint32_t remoteRank, HcclMemDescs *local,
-                               int timeout, HcclMemDescs *remote, uint32_t *actualNum);
+HcclResult HcclExchangeMemDesc(HcclComm comm, uint32_t remoteRank, HcclMemDescs *local, int timeout,
+                               HcclMemDescs *remote, uint32_t *actualNum);
 /** Let this rank reach the memory @remoteMemDesc describes (from HcclExchangeMemDesc); its
  * span in *@remoteMem. */
 HcclResult HcclEnableMemAccess(HcclComm comm, HcclMemDesc *remoteMemDesc, HcclMem *remoteMem);

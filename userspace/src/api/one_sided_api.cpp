@@ -33,8 +33,8 @@ HcclResult Batch(const char *name, HcclComm comm, uint32_t remoteRank, HcclOneSi
     }
     HZC_RETURN_IF_ERROR(api::NotNull(desc, "desc"));
     if (stream != nullptr && !hzc::runtime::IsStream(stream)) {
-      return hzc::Error(HCCL_E_PARA,
-                        "stream={}: not NULL nor a live stream from aclrtCreateStream", stream);
+      return hzc::Error(HCCL_E_PARA, "stream={}: not NULL nor a live stream from aclrtCreateStream",
+                        stream);
     }
     return api::WithComm(comm, [&](const CommPtr &c) -> Status {
       auto work = hzc::coll::PrepareBatch(*c, remoteRank, std::span(desc, descNum), put);
@@ -46,8 +46,8 @@ HcclResult Batch(const char *name, HcclComm comm, uint32_t remoteRank, HcclOneSi
 
 }  // namespace
 
-HcclResult HcclRegisterMem(HcclComm comm, uint32_t remoteRank, int type, void *addr,
-                           uint64_t size, HcclMemDesc *desc) {
+HcclResult HcclRegisterMem(HcclComm comm, uint32_t remoteRank, int type, void *addr, uint64_t size,
+                           HcclMemDesc *desc) {
   return api::HcclGuard("HcclRegisterMem", [&]() -> Status {
     HZC_RETURN_IF_ERROR(api::NotNull(comm, "comm"));
     HZC_RETURN_IF_ERROR(api::NotNull(addr, "addr"));
@@ -67,8 +67,8 @@ HcclResult HcclDeregisterMem(HcclComm comm, HcclMemDesc *desc) {
   });
 }
 
-HcclResult HcclExchangeMemDesc(HcclComm comm, uint32_t remoteRank, HcclMemDescs *local,
-                               int timeout, HcclMemDescs *remote, uint32_t *actualNum) {
+HcclResult HcclExchangeMemDesc(HcclComm comm, uint32_t remoteRank, HcclMemDescs *local, int timeout,
+                               HcclMemDescs *remote, uint32_t *actualNum) {
   return api::HcclGuard("HcclExchangeMemDesc", [&]() -> Status {
     HZC_RETURN_IF_ERROR(api::NotNull(comm, "comm"));
     HZC_RETURN_IF_ERROR(api::NotNull(local, "local"));
@@ -108,9 +108,8 @@ HcclResult HcclDisableMemAccess(HcclComm comm, HcclMemDesc *remoteMemDesc) {
   return api::HcclGuard("HcclDisableMemAccess", [&]() -> Status {
     HZC_RETURN_IF_ERROR(api::NotNull(comm, "comm"));
     HZC_RETURN_IF_ERROR(api::NotNull(remoteMemDesc, "remoteMemDesc"));
-    return api::WithComm(comm, [&](const CommPtr &c) {
-      return hzc::coll::DisableMemAccess(*c, *remoteMemDesc);
-    });
+    return api::WithComm(
+        comm, [&](const CommPtr &c) { return hzc::coll::DisableMemAccess(*c, *remoteMemDesc); });
   });
 }
 

@@ -88,8 +88,8 @@ struct State : Communicator::CollState {
   uint64_t tag = 0;
   uint64_t next_id = 1;
   std::vector<Registration> mine;
-  std::vector<bool> linked;                    // by rank
-  std::vector<std::vector<Enabled>> enabled;   // by rank
+  std::vector<bool> linked;                   // by rank
+  std::vector<std::vector<Enabled>> enabled;  // by rank
 };
 
 uint64_t CommTag(const Communicator &comm) {
@@ -387,8 +387,7 @@ Expected<std::function<Status()>> PrepareBatch(Communicator &comm, uint32_t peer
   std::lock_guard lock(comm.one_sided_mutex());
   auto *s = static_cast<State *>(comm.one_sided_state().get());
   if (s == nullptr || !s->linked[peer]) {
-    return Error(HCCL_E_PARA, "remoteRank={}: this rank never exchanged descriptors with it",
-                 peer);
+    return Error(HCCL_E_PARA, "remoteRank={}: this rank never exchanged descriptors with it", peer);
   }
   std::vector<std::shared_ptr<const verbs::MemoryRegion>> held;
   std::vector<verbs::WorkRequest> requests;
@@ -430,8 +429,8 @@ Expected<std::function<Status()>> PrepareBatch(Communicator &comm, uint32_t peer
     });
     if (m == s->mine.end()) {
       return Error(HCCL_E_PARA,
-                   "desc[{}]: localAddr={} + {} bytes is not within memory this rank registered",
-                   i, op.localAddr, bytes);
+                   "desc[{}]: localAddr={} + {} bytes is not within memory this rank registered", i,
+                   op.localAddr, bytes);
     }
     held.push_back(m->mr);
     requests.push_back({.op = put ? verbs::WorkRequest::kWrite : verbs::WorkRequest::kRead,

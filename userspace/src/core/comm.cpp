@@ -78,10 +78,10 @@ void Communicator::RecordAsyncError(HcclResult code) {
 }
 
 Communicator::~Communicator() {
-  coll_state_.reset();  // the collectives may hold pointers into peer windows
-  p2p_state_.reset();   // and the point-to-point channels
+  coll_state_.reset();       // the collectives may hold pointers into peer windows
+  p2p_state_.reset();        // and the point-to-point channels
   one_sided_state_.reset();  // its registrations and queue pairs, before the group goes
-  memory_.clear();      // deregister before the links go (never waits for peers)
+  memory_.clear();           // deregister before the links go (never waits for peers)
   links_.reset();
   link_.reset();  // unmaps peer windows, then leaves the kernel domain
 }

@@ -1,0 +1,188 @@
+// SPDX-License-Identifier: Apache-2.0
+// hzc-coll-rank's scenario of HCCL's one-sided calls across servers (two servers of
+// HZC_TEST_PER_SERVER=L ranks; rank r pairs with r + L or r - L on the other server):
+//   onesided  each rank registers a 1 MiB window and a 1 MiB source for its pair, swaps the
+//             window's descriptor with it and enables its pair's window; then writes its pattern
+//             into the first half of the pair's window (HcclBatchPut, 16 transfers, now) and
+//             reads the second half, which the pair filled itself (HcclBatchGet, on a stream),
+//             checking every byte of both windows after a barrier; a write past the enabled
+//             window, from memory not registered, to a rank of its own server, after
+//             HcclDisableMemAccess, and a second deregistration fail with their codes. Exit 63
+//             when a byte or a code differs (the rank logs which).
+#include <acl/acl.h>
+#include <hccl/hccl.h>
+#include <hccl/hccl_one_sided_services.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "coll_rank.h"
+
+namespace hzc::coll_rank {
+namespace {
+
+constexpr size_t kWindow = 1 << 20;
+constexpr size_t kPieces = 16;
+
+uint8_t Pattern(uint32_t rank, size_t i) {
+  return static_cast<uint8_t>(rank * 37 + i * 7 + (i >> 12));
+}
+
+bool Want(const char *what, HcclResult got, HcclResult want) {
+  if (got != want) {
+    std::fprintf(stderr, "rank %u: %s: %d, expected %d\n", g_rank, what, got, want);
+    return false;
+  }
+  return true;
+}
+
+int Check(const char *what, const std::vector<uint8_t> &buf, size_t from, size_t to,
+          uint32_t rank) {
+  for (size_t i = from; i < to; ++i) {
+    if (buf[i] != Pattern(rank, i)) {
+      std::fprintf(stderr, "rank %u: %s: byte %zu is %u, expected %u (rank %u's)\n", g_rank, what,
+                   i, buf[i], Pattern(rank, i), rank);
+      return 63;
+    }
+  }
+  return 0;
+}
+
+std::vector<HcclOneSideOpDesc> Pieces(uint8_t *local, uint8_t *remote) {
+  std::vector<HcclOneSideOpDesc> ops;
+  const size_t piece = kWindow / 2 / kPieces;
+  for (size_t k = 0; k < kPieces; ++k) {
+    ops.push_back({local + k * piece, remote + k * piece, piece, HCCL_DATA_TYPE_INT8});
+  }
+  return ops;
+}
+
+int Run() {
+  const uint32_t per = g_per_server;
+  const uint32_t pair = g_rank < per ? g_rank + per : g_rank - per;
+  std::vector<uint8_t> window(kWindow), source(kWindow), loose(64);
+  for (size_t i = 0; i < kWindow; ++i) {
+    window[i] = i < kWindow / 2 ? 0 : Pattern(g_rank, i);
+    source[i] = Pattern(g_rank, i);
+  }
+  HcclMemDesc win{}, src{}, same{};
+  if (per > 1 &&
+      !Want("HcclRegisterMem for a rank of this server",
+            HcclRegisterMem(g_comm, g_rank ^ 1, HCCL_MEM_TYPE_HOST, window.data(), kWindow, &same),
+            HCCL_E_NOT_SUPPORT)) {
+    return 63;
+  }
+  if (!Want("HcclRegisterMem window",
+            HcclRegisterMem(g_comm, pair, HCCL_MEM_TYPE_HOST, window.data(), kWindow, &win),
+            HCCL_SUCCESS) ||
+      !Want("HcclRegisterMem source",
+            HcclRegisterMem(g_comm, pair, HCCL_MEM_TYPE_DEVICE, source.data(), kWindow, &src),
+            HCCL_SUCCESS)) {
+    return 63;
+  }
+  HcclMemDesc theirs[2]{};
+  HcclMemDescs local{&win, 1}, remote{theirs, 2};
+  uint32_t got = 0;
+  if (!Want("HcclExchangeMemDesc", HcclExchangeMemDesc(g_comm, pair, &local, 0, &remote, &got),
+            HCCL_SUCCESS)) {
+    return 63;
+  }
+  if (got != 1) {
+    std::fprintf(stderr, "rank %u: HcclExchangeMemDesc: %u descriptors, expected 1\n", g_rank, got);
+    return 63;
+  }
+  HcclMem mem{};
+  if (!Want("HcclEnableMemAccess", HcclEnableMemAccess(g_comm, &theirs[0], &mem), HCCL_SUCCESS) ||
+      !Want("HcclEnableMemAccess again", HcclEnableMemAccess(g_comm, &theirs[0], &mem),
+            HCCL_E_PARA)) {
+    return 63;
+  }
+  if (mem.size != kWindow || mem.addr == nullptr) {
+    std::fprintf(stderr, "rank %u: HcclEnableMemAccess: %lu bytes at %p\n", g_rank,
+                 static_cast<unsigned long>(mem.size), mem.addr);
+    return 63;
+  }
+  auto *const remote_window = static_cast<uint8_t *>(mem.addr);
+  // Writes into the first half of the pair's window, now.
+  std::vector<HcclOneSideOpDesc> put = Pieces(source.data(), remote_window);
+  if (!Want("HcclBatchPut", HcclBatchPut(g_comm, pair, put.data(), kPieces, nullptr),
+            HCCL_SUCCESS)) {
+    return 63;
+  }
+  // Reads the second half of the pair's window into the second half of the source, on a stream.
+  aclrtStream stream = nullptr;
+  if (aclrtCreateStream(&stream) != ACL_SUCCESS) {
+    return 63;
+  }
+  std::vector<uint8_t> back(kWindow, 0);
+  HcclMemDesc back_desc{};
+  if (!Want("HcclRegisterMem back",
+            HcclRegisterMem(g_comm, pair, HCCL_MEM_TYPE_HOST, back.data(), kWindow, &back_desc),
+            HCCL_SUCCESS)) {
+    return 63;
+  }
+  std::vector<HcclOneSideOpDesc> get =
+      Pieces(back.data() + kWindow / 2, remote_window + kWindow / 2);
+  if (!Want("HcclBatchGet", HcclBatchGet(g_comm, pair, get.data(), kPieces, stream),
+            HCCL_SUCCESS) ||
+      !Want("aclrtSynchronizeStream",
+            static_cast<HcclResult>(aclrtSynchronizeStream(stream) == ACL_SUCCESS ? 0 : 4),
+            HCCL_SUCCESS)) {
+    return 63;
+  }
+  if (int rc = Check("HcclBatchGet's bytes", back, kWindow / 2, kWindow, pair)) {
+    return rc;
+  }
+  // Past the enabled window, from memory not registered, to a rank of this server.
+  HcclOneSideOpDesc past{source.data(), remote_window + kWindow - 8, 16, HCCL_DATA_TYPE_INT8};
+  HcclOneSideOpDesc unregistered{loose.data(), remote_window, 16, HCCL_DATA_TYPE_INT8};
+  if (!Want("HcclBatchPut past the window", HcclBatchPut(g_comm, pair, &past, 1, nullptr),
+            HCCL_E_PARA) ||
+      !Want("HcclBatchPut from memory not registered",
+            HcclBatchPut(g_comm, pair, &unregistered, 1, nullptr), HCCL_E_PARA) ||
+      (per > 1 &&
+       !Want("HcclBatchPut to a rank of this server",
+             HcclBatchPut(g_comm, g_rank ^ 1, put.data(), 1, nullptr), HCCL_E_NOT_SUPPORT))) {
+    return 63;
+  }
+  // Every pair has written: each window's first half is its pair's pattern.
+  if (!Want("HcclBarrier", HcclBarrier(g_comm, nullptr), HCCL_SUCCESS)) {
+    return 63;
+  }
+  if (int rc = Check("the pair's HcclBatchPut", window, 0, kWindow / 2, pair)) {
+    return rc;
+  }
+  if (int rc = Check("this rank's own half", window, kWindow / 2, kWindow, g_rank)) {
+    return rc;
+  }
+  if (!Want("HcclDisableMemAccess", HcclDisableMemAccess(g_comm, &theirs[0]), HCCL_SUCCESS) ||
+      !Want("HcclBatchPut after HcclDisableMemAccess",
+            HcclBatchPut(g_comm, pair, put.data(), 1, nullptr), HCCL_E_PARA) ||
+      !Want("HcclDisableMemAccess again", HcclDisableMemAccess(g_comm, &theirs[0]),
+            HCCL_E_NOT_FOUND) ||
+      !Want("HcclDeregisterMem window", HcclDeregisterMem(g_comm, &win), HCCL_SUCCESS) ||
+      !Want("HcclDeregisterMem window again", HcclDeregisterMem(g_comm, &win), HCCL_E_NOT_FOUND) ||
+      !Want("HcclDeregisterMem source", HcclDeregisterMem(g_comm, &src), HCCL_SUCCESS) ||
+      !Want("HcclDeregisterMem back", HcclDeregisterMem(g_comm, &back_desc), HCCL_SUCCESS)) {
+    return 63;
+  }
+  (void)aclrtDestroyStream(stream);
+  // No rank deregisters its window before its pair's transfers are done.
+  return HcclBarrier(g_comm, nullptr) == HCCL_SUCCESS ? 0 : 63;
+}
+
+}  // namespace
+
+int OneSidedScenario(const std::string &scenario) {
+  if (scenario != "onesided") {
+    return -1;
+  }
+  if (g_per_server == 0 || g_n != 2 * g_per_server) {
+    return 51;  // two servers
+  }
+  return Run();
+}
+
+}  // namespace hzc::coll_rank
