@@ -359,6 +359,33 @@ TEST_F(SpanTest, OneSidedTransfersAcrossTwoServersOfTwoRanks) {
   EXPECT_EQ(Run(false, 2, "onesided", "staging"), std::vector<int>(2, 0));
 }
 
+// examples/cann/hccl_kv_transfer, a CANN program: the first server's ranks move a KV cache of
+// 16-256 KiB blocks to their pairs on the second, one HcclBatchPut per layer, checked there.
+TEST_F(SpanTest, KvCacheExampleAcrossTwoServersOfTwoRanks) {
+#ifndef HZC_CANN_KV
+  GTEST_SKIP() << "examples/cann not built (no Open MPI compiler: scripts/deps check)";
+#else
+  const uint32_t per = 2, first = (hosts_.index - 1) * per;
+  const std::string table = WriteTable(hosts_, per, "hzc-span-kv-table.json");
+  const std::vector<int> st = hzc::test::WaitRanks(hzc::test::StartRanks(
+      per,
+      [&](uint32_t j) {
+        return std::vector<std::string>{HZC_CANN_KV, table, std::to_string(first + j), "6"};
+      },
+      [&](uint32_t j) {
+        setenv("HCCL_CONNECT_TIMEOUT", "120", 1);
+        setenv("HZC_RDMA_DEVICE", "rxe0", 1);
+        setenv("HZC_LOG_FILE", LogPath(TestName(), first + j).c_str(), 1);
+      }));
+  EXPECT_EQ(st, std::vector<int>(per, 0));
+  for (uint32_t j = 0; j < st.size(); ++j) {
+    if (st[j] != 0) {
+      PrintLogTail(first + j);
+    }
+  }
+#endif
+}
+
 // The link of server 2 goes down in the middle of calls: the ranks of both servers fail with
 // HCCL_E_ROCE_TRANSFER or HCCL_E_REMOTE within HCCL_EXEC_TIMEOUT, destroy their communicators
 // at once and leave no verbs object behind.
