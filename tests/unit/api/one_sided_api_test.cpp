@@ -97,4 +97,39 @@ TEST_F(OneSidedApiTest, BatchesCheckTheirArguments) {
   EXPECT_EQ(HcclBatchPut(comm_, 0, ops.data(), 1, &x), HCCL_E_PARA);
 }
 
+TEST_F(OneSidedApiTest, GlobalMemoryChecksItsArguments) {
+  ExpectErrorLog("HcclRegisterGlobalMem: mem is null");
+  ExpectErrorLog("HcclRegisterGlobalMem: memHandle is null");
+  ExpectErrorLog("HcclRegisterGlobalMem: type=5: not HCCL_MEM_TYPE_DEVICE");
+  ExpectErrorLog("HcclRegisterGlobalMem: mem->addr is null");
+  ExpectErrorLog("HcclDeregisterGlobalMem: memHandle=");
+  ExpectErrorLog("HcclCommBindMem: the communicator's ranks are all on this server");
+  ExpectErrorLog("HcclCommUnbindMem: memHandle=");
+  ExpectErrorLog("HcclCommPrepare: prepareConfig is null");
+  ExpectErrorLog("HcclCommPrepare: prepareConfig->topoType=1: not HCCL_TOPO_FULLMESH");
+  ExpectErrorLog("HcclCommPrepare: timeout=-2");
+  ExpectErrorLog("HcclCommPrepare: the communicator's ranks are all on this server");
+  std::vector<char> buf(4096);
+  HcclMem mem{HCCL_MEM_TYPE_HOST, buf.data(), buf.size()};
+  void *handle = nullptr;
+  EXPECT_EQ(HcclRegisterGlobalMem(nullptr, &handle), HCCL_E_PTR);
+  EXPECT_EQ(HcclRegisterGlobalMem(&mem, nullptr), HCCL_E_PTR);
+  HcclMem bad{static_cast<HcclMemType>(5), buf.data(), buf.size()};
+  EXPECT_EQ(HcclRegisterGlobalMem(&bad, &handle), HCCL_E_PARA);
+  HcclMem null{HCCL_MEM_TYPE_HOST, nullptr, buf.size()};
+  EXPECT_EQ(HcclRegisterGlobalMem(&null, &handle), HCCL_E_PTR);
+  ASSERT_EQ(HcclRegisterGlobalMem(&mem, &handle), HCCL_SUCCESS);
+  EXPECT_NE(handle, nullptr);
+  EXPECT_EQ(HcclCommBindMem(comm_, handle), HCCL_E_NOT_SUPPORT);  // one server
+  EXPECT_EQ(HcclCommUnbindMem(comm_, handle), HCCL_E_PARA);
+  HcclPrepareConfig config{HCCL_TOPO_FULLMESH, 0, 0, 0};
+  EXPECT_EQ(HcclCommPrepare(comm_, nullptr, 0), HCCL_E_PTR);
+  HcclPrepareConfig ring{static_cast<HcclTopoType>(1), 0, 0, 0};
+  EXPECT_EQ(HcclCommPrepare(comm_, &ring, 0), HCCL_E_PARA);
+  EXPECT_EQ(HcclCommPrepare(comm_, &config, -2), HCCL_E_PARA);
+  EXPECT_EQ(HcclCommPrepare(comm_, &config, 0), HCCL_E_NOT_SUPPORT);
+  EXPECT_EQ(HcclDeregisterGlobalMem(handle), HCCL_SUCCESS);
+  EXPECT_EQ(HcclDeregisterGlobalMem(handle), HCCL_E_PARA);  // handles are never reused
+}
+
 }  // namespace

@@ -1,14 +1,18 @@
 // SPDX-License-Identifier: Apache-2.0
-// hzc-coll-rank's scenario of HCCL's one-sided calls across servers (two servers of
-// HZC_TEST_PER_SERVER=L ranks; rank r pairs with r + L or r - L on the other server):
-//   onesided  each rank registers a 1 MiB window and a 1 MiB source for its pair, swaps the
+// hzc-coll-rank's scenarios of HCCL's one-sided calls across servers (servers of
+// HZC_TEST_PER_SERVER=L ranks):
+//   onesided  (two servers; rank r pairs with r + L or r - L) each rank registers a 1 MiB window
+//   and a 1 MiB source for its pair, swaps the
 //             window's descriptor with it and enables its pair's window; then writes its pattern
 //             into the first half of the pair's window (HcclBatchPut, 16 transfers, now) and
 //             reads the second half, which the pair filled itself (HcclBatchGet, on a stream),
 //             checking every byte of both windows after a barrier; a write past the enabled
 //             window, from memory not registered, to a rank of its own server, after
-//             HcclDisableMemAccess, and a second deregistration fail with their codes. Exit 63
-//             when a byte or a code differs (the rank logs which).
+//             HcclDisableMemAccess, and a second deregistration fail with their codes.
+//   onesidedglobal  (two or more servers of two or more ranks) the same with global memory: a
+//             window bound to the communicator and HcclCommPrepare, written by every rank of the
+//             other servers and read without per-peer registrations (RunGlobal).
+// Exit 63 when a byte or a code differs (the rank logs which).
 #include <acl/acl.h>
 #include <hccl/hccl.h>
 #include <hccl/hccl_one_sided_services.h>
@@ -173,16 +177,103 @@ int Run() {
   return HcclBarrier(g_comm, nullptr) == HCCL_SUCCESS ? 0 : 63;
 }
 
+// Global memory (S servers of L >= 2 ranks): every rank binds a window of one 64 KiB slot per
+// rank and prepares the communicator (HCCL_TOPO_FULLMESH); each writes its pattern into its slot
+// of every window of the other servers, then reads its pair's own slot (the same index on the
+// next server) into the slot of its neighbour of this server (which nobody writes).
+int RunGlobal() {
+  constexpr size_t kSlot = 64 << 10;
+  const uint32_t per = g_per_server;
+  const auto server = [per](uint32_t r) { return r / per; };
+  const uint32_t pair = (g_rank + per) % g_n;
+  std::vector<uint8_t> window(kSlot * g_n, 0);
+  for (size_t i = 0; i < kSlot; ++i) {
+    window[g_rank * kSlot + i] = Pattern(g_rank, i);
+  }
+  HcclMem mem{HCCL_MEM_TYPE_HOST, window.data(), window.size()};
+  void *handle = nullptr, *late = nullptr;
+  HcclPrepareConfig config{HCCL_TOPO_FULLMESH, 0, 0, 0};
+  if (!Want("HcclRegisterGlobalMem", HcclRegisterGlobalMem(&mem, &handle), HCCL_SUCCESS) ||
+      !Want("HcclCommBindMem", HcclCommBindMem(g_comm, handle), HCCL_SUCCESS) ||
+      !Want("HcclCommBindMem again", HcclCommBindMem(g_comm, handle), HCCL_E_PARA) ||
+      !Want("HcclDeregisterGlobalMem while bound", HcclDeregisterGlobalMem(handle), HCCL_E_PARA) ||
+      !Want("HcclCommPrepare", HcclCommPrepare(g_comm, &config, 0), HCCL_SUCCESS) ||
+      !Want("HcclCommPrepare again", HcclCommPrepare(g_comm, &config, 0), HCCL_SUCCESS) ||
+      !Want("HcclRegisterGlobalMem late", HcclRegisterGlobalMem(&mem, &late), HCCL_SUCCESS) ||
+      !Want("HcclCommBindMem after HcclCommPrepare", HcclCommBindMem(g_comm, late), HCCL_E_PARA) ||
+      !Want("HcclDeregisterGlobalMem late", HcclDeregisterGlobalMem(late), HCCL_SUCCESS)) {
+    return 63;
+  }
+  // Where every rank's window is.
+  std::vector<uint64_t> where(g_n);
+  uint64_t mine = reinterpret_cast<uint64_t>(window.data());
+  if (!Want("HcclAllGather of the windows",
+            HcclAllGather(&mine, where.data(), 1, HCCL_DATA_TYPE_UINT64, g_comm, nullptr),
+            HCCL_SUCCESS)) {
+    return 63;
+  }
+  for (uint32_t p = 0; p < g_n; ++p) {
+    if (server(p) == server(g_rank)) {
+      continue;
+    }
+    HcclOneSideOpDesc op{window.data() + g_rank * kSlot,
+                         reinterpret_cast<uint8_t *>(where[p]) + g_rank * kSlot, kSlot,
+                         HCCL_DATA_TYPE_INT8};
+    if (!Want("HcclBatchPut into a window of another server",
+              HcclBatchPut(g_comm, p, &op, 1, nullptr), HCCL_SUCCESS)) {
+      return 63;
+    }
+  }
+  if (!Want("HcclBarrier", HcclBarrier(g_comm, nullptr), HCCL_SUCCESS)) {
+    return 63;
+  }
+  for (uint32_t q = 0; q < g_n; ++q) {
+    const bool written = q == g_rank || server(q) != server(g_rank);
+    for (size_t i = 0; i < kSlot; ++i) {
+      const uint8_t want = written ? Pattern(q, i) : 0;
+      if (window[q * kSlot + i] != want) {
+        std::fprintf(stderr, "rank %u: slot %u byte %zu is %u, expected %u\n", g_rank, q, i,
+                     window[q * kSlot + i], want);
+        return 63;
+      }
+    }
+  }
+  const uint32_t neighbour = server(g_rank) * per + (g_rank + 1) % per;
+  HcclOneSideOpDesc get{window.data() + neighbour * kSlot,
+                        reinterpret_cast<uint8_t *>(where[pair]) + pair * kSlot, kSlot,
+                        HCCL_DATA_TYPE_INT8};
+  if (!Want("HcclBatchGet from the pair's window", HcclBatchGet(g_comm, pair, &get, 1, nullptr),
+            HCCL_SUCCESS)) {
+    return 63;
+  }
+  for (size_t i = 0; i < kSlot; ++i) {
+    if (window[neighbour * kSlot + i] != Pattern(pair, i)) {
+      std::fprintf(stderr, "rank %u: HcclBatchGet: byte %zu is wrong\n", g_rank, i);
+      return 63;
+    }
+  }
+  if (!Want("HcclBarrier", HcclBarrier(g_comm, nullptr), HCCL_SUCCESS) ||
+      !Want("HcclCommUnbindMem", HcclCommUnbindMem(g_comm, handle), HCCL_SUCCESS) ||
+      !Want("HcclCommUnbindMem again", HcclCommUnbindMem(g_comm, handle), HCCL_E_PARA) ||
+      !Want("HcclDeregisterGlobalMem", HcclDeregisterGlobalMem(handle), HCCL_SUCCESS)) {
+    return 63;
+  }
+  return HcclBarrier(g_comm, nullptr) == HCCL_SUCCESS ? 0 : 63;
+}
+
 }  // namespace
 
 int OneSidedScenario(const std::string &scenario) {
-  if (scenario != "onesided") {
+  if (scenario != "onesided" && scenario != "onesidedglobal") {
     return -1;
   }
-  if (g_per_server == 0 || g_n != 2 * g_per_server) {
-    return 51;  // two servers
+  if (g_per_server == 0 || g_n % g_per_server != 0 || g_n < 2 * g_per_server) {
+    return 51;
   }
-  return Run();
+  if (scenario == "onesidedglobal") {
+    return g_per_server >= 2 ? RunGlobal() : 51;
+  }
+  return g_n == 2 * g_per_server ? Run() : 51;  // two servers
 }
 
 }  // namespace hzc::coll_rank

@@ -359,6 +359,11 @@ TEST_F(SpanTest, OneSidedTransfersAcrossTwoServersOfTwoRanks) {
   EXPECT_EQ(Run(false, 2, "onesided", "staging"), std::vector<int>(2, 0));
 }
 
+// The same with global memory: bound windows, HcclCommPrepare (hzc-coll-rank "onesidedglobal").
+TEST_F(SpanTest, OneSidedTransfersIntoGlobalMemoryAcrossTwoServersOfTwoRanks) {
+  EXPECT_EQ(Run(true, 2, "onesidedglobal", "staging"), std::vector<int>(2, 0));
+}
+
 // examples/cann/hccl_kv_transfer, a CANN program: the first server's ranks move a KV cache of
 // 16-256 KiB blocks to their pairs on the second, one HcclBatchPut per layer, checked there.
 TEST_F(SpanTest, KvCacheExampleAcrossTwoServersOfTwoRanks) {

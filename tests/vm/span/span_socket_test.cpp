@@ -215,6 +215,18 @@ TEST_F(SpanSocketTest, SixtyFourRanksOverEightServers) {
   EXPECT_EQ(Run(8, 8, "scale", "staging"), std::vector<int>(64, 0));
 }
 
+// HCCL's one-sided calls into global memory among three servers of two ranks, every rank
+// writing into every window of the other servers (hzc-coll-rank "onesidedglobal"). They need
+// RDMA: in the guest with HZC_TEST_NET=rdma (make check runs it there), every simulated server
+// on soft-RoCE.
+TEST_F(SpanSocketTest, OneSidedGlobalMemoryAmongThreeServers) {
+  const char *net = std::getenv("HZC_TEST_NET");
+  if (net == nullptr || std::string(net) != "rdma") {
+    GTEST_SKIP() << "one-sided transfers need RDMA: HZC_TEST_NET=rdma in the guest (make check)";
+  }
+  EXPECT_EQ(Run(3, 2, "onesidedglobal", "staging"), std::vector<int>(6, 0));
+}
+
 // The bytes between servers per call (hzc_comm_net_stats), against the schedules, to the byte:
 // four servers of two ranks and eight of one (hzc-coll-rank "traffic").
 TEST_F(SpanSocketTest, BytesBetweenServersPerCallAreTheSchedules) {

@@ -90,6 +90,41 @@ HcclResult HcclBatchPut(HcclComm comm, uint32_t remoteRank, HcclOneSideOpDesc *d
 HcclResult HcclBatchGet(HcclComm comm, uint32_t remoteRank, HcclOneSideOpDesc *desc,
                         uint32_t descNum, aclrtStream stream);
 
+/** How HcclCommPrepare connects the ranks. */
+typedef enum {
+  HCCL_TOPO_FULLMESH = 0, /**< every rank with every rank of the other servers */
+  HCCL_TOPO_NUM,
+} HcclTopoType;
+
+typedef struct {
+  HcclTopoType topoType;
+  uint64_t rsvd0;
+  uint64_t rsvd1;
+  uint64_t rsvd2;
+} HcclPrepareConfig;
+
+/**
+ * Global memory: [mem->addr, mem->addr + mem->size) of this process as a handle (*@memHandle)
+ * that communicators bind (HcclCommBindMem). HcclCommPrepare then registers every bound span
+ * for every rank of the other servers, swaps the descriptors and enables the peers' spans, so
+ * that HcclBatchPut/Get reach them without HcclRegisterMem and HcclExchangeMemDesc.
+ */
+HcclResult HcclRegisterGlobalMem(const HcclMem *mem, void **memHandle);
+/** Drop a handle of HcclRegisterGlobalMem; HCCL_E_PARA while a communicator binds it. */
+HcclResult HcclDeregisterGlobalMem(void *memHandle);
+/** Bind a global memory handle to @comm (at most 256 per communicator), before HcclCommPrepare. */
+HcclResult HcclCommBindMem(HcclComm comm, void *memHandle);
+/** Unbind it; after HcclCommPrepare this revokes the peers' access to it. */
+HcclResult HcclCommUnbindMem(HcclComm comm, void *memHandle);
+/**
+ * Every rank of @comm at once (blocking): connect each rank with every rank of the other servers
+ * (HCCL_TOPO_FULLMESH), register the bound memory for them, swap the descriptors and enable
+ * them. @timeout in seconds; 0: HCCL_CONNECT_TIMEOUT; -1: none. A second call: HCCL_SUCCESS,
+ * nothing done.
+ */
+HcclResult HcclCommPrepare(HcclComm comm, const HcclPrepareConfig *prepareConfig,
+                           const int timeout);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

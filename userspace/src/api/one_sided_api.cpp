@@ -122,3 +122,56 @@ HcclResult HcclBatchGet(HcclComm comm, uint32_t remoteRank, HcclOneSideOpDesc *d
                         uint32_t descNum, aclrtStream stream) {
   return Batch("HcclBatchGet", comm, remoteRank, desc, descNum, stream, false);
 }
+
+HcclResult HcclRegisterGlobalMem(const HcclMem *mem, void **memHandle) {
+  return api::HcclGuard("HcclRegisterGlobalMem", [&]() -> Status {
+    HZC_RETURN_IF_ERROR(api::NotNull(mem, "mem"));
+    HZC_RETURN_IF_ERROR(api::NotNull(memHandle, "memHandle"));
+    auto handle = hzc::coll::RegisterGlobalMem(*mem);
+    HZC_RETURN_IF_ERROR(handle.status());
+    *memHandle = *handle;
+    return Status::Ok();
+  });
+}
+
+HcclResult HcclDeregisterGlobalMem(void *memHandle) {
+  return api::HcclGuard("HcclDeregisterGlobalMem", [&]() -> Status {
+    HZC_RETURN_IF_ERROR(api::NotNull(memHandle, "memHandle"));
+    return hzc::coll::DeregisterGlobalMem(memHandle);
+  });
+}
+
+HcclResult HcclCommBindMem(HcclComm comm, void *memHandle) {
+  return api::HcclGuard("HcclCommBindMem", [&]() -> Status {
+    HZC_RETURN_IF_ERROR(api::NotNull(comm, "comm"));
+    HZC_RETURN_IF_ERROR(api::NotNull(memHandle, "memHandle"));
+    return api::WithComm(comm, [&](const CommPtr &c) { return hzc::coll::BindMem(*c, memHandle); });
+  });
+}
+
+HcclResult HcclCommUnbindMem(HcclComm comm, void *memHandle) {
+  return api::HcclGuard("HcclCommUnbindMem", [&]() -> Status {
+    HZC_RETURN_IF_ERROR(api::NotNull(comm, "comm"));
+    HZC_RETURN_IF_ERROR(api::NotNull(memHandle, "memHandle"));
+    return api::WithComm(comm,
+                         [&](const CommPtr &c) { return hzc::coll::UnbindMem(*c, memHandle); });
+  });
+}
+
+HcclResult HcclCommPrepare(HcclComm comm, const HcclPrepareConfig *prepareConfig,
+                           const int timeout) {
+  return api::HcclGuard("HcclCommPrepare", [&]() -> Status {
+    HZC_RETURN_IF_ERROR(api::NotNull(comm, "comm"));
+    HZC_RETURN_IF_ERROR(api::NotNull(prepareConfig, "prepareConfig"));
+    if (prepareConfig->topoType != HCCL_TOPO_FULLMESH) {
+      return hzc::Error(HCCL_E_PARA, "prepareConfig->topoType={}: not HCCL_TOPO_FULLMESH (0)",
+                        static_cast<int>(prepareConfig->topoType));
+    }
+    if (timeout < -1) {
+      return hzc::Error(HCCL_E_PARA,
+                        "timeout={}: not seconds, 0 (HCCL_CONNECT_TIMEOUT) or -1 (no limit)",
+                        timeout);
+    }
+    return api::WithComm(comm, [&](const CommPtr &c) { return hzc::coll::Prepare(*c, timeout); });
+  });
+}

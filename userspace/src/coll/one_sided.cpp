@@ -7,6 +7,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <vector>
 
@@ -83,13 +84,48 @@ struct Enabled {
   uint32_t rkey;
 };
 
+// Global memory (HcclRegisterGlobalMem) by handle; a handle is a number never reused.
+struct Global {
+  HcclMemType type;
+  void *addr;
+  uint64_t size;
+  uint32_t binds;  // communicators that bind it
+};
+struct Globals {
+  std::mutex mutex;
+  std::map<uintptr_t, Global> by_handle;
+  uintptr_t next = 0x676d0001;
+};
+Globals &GlobalsOf() {
+  static Globals *g = new Globals;  // never destroyed: communicators may outlive static objects
+  return *g;
+}
+
+// A global memory handle bound to a communicator, and the registrations HcclCommPrepare made
+// of it (one per peer).
+struct Bound {
+  uintptr_t handle;
+  std::vector<uint64_t> registrations;
+};
+
 struct State : Communicator::CollState {
+  ~State() override {
+    Globals &g = GlobalsOf();
+    std::lock_guard lock(g.mutex);
+    for (const Bound &b : bound) {
+      if (auto it = g.by_handle.find(b.handle); it != g.by_handle.end()) {
+        --it->second.binds;
+      }
+    }
+  }
   std::unique_ptr<verbs::Links> links;
   uint64_t tag = 0;
   uint64_t next_id = 1;
   std::vector<Registration> mine;
   std::vector<bool> linked;                   // by rank
   std::vector<std::vector<Enabled>> enabled;  // by rank
+  std::vector<Bound> bound;
+  bool prepared = false;
 };
 
 uint64_t CommTag(const Communicator &comm) {
@@ -165,10 +201,8 @@ Clock::time_point ExchangeDeadline(int timeout) {
   return Clock::now() + t;
 }
 
-}  // namespace
-
-Status RegisterMem(Communicator &comm, uint32_t peer, int type, void *addr, uint64_t size,
-                   HcclMemDesc *desc) {
+// The checks of HcclRegisterMem's own arguments but @peer's.
+Status CheckSpan(int type, const void *addr, uint64_t size) {
   if (type != HCCL_MEM_TYPE_DEVICE && type != HCCL_MEM_TYPE_HOST) {
     return Error(HCCL_E_PARA, "type={}: not HCCL_MEM_TYPE_DEVICE (0) or HCCL_MEM_TYPE_HOST (1)",
                  type);
@@ -179,19 +213,12 @@ Status RegisterMem(Communicator &comm, uint32_t peer, int type, void *addr, uint
   if (reinterpret_cast<uintptr_t>(addr) > UINTPTR_MAX - size) {
     return Error(HCCL_E_PARA, "addr={} size={}: the span wraps around", addr, size);
   }
-  if (peer >= comm.size()) {
-    return Error(HCCL_E_PARA, "remoteRank={}: the communicator has {} ranks", peer, comm.size());
-  }
-  if (peer == comm.rank()) {
-    LogWarn("HcclRegisterMem: remoteRank={} is the calling rank: nothing registered", peer);
-    std::memset(desc->desc, 0, sizeof(desc->desc));
-    return Status::Ok();
-  }
-  HZC_RETURN_IF_ERROR(AcrossServers(comm, peer, "remoteRank"));
-  std::lock_guard lock(comm.one_sided_mutex());
-  auto state = GetState(comm);
-  HZC_RETURN_IF_ERROR(state.status());
-  State &s = **state;
+  return Status::Ok();
+}
+
+// Register [addr, addr + size) for @peer (another server's rank) and describe it in @desc.
+Status Register(State &s, const Communicator &comm, uint32_t peer, void *addr, uint64_t size,
+                HcclMemDesc *desc) {
   const auto va = reinterpret_cast<uint64_t>(addr);
   auto same = std::find_if(s.mine.begin(), s.mine.end(), [&](const Registration &r) {
     return r.peer == peer && r.addr == va && r.size == size;
@@ -227,6 +254,155 @@ Status RegisterMem(Communicator &comm, uint32_t peer, int type, void *addr, uint
   return Status::Ok();
 }
 
+// Drop one count of registration @id; HCCL_E_NOT_FOUND naming @what when there is none.
+Status Drop(State &s, uint64_t id, const char *what) {
+  auto it =
+      std::find_if(s.mine.begin(), s.mine.end(), [&](const Registration &r) { return r.id == id; });
+  if (it == s.mine.end()) {
+    return Error(HCCL_E_NOT_FOUND, "{}: registration {} is not registered", what, id);
+  }
+  if (--it->refs == 0) {
+    s.mine.erase(it);  // the region goes now, or when a batch that holds it ends
+  }
+  return Status::Ok();
+}
+
+// Connect this rank's queue pairs with @peers' (those not linked yet): every card sent first,
+// then every peer's received and connected (the group reads while it writes: no pair waits
+// for another).
+Status Link(State &s, bootstrap::Group &group, std::span<const uint32_t> peers,
+            Clock::time_point deadline) {
+  std::vector<uint32_t> fresh;
+  for (uint32_t p : peers) {
+    if (s.linked[p]) {
+      continue;
+    }
+    auto qp = s.links->AddPeer(p);
+    HZC_RETURN_IF_ERROR(qp.status());
+    // Linked from here on (a queue pair exists): a failure on the way leaves the pair unusable,
+    // and later exchanges with that peer fail.
+    s.linked[p] = true;
+    ExchangeHeader mine;
+    mine.has_link = 1;
+    mine.port = s.links->Header();
+    mine.qp = *qp;
+    HZC_RETURN_IF_ERROR(group.Send(p, kDescTag + 1, std::as_bytes(std::span(&mine, 1)), deadline));
+    fresh.push_back(p);
+  }
+  for (uint32_t p : fresh) {
+    auto theirs = group.Recv(p, kDescTag + 1, deadline);
+    HZC_RETURN_IF_ERROR(theirs.status());
+    ExchangeHeader h;
+    if (theirs->size() != sizeof(h)) {
+      return Error(HCCL_E_REMOTE, "rank {} sent {} bytes that are not its queue pair", p,
+                   theirs->size());
+    }
+    std::memcpy(&h, theirs->data(), sizeof(h));
+    if (h.magic != ExchangeHeader::kMagic || h.has_link != 1 ||
+        h.port.magic != verbs::EndpointHeader::kMagic ||
+        h.port.state != verbs::EndpointHeader::kReady) {
+      return Error(HCCL_E_REMOTE,
+                   "rank {} sent no queue pair for this rank (it linked with it before, or its "
+                   "RDMA device failed)",
+                   p);
+    }
+    HZC_RETURN_IF_ERROR(s.links->ConnectPeer(p, h.port, h.qp));
+  }
+  return Status::Ok();
+}
+
+Status SendDescs(bootstrap::Group &group, uint32_t peer, std::span<const HcclMemDesc> descs,
+                 Clock::time_point deadline) {
+  ExchangeHeader mine;
+  mine.count = static_cast<uint32_t>(descs.size());
+  std::vector<std::byte> out(sizeof(mine) + descs.size_bytes());
+  std::memcpy(out.data(), &mine, sizeof(mine));
+  if (!descs.empty()) {
+    std::memcpy(out.data() + sizeof(mine), descs.data(), descs.size_bytes());
+  }
+  return group.Send(peer, kDescTag, out, deadline);
+}
+
+Expected<std::vector<HcclMemDesc>> RecvDescs(bootstrap::Group &group, uint32_t peer,
+                                             Clock::time_point deadline) {
+  auto in = group.Recv(peer, kDescTag, deadline);
+  HZC_RETURN_IF_ERROR(in.status());
+  ExchangeHeader h;
+  if (in->size() < sizeof(h)) {
+    return Error(HCCL_E_REMOTE, "rank {} sent {} bytes that are not its descriptors", peer,
+                 in->size());
+  }
+  std::memcpy(&h, in->data(), sizeof(h));
+  if (h.magic != ExchangeHeader::kMagic || h.count > kOneSidedMax ||
+      in->size() != sizeof(h) + size_t{h.count} * sizeof(HcclMemDesc)) {
+    return Error(HCCL_E_REMOTE, "rank {} sent {} bytes that are not its descriptors", peer,
+                 in->size());
+  }
+  std::vector<HcclMemDesc> out(h.count);
+  if (h.count != 0) {
+    std::memcpy(out.data(), in->data() + sizeof(h), size_t{h.count} * sizeof(HcclMemDesc));
+  }
+  return out;
+}
+
+// Enable @desc (a peer's, untrusted) for this rank; its span in *@mem.
+Status Enable(State &s, const Communicator &comm, const HcclMemDesc &desc, HcclMem *mem) {
+  const std::optional<Desc> d = Parse(desc);
+  if (!d) {
+    return Error(HCCL_E_PARA, "remoteMemDesc: not a memory descriptor");
+  }
+  if (d->comm_tag != s.tag) {
+    return Error(HCCL_E_PARA, "remoteMemDesc: a descriptor of another communicator");
+  }
+  if (d->owner >= comm.size() || d->owner == comm.rank() || d->peer != comm.rank()) {
+    return Error(HCCL_E_PARA, "remoteMemDesc: registered by rank {} for rank {}, not for this rank",
+                 d->owner, d->peer);
+  }
+  if (!s.linked[d->owner]) {
+    return Error(HCCL_E_PARA, "remoteMemDesc: rank {} never exchanged descriptors with this rank",
+                 d->owner);
+  }
+  if (d->size == 0 || d->addr > UINT64_MAX - d->size) {
+    return Error(HCCL_E_PARA, "remoteMemDesc: {} bytes at {:#x} is not a span", d->size, d->addr);
+  }
+  auto &enabled = s.enabled[d->owner];
+  for (const Enabled &e : enabled) {
+    if (d->addr < e.addr + e.size && e.addr < d->addr + d->size) {
+      return Error(HCCL_E_PARA,
+                   "remoteMemDesc: rank {}'s {} bytes at {:#x} overlap its {} bytes at {:#x}, "
+                   "enabled already",
+                   d->owner, d->size, d->addr, e.size, e.addr);
+    }
+  }
+  enabled.push_back({.id = d->id, .addr = d->addr, .size = d->size, .rkey = d->rkey});
+  if (mem != nullptr) {
+    mem->type = HCCL_MEM_TYPE_HOST;
+    mem->addr = reinterpret_cast<void *>(d->addr);
+    mem->size = d->size;
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status RegisterMem(Communicator &comm, uint32_t peer, int type, void *addr, uint64_t size,
+                   HcclMemDesc *desc) {
+  HZC_RETURN_IF_ERROR(CheckSpan(type, addr, size));
+  if (peer >= comm.size()) {
+    return Error(HCCL_E_PARA, "remoteRank={}: the communicator has {} ranks", peer, comm.size());
+  }
+  if (peer == comm.rank()) {
+    LogWarn("HcclRegisterMem: remoteRank={} is the calling rank: nothing registered", peer);
+    std::memset(desc->desc, 0, sizeof(desc->desc));
+    return Status::Ok();
+  }
+  HZC_RETURN_IF_ERROR(AcrossServers(comm, peer, "remoteRank"));
+  std::lock_guard lock(comm.one_sided_mutex());
+  auto state = GetState(comm);
+  HZC_RETURN_IF_ERROR(state.status());
+  return Register(**state, comm, peer, addr, size, desc);
+}
+
 Status DeregisterMem(Communicator &comm, const HcclMemDesc &desc) {
   const std::optional<Desc> d = Parse(desc);
   std::lock_guard lock(comm.one_sided_mutex());
@@ -235,16 +411,7 @@ Status DeregisterMem(Communicator &comm, const HcclMemDesc &desc) {
     return Error(HCCL_E_NOT_FOUND,
                  "desc: not a descriptor of a registration of this rank on this communicator");
   }
-  auto it = std::find_if(s->mine.begin(), s->mine.end(),
-                         [&](const Registration &r) { return r.id == d->id; });
-  if (it == s->mine.end()) {
-    return Error(HCCL_E_NOT_FOUND, "desc: registration {} ({} bytes at {:#x}) is not registered",
-                 d->id, d->size, d->addr);
-  }
-  if (--it->refs == 0) {
-    s->mine.erase(it);  // the region goes now, or when a batch that holds it ends
-  }
-  return Status::Ok();
+  return Drop(*s, d->id, "desc");
 }
 
 Status ExchangeMemDesc(Communicator &comm, uint32_t peer, std::span<const HcclMemDesc> local,
@@ -259,104 +426,27 @@ Status ExchangeMemDesc(Communicator &comm, uint32_t peer, std::span<const HcclMe
   HZC_RETURN_IF_ERROR(state.status());
   State &s = **state;
   bootstrap::Group &group = *comm.group();
-
-  ExchangeHeader mine;
-  if (!s.linked[peer]) {
-    auto qp = s.links->AddPeer(peer);
-    HZC_RETURN_IF_ERROR(qp.status());
-    mine.has_link = 1;
-    mine.port = s.links->Header();
-    mine.qp = *qp;
-    // The pair is linked once both queue pairs are connected; a failure on the way leaves this
-    // rank's queue pair to the peer unusable (later exchanges with it fail).
-    s.linked[peer] = true;
-    HZC_RETURN_IF_ERROR(
-        group.Send(peer, kDescTag + 1, std::as_bytes(std::span(&mine, 1)), deadline));
-    auto theirs = group.Recv(peer, kDescTag + 1, deadline);
-    HZC_RETURN_IF_ERROR(theirs.status());
-    ExchangeHeader h;
-    if (theirs->size() != sizeof(h)) {
-      return Error(HCCL_E_REMOTE, "rank {} sent {} bytes that are not its queue pair", peer,
-                   theirs->size());
-    }
-    std::memcpy(&h, theirs->data(), sizeof(h));
-    if (h.magic != ExchangeHeader::kMagic || h.has_link != 1 ||
-        h.port.magic != verbs::EndpointHeader::kMagic ||
-        h.port.state != verbs::EndpointHeader::kReady) {
-      return Error(HCCL_E_REMOTE,
-                   "rank {} sent no queue pair for this rank (it linked with it before, or its "
-                   "RDMA device failed)",
-                   peer);
-    }
-    HZC_RETURN_IF_ERROR(s.links->ConnectPeer(peer, h.port, h.qp));
-  }
-  mine.has_link = 0;
-  mine.count = static_cast<uint32_t>(local.size());
-  std::vector<std::byte> out(sizeof(mine) + local.size_bytes());
-  std::memcpy(out.data(), &mine, sizeof(mine));
-  if (!local.empty()) {
-    std::memcpy(out.data() + sizeof(mine), local.data(), local.size_bytes());
-  }
-  HZC_RETURN_IF_ERROR(group.Send(peer, kDescTag, out, deadline));
-  auto in = group.Recv(peer, kDescTag, deadline);
+  HZC_RETURN_IF_ERROR(Link(s, group, std::span(&peer, 1), deadline));
+  HZC_RETURN_IF_ERROR(SendDescs(group, peer, local, deadline));
+  auto in = RecvDescs(group, peer, deadline);
   HZC_RETURN_IF_ERROR(in.status());
-  ExchangeHeader h;
-  if (in->size() < sizeof(h)) {
-    return Error(HCCL_E_REMOTE, "rank {} sent {} bytes that are not its descriptors", peer,
-                 in->size());
-  }
-  std::memcpy(&h, in->data(), sizeof(h));
-  if (h.magic != ExchangeHeader::kMagic || h.count > kOneSidedMax ||
-      in->size() != sizeof(h) + size_t{h.count} * sizeof(HcclMemDesc)) {
-    return Error(HCCL_E_REMOTE, "rank {} sent {} bytes that are not its descriptors", peer,
-                 in->size());
-  }
-  *actual = h.count;
-  if (h.count > remote.size()) {
+  *actual = static_cast<uint32_t>(in->size());
+  if (in->size() > remote.size()) {
     return Error(HCCL_E_PARA, "remote->arrayLength={}: rank {} sent {} descriptors", remote.size(),
-                 peer, h.count);
+                 peer, in->size());
   }
-  if (h.count != 0) {
-    std::memcpy(remote.data(), in->data() + sizeof(h), size_t{h.count} * sizeof(HcclMemDesc));
-  }
+  std::copy(in->begin(), in->end(), remote.begin());
   return Status::Ok();
 }
 
 Status EnableMemAccess(Communicator &comm, const HcclMemDesc &desc, HcclMem *mem) {
-  const std::optional<Desc> d = Parse(desc);
-  if (!d) {
-    return Error(HCCL_E_PARA, "remoteMemDesc: not a memory descriptor");
-  }
   std::lock_guard lock(comm.one_sided_mutex());
   auto *s = static_cast<State *>(comm.one_sided_state().get());
-  if (s == nullptr || d->comm_tag != s->tag) {
-    return Error(HCCL_E_PARA, "remoteMemDesc: a descriptor of another communicator");
+  if (s == nullptr) {
+    return Parse(desc) ? Error(HCCL_E_PARA, "remoteMemDesc: a descriptor of another communicator")
+                       : Error(HCCL_E_PARA, "remoteMemDesc: not a memory descriptor");
   }
-  if (d->owner >= comm.size() || d->owner == comm.rank() || d->peer != comm.rank()) {
-    return Error(HCCL_E_PARA, "remoteMemDesc: registered by rank {} for rank {}, not for this rank",
-                 d->owner, d->peer);
-  }
-  if (!s->linked[d->owner]) {
-    return Error(HCCL_E_PARA, "remoteMemDesc: rank {} never exchanged descriptors with this rank",
-                 d->owner);
-  }
-  if (d->size == 0 || d->addr > UINT64_MAX - d->size) {
-    return Error(HCCL_E_PARA, "remoteMemDesc: {} bytes at {:#x} is not a span", d->size, d->addr);
-  }
-  auto &enabled = s->enabled[d->owner];
-  for (const Enabled &e : enabled) {
-    if (d->addr < e.addr + e.size && e.addr < d->addr + d->size) {
-      return Error(HCCL_E_PARA,
-                   "remoteMemDesc: rank {}'s {} bytes at {:#x} overlap its {} bytes at {:#x}, "
-                   "enabled already",
-                   d->owner, d->size, d->addr, e.size, e.addr);
-    }
-  }
-  enabled.push_back({.id = d->id, .addr = d->addr, .size = d->size, .rkey = d->rkey});
-  mem->type = HCCL_MEM_TYPE_HOST;
-  mem->addr = reinterpret_cast<void *>(d->addr);
-  mem->size = d->size;
-  return Status::Ok();
+  return Enable(*s, comm, desc, mem);
 }
 
 Status DisableMemAccess(Communicator &comm, const HcclMemDesc &desc) {
@@ -375,6 +465,143 @@ Status DisableMemAccess(Communicator &comm, const HcclMemDesc &desc) {
                  d->owner, d->size, d->addr);
   }
   enabled.erase(it);
+  return Status::Ok();
+}
+
+Expected<void *> RegisterGlobalMem(const HcclMem &mem) {
+  HZC_RETURN_IF_ERROR(CheckSpan(mem.type, mem.addr, mem.size));
+  if (mem.addr == nullptr) {
+    return Error(HCCL_E_PTR, "mem->addr is null");
+  }
+  Globals &g = GlobalsOf();
+  std::lock_guard lock(g.mutex);
+  const uintptr_t handle = g.next++;
+  g.by_handle[handle] = {.type = mem.type, .addr = mem.addr, .size = mem.size, .binds = 0};
+  return reinterpret_cast<void *>(handle);
+}
+
+Status DeregisterGlobalMem(void *handle) {
+  Globals &g = GlobalsOf();
+  std::lock_guard lock(g.mutex);
+  auto it = g.by_handle.find(reinterpret_cast<uintptr_t>(handle));
+  if (it == g.by_handle.end()) {
+    return Error(HCCL_E_PARA, "memHandle={}: not a handle of HcclRegisterGlobalMem", handle);
+  }
+  if (it->second.binds != 0) {
+    return Error(HCCL_E_PARA, "memHandle={}: {} communicator(s) bind it (HcclCommUnbindMem first)",
+                 handle, it->second.binds);
+  }
+  g.by_handle.erase(it);
+  return Status::Ok();
+}
+
+Status BindMem(Communicator &comm, void *handle) {
+  if (comm.group() == nullptr) {
+    return Error(HCCL_E_NOT_SUPPORT,
+                 "the communicator's ranks are all on this server; one-sided transfers work "
+                 "between servers only");
+  }
+  std::lock_guard lock(comm.one_sided_mutex());
+  auto state = GetState(comm);
+  HZC_RETURN_IF_ERROR(state.status());
+  State &s = **state;
+  const auto h = reinterpret_cast<uintptr_t>(handle);
+  if (s.prepared) {
+    return Error(HCCL_E_PARA, "memHandle={}: HcclCommPrepare ran already (bind before it)", handle);
+  }
+  if (std::any_of(s.bound.begin(), s.bound.end(), [&](const Bound &b) { return b.handle == h; })) {
+    return Error(HCCL_E_PARA, "memHandle={}: bound to this communicator already", handle);
+  }
+  if (s.bound.size() >= kOneSidedMax) {
+    return Error(HCCL_E_UNAVAIL, "the communicator binds {} handles already, the most",
+                 s.bound.size());
+  }
+  Globals &g = GlobalsOf();
+  std::lock_guard glock(g.mutex);
+  auto it = g.by_handle.find(h);
+  if (it == g.by_handle.end()) {
+    return Error(HCCL_E_PARA, "memHandle={}: not a handle of HcclRegisterGlobalMem", handle);
+  }
+  ++it->second.binds;
+  s.bound.push_back({.handle = h, .registrations = {}});
+  return Status::Ok();
+}
+
+Status UnbindMem(Communicator &comm, void *handle) {
+  std::lock_guard lock(comm.one_sided_mutex());
+  auto *s = static_cast<State *>(comm.one_sided_state().get());
+  const auto h = reinterpret_cast<uintptr_t>(handle);
+  auto b = s == nullptr ? std::vector<Bound>::iterator{}
+                        : std::find_if(s->bound.begin(), s->bound.end(),
+                                       [&](const Bound &x) { return x.handle == h; });
+  if (s == nullptr || b == s->bound.end()) {
+    return Error(HCCL_E_PARA, "memHandle={}: not bound to this communicator", handle);
+  }
+  for (uint64_t id : b->registrations) {
+    (void)Drop(*s, id, "memHandle");  // revokes the peers' access
+  }
+  s->bound.erase(b);
+  Globals &g = GlobalsOf();
+  std::lock_guard glock(g.mutex);
+  if (auto it = g.by_handle.find(h); it != g.by_handle.end()) {
+    --it->second.binds;
+  }
+  return Status::Ok();
+}
+
+Status Prepare(Communicator &comm, int timeout) {
+  if (comm.group() == nullptr) {
+    return Error(HCCL_E_NOT_SUPPORT,
+                 "the communicator's ranks are all on this server; one-sided transfers work "
+                 "between servers only");
+  }
+  const Clock::time_point deadline = ExchangeDeadline(timeout);
+  std::lock_guard lock(comm.one_sided_mutex());
+  auto state = GetState(comm);
+  HZC_RETURN_IF_ERROR(state.status());
+  State &s = **state;
+  if (s.prepared) {
+    return Status::Ok();
+  }
+  std::vector<uint32_t> peers;
+  for (uint32_t p = 0; p < comm.size(); ++p) {
+    if (comm.ranks()[p].host != comm.ranks()[comm.rank()].host) {
+      peers.push_back(p);
+    }
+  }
+  // This rank's bound memory, registered for every peer.
+  std::vector<std::vector<HcclMemDesc>> mine(comm.size());
+  for (Bound &b : s.bound) {
+    Global g;
+    {
+      Globals &all = GlobalsOf();
+      std::lock_guard glock(all.mutex);
+      g = all.by_handle.at(b.handle);  // bound handles cannot be deregistered
+    }
+    for (uint32_t p : peers) {
+      HcclMemDesc d;
+      HZC_RETURN_IF_ERROR(Register(s, comm, p, g.addr, g.size, &d));
+      b.registrations.push_back(Parse(d)->id);
+      mine[p].push_back(d);
+    }
+  }
+  bootstrap::Group &group = *comm.group();
+  HZC_RETURN_IF_ERROR(Link(s, group, peers, deadline));
+  for (uint32_t p : peers) {
+    HZC_RETURN_IF_ERROR(SendDescs(group, p, mine[p], deadline));
+  }
+  for (uint32_t p : peers) {
+    auto theirs = RecvDescs(group, p, deadline);
+    HZC_RETURN_IF_ERROR(theirs.status());
+    for (const HcclMemDesc &d : *theirs) {
+      Status st = Enable(s, comm, d, nullptr);
+      if (!st.ok()) {
+        return Error(HCCL_E_REMOTE, "rank {} sent a descriptor this rank cannot enable: {}", p,
+                     st.message());
+      }
+    }
+  }
+  s.prepared = true;
   return Status::Ok();
 }
 

@@ -29,6 +29,7 @@
 #include <hccl/hccl_one_sided_services.h>
 
 #include <cstdint>
+#include <functional>
 #include <span>
 
 #include "base/status.h"
@@ -48,6 +49,13 @@ Status ExchangeMemDesc(Communicator &comm, uint32_t peer, std::span<const HcclMe
                        int timeout, std::span<HcclMemDesc> remote, uint32_t *actual);
 Status EnableMemAccess(Communicator &comm, const HcclMemDesc &desc, HcclMem *mem);
 Status DisableMemAccess(Communicator &comm, const HcclMemDesc &desc);
+// Global memory (process-wide handles, never reused) and its binding to communicators.
+Expected<void *> RegisterGlobalMem(const HcclMem &mem);
+Status DeregisterGlobalMem(void *handle);
+Status BindMem(Communicator &comm, void *handle);
+Status UnbindMem(Communicator &comm, void *handle);
+// HcclCommPrepare (HCCL_TOPO_FULLMESH, checked by the caller); @timeout as ExchangeMemDesc's.
+Status Prepare(Communicator &comm, int timeout);
 // Checks @ops against the state now (HCCL_E_PARA naming the bad one) and returns the work that
 // transfers them (run now or on a stream).
 Expected<std::function<Status()>> PrepareBatch(Communicator &comm, uint32_t peer,
