@@ -12,13 +12,17 @@
 //   onesidedglobal  (two or more servers of two or more ranks) the same with global memory: a
 //             window bound to the communicator and HcclCommPrepare, written by every rank of the
 //             other servers and read without per-peer registrations (RunGlobal).
+//   cutonesided  (two servers) transfers to the pair until the test cuts the link or kills a
+//             server: a transfer error within HCCL_EXEC_TIMEOUT, then a quick destroy (RunCut).
 // Exit 63 when a byte or a code differs (the rank logs which).
 #include <acl/acl.h>
 #include <hccl/hccl.h>
 #include <hccl/hccl_one_sided_services.h>
 
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -261,14 +265,84 @@ int RunGlobal() {
   return HcclBarrier(g_comm, nullptr) == HCCL_SUCCESS ? 0 : 63;
 }
 
+// A cut link or a dead server during one-sided transfers: each rank writes to and reads from
+// its pair on the other server (1 MiB each way per round) until a call fails, after marking
+// itself ready (the test cuts the link then); the call must fail with a transfer error within
+// HCCL_EXEC_TIMEOUT, and the communicator must go within 10 s.
+int RunCut() {
+  constexpr size_t kBytes = 1 << 20;
+  const uint32_t pair = (g_rank + g_per_server) % g_n;
+  std::vector<uint8_t> mem(2 * kBytes, 1);
+  HcclMemDesc mine{}, theirs{};
+  HcclMemDescs local{&mine, 1}, remote{&theirs, 1};
+  uint32_t got = 0;
+  HcclMem peer{};
+  if (HcclRegisterMem(g_comm, pair, HCCL_MEM_TYPE_HOST, mem.data(), mem.size(), &mine) !=
+          HCCL_SUCCESS ||
+      HcclExchangeMemDesc(g_comm, pair, &local, 0, &remote, &got) != HCCL_SUCCESS ||
+      HcclEnableMemAccess(g_comm, &theirs, &peer) != HCCL_SUCCESS) {
+    return 53;
+  }
+  auto *const base = static_cast<uint8_t *>(peer.addr);
+  HcclOneSideOpDesc put{mem.data(), base + kBytes, kBytes, HCCL_DATA_TYPE_INT8};
+  HcclOneSideOpDesc get{mem.data() + kBytes, base, kBytes, HCCL_DATA_TYPE_INT8};
+  auto call = [&] {
+    HcclResult r = HcclBatchPut(g_comm, pair, &put, 1, nullptr);
+    return r != HCCL_SUCCESS ? r : HcclBatchGet(g_comm, pair, &get, 1, nullptr);
+  };
+  if (call() != HCCL_SUCCESS) {
+    return 53;
+  }
+  const char *tmp = std::getenv("TMPDIR");
+  const std::string ready =
+      std::string(tmp != nullptr ? tmp : "/tmp") + "/hzc-span-ready-" + std::to_string(g_rank);
+  std::fclose(std::fopen(ready.c_str(), "w"));
+  using Clock = std::chrono::steady_clock;
+  const auto give_up = Clock::now() + std::chrono::seconds(180);
+  HcclResult r = HCCL_SUCCESS;
+  auto start = Clock::now();
+  while (r == HCCL_SUCCESS && Clock::now() < give_up) {
+    start = Clock::now();
+    r = call();
+  }
+  const auto seconds = [](Clock::time_point since) {
+    return std::chrono::duration<double>(Clock::now() - since).count();
+  };
+  const double failed_after = seconds(start);
+  std::fprintf(stderr, "rank %u: the transfer failed with %d after %.1f s\n", g_rank, r,
+               failed_after);
+  if (r != HCCL_E_ROCE_TRANSFER) {
+    return r == HCCL_SUCCESS ? 76 : r;
+  }
+  const char *exec = std::getenv("HCCL_EXEC_TIMEOUT");
+  if (exec != nullptr && failed_after >= std::atof(exec)) {
+    return 74;
+  }
+  // The link to the pair is broken for good: later transfers fail at once.
+  if (HcclBatchPut(g_comm, pair, &put, 1, nullptr) != HCCL_E_ROCE_TRANSFER) {
+    return 75;
+  }
+  const auto destroy = Clock::now();
+  if (g_server_comm != nullptr && HcclCommDestroy(g_server_comm) != HCCL_SUCCESS) {
+    return 56;
+  }
+  g_server_comm = nullptr;
+  const HcclResult d = HcclCommDestroy(g_comm);
+  std::fprintf(stderr, "rank %u: HcclCommDestroy: %d after %.1f s\n", g_rank, d, seconds(destroy));
+  return d == HCCL_SUCCESS && seconds(destroy) <= 10 ? 0 : 77;
+}
+
 }  // namespace
 
 int OneSidedScenario(const std::string &scenario) {
-  if (scenario != "onesided" && scenario != "onesidedglobal") {
+  if (scenario != "onesided" && scenario != "onesidedglobal" && scenario != "cutonesided") {
     return -1;
   }
   if (g_per_server == 0 || g_n % g_per_server != 0 || g_n < 2 * g_per_server) {
     return 51;
+  }
+  if (scenario == "cutonesided") {
+    return RunCut();
   }
   if (scenario == "onesidedglobal") {
     return g_per_server >= 2 ? RunGlobal() : 51;

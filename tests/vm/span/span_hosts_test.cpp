@@ -359,6 +359,17 @@ TEST_F(SpanTest, OneSidedTransfersAcrossTwoServersOfTwoRanks) {
   EXPECT_EQ(Run(false, 2, "onesided", "staging"), std::vector<int>(2, 0));
 }
 
+// One-sided transfers when the link between the servers is cut, and when a server dies
+// (hzc-coll-rank "cutonesided"): HCCL_E_ROCE_TRANSFER on the ranks that live, the link to the
+// pair broken for good, the communicator destroyed at once.
+TEST_F(SpanTest, ACutLinkFailsOneSidedTransfersOfBothServersCleanly) {
+  Fault(2, false, "cutonesided");
+}
+
+TEST_F(SpanTest, AServerThatDiesFailsOneSidedTransfersCleanly) {
+  Fault(1, true, "cutonesided");
+}
+
 // The same with global memory: bound windows, HcclCommPrepare (hzc-coll-rank "onesidedglobal").
 TEST_F(SpanTest, OneSidedTransfersIntoGlobalMemoryAcrossTwoServersOfTwoRanks) {
   EXPECT_EQ(Run(true, 2, "onesidedglobal", "staging"), std::vector<int>(2, 0));
