@@ -122,7 +122,8 @@ struct State : Communicator::CollState {
   uint64_t tag = 0;
   uint64_t next_id = 1;
   std::vector<Registration> mine;
-  std::vector<bool> linked;                   // by rank
+  std::vector<bool> linked;                   // by rank: a queue pair for it exists
+  std::vector<bool> ready;                    // by rank: ... connected to the peer's
   std::vector<std::vector<Enabled>> enabled;  // by rank
   std::vector<Bound> bound;
   bool prepared = false;
@@ -186,6 +187,7 @@ Expected<State *> GetState(Communicator &comm) {
   state->links = std::move(*links);
   state->tag = CommTag(comm);
   state->linked.assign(comm.size(), false);
+  state->ready.assign(comm.size(), false);
   state->enabled.resize(comm.size());
   State *s = state.get();
   slot = std::move(state);
@@ -307,6 +309,7 @@ Status Link(State &s, bootstrap::Group &group, std::span<const uint32_t> peers,
                    p);
     }
     HZC_RETURN_IF_ERROR(s.links->ConnectPeer(p, h.port, h.qp));
+    s.ready[p] = true;
   }
   return Status::Ok();
 }
@@ -358,7 +361,7 @@ Status Enable(State &s, const Communicator &comm, const HcclMemDesc &desc, HcclM
     return Error(HCCL_E_PARA, "remoteMemDesc: registered by rank {} for rank {}, not for this rank",
                  d->owner, d->peer);
   }
-  if (!s.linked[d->owner]) {
+  if (!s.ready[d->owner]) {
     return Error(HCCL_E_PARA, "remoteMemDesc: rank {} never exchanged descriptors with this rank",
                  d->owner);
   }
@@ -613,7 +616,7 @@ Expected<std::function<Status()>> PrepareBatch(Communicator &comm, uint32_t peer
   HZC_RETURN_IF_ERROR(CheckPeer(comm, peer, "remoteRank"));
   std::lock_guard lock(comm.one_sided_mutex());
   auto *s = static_cast<State *>(comm.one_sided_state().get());
-  if (s == nullptr || !s->linked[peer]) {
+  if (s == nullptr || !s->ready[peer]) {
     return Error(HCCL_E_PARA, "remoteRank={}: this rank never exchanged descriptors with it", peer);
   }
   std::vector<std::shared_ptr<const verbs::MemoryRegion>> held;
