@@ -101,8 +101,8 @@ Globals &GlobalsOf() {
   return *g;
 }
 
-// A global memory handle bound to a communicator, and the registrations HcclCommPrepare made
-// of it (one per peer).
+// A global memory handle bound to a communicator, and the registration HcclCommPrepare made of
+// it (for every peer of the other servers).
 struct Bound {
   uintptr_t handle;
   std::vector<uint64_t> registrations;
@@ -196,7 +196,7 @@ Expected<State *> GetState(Communicator &comm) {
 
 Clock::time_point ExchangeDeadline(int timeout) {
   if (timeout < 0) {
-    return Clock::time_point::max();
+    return Clock::now() + std::chrono::hours(24 * 365 * 100);  // no limit, yet safe to add to
   }
   const std::chrono::seconds t =
       timeout == 0 ? GetConfig().connect_timeout : std::chrono::seconds(timeout);
@@ -218,9 +218,12 @@ Status CheckSpan(int type, const void *addr, uint64_t size) {
   return Status::Ok();
 }
 
-// Register [addr, addr + size) for @peer (another server's rank) and describe it in @desc.
-Status Register(State &s, const Communicator &comm, uint32_t peer, void *addr, uint64_t size,
-                HcclMemDesc *desc) {
+// Registrations HcclCommPrepare makes of bound memory are for every peer of the other servers.
+constexpr uint32_t kAnyPeer = UINT32_MAX;
+
+// One more count of the registration of [addr, addr + size) for @peer (kAnyPeer: for every peer
+// of the other servers), made if there is none.
+Expected<Registration *> Hold(State &s, uint32_t peer, void *addr, uint64_t size) {
   const auto va = reinterpret_cast<uint64_t>(addr);
   auto same = std::find_if(s.mine.begin(), s.mine.end(), [&](const Registration &r) {
     return r.peer == peer && r.addr == va && r.size == size;
@@ -241,19 +244,24 @@ Status Register(State &s, const Communicator &comm, uint32_t peer, void *addr, u
     same = s.mine.end() - 1;
   }
   ++same->refs;
+  return &*same;
+}
+
+// The descriptor of @r for @peer.
+void Describe(const State &s, const Communicator &comm, const Registration &r, uint32_t peer,
+              HcclMemDesc *desc) {
   Desc d{};
   std::memcpy(d.magic, Desc::kMagic, sizeof(d.magic));
   d.version = Desc::kVersion;
   d.owner = comm.rank();
   d.peer = peer;
-  d.rkey = same->mr->rkey();
+  d.rkey = r.mr->rkey();
   d.comm_tag = s.tag;
-  d.id = same->id;
-  d.addr = va;
-  d.size = size;
+  d.id = r.id;
+  d.addr = r.addr;
+  d.size = r.size;
   std::memset(desc->desc, 0, sizeof(desc->desc));
   std::memcpy(desc->desc, &d, sizeof(d));
-  return Status::Ok();
 }
 
 // Drop one count of registration @id; HCCL_E_NOT_FOUND naming @what when there is none.
@@ -403,7 +411,10 @@ Status RegisterMem(Communicator &comm, uint32_t peer, int type, void *addr, uint
   std::lock_guard lock(comm.one_sided_mutex());
   auto state = GetState(comm);
   HZC_RETURN_IF_ERROR(state.status());
-  return Register(**state, comm, peer, addr, size, desc);
+  auto r = Hold(**state, peer, addr, size);
+  HZC_RETURN_IF_ERROR(r.status());
+  Describe(**state, comm, **r, peer, desc);
+  return Status::Ok();
 }
 
 Status DeregisterMem(Communicator &comm, const HcclMemDesc &desc) {
@@ -572,7 +583,7 @@ Status Prepare(Communicator &comm, int timeout) {
       peers.push_back(p);
     }
   }
-  // This rank's bound memory, registered for every peer.
+  // This rank's bound memory, registered once, described for every peer.
   std::vector<std::vector<HcclMemDesc>> mine(comm.size());
   for (Bound &b : s.bound) {
     Global g;
@@ -581,11 +592,11 @@ Status Prepare(Communicator &comm, int timeout) {
       std::lock_guard glock(all.mutex);
       g = all.by_handle.at(b.handle);  // bound handles cannot be deregistered
     }
+    auto r = Hold(s, kAnyPeer, g.addr, g.size);
+    HZC_RETURN_IF_ERROR(r.status());
+    b.registrations.push_back((*r)->id);
     for (uint32_t p : peers) {
-      HcclMemDesc d;
-      HZC_RETURN_IF_ERROR(Register(s, comm, p, g.addr, g.size, &d));
-      b.registrations.push_back(Parse(d)->id);
-      mine[p].push_back(d);
+      Describe(s, comm, **r, p, &mine[p].emplace_back());
     }
   }
   bootstrap::Group &group = *comm.group();

@@ -4,8 +4,10 @@
 //
 // A communicator's one-sided state is made by its first such call: verbs links of its own
 // (verbs::Links::OpenLazy: a protection domain and completion queue, a queue pair per peer made
-// at the first HcclExchangeMemDesc with that peer), this rank's registrations (a memory region
-// each, for one peer) and the spans of the peers it enabled. It goes with the communicator
+// at the first HcclExchangeMemDesc with that peer, or by HcclCommPrepare with every peer of the
+// other servers), this rank's registrations (a memory region each, for one peer, or for every
+// peer when HcclCommPrepare made it of bound global memory), the spans of the peers it enabled
+// and the global memory bound to the communicator. It goes with the communicator
 // (HcclCommDestroy, or the process's end: the kernel drops its regions and queue pairs).
 //
 // A descriptor (HcclMemDesc, 512 bytes) carries a magic and version, the communicator's tag (a
