@@ -14,6 +14,7 @@
 #include "base/config.h"
 #include "base/log.h"
 #include "bootstrap/group.h"
+#include "coll/one_sided_wire.h"
 #include "coll/reduce.h"
 #include "verbs/links.h"
 
@@ -32,43 +33,6 @@ constexpr uint8_t kRetryCount = 6;
 constexpr std::chrono::milliseconds kProgressTimeout{30'000};
 // Host memory HCCL registers at most.
 constexpr uint64_t kMaxSize = uint64_t{1} << 40;
-
-// The content of an HcclMemDesc.
-struct Desc {
-  static constexpr char kMagic[8] = {'h', 'z', 'c', '-', 'm', 'e', 'm', 'd'};
-  static constexpr uint32_t kVersion = 1;
-  char magic[8];
-  uint32_t version;
-  uint32_t owner;  // the registering rank
-  uint32_t peer;   // the rank it is for
-  uint32_t rkey;
-  uint64_t comm_tag;
-  uint64_t id;  // the registration's number at its owner
-  uint64_t addr;
-  uint64_t size;
-};
-static_assert(sizeof(Desc) <= sizeof(HcclMemDesc));
-
-std::optional<Desc> Parse(const HcclMemDesc &d) {
-  Desc out;
-  std::memcpy(&out, d.desc, sizeof(out));
-  if (std::memcmp(out.magic, Desc::kMagic, sizeof(out.magic)) != 0 ||
-      out.version != Desc::kVersion) {
-    return std::nullopt;
-  }
-  return out;
-}
-
-// The message of an exchange: this header, then count descriptors.
-struct ExchangeHeader {
-  static constexpr uint32_t kMagic = 0x687a6f73;  // "hzos"
-  uint32_t magic = kMagic;
-  uint32_t count = 0;
-  uint32_t has_link = 0;  // the sender's port and queue pair for this rank follow
-  uint32_t reserved = 0;
-  verbs::EndpointHeader port;
-  verbs::QpEndpoint qp;
-};
 
 struct Registration {
   uint64_t id;
@@ -302,20 +266,9 @@ Status Link(State &s, bootstrap::Group &group, std::span<const uint32_t> peers,
   for (uint32_t p : fresh) {
     auto theirs = group.Recv(p, kDescTag + 1, deadline);
     HZC_RETURN_IF_ERROR(theirs.status());
-    ExchangeHeader h;
-    if (theirs->size() != sizeof(h)) {
-      return Error(HCCL_E_REMOTE, "rank {} sent {} bytes that are not its queue pair", p,
-                   theirs->size());
-    }
-    std::memcpy(&h, theirs->data(), sizeof(h));
-    if (h.magic != ExchangeHeader::kMagic || h.has_link != 1 ||
-        h.port.magic != verbs::EndpointHeader::kMagic ||
-        h.port.state != verbs::EndpointHeader::kReady) {
-      return Error(HCCL_E_REMOTE,
-                   "rank {} sent no queue pair for this rank (it linked with it before, or its "
-                   "RDMA device failed)",
-                   p);
-    }
+    auto card = ParseLinkCard(*theirs, p);
+    HZC_RETURN_IF_ERROR(card.status());
+    const ExchangeHeader &h = *card;
     HZC_RETURN_IF_ERROR(s.links->ConnectPeer(p, h.port, h.qp));
     s.ready[p] = true;
   }
@@ -338,43 +291,19 @@ Expected<std::vector<HcclMemDesc>> RecvDescs(bootstrap::Group &group, uint32_t p
                                              Clock::time_point deadline) {
   auto in = group.Recv(peer, kDescTag, deadline);
   HZC_RETURN_IF_ERROR(in.status());
-  ExchangeHeader h;
-  if (in->size() < sizeof(h)) {
-    return Error(HCCL_E_REMOTE, "rank {} sent {} bytes that are not its descriptors", peer,
-                 in->size());
-  }
-  std::memcpy(&h, in->data(), sizeof(h));
-  if (h.magic != ExchangeHeader::kMagic || h.count > kOneSidedMax ||
-      in->size() != sizeof(h) + size_t{h.count} * sizeof(HcclMemDesc)) {
-    return Error(HCCL_E_REMOTE, "rank {} sent {} bytes that are not its descriptors", peer,
-                 in->size());
-  }
-  std::vector<HcclMemDesc> out(h.count);
-  if (h.count != 0) {
-    std::memcpy(out.data(), in->data() + sizeof(h), size_t{h.count} * sizeof(HcclMemDesc));
-  }
-  return out;
+  return ParseDescMessage(*in, peer);
 }
 
 // Enable @desc (a peer's, untrusted) for this rank; its span in *@mem.
 Status Enable(State &s, const Communicator &comm, const HcclMemDesc &desc, HcclMem *mem) {
-  const std::optional<Desc> d = Parse(desc);
+  const std::optional<Desc> d = ParseDesc(desc);
   if (!d) {
     return Error(HCCL_E_PARA, "remoteMemDesc: not a memory descriptor");
   }
-  if (d->comm_tag != s.tag) {
-    return Error(HCCL_E_PARA, "remoteMemDesc: a descriptor of another communicator");
-  }
-  if (d->owner >= comm.size() || d->owner == comm.rank() || d->peer != comm.rank()) {
-    return Error(HCCL_E_PARA, "remoteMemDesc: registered by rank {} for rank {}, not for this rank",
-                 d->owner, d->peer);
-  }
+  HZC_RETURN_IF_ERROR(CheckRemoteDesc(*d, s.tag, comm.rank(), comm.size()));
   if (!s.ready[d->owner]) {
     return Error(HCCL_E_PARA, "remoteMemDesc: rank {} never exchanged descriptors with this rank",
                  d->owner);
-  }
-  if (d->size == 0 || d->addr > UINT64_MAX - d->size) {
-    return Error(HCCL_E_PARA, "remoteMemDesc: {} bytes at {:#x} is not a span", d->size, d->addr);
   }
   auto &enabled = s.enabled[d->owner];
   for (const Enabled &e : enabled) {
@@ -418,7 +347,7 @@ Status RegisterMem(Communicator &comm, uint32_t peer, int type, void *addr, uint
 }
 
 Status DeregisterMem(Communicator &comm, const HcclMemDesc &desc) {
-  const std::optional<Desc> d = Parse(desc);
+  const std::optional<Desc> d = ParseDesc(desc);
   std::lock_guard lock(comm.one_sided_mutex());
   auto *s = static_cast<State *>(comm.one_sided_state().get());
   if (!d || s == nullptr || d->comm_tag != s->tag || d->owner != comm.rank()) {
@@ -457,14 +386,15 @@ Status EnableMemAccess(Communicator &comm, const HcclMemDesc &desc, HcclMem *mem
   std::lock_guard lock(comm.one_sided_mutex());
   auto *s = static_cast<State *>(comm.one_sided_state().get());
   if (s == nullptr) {
-    return Parse(desc) ? Error(HCCL_E_PARA, "remoteMemDesc: a descriptor of another communicator")
-                       : Error(HCCL_E_PARA, "remoteMemDesc: not a memory descriptor");
+    return ParseDesc(desc)
+               ? Error(HCCL_E_PARA, "remoteMemDesc: a descriptor of another communicator")
+               : Error(HCCL_E_PARA, "remoteMemDesc: not a memory descriptor");
   }
   return Enable(*s, comm, desc, mem);
 }
 
 Status DisableMemAccess(Communicator &comm, const HcclMemDesc &desc) {
-  const std::optional<Desc> d = Parse(desc);
+  const std::optional<Desc> d = ParseDesc(desc);
   std::lock_guard lock(comm.one_sided_mutex());
   auto *s = static_cast<State *>(comm.one_sided_state().get());
   if (!d || s == nullptr || d->comm_tag != s->tag || d->owner >= comm.size()) {

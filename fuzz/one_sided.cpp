@@ -1,0 +1,38 @@
+// SPDX-License-Identifier: Apache-2.0
+// Fuzzer: what a peer sends the one-sided calls (coll/one_sided_wire.h): its exchange message,
+// the descriptors in it as HcclEnableMemAccess checks them, and its link card. A descriptor
+// that passes must be a span that does not wrap, from another rank, for this one.
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <span>
+
+#include "coll/one_sided_wire.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  using namespace hzc::coll;
+  const auto blob = std::as_bytes(std::span(data, size));
+  constexpr uint64_t kTag = 0x1234;
+  constexpr uint32_t kMe = 1, kRanks = 4;
+  if (auto descs = ParseDescMessage(blob, 2); descs.ok()) {
+    if (sizeof(ExchangeHeader) + descs->size() * sizeof(HcclMemDesc) != size ||
+        descs->size() > kDescsPerMessage) {
+      std::abort();
+    }
+    for (const HcclMemDesc &d : *descs) {
+      const std::optional<Desc> parsed = ParseDesc(d);
+      if (parsed && CheckRemoteDesc(*parsed, kTag, kMe, kRanks).ok()) {
+        if (parsed->size == 0 || parsed->addr + parsed->size < parsed->addr ||
+            parsed->owner >= kRanks || parsed->owner == kMe || parsed->peer != kMe) {
+          std::abort();
+        }
+      }
+    }
+  }
+  if (auto card = ParseLinkCard(blob, 2); card.ok()) {
+    if (size != sizeof(ExchangeHeader) || card->has_link != 1) {
+      std::abort();
+    }
+  }
+  return 0;
+}

@@ -1,0 +1,70 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "coll/one_sided_wire.h"
+
+#include <cstring>
+
+namespace hzc::coll {
+
+std::optional<Desc> ParseDesc(const HcclMemDesc &d) {
+  Desc out;
+  std::memcpy(&out, d.desc, sizeof(out));
+  if (std::memcmp(out.magic, Desc::kMagic, sizeof(out.magic)) != 0 ||
+      out.version != Desc::kVersion) {
+    return std::nullopt;
+  }
+  return out;
+}
+
+Status CheckRemoteDesc(const Desc &d, uint64_t tag, uint32_t me, uint32_t nranks) {
+  if (d.comm_tag != tag) {
+    return Error(HCCL_E_PARA, "remoteMemDesc: a descriptor of another communicator");
+  }
+  if (d.owner >= nranks || d.owner == me || d.peer != me) {
+    return Error(HCCL_E_PARA, "remoteMemDesc: registered by rank {} for rank {}, not for this rank",
+                 d.owner, d.peer);
+  }
+  if (d.size == 0 || d.addr > UINT64_MAX - d.size) {
+    return Error(HCCL_E_PARA, "remoteMemDesc: {} bytes at {:#x} is not a span", d.size, d.addr);
+  }
+  return Status::Ok();
+}
+
+Expected<std::vector<HcclMemDesc>> ParseDescMessage(std::span<const std::byte> blob,
+                                                    uint32_t peer) {
+  ExchangeHeader h;
+  if (blob.size() < sizeof(h)) {
+    return Error(HCCL_E_REMOTE, "rank {} sent {} bytes that are not its descriptors", peer,
+                 blob.size());
+  }
+  std::memcpy(&h, blob.data(), sizeof(h));
+  if (h.magic != ExchangeHeader::kMagic || h.has_link != 0 || h.count > kDescsPerMessage ||
+      blob.size() != sizeof(h) + size_t{h.count} * sizeof(HcclMemDesc)) {
+    return Error(HCCL_E_REMOTE, "rank {} sent {} bytes that are not its descriptors", peer,
+                 blob.size());
+  }
+  std::vector<HcclMemDesc> out(h.count);
+  if (h.count != 0) {
+    std::memcpy(out.data(), blob.data() + sizeof(h), size_t{h.count} * sizeof(HcclMemDesc));
+  }
+  return out;
+}
+
+Expected<ExchangeHeader> ParseLinkCard(std::span<const std::byte> blob, uint32_t peer) {
+  ExchangeHeader h;
+  if (blob.size() != sizeof(h)) {
+    return Error(HCCL_E_REMOTE, "rank {} sent {} bytes that are not its queue pair", peer,
+                 blob.size());
+  }
+  std::memcpy(&h, blob.data(), sizeof(h));
+  if (h.magic != ExchangeHeader::kMagic || h.has_link != 1 ||
+      h.port.magic != verbs::EndpointHeader::kMagic ||
+      h.port.state != verbs::EndpointHeader::kReady) {
+    return Error(HCCL_E_REMOTE,
+                 "rank {} sent no queue pair for this rank (it linked with it before, or its RDMA "
+                 "device failed)",
+                 peer);
+  }
+  return h;
+}
+
+}  // namespace hzc::coll

@@ -1,0 +1,63 @@
+// SPDX-License-Identifier: Apache-2.0
+// What the one-sided calls (coll/one_sided.h) put on the wire and in descriptors, and the
+// checks of what a peer sends (untrusted: fuzz/one_sided.cpp).
+//
+// HcclMemDesc (512 bytes): a Desc, then zeros. The exchange's messages on the group's
+// connections: an ExchangeHeader, then (for descriptors) count HcclMemDescs; a link card is an
+// ExchangeHeader alone with has_link 1, the sender's port and its queue pair for the receiver.
+#pragma once
+
+#include <hccl/hccl_one_sided_services.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "base/status.h"
+#include "verbs/links.h"
+
+namespace hzc::coll {
+
+// The content of an HcclMemDesc.
+struct Desc {
+  static constexpr char kMagic[8] = {'h', 'z', 'c', '-', 'm', 'e', 'm', 'd'};
+  static constexpr uint32_t kVersion = 1;
+  char magic[8];
+  uint32_t version;
+  uint32_t owner;  // the registering rank
+  uint32_t peer;   // the rank it is for
+  uint32_t rkey;
+  uint64_t comm_tag;
+  uint64_t id;  // the registration's number at its owner
+  uint64_t addr;
+  uint64_t size;
+};
+static_assert(sizeof(Desc) <= sizeof(HcclMemDesc));
+
+struct ExchangeHeader {
+  static constexpr uint32_t kMagic = 0x687a6f73;  // "hzos"
+  uint32_t magic = kMagic;
+  uint32_t count = 0;
+  uint32_t has_link = 0;
+  uint32_t reserved = 0;
+  verbs::EndpointHeader port;
+  verbs::QpEndpoint qp;
+};
+
+// Descriptors per message at most.
+inline constexpr uint32_t kDescsPerMessage = 256;
+
+// The Desc in @d, if it is one (magic and version).
+std::optional<Desc> ParseDesc(const HcclMemDesc &d);
+// Whether @d, sent by a peer, is one this rank (@me of @nranks, communicator @tag) may enable:
+// HCCL_E_PARA naming what is wrong (another communicator, not from another rank for this one,
+// not a span).
+Status CheckRemoteDesc(const Desc &d, uint64_t tag, uint32_t me, uint32_t nranks);
+// Rank @peer's descriptors in its message @blob; HCCL_E_REMOTE when it is not such a message.
+Expected<std::vector<HcclMemDesc>> ParseDescMessage(std::span<const std::byte> blob, uint32_t peer);
+// Rank @peer's link card @blob; HCCL_E_REMOTE when it is not a ready port and queue pair.
+Expected<ExchangeHeader> ParseLinkCard(std::span<const std::byte> blob, uint32_t peer);
+
+}  // namespace hzc::coll
