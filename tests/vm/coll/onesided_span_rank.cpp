@@ -14,6 +14,8 @@
 //             other servers and read without per-peer registrations (RunGlobal).
 //   cutonesided  (two servers) transfers to the pair until the test cuts the link or kills a
 //             server: a transfer error within HCCL_EXEC_TIMEOUT, then a quick destroy (RunCut).
+//   onesidednone  (servers without RDMA) every one-sided call to another server is
+//             HCCL_E_NOT_SUPPORT (RunNone).
 // Exit 63 when a byte or a code differs (the rank logs which).
 #include <acl/acl.h>
 #include <hccl/hccl.h>
@@ -332,10 +334,37 @@ int RunCut() {
   return d == HCCL_SUCCESS && seconds(destroy) <= 10 ? 0 : 77;
 }
 
+// Servers without an RDMA device (HZC_NET=socket on the host): every one-sided call that would
+// reach another server is HCCL_E_NOT_SUPPORT, and the communicator works on.
+int RunNone() {
+  const uint32_t pair = (g_rank + g_per_server) % g_n;
+  std::vector<uint8_t> mem(4096);
+  HcclMemDesc desc{}, theirs{};
+  HcclMemDescs local{&desc, 0}, remote{&theirs, 1};
+  uint32_t got = 0;
+  HcclMem window{HCCL_MEM_TYPE_HOST, mem.data(), mem.size()};
+  void *handle = nullptr;
+  HcclPrepareConfig config{HCCL_TOPO_FULLMESH, 0, 0, 0};
+  const bool ok =
+      Want("HcclRegisterMem without RDMA",
+           HcclRegisterMem(g_comm, pair, HCCL_MEM_TYPE_HOST, mem.data(), mem.size(), &desc),
+           HCCL_E_NOT_SUPPORT) &&
+      Want("HcclExchangeMemDesc without RDMA",
+           HcclExchangeMemDesc(g_comm, pair, &local, 0, &remote, &got), HCCL_E_NOT_SUPPORT) &&
+      Want("HcclRegisterGlobalMem", HcclRegisterGlobalMem(&window, &handle), HCCL_SUCCESS) &&
+      Want("HcclCommBindMem without RDMA", HcclCommBindMem(g_comm, handle), HCCL_E_NOT_SUPPORT) &&
+      Want("HcclCommPrepare without RDMA", HcclCommPrepare(g_comm, &config, 0),
+           HCCL_E_NOT_SUPPORT) &&
+      Want("HcclDeregisterGlobalMem", HcclDeregisterGlobalMem(handle), HCCL_SUCCESS) &&
+      Want("HcclBarrier after them", HcclBarrier(g_comm, nullptr), HCCL_SUCCESS);
+  return ok ? 0 : 63;
+}
+
 }  // namespace
 
 int OneSidedScenario(const std::string &scenario) {
-  if (scenario != "onesided" && scenario != "onesidedglobal" && scenario != "cutonesided") {
+  if (scenario != "onesided" && scenario != "onesidedglobal" && scenario != "cutonesided" &&
+      scenario != "onesidednone") {
     return -1;
   }
   if (g_per_server == 0 || g_n % g_per_server != 0 || g_n < 2 * g_per_server) {
@@ -343,6 +372,9 @@ int OneSidedScenario(const std::string &scenario) {
   }
   if (scenario == "cutonesided") {
     return RunCut();
+  }
+  if (scenario == "onesidednone") {
+    return RunNone();
   }
   if (scenario == "onesidedglobal") {
     return g_per_server >= 2 ? RunGlobal() : 51;

@@ -16,6 +16,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <regex>
@@ -225,6 +226,18 @@ TEST_F(SpanSocketTest, OneSidedGlobalMemoryAmongThreeServers) {
     GTEST_SKIP() << "one-sided transfers need RDMA: HZC_TEST_NET=rdma in the guest (make check)";
   }
   EXPECT_EQ(Run(3, 2, "onesidedglobal", "staging"), std::vector<int>(6, 0));
+}
+
+// Without an RDMA device (the host) the one-sided calls to another server are
+// HCCL_E_NOT_SUPPORT, naming why, and the communicator works on (hzc-coll-rank "onesidednone").
+TEST_F(SpanSocketTest, OneSidedCallsWithoutRdmaAreNotSupported) {
+  std::error_code ec;
+  if (!std::filesystem::is_empty("/sys/class/infiniband", ec) && !ec) {
+    GTEST_SKIP() << "an RDMA device is present (/sys/class/infiniband): the calls would work";
+  }
+  EXPECT_EQ(Run(2, 1, "onesidednone", "staging"), std::vector<int>(2, 0));
+  EXPECT_NE(RankLog(0).find("one-sided transfers need RDMA between the servers"),
+            std::string::npos);
 }
 
 // The bytes between servers per call (hzc_comm_net_stats), against the schedules, to the byte:
