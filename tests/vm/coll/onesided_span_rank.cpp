@@ -1,14 +1,14 @@
 // SPDX-License-Identifier: Apache-2.0
-// hzc-coll-rank's scenarios of HCCL's one-sided calls across servers (servers of
-// HZC_TEST_PER_SERVER=L ranks):
+// hzc-coll-rank's scenarios of HCCL's one-sided calls in communicators that span servers
+// (servers of HZC_TEST_PER_SERVER=L ranks):
 //   onesided  (two servers; rank r pairs with r + L or r - L) each rank registers a 1 MiB window
-//   and a 1 MiB source for its pair, swaps the
-//             window's descriptor with it and enables its pair's window; then writes its pattern
-//             into the first half of the pair's window (HcclBatchPut, 16 transfers, now) and
-//             reads the second half, which the pair filled itself (HcclBatchGet, on a stream),
-//             checking every byte of both windows after a barrier; a write past the enabled
-//             window, from memory not registered, to a rank of its own server, after
-//             HcclDisableMemAccess, and a second deregistration fail with their codes.
+//             and a 1 MiB source for its pair, swaps the window's descriptor with it and enables
+//             its pair's window; then writes its pattern into the first half of the pair's
+//             window (HcclBatchPut, 16 transfers, now) and reads the second half, which the pair
+//             filled itself (HcclBatchGet, on a stream); with L > 1 it also writes 64 KiB into
+//             its neighbour's window on its own server; every byte of the windows is checked
+//             after a barrier. A write past the enabled window, from memory not registered,
+//             after HcclDisableMemAccess, and a second deregistration fail with their codes.
 //   onesidedglobal  (two or more servers of two or more ranks) the same with global memory: a
 //             window bound to the communicator and HcclCommPrepare, written by every rank of the
 //             other servers and read without per-peer registrations (RunGlobal).
@@ -77,13 +77,7 @@ int Run() {
     window[i] = i < kWindow / 2 ? 0 : Pattern(g_rank, i);
     source[i] = Pattern(g_rank, i);
   }
-  HcclMemDesc win{}, src{}, same{};
-  if (per > 1 &&
-      !Want("HcclRegisterMem for a rank of this server",
-            HcclRegisterMem(g_comm, g_rank ^ 1, HCCL_MEM_TYPE_HOST, window.data(), kWindow, &same),
-            HCCL_E_NOT_SUPPORT)) {
-    return 63;
-  }
+  HcclMemDesc win{}, src{};
   if (!Want("HcclRegisterMem window",
             HcclRegisterMem(g_comm, pair, HCCL_MEM_TYPE_HOST, window.data(), kWindow, &win),
             HCCL_SUCCESS) ||
@@ -145,17 +139,41 @@ int Run() {
   if (int rc = Check("HcclBatchGet's bytes", back, kWindow / 2, kWindow, pair)) {
     return rc;
   }
-  // Past the enabled window, from memory not registered, to a rank of this server.
+  // Past the enabled window, from memory not registered.
   HcclOneSideOpDesc past{source.data(), remote_window + kWindow - 8, 16, HCCL_DATA_TYPE_INT8};
   HcclOneSideOpDesc unregistered{loose.data(), remote_window, 16, HCCL_DATA_TYPE_INT8};
   if (!Want("HcclBatchPut past the window", HcclBatchPut(g_comm, pair, &past, 1, nullptr),
             HCCL_E_PARA) ||
       !Want("HcclBatchPut from memory not registered",
-            HcclBatchPut(g_comm, pair, &unregistered, 1, nullptr), HCCL_E_PARA) ||
-      (per > 1 &&
-       !Want("HcclBatchPut to a rank of this server",
-             HcclBatchPut(g_comm, g_rank ^ 1, put.data(), 1, nullptr), HCCL_E_NOT_SUPPORT))) {
+            HcclBatchPut(g_comm, pair, &unregistered, 1, nullptr), HCCL_E_PARA)) {
     return 63;
+  }
+  // The neighbour on this server (through the RDMA device's loopback): 64 KiB of the source
+  // into its small window.
+  constexpr size_t kNear = 64 << 10;
+  const uint32_t neighbour = g_rank ^ 1;
+  std::vector<uint8_t> near(kNear, 0);
+  HcclMemDesc near_desc{}, near_theirs{};
+  if (per > 1) {
+    HcclMemDescs near_local{&near_desc, 1}, near_remote{&near_theirs, 1};
+    HcclMem near_mem{};
+    HcclOneSideOpDesc op{};
+    if (!Want(
+            "HcclRegisterMem for a rank of this server",
+            HcclRegisterMem(g_comm, neighbour, HCCL_MEM_TYPE_HOST, near.data(), kNear, &near_desc),
+            HCCL_SUCCESS) ||
+        !Want("HcclExchangeMemDesc with a rank of this server",
+              HcclExchangeMemDesc(g_comm, neighbour, &near_local, 0, &near_remote, &got),
+              HCCL_SUCCESS) ||
+        !Want("HcclEnableMemAccess of a rank of this server",
+              HcclEnableMemAccess(g_comm, &near_theirs, &near_mem), HCCL_SUCCESS)) {
+      return 63;
+    }
+    op = {source.data(), near_mem.addr, kNear, HCCL_DATA_TYPE_INT8};
+    if (!Want("HcclBatchPut to a rank of this server",
+              HcclBatchPut(g_comm, neighbour, &op, 1, nullptr), HCCL_SUCCESS)) {
+      return 63;
+    }
   }
   // Every pair has written: each window's first half is its pair's pattern.
   if (!Want("HcclBarrier", HcclBarrier(g_comm, nullptr), HCCL_SUCCESS)) {
@@ -166,6 +184,16 @@ int Run() {
   }
   if (int rc = Check("this rank's own half", window, kWindow / 2, kWindow, g_rank)) {
     return rc;
+  }
+  if (per > 1) {
+    if (int rc = Check("the neighbour's HcclBatchPut", near, 0, kNear, neighbour)) {
+      return rc;
+    }
+    if (!Want("HcclDisableMemAccess of the neighbour's", HcclDisableMemAccess(g_comm, &near_theirs),
+              HCCL_SUCCESS) ||
+        !Want("HcclDeregisterMem near", HcclDeregisterMem(g_comm, &near_desc), HCCL_SUCCESS)) {
+      return 63;
+    }
   }
   if (!Want("HcclDisableMemAccess", HcclDisableMemAccess(g_comm, &theirs[0]), HCCL_SUCCESS) ||
       !Want("HcclBatchPut after HcclDisableMemAccess",

@@ -4,9 +4,9 @@
  * registered for one peer rank, descriptors swapped with it, its memory enabled, then batches
  * of writes (HcclBatchPut) and reads (HcclBatchGet) straight between the registered buffers.
  *
- * In hzc these work between ranks of different servers of a communicator that spans servers,
- * over RDMA (RDMA WRITE / READ between memory regions; README "One-sided transfers"). A peer on
- * the same server, a communicator of one server, or servers without RDMA devices:
+ * In hzc these work between the ranks of a communicator that spans servers, over RDMA (RDMA
+ * WRITE / READ between memory regions; a peer on the same server through the device's loopback;
+ * README "One-sided transfers"). A communicator of one server, or servers without RDMA devices:
  * HCCL_E_NOT_SUPPORT.
  */
 #ifndef HCCL_HCCL_ONE_SIDED_SERVICES_H_
@@ -92,7 +92,7 @@ HcclResult HcclBatchGet(HcclComm comm, uint32_t remoteRank, HcclOneSideOpDesc *d
 
 /** How HcclCommPrepare connects the ranks. */
 typedef enum {
-  HCCL_TOPO_FULLMESH = 0, /**< every rank with every rank of the other servers */
+  HCCL_TOPO_FULLMESH = 0, /**< every rank with every other rank */
   HCCL_TOPO_NUM,
 } HcclTopoType;
 
@@ -106,7 +106,7 @@ typedef struct {
 /**
  * Global memory: [mem->addr, mem->addr + mem->size) of this process as a handle (*@memHandle)
  * that communicators bind (HcclCommBindMem). HcclCommPrepare then registers every bound span
- * for every rank of the other servers, swaps the descriptors and enables the peers' spans, so
+ * for every other rank, swaps the descriptors and enables the peers' spans, so
  * that HcclBatchPut/Get reach them without HcclRegisterMem and HcclExchangeMemDesc.
  */
 HcclResult HcclRegisterGlobalMem(const HcclMem *mem, void **memHandle);
@@ -117,7 +117,7 @@ HcclResult HcclCommBindMem(HcclComm comm, void *memHandle);
 /** Unbind it; after HcclCommPrepare this revokes the peers' access to it. */
 HcclResult HcclCommUnbindMem(HcclComm comm, void *memHandle);
 /**
- * Every rank of @comm at once (blocking): connect each rank with every rank of the other servers
+ * Every rank of @comm at once (blocking): connect each rank with every other rank
  * (HCCL_TOPO_FULLMESH), register the bound memory for them, swap the descriptors and enable
  * them. @timeout in seconds; 0: HCCL_CONNECT_TIMEOUT; -1: none. A second call: HCCL_SUCCESS,
  * nothing done.

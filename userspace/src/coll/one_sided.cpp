@@ -66,7 +66,7 @@ Globals &GlobalsOf() {
 }
 
 // A global memory handle bound to a communicator, and the registration HcclCommPrepare made of
-// it (for every peer of the other servers).
+// it (for every peer).
 struct Bound {
   uintptr_t handle;
   std::vector<uint64_t> registrations;
@@ -101,18 +101,14 @@ uint64_t CommTag(const Communicator &comm) {
   return h;
 }
 
-// Whether @peer is a rank of another server of @comm (HCCL_E_NOT_SUPPORT naming why not).
-Status AcrossServers(const Communicator &comm, uint32_t peer, const char *name) {
+// Whether @comm spans servers: its ranks have the group's connections to swap descriptors
+// over, and reach each other over RDMA, a peer on the same server through the device's loopback
+// (HCCL_E_NOT_SUPPORT naming why not).
+Status Spanning(const Communicator &comm, uint32_t peer, const char *name) {
   if (comm.group() == nullptr) {
     return Error(HCCL_E_NOT_SUPPORT,
                  "{}={}: the communicator's ranks are all on this server; one-sided transfers "
-                 "work between servers only",
-                 name, peer);
-  }
-  if (comm.ranks()[peer].host == comm.ranks()[comm.rank()].host) {
-    return Error(HCCL_E_NOT_SUPPORT,
-                 "{}={}: that rank is on this server; one-sided transfers work between servers "
-                 "only",
+                 "work in communicators that span servers only",
                  name, peer);
   }
   return Status::Ok();
@@ -125,7 +121,7 @@ Status CheckPeer(const Communicator &comm, uint32_t peer, const char *name) {
   if (peer == comm.rank()) {
     return Error(HCCL_E_PARA, "{}={}: the calling rank itself", name, peer);
   }
-  return AcrossServers(comm, peer, name);
+  return Spanning(comm, peer, name);
 }
 
 // The communicator's state, made with its links on first use (under the one-sided mutex).
@@ -182,11 +178,11 @@ Status CheckSpan(int type, const void *addr, uint64_t size) {
   return Status::Ok();
 }
 
-// Registrations HcclCommPrepare makes of bound memory are for every peer of the other servers.
+// Registrations HcclCommPrepare makes of bound memory are for every peer.
 constexpr uint32_t kAnyPeer = UINT32_MAX;
 
-// One more count of the registration of [addr, addr + size) for @peer (kAnyPeer: for every peer
-// of the other servers), made if there is none.
+// One more count of the registration of [addr, addr + size) for @peer (kAnyPeer: for every
+// peer), made if there is none.
 Expected<Registration *> Hold(State &s, uint32_t peer, void *addr, uint64_t size) {
   const auto va = reinterpret_cast<uint64_t>(addr);
   auto same = std::find_if(s.mine.begin(), s.mine.end(), [&](const Registration &r) {
@@ -336,7 +332,7 @@ Status RegisterMem(Communicator &comm, uint32_t peer, int type, void *addr, uint
     std::memset(desc->desc, 0, sizeof(desc->desc));
     return Status::Ok();
   }
-  HZC_RETURN_IF_ERROR(AcrossServers(comm, peer, "remoteRank"));
+  HZC_RETURN_IF_ERROR(Spanning(comm, peer, "remoteRank"));
   std::lock_guard lock(comm.one_sided_mutex());
   auto state = GetState(comm);
   HZC_RETURN_IF_ERROR(state.status());
@@ -442,8 +438,8 @@ Status DeregisterGlobalMem(void *handle) {
 Status BindMem(Communicator &comm, void *handle) {
   if (comm.group() == nullptr) {
     return Error(HCCL_E_NOT_SUPPORT,
-                 "the communicator's ranks are all on this server; one-sided transfers work "
-                 "between servers only");
+                 "the communicator's ranks are all on this server; one-sided transfers work in "
+                 "communicators that span servers only");
   }
   std::lock_guard lock(comm.one_sided_mutex());
   auto state = GetState(comm);
@@ -496,8 +492,8 @@ Status UnbindMem(Communicator &comm, void *handle) {
 Status Prepare(Communicator &comm, int timeout) {
   if (comm.group() == nullptr) {
     return Error(HCCL_E_NOT_SUPPORT,
-                 "the communicator's ranks are all on this server; one-sided transfers work "
-                 "between servers only");
+                 "the communicator's ranks are all on this server; one-sided transfers work in "
+                 "communicators that span servers only");
   }
   const Clock::time_point deadline = ExchangeDeadline(timeout);
   std::lock_guard lock(comm.one_sided_mutex());
@@ -509,7 +505,7 @@ Status Prepare(Communicator &comm, int timeout) {
   }
   std::vector<uint32_t> peers;
   for (uint32_t p = 0; p < comm.size(); ++p) {
-    if (comm.ranks()[p].host != comm.ranks()[comm.rank()].host) {
+    if (p != comm.rank()) {
       peers.push_back(p);
     }
   }

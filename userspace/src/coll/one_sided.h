@@ -1,11 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
-// HCCL's one-sided calls (hccl/hccl_one_sided_services.h) between the servers of a communicator
-// that spans servers: RDMA WRITE and READ straight between registered buffers.
+// HCCL's one-sided calls (hccl/hccl_one_sided_services.h) between the ranks of a communicator
+// that spans servers: RDMA WRITE and READ straight between registered buffers (a peer on the same
+// server through the device's loopback).
 //
 // A communicator's one-sided state is made by its first such call: verbs links of its own
 // (verbs::Links::OpenLazy: a protection domain and completion queue, a queue pair per peer made
-// at the first HcclExchangeMemDesc with that peer, or by HcclCommPrepare with every peer of the
-// other servers), this rank's registrations (a memory region each, for one peer, or for every
+// at the first HcclExchangeMemDesc with that peer, or by HcclCommPrepare with every other rank),
+// this rank's registrations (a memory region each, for one peer, or for every
 // peer when HcclCommPrepare made it of bound global memory), the spans of the peers it enabled
 // and the global memory bound to the communicator. It goes with the communicator
 // (HcclCommDestroy, or the process's end: the kernel drops its regions and queue pairs).
