@@ -13,6 +13,7 @@
 
 #include "base/config.h"
 #include "base/log.h"
+#include "bootstrap/auth.h"
 #include "bootstrap/group.h"
 #include "coll/one_sided_wire.h"
 #include "coll/reduce.h"
@@ -93,12 +94,13 @@ struct State : Communicator::CollState {
   bool prepared = false;
 };
 
+// The communicator's tag in descriptors: derived from its key, telling nothing of it
+// (bootstrap/auth.h).
 uint64_t CommTag(const Communicator &comm) {
-  uint64_t h = 1469598103934665603ull;  // FNV-1a of the id
-  for (uint8_t b : comm.id()) {
-    h = (h ^ b) * 1099511628211ull;
-  }
-  return h;
+  const bootstrap::UniqueId keyed = bootstrap::KeyedId(comm.id(), "hzc-one-sided");
+  uint64_t tag = 0;
+  std::memcpy(&tag, keyed.data(), sizeof(tag));
+  return tag;
 }
 
 // Whether @comm spans servers: its ranks have the group's connections to swap descriptors
