@@ -74,6 +74,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -755,59 +756,12 @@ int Cut(bool p2p) {
                : HcclAllReduce(buf, buf, count, HCCL_DATA_TYPE_FP32, HCCL_REDUCE_SUM, g_comm,
                                nullptr);
   };
-  if (call() != HCCL_SUCCESS) {
-    return 53;
-  }
-  const char *tmp = std::getenv("TMPDIR");
-  const std::string ready =
-      std::string(tmp != nullptr ? tmp : "/tmp") + "/hzc-span-ready-" + std::to_string(g_rank);
-  std::fclose(std::fopen(ready.c_str(), "w"));
-  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(180);
-  HcclResult r = HCCL_SUCCESS;
-  auto start = std::chrono::steady_clock::now();
-  while (r == HCCL_SUCCESS && std::chrono::steady_clock::now() < give_up) {
-    start = std::chrono::steady_clock::now();
-    r = call();
-  }
-  const auto seconds = [](auto since) {
-    return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() -
-                                                                 since)
-               .count() /
-           1000.0;
-  };
-  const double failed_after = seconds(start);
-  std::fprintf(stderr, "rank %u: the call failed with %d after %.1f s\n", g_rank, r, failed_after);
-  if (r == HCCL_SUCCESS) {
-    return 76;
-  }
-  if (r != HCCL_E_ROCE_TRANSFER && r != HCCL_E_TCP_TRANSFER && r != HCCL_E_REMOTE) {
-    return r;
-  }
-  const char *exec = std::getenv("HCCL_EXEC_TIMEOUT");
-  if (exec != nullptr && failed_after >= std::atof(exec)) {
-    return 74;
-  }
-  const auto destroy = std::chrono::steady_clock::now();
-  if (g_server_comm != nullptr && HcclCommDestroy(g_server_comm) != HCCL_SUCCESS) {
-    return 56;
-  }
-  g_server_comm = nullptr;
-  const HcclResult d = HcclCommDestroy(g_comm);
-  std::fprintf(stderr, "rank %u: HcclCommDestroy: %d after %.1f s\n", g_rank, d, seconds(destroy));
-  if (d != HCCL_SUCCESS || seconds(destroy) > 10) {
-    return 77;
-  }
-  const pid_t me = getpid();
-  for (const char *kind : {"qp", "mr"}) {
-    const int left = hzc::test::ShowAndCountRdmaObjects(
-        kind, [&](const nlohmann::json &o) { return hzc::test::RdmaObjectOf(o, me); });
-    // -1: the rdma tool shows nothing where no RDMA device exists (TCP between the servers).
-    if (left != 0 && (left > 0 || hzc::test::HaveRdmaDevice())) {
-      std::fprintf(stderr, "rank %u: %d %s objects left\n", g_rank, left, kind);
-      return 78;
-    }
-  }
-  return 0;
+  return FailUntilCut(
+      call,
+      [](HcclResult r) {
+        return r == HCCL_E_ROCE_TRANSFER || r == HCCL_E_TCP_TRANSFER || r == HCCL_E_REMOTE;
+      },
+      [] { return 0; });
 }
 
 }  // namespace
@@ -874,3 +828,68 @@ int main(int argc, char **argv) {
   }
   return rc;
 }
+
+namespace hzc::coll_rank {
+
+int FailUntilCut(const std::function<HcclResult()> &call,
+                 const std::function<bool(HcclResult)> &allowed,
+                 const std::function<int()> &after) {
+  if (call() != HCCL_SUCCESS) {
+    return 53;
+  }
+  const char *tmp = std::getenv("TMPDIR");
+  const std::string ready =
+      std::string(tmp != nullptr ? tmp : "/tmp") + "/hzc-span-ready-" + std::to_string(g_rank);
+  std::fclose(std::fopen(ready.c_str(), "w"));
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(180);
+  HcclResult r = HCCL_SUCCESS;
+  auto start = std::chrono::steady_clock::now();
+  while (r == HCCL_SUCCESS && std::chrono::steady_clock::now() < give_up) {
+    start = std::chrono::steady_clock::now();
+    r = call();
+  }
+  const auto seconds = [](auto since) {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() -
+                                                                 since)
+               .count() /
+           1000.0;
+  };
+  const double failed_after = seconds(start);
+  std::fprintf(stderr, "rank %u: the call failed with %d after %.1f s\n", g_rank, r, failed_after);
+  if (r == HCCL_SUCCESS) {
+    return 76;
+  }
+  if (!allowed(r)) {
+    return r;
+  }
+  const char *exec = std::getenv("HCCL_EXEC_TIMEOUT");
+  if (exec != nullptr && failed_after >= std::atof(exec)) {
+    return 74;
+  }
+  if (int rc = after(); rc != 0) {
+    return rc;
+  }
+  const auto destroy = std::chrono::steady_clock::now();
+  if (g_server_comm != nullptr && HcclCommDestroy(g_server_comm) != HCCL_SUCCESS) {
+    return 56;
+  }
+  g_server_comm = nullptr;
+  const HcclResult d = HcclCommDestroy(g_comm);
+  std::fprintf(stderr, "rank %u: HcclCommDestroy: %d after %.1f s\n", g_rank, d, seconds(destroy));
+  if (d != HCCL_SUCCESS || seconds(destroy) > 10) {
+    return 77;
+  }
+  const pid_t me = getpid();
+  for (const char *kind : {"qp", "mr"}) {
+    const int left = hzc::test::ShowAndCountRdmaObjects(
+        kind, [&](const nlohmann::json &o) { return hzc::test::RdmaObjectOf(o, me); });
+    // -1: the rdma tool shows nothing where no RDMA device exists (TCP between the servers).
+    if (left != 0 && (left > 0 || hzc::test::HaveRdmaDevice())) {
+      std::fprintf(stderr, "rank %u: %d %s objects left\n", g_rank, left, kind);
+      return 78;
+    }
+  }
+  return 0;
+}
+
+}  // namespace hzc::coll_rank

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <cstdlib>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -64,5 +65,14 @@ int TrafficScenario(const std::string &scenario);
 
 // The scenario of the one-sided calls across servers (onesided_span_rank.cpp): the same.
 int OneSidedScenario(const std::string &scenario);
+
+// The end of the fault scenarios (cut, cutp2p, cutonesided): after @call succeeded once, mark
+// this rank ready ($TMPDIR/hzc-span-ready-RANK: the test cuts the link or kills a server then)
+// and call it until it fails, 180 s at most; the failure must be one @allowed takes and come
+// within HCCL_EXEC_TIMEOUT; then @after (its non-zero status is the scenario's), then both
+// communicators are destroyed within 10 s, leaving no RDMA queue pair or memory region of this
+// process. 53 when the first call fails; 74, 76, 77, 78 or the failure's code otherwise.
+int FailUntilCut(const std::function<HcclResult()> &call,
+                 const std::function<bool(HcclResult)> &allowed, const std::function<int()> &after);
 
 }  // namespace hzc::coll_rank

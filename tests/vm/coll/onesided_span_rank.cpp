@@ -21,10 +21,8 @@
 #include <hccl/hccl.h>
 #include <hccl/hccl_one_sided_services.h>
 
-#include <chrono>
 #include <cstdint>
 #include <cstdio>
-#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -296,9 +294,8 @@ int RunGlobal() {
 }
 
 // A cut link or a dead server during one-sided transfers: each rank writes to and reads from
-// its pair on the other server (1 MiB each way per round) until a call fails, after marking
-// itself ready (the test cuts the link then); the call must fail with a transfer error within
-// HCCL_EXEC_TIMEOUT, and the communicator must go within 10 s.
+// its pair on the other server (1 MiB each way per round) until a call fails (FailUntilCut):
+// with HCCL_E_ROCE_TRANSFER, and the link to the pair stays broken.
 int RunCut() {
   constexpr size_t kBytes = 1 << 20;
   const uint32_t pair = (g_rank + g_per_server) % g_n;
@@ -320,46 +317,12 @@ int RunCut() {
     HcclResult r = HcclBatchPut(g_comm, pair, &put, 1, nullptr);
     return r != HCCL_SUCCESS ? r : HcclBatchGet(g_comm, pair, &get, 1, nullptr);
   };
-  if (call() != HCCL_SUCCESS) {
-    return 53;
-  }
-  const char *tmp = std::getenv("TMPDIR");
-  const std::string ready =
-      std::string(tmp != nullptr ? tmp : "/tmp") + "/hzc-span-ready-" + std::to_string(g_rank);
-  std::fclose(std::fopen(ready.c_str(), "w"));
-  using Clock = std::chrono::steady_clock;
-  const auto give_up = Clock::now() + std::chrono::seconds(180);
-  HcclResult r = HCCL_SUCCESS;
-  auto start = Clock::now();
-  while (r == HCCL_SUCCESS && Clock::now() < give_up) {
-    start = Clock::now();
-    r = call();
-  }
-  const auto seconds = [](Clock::time_point since) {
-    return std::chrono::duration<double>(Clock::now() - since).count();
-  };
-  const double failed_after = seconds(start);
-  std::fprintf(stderr, "rank %u: the transfer failed with %d after %.1f s\n", g_rank, r,
-               failed_after);
-  if (r != HCCL_E_ROCE_TRANSFER) {
-    return r == HCCL_SUCCESS ? 76 : r;
-  }
-  const char *exec = std::getenv("HCCL_EXEC_TIMEOUT");
-  if (exec != nullptr && failed_after >= std::atof(exec)) {
-    return 74;
-  }
-  // The link to the pair is broken for good: later transfers fail at once.
-  if (HcclBatchPut(g_comm, pair, &put, 1, nullptr) != HCCL_E_ROCE_TRANSFER) {
-    return 75;
-  }
-  const auto destroy = Clock::now();
-  if (g_server_comm != nullptr && HcclCommDestroy(g_server_comm) != HCCL_SUCCESS) {
-    return 56;
-  }
-  g_server_comm = nullptr;
-  const HcclResult d = HcclCommDestroy(g_comm);
-  std::fprintf(stderr, "rank %u: HcclCommDestroy: %d after %.1f s\n", g_rank, d, seconds(destroy));
-  return d == HCCL_SUCCESS && seconds(destroy) <= 10 ? 0 : 77;
+  // After the failure, the link to the pair is broken for good: later transfers fail at once.
+  return FailUntilCut(
+      call, [](HcclResult r) { return r == HCCL_E_ROCE_TRANSFER; },
+      [&] {
+        return HcclBatchPut(g_comm, pair, &put, 1, nullptr) == HCCL_E_ROCE_TRANSFER ? 0 : 75;
+      });
 }
 
 // Servers without an RDMA device (HZC_NET=socket on the host): every one-sided call that would

@@ -28,10 +28,6 @@ using Clock = std::chrono::steady_clock;
 // Tag of the exchange's messages on the group's connections (span.cpp, p2p_wire.cpp and the
 // wires use others).
 constexpr uint32_t kDescTag = 0x4000;
-// Between servers, as the RDMA wire's links.
-constexpr uint8_t kAckTimeout = 18;
-constexpr uint8_t kRetryCount = 6;
-constexpr std::chrono::milliseconds kProgressTimeout{30'000};
 // Host memory HCCL registers at most.
 constexpr uint64_t kMaxSize = uint64_t{1} << 40;
 
@@ -87,8 +83,7 @@ struct State : Communicator::CollState {
   uint64_t tag = 0;
   uint64_t next_id = 1;
   std::vector<Registration> mine;
-  std::vector<bool> linked;                   // by rank: a queue pair for it exists
-  std::vector<bool> ready;                    // by rank: ... connected to the peer's
+  std::vector<bool> ready;                    // by rank: its queue pair is connected
   std::vector<std::vector<Enabled>> enabled;  // by rank
   std::vector<Bound> bound;
   bool prepared = false;
@@ -132,11 +127,8 @@ Expected<State *> GetState(Communicator &comm) {
   if (slot) {
     return static_cast<State *>(slot.get());
   }
-  verbs::LinkOptions options = verbs::LinkOptions::FromEnvironment();
-  options.ack_timeout = kAckTimeout;
-  options.retry_count = kRetryCount;
-  options.progress_timeout = kProgressTimeout;
-  auto links = verbs::Links::OpenLazy(comm.rank(), comm.size(), options);
+  auto links =
+      verbs::Links::OpenLazy(comm.rank(), comm.size(), verbs::LinkOptions::BetweenServers());
   if (!links.ok()) {
     return links.status();
   }
@@ -148,7 +140,6 @@ Expected<State *> GetState(Communicator &comm) {
   auto state = std::make_unique<State>();
   state->links = std::move(*links);
   state->tag = CommTag(comm);
-  state->linked.assign(comm.size(), false);
   state->ready.assign(comm.size(), false);
   state->enabled.resize(comm.size());
   State *s = state.get();
@@ -246,14 +237,11 @@ Status Link(State &s, bootstrap::Group &group, std::span<const uint32_t> peers,
             Clock::time_point deadline) {
   std::vector<uint32_t> fresh;
   for (uint32_t p : peers) {
-    if (s.linked[p]) {
-      continue;
+    if (s.links->qp_num(p) != 0) {
+      continue;  // linked, or a failure on the way left the pair unusable
     }
     auto qp = s.links->AddPeer(p);
     HZC_RETURN_IF_ERROR(qp.status());
-    // Linked from here on (a queue pair exists): a failure on the way leaves the pair unusable,
-    // and later exchanges with that peer fail.
-    s.linked[p] = true;
     ExchangeHeader mine;
     mine.has_link = 1;
     mine.port = s.links->Header();

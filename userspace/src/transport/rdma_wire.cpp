@@ -35,12 +35,6 @@ constexpr uint32_t kPortTag = 0;
 constexpr uint32_t kLinkTag = 4;
 // How long Abort tries to reach the members it has no link with, in all.
 constexpr std::chrono::milliseconds kNewsTime{1000};
-// The wire's queue pairs: local ACK timeout 4.096 us * 2^18 (1.07 s), 6 retries (7 would mean
-// retrying for ever): a dead peer fails a transfer after about 7.5 s; a transfer that sees no
-// completion for 30 s is abandoned.
-constexpr uint8_t kAckTimeout = 18;
-constexpr uint8_t kRetryCount = 6;
-constexpr std::chrono::milliseconds kProgressTimeout{30'000};
 // A wait without progress for this long probes the peer.
 constexpr std::chrono::milliseconds kProbeAfter{1000};
 
@@ -106,13 +100,7 @@ Expected<std::unique_ptr<Wire>> RdmaWire::Open(bootstrap::Group &group,
 }
 
 Status RdmaWire::Setup(Clock::time_point deadline, bool *none) {
-  verbs::LinkOptions link = verbs::LinkOptions::FromEnvironment();
-  // Between servers the network and a loaded peer stall for longer than inside one: longer
-  // between retries, and patience with a link that only stalls.
-  link.ack_timeout = kAckTimeout;
-  link.retry_count = kRetryCount;
-  link.progress_timeout = kProgressTimeout;
-  auto links = verbs::Links::OpenLazy(me_, size(), link);
+  auto links = verbs::Links::OpenLazy(me_, size(), verbs::LinkOptions::BetweenServers());
   static_assert(sizeof(Card) == 104, "cards travel as they are: one layout on every member");
   Card mine{.kind = Card::kPort, .slots = options_.slots};
   if (!links.ok()) {

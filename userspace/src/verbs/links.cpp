@@ -121,6 +121,14 @@ LinkOptions LinkOptions::FromEnvironment() {
   return FromConfig(GetConfig());
 }
 
+LinkOptions LinkOptions::BetweenServers() {
+  LinkOptions options = FromEnvironment();
+  options.ack_timeout = 18;
+  options.retry_count = 6;
+  options.progress_timeout = std::chrono::milliseconds(30'000);
+  return options;
+}
+
 LinkOptions LinkOptions::FromConfig(const Config &config) {
   LinkOptions options;
   options.device = config.rdma_device;

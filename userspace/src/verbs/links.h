@@ -67,6 +67,11 @@ struct LinkOptions {
 
   // HZC_RDMA_DEVICE, HZC_RDMA_GID_INDEX and HCCL_CONNECT_TIMEOUT from GetConfig().
   static LinkOptions FromEnvironment();
+  // FromEnvironment() for links between servers, where the network and a loaded peer stall for
+  // longer than inside one: local ACK timeout 4.096 us * 2^18 (1.07 s), 6 retries (7 would mean
+  // retrying for ever), so a dead peer fails a transfer after about 7.5 s; a transfer that sees
+  // no completion for 30 s is abandoned.
+  static LinkOptions BetweenServers();
   // The same from @config.
   static LinkOptions FromConfig(const Config &config);
 };
