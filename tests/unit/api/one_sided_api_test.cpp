@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // HCCL's one-sided calls on one rank: every argument check, with its code and log line. The
 // transfers themselves run between simulated servers in the guest (tests/vm/span, hzc-coll-rank
-// scenario "onesided").
+// scenario "onesided") and between the ranks of one server (tests/vm/coll, "onesidedlocal").
 #include <hccl/hccl_one_sided_services.h>
 
 #include <cstring>
@@ -103,12 +103,11 @@ TEST_F(OneSidedApiTest, GlobalMemoryChecksItsArguments) {
   ExpectErrorLog("HcclRegisterGlobalMem: type=5: not HCCL_MEM_TYPE_DEVICE");
   ExpectErrorLog("HcclRegisterGlobalMem: mem->addr is null");
   ExpectErrorLog("HcclDeregisterGlobalMem: memHandle=");
-  ExpectErrorLog("HcclCommBindMem: the communicator's ranks are all on this server");
   ExpectErrorLog("HcclCommUnbindMem: memHandle=");
   ExpectErrorLog("HcclCommPrepare: prepareConfig is null");
   ExpectErrorLog("HcclCommPrepare: prepareConfig->topoType=1: not HCCL_TOPO_FULLMESH");
   ExpectErrorLog("HcclCommPrepare: timeout=-2");
-  ExpectErrorLog("HcclCommPrepare: the communicator's ranks are all on this server");
+  ExpectErrorLog("HcclCommDestroy: comm: 1 global memory handle(s) bound to it");
   std::vector<char> buf(4096);
   HcclMem mem{HCCL_MEM_TYPE_HOST, buf.data(), buf.size()};
   void *handle = nullptr;
@@ -120,14 +119,19 @@ TEST_F(OneSidedApiTest, GlobalMemoryChecksItsArguments) {
   EXPECT_EQ(HcclRegisterGlobalMem(&null, &handle), HCCL_E_PTR);
   ASSERT_EQ(HcclRegisterGlobalMem(&mem, &handle), HCCL_SUCCESS);
   EXPECT_NE(handle, nullptr);
-  EXPECT_EQ(HcclCommBindMem(comm_, handle), HCCL_E_NOT_SUPPORT);  // one server
-  EXPECT_EQ(HcclCommUnbindMem(comm_, handle), HCCL_E_PARA);
+  EXPECT_EQ(HcclCommUnbindMem(comm_, handle), HCCL_E_PARA);  // not bound
+  EXPECT_EQ(HcclCommBindMem(comm_, handle), HCCL_SUCCESS);
   HcclPrepareConfig config{HCCL_TOPO_FULLMESH, 0, 0, 0};
   EXPECT_EQ(HcclCommPrepare(comm_, nullptr, 0), HCCL_E_PTR);
   HcclPrepareConfig ring{static_cast<HcclTopoType>(1), 0, 0, 0};
   EXPECT_EQ(HcclCommPrepare(comm_, &ring, 0), HCCL_E_PARA);
   EXPECT_EQ(HcclCommPrepare(comm_, &config, -2), HCCL_E_PARA);
-  EXPECT_EQ(HcclCommPrepare(comm_, &config, 0), HCCL_E_NOT_SUPPORT);
+  // One rank: nobody to prepare for (its memory need not be activated then).
+  EXPECT_EQ(HcclCommPrepare(comm_, &config, 0), HCCL_SUCCESS);
+  // Bound memory holds the handle and the communicator, as HCCL.
+  EXPECT_EQ(HcclDeregisterGlobalMem(handle), HCCL_E_PARA);
+  EXPECT_EQ(HcclCommDestroy(comm_), HCCL_E_PARA);
+  EXPECT_EQ(HcclCommUnbindMem(comm_, handle), HCCL_SUCCESS);
   EXPECT_EQ(HcclDeregisterGlobalMem(handle), HCCL_SUCCESS);
   EXPECT_EQ(HcclDeregisterGlobalMem(handle), HCCL_E_PARA);  // handles are never reused
 }

@@ -813,6 +813,8 @@ int main(int argc, char **argv) {
     rc = t;
   } else if (int o = OneSidedScenario(scenario); o >= 0) {
     rc = o;
+  } else if (int l = OneSidedLocalScenario(scenario); l >= 0) {
+    rc = l;
   } else if (scenario == "cut" || scenario == "cutp2p") {
     rc = Cut(scenario == "cutp2p");
   } else if (int x = ExchangeScenario(scenario); x >= 0) {

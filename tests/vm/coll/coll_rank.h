@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // What the scenarios of hzc-coll-rank share (coll_rank.cpp, exchange_rank.cpp,
-// p2p_span_rank.cpp, subcomm_span_rank.cpp, traffic_span_rank.cpp, onesided_span_rank.cpp): the
-// rank's communicator and the arena its buffers live in.
+// p2p_span_rank.cpp, subcomm_span_rank.cpp, traffic_span_rank.cpp, onesided_span_rank.cpp,
+// onesided_local_rank.cpp): the rank's communicator and the arena its buffers live in.
 #pragma once
 
 #include <acl/acl.h>
@@ -53,6 +53,9 @@ inline bool AcrossServersCase(HcclDataType t, HcclReduceOp op) {
 // The exchange scenarios (exchange_rank.cpp): the exit status of @scenario, or -1 when it is
 // not one of them.
 int ExchangeScenario(const std::string &scenario);
+
+// The one-sided scenario inside a server (onesided_local_rank.cpp): the same.
+int OneSidedLocalScenario(const std::string &scenario);
 
 // The point-to-point scenario across servers (p2p_span_rank.cpp): the same.
 int P2pScenario(const std::string &scenario);

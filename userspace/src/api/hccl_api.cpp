@@ -10,6 +10,7 @@
 
 #include "api/boundary.h"
 #include "api/checks.h"
+#include "coll/one_sided.h"
 #include "core/comm.h"
 #include "core/comm_init.h"
 #include "core/memory.h"
@@ -134,6 +135,11 @@ HcclResult HcclCommInitClusterInfoConfig(const char *clusterInfo, uint32_t rank,
 HcclResult HcclCommDestroy(HcclComm comm) {
   return api::HcclGuard("HcclCommDestroy", [&]() -> Status {
     HZC_RETURN_IF_ERROR(api::NotNull(comm, "comm"));
+    // Bound global memory holds the communicator, as in HCCL (one closed by a destroy that gave
+    // up waiting has passed this check).
+    if (auto c = hzc::CommRegistry::Process().Get(comm); c.ok()) {
+      HZC_RETURN_IF_ERROR(hzc::coll::NoneBound(**c));
+    }
     // Refuses new calls on @comm at once, then waits for the calls in progress and those queued
     // on streams (core/comm.h, CommRegistry::Remove).
     uint64_t serial = 0;

@@ -1,6 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "coll/one_sided.h"
 
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstring>
@@ -9,14 +13,21 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "base/config.h"
+#include "base/errno_string.h"
 #include "base/log.h"
+#include "base/rollback.h"
+#include "base/unique_fd.h"
 #include "bootstrap/auth.h"
 #include "bootstrap/group.h"
+#include "bootstrap/local_exchange.h"
+#include "coll/guard.h"
 #include "coll/one_sided_wire.h"
 #include "coll/reduce.h"
+#include "transport/transport.h"
 #include "verbs/links.h"
 
 namespace hzc::coll {
@@ -36,7 +47,7 @@ struct Registration {
   uint32_t peer;
   uint64_t addr, size;
   uint32_t refs;
-  std::shared_ptr<const verbs::MemoryRegion> mr;
+  std::shared_ptr<const verbs::MemoryRegion> mr;  // null inside a server (no RDMA)
 };
 
 struct Enabled {
@@ -79,8 +90,11 @@ struct State : Communicator::CollState {
       }
     }
   }
+  // Across servers the links; inside a server (a communicator of one server) none: the peers'
+  // memory is reached through the communicator's PeerMemory.
   std::unique_ptr<verbs::Links> links;
   uint64_t tag = 0;
+  std::vector<uint32_t> swaps;  // by rank: exchanges with it so far (inside a server)
   uint64_t next_id = 1;
   std::vector<Registration> mine;
   std::vector<bool> ready;                    // by rank: its queue pair is connected
@@ -98,19 +112,6 @@ uint64_t CommTag(const Communicator &comm) {
   return tag;
 }
 
-// Whether @comm spans servers: its ranks have the group's connections to swap descriptors
-// over, and reach each other over RDMA, a peer on the same server through the device's loopback
-// (HCCL_E_NOT_SUPPORT naming why not).
-Status Spanning(const Communicator &comm, uint32_t peer, const char *name) {
-  if (comm.group() == nullptr) {
-    return Error(HCCL_E_NOT_SUPPORT,
-                 "{}={}: the communicator's ranks are all on this server; one-sided transfers "
-                 "work in communicators that span servers only",
-                 name, peer);
-  }
-  return Status::Ok();
-}
-
 Status CheckPeer(const Communicator &comm, uint32_t peer, const char *name) {
   if (peer >= comm.size()) {
     return Error(HCCL_E_PARA, "{}={}: the communicator has {} ranks", name, peer, comm.size());
@@ -118,27 +119,31 @@ Status CheckPeer(const Communicator &comm, uint32_t peer, const char *name) {
   if (peer == comm.rank()) {
     return Error(HCCL_E_PARA, "{}={}: the calling rank itself", name, peer);
   }
-  return Spanning(comm, peer, name);
+  return Status::Ok();
 }
 
 // The communicator's state, made with its links on first use (under the one-sided mutex).
+// Inside a server (a communicator of one server) the state has no links.
 Expected<State *> GetState(Communicator &comm) {
   auto &slot = comm.one_sided_state();
   if (slot) {
     return static_cast<State *>(slot.get());
   }
-  auto links =
-      verbs::Links::OpenLazy(comm.rank(), comm.size(), verbs::LinkOptions::BetweenServers());
-  if (!links.ok()) {
-    return links.status();
-  }
-  if (!*links) {
-    return Error(HCCL_E_NOT_SUPPORT,
-                 "this server has no RDMA device with an active port: one-sided transfers need "
-                 "RDMA between the servers");
-  }
   auto state = std::make_unique<State>();
-  state->links = std::move(*links);
+  if (comm.group() != nullptr) {
+    auto links =
+        verbs::Links::OpenLazy(comm.rank(), comm.size(), verbs::LinkOptions::BetweenServers());
+    if (!links.ok()) {
+      return links.status();
+    }
+    if (!*links) {
+      return Error(HCCL_E_NOT_SUPPORT,
+                   "this server has no RDMA device with an active port: one-sided transfers need "
+                   "RDMA between the servers");
+    }
+    state->links = std::move(*links);
+  }
+  state->swaps.assign(comm.size(), 0);
   state->tag = CommTag(comm);
   state->ready.assign(comm.size(), false);
   state->enabled.resize(comm.size());
@@ -174,9 +179,24 @@ Status CheckSpan(int type, const void *addr, uint64_t size) {
 // Registrations HcclCommPrepare makes of bound memory are for every peer.
 constexpr uint32_t kAnyPeer = UINT32_MAX;
 
+// Inside a server: HCCL_E_NOT_SUPPORT unless [addr, addr + size) lies in memory this process
+// activated (the only memory its peers can map).
+Status CheckReachable(Communicator &comm, const void *addr, uint64_t size) {
+  transport::PeerMemory *pm = comm.peer_memory();
+  if (pm == nullptr || !pm->Translate(comm.rank(), reinterpret_cast<uintptr_t>(addr), size).ok()) {
+    return Error(HCCL_E_NOT_SUPPORT,
+                 "addr={} size={}: not within memory activated for this server's ranks "
+                 "(HcclCommActivateCommMemory, HcclCommSymWinRegister): inside a server, peers "
+                 "reach only that",
+                 addr, size);
+  }
+  return Status::Ok();
+}
+
 // One more count of the registration of [addr, addr + size) for @peer (kAnyPeer: for every
 // peer), made if there is none.
-Expected<Registration *> Hold(State &s, uint32_t peer, void *addr, uint64_t size) {
+Expected<Registration *> Hold(Communicator &comm, State &s, uint32_t peer, void *addr,
+                              uint64_t size) {
   const auto va = reinterpret_cast<uint64_t>(addr);
   auto same = std::find_if(s.mine.begin(), s.mine.end(), [&](const Registration &r) {
     return r.peer == peer && r.addr == va && r.size == size;
@@ -186,14 +206,16 @@ Expected<Registration *> Hold(State &s, uint32_t peer, void *addr, uint64_t size
       return Error(HCCL_E_UNAVAIL, "the communicator holds {} registrations already, the most",
                    s.mine.size());
     }
-    auto mr = s.links->Register(addr, size);
-    HZC_RETURN_IF_ERROR(mr.status());
-    s.mine.push_back({.id = s.next_id++,
-                      .peer = peer,
-                      .addr = va,
-                      .size = size,
-                      .refs = 0,
-                      .mr = std::shared_ptr<const verbs::MemoryRegion>(std::move(*mr))});
+    std::shared_ptr<const verbs::MemoryRegion> region;
+    if (s.links) {
+      auto mr = s.links->Register(addr, size);
+      HZC_RETURN_IF_ERROR(mr.status());
+      region = std::move(*mr);
+    } else {
+      HZC_RETURN_IF_ERROR(CheckReachable(comm, addr, size));
+    }
+    s.mine.push_back(
+        {.id = s.next_id++, .peer = peer, .addr = va, .size = size, .refs = 0, .mr = region});
     same = s.mine.end() - 1;
   }
   ++same->refs;
@@ -208,7 +230,7 @@ void Describe(const State &s, const Communicator &comm, const Registration &r, u
   d.version = Desc::kVersion;
   d.owner = comm.rank();
   d.peer = peer;
-  d.rkey = r.mr->rkey();
+  d.rkey = r.mr ? r.mr->rkey() : 0;
   d.comm_tag = s.tag;
   d.id = r.id;
   d.addr = r.addr;
@@ -261,8 +283,8 @@ Status Link(State &s, bootstrap::Group &group, std::span<const uint32_t> peers,
   return Status::Ok();
 }
 
-Status SendDescs(bootstrap::Group &group, uint32_t peer, std::span<const HcclMemDesc> descs,
-                 Clock::time_point deadline) {
+// The exchange's message of @descs.
+std::vector<std::byte> DescMessage(std::span<const HcclMemDesc> descs) {
   ExchangeHeader mine;
   mine.count = static_cast<uint32_t>(descs.size());
   std::vector<std::byte> out(sizeof(mine) + descs.size_bytes());
@@ -270,11 +292,73 @@ Status SendDescs(bootstrap::Group &group, uint32_t peer, std::span<const HcclMem
   if (!descs.empty()) {
     std::memcpy(out.data() + sizeof(mine), descs.data(), descs.size_bytes());
   }
-  return group.Send(peer, kDescTag, out, deadline);
+  return out;
 }
 
-Expected<std::vector<HcclMemDesc>> RecvDescs(bootstrap::Group &group, uint32_t peer,
+// The longest message of an exchange.
+constexpr size_t kMaxMessage = sizeof(ExchangeHeader) + kDescsPerMessage * sizeof(HcclMemDesc);
+
+// Inside a server: swap @descs for @peer's over two hand-offs of a memfd on the pair's abstract
+// Unix socket (bootstrap/local_exchange.h: same uid checked), the lower rank's first. Each
+// exchange of the pair has socket names of its own. What the peer hands over is copied out
+// before it is parsed (the peer may still write its memfd).
+Expected<std::vector<HcclMemDesc>> SwapLocal(const Communicator &comm, State &s, uint32_t peer,
+                                             std::span<const HcclMemDesc> descs,
                                              Clock::time_point deadline) {
+  const uint32_t me = comm.rank(), lo = std::min(me, peer), hi = std::max(me, peer);
+  const std::string name = "hzc-os-" + bootstrap::SecretName(comm.id()) + "-" + std::to_string(lo) +
+                           "-" + std::to_string(hi) + "-" + std::to_string(s.swaps[peer]++) + "-";
+  const std::vector<std::byte> out = DescMessage(descs);
+  UniqueFd fd(static_cast<int>(::memfd_create("hzc-one-sided", MFD_CLOEXEC)));
+  if (!fd.valid() ||
+      ::write(fd.get(), out.data(), out.size()) != static_cast<ssize_t>(out.size())) {
+    return Error(HCCL_E_SYSCALL, "memfd for the descriptors: {}", ErrnoString(errno));
+  }
+  auto hand_off = [&](uint32_t giver) {
+    return bootstrap::LocalExchange{.name = name + std::to_string(giver),
+                                    .rank = me == giver ? 0u : 1u,
+                                    .nranks = 2,
+                                    .deadline = deadline,
+                                    .arrival = "call HcclExchangeMemDesc with this rank in time"};
+  };
+  Expected<bootstrap::HandedDescriptor> theirs = Error(HCCL_E_INTERNAL, "no hand-off");
+  for (uint32_t giver : {lo, hi}) {
+    if (giver == me) {
+      HZC_RETURN_IF_ERROR(bootstrap::GiveDescriptor(hand_off(giver), fd.get(), out.size()));
+    } else {
+      theirs = bootstrap::TakeDescriptor(hand_off(giver));
+      HZC_RETURN_IF_ERROR(theirs.status());
+    }
+  }
+  struct stat st {};
+  if (::fstat(theirs->fd.get(), &st) != 0 || st.st_size < 0 ||
+      static_cast<size_t>(st.st_size) > kMaxMessage) {
+    return Error(HCCL_E_REMOTE, "rank {} handed over a message of {} bytes, not descriptors", peer,
+                 st.st_size);
+  }
+  std::vector<std::byte> in(static_cast<size_t>(st.st_size));
+  if (::pread(theirs->fd.get(), in.data(), in.size(), 0) != static_cast<ssize_t>(in.size())) {
+    return Error(HCCL_E_REMOTE, "rank {}'s descriptors could not be read", peer);
+  }
+  return ParseDescMessage(in, peer);
+}
+
+// Swap @descs for @peer's (both ranks call it with each other): across servers on the group's
+// connections, after linking the pair's queue pairs if they are not yet; inside a server through
+// SwapLocal. The pair is ready for transfers once it returns.
+Expected<std::vector<HcclMemDesc>> Swap(const Communicator &comm, State &s, uint32_t peer,
+                                        std::span<const HcclMemDesc> descs,
+                                        Clock::time_point deadline) {
+  if (!s.links) {
+    auto theirs = SwapLocal(comm, s, peer, descs, deadline);
+    if (theirs.ok()) {
+      s.ready[peer] = true;
+    }
+    return theirs;
+  }
+  bootstrap::Group &group = *comm.group();
+  HZC_RETURN_IF_ERROR(Link(s, group, std::span(&peer, 1), deadline));
+  HZC_RETURN_IF_ERROR(group.Send(peer, kDescTag, DescMessage(descs), deadline));
   auto in = group.Recv(peer, kDescTag, deadline);
   HZC_RETURN_IF_ERROR(in.status());
   return ParseDescMessage(*in, peer);
@@ -291,20 +375,79 @@ Status Enable(State &s, const Communicator &comm, const HcclMemDesc &desc, HcclM
     return Error(HCCL_E_PARA, "remoteMemDesc: rank {} never exchanged descriptors with this rank",
                  d->owner);
   }
+  if (!s.links) {
+    transport::PeerMemory *pm = comm.peer_memory();
+    if (pm == nullptr || !pm->Translate(d->owner, d->addr, d->size).ok()) {
+      return Error(HCCL_E_PARA,
+                   "remoteMemDesc: rank {}'s {} bytes at {:#x} are not in memory it activated",
+                   d->owner, d->size, d->addr);
+    }
+  }
+  // A rank numbers its registrations in order: a newer one that overlaps spans enabled of an
+  // older one replaces them (the older went, as a registration HcclCommPrepare made goes with
+  // HcclCommUnbindMem, which its peers are not told of).
   auto &enabled = s.enabled[d->owner];
   for (const Enabled &e : enabled) {
-    if (d->addr < e.addr + e.size && e.addr < d->addr + d->size) {
+    if (d->addr < e.addr + e.size && e.addr < d->addr + d->size && e.id >= d->id) {
       return Error(HCCL_E_PARA,
                    "remoteMemDesc: rank {}'s {} bytes at {:#x} overlap its {} bytes at {:#x}, "
                    "enabled already",
                    d->owner, d->size, d->addr, e.size, e.addr);
     }
   }
+  std::erase_if(enabled, [&](const Enabled &e) {
+    return d->addr < e.addr + e.size && e.addr < d->addr + d->size;
+  });
   enabled.push_back({.id = d->id, .addr = d->addr, .size = d->size, .rkey = d->rkey});
   if (mem != nullptr) {
     mem->type = HCCL_MEM_TYPE_HOST;
     mem->addr = reinterpret_cast<void *>(d->addr);
     mem->size = d->size;
+  }
+  return Status::Ok();
+}
+
+// A transfer inside a server: @bytes between this rank's @local and the peer's @remote.
+struct LocalCopy {
+  size_t index;  // in the batch
+  void *local;
+  uint64_t remote;
+  uint64_t bytes;
+};
+
+// Run @copies with rank @peer through the communicator's peer mappings (put: into the peer's
+// memory), guarded: memory the peer deactivated since, or a peer that died, is HCCL_E_REMOTE
+// naming the transfer, not a crash.
+Status CopyLocal(Communicator &comm, uint32_t peer, const std::vector<LocalCopy> &copies,
+                 bool put) {
+  transport::PeerMemory *pm = comm.peer_memory();
+  std::vector<Span> spans;
+  std::vector<uint8_t *> at;
+  for (const LocalCopy &c : copies) {
+    auto p = pm->Translate(peer, c.remote, c.bytes);
+    if (!p.ok()) {
+      return Error(HCCL_E_REMOTE, "desc[{}]: rank {} no longer exposes it: {}", c.index, peer,
+                   p.status().message());
+    }
+    at.push_back(static_cast<uint8_t *>(*p));
+    spans.push_back({.begin = reinterpret_cast<uintptr_t>(*p),
+                     .end = reinterpret_cast<uintptr_t>(*p) + c.bytes,
+                     .rank = peer});
+  }
+  const Fault f = RunGuarded(spans, [&] {
+    for (size_t i = 0; i < copies.size(); ++i) {
+      if (put) {
+        std::memcpy(at[i], copies[i].local, copies[i].bytes);
+      } else {
+        std::memcpy(copies[i].local, at[i], copies[i].bytes);
+      }
+    }
+  });
+  if (f.faulted) {
+    return Error(HCCL_E_REMOTE,
+                 "rank {}'s memory became inaccessible during the batch (deactivated, unset or "
+                 "the rank died): fault at {:#x} of its peer mapping",
+                 peer, f.address);
   }
   return Status::Ok();
 }
@@ -322,11 +465,10 @@ Status RegisterMem(Communicator &comm, uint32_t peer, int type, void *addr, uint
     std::memset(desc->desc, 0, sizeof(desc->desc));
     return Status::Ok();
   }
-  HZC_RETURN_IF_ERROR(Spanning(comm, peer, "remoteRank"));
   std::lock_guard lock(comm.one_sided_mutex());
   auto state = GetState(comm);
   HZC_RETURN_IF_ERROR(state.status());
-  auto r = Hold(**state, peer, addr, size);
+  auto r = Hold(comm, **state, peer, addr, size);
   HZC_RETURN_IF_ERROR(r.status());
   Describe(**state, comm, **r, peer, desc);
   return Status::Ok();
@@ -353,11 +495,7 @@ Status ExchangeMemDesc(Communicator &comm, uint32_t peer, std::span<const HcclMe
   std::lock_guard lock(comm.one_sided_mutex());
   auto state = GetState(comm);
   HZC_RETURN_IF_ERROR(state.status());
-  State &s = **state;
-  bootstrap::Group &group = *comm.group();
-  HZC_RETURN_IF_ERROR(Link(s, group, std::span(&peer, 1), deadline));
-  HZC_RETURN_IF_ERROR(SendDescs(group, peer, local, deadline));
-  auto in = RecvDescs(group, peer, deadline);
+  auto in = Swap(comm, **state, peer, local, deadline);
   HZC_RETURN_IF_ERROR(in.status());
   *actual = static_cast<uint32_t>(in->size());
   if (in->size() > remote.size()) {
@@ -426,11 +564,6 @@ Status DeregisterGlobalMem(void *handle) {
 }
 
 Status BindMem(Communicator &comm, void *handle) {
-  if (comm.group() == nullptr) {
-    return Error(HCCL_E_NOT_SUPPORT,
-                 "the communicator's ranks are all on this server; one-sided transfers work in "
-                 "communicators that span servers only");
-  }
   std::lock_guard lock(comm.one_sided_mutex());
   auto state = GetState(comm);
   HZC_RETURN_IF_ERROR(state.status());
@@ -479,12 +612,18 @@ Status UnbindMem(Communicator &comm, void *handle) {
   return Status::Ok();
 }
 
-Status Prepare(Communicator &comm, int timeout) {
-  if (comm.group() == nullptr) {
-    return Error(HCCL_E_NOT_SUPPORT,
-                 "the communicator's ranks are all on this server; one-sided transfers work in "
-                 "communicators that span servers only");
+Status NoneBound(Communicator &comm) {
+  std::lock_guard lock(comm.one_sided_mutex());
+  auto *s = static_cast<State *>(comm.one_sided_state().get());
+  if (s != nullptr && !s->bound.empty()) {
+    return Error(HCCL_E_PARA,
+                 "comm: {} global memory handle(s) bound to it (HcclCommUnbindMem first)",
+                 s->bound.size());
   }
+  return Status::Ok();
+}
+
+Status Prepare(Communicator &comm, int timeout) {
   const Clock::time_point deadline = ExchangeDeadline(timeout);
   std::lock_guard lock(comm.one_sided_mutex());
   auto state = GetState(comm);
@@ -499,38 +638,69 @@ Status Prepare(Communicator &comm, int timeout) {
       peers.push_back(p);
     }
   }
+  // A failure undoes this rank's registrations and enables (the peers' state is theirs).
+  Rollback rollback;
+  rollback.Push([&s, enabled = s.enabled] {
+    for (Bound &b : s.bound) {
+      for (uint64_t id : b.registrations) {
+        (void)Drop(s, id, "memHandle");
+      }
+      b.registrations.clear();
+    }
+    s.enabled = enabled;
+  });
   // This rank's bound memory, registered once, described for every peer.
   std::vector<std::vector<HcclMemDesc>> mine(comm.size());
   for (Bound &b : s.bound) {
+    if (peers.empty()) {
+      break;
+    }
     Global g;
     {
       Globals &all = GlobalsOf();
       std::lock_guard glock(all.mutex);
       g = all.by_handle.at(b.handle);  // bound handles cannot be deregistered
     }
-    auto r = Hold(s, kAnyPeer, g.addr, g.size);
+    auto r = Hold(comm, s, kAnyPeer, g.addr, g.size);
     HZC_RETURN_IF_ERROR(r.status());
     b.registrations.push_back((*r)->id);
     for (uint32_t p : peers) {
       Describe(s, comm, **r, p, &mine[p].emplace_back());
     }
   }
-  bootstrap::Group &group = *comm.group();
-  HZC_RETURN_IF_ERROR(Link(s, group, peers, deadline));
-  for (uint32_t p : peers) {
-    HZC_RETURN_IF_ERROR(SendDescs(group, p, mine[p], deadline));
-  }
-  for (uint32_t p : peers) {
-    auto theirs = RecvDescs(group, p, deadline);
-    HZC_RETURN_IF_ERROR(theirs.status());
-    for (const HcclMemDesc &d : *theirs) {
+  auto take = [&](uint32_t p, const std::vector<HcclMemDesc> &theirs) -> Status {
+    for (const HcclMemDesc &d : theirs) {
       Status st = Enable(s, comm, d, nullptr);
       if (!st.ok()) {
         return Error(HCCL_E_REMOTE, "rank {} sent a descriptor this rank cannot enable: {}", p,
                      st.message());
       }
     }
+    return Status::Ok();
+  };
+  if (!s.links) {
+    // Pair by pair in the order of the pairs' lower, then higher rank on every rank, so that
+    // the pairwise hand-offs never wait in a circle.
+    for (uint32_t p : peers) {
+      auto theirs = Swap(comm, s, p, mine[p], deadline);
+      HZC_RETURN_IF_ERROR(theirs.status());
+      HZC_RETURN_IF_ERROR(take(p, *theirs));
+    }
+  } else {
+    bootstrap::Group &group = *comm.group();
+    HZC_RETURN_IF_ERROR(Link(s, group, peers, deadline));
+    for (uint32_t p : peers) {
+      HZC_RETURN_IF_ERROR(group.Send(p, kDescTag, DescMessage(mine[p]), deadline));
+    }
+    for (uint32_t p : peers) {
+      auto in = group.Recv(p, kDescTag, deadline);
+      HZC_RETURN_IF_ERROR(in.status());
+      auto theirs = ParseDescMessage(*in, p);
+      HZC_RETURN_IF_ERROR(theirs.status());
+      HZC_RETURN_IF_ERROR(take(p, *theirs));
+    }
   }
+  rollback.Commit();
   s.prepared = true;
   return Status::Ok();
 }
@@ -548,6 +718,7 @@ Expected<std::function<Status()>> PrepareBatch(Communicator &comm, uint32_t peer
   }
   std::vector<std::shared_ptr<const verbs::MemoryRegion>> held;
   std::vector<verbs::WorkRequest> requests;
+  std::vector<LocalCopy> copies;
   for (size_t i = 0; i < ops.size(); ++i) {
     const HcclOneSideOpDesc &op = ops[i];
     const size_t type = TypeSize(op.dataType);
@@ -589,6 +760,10 @@ Expected<std::function<Status()>> PrepareBatch(Communicator &comm, uint32_t peer
                    "desc[{}]: localAddr={} + {} bytes is not within memory this rank registered", i,
                    op.localAddr, bytes);
     }
+    if (!s->links) {
+      copies.push_back({.index = i, .local = op.localAddr, .remote = remote, .bytes = bytes});
+      continue;
+    }
     held.push_back(m->mr);
     requests.push_back({.op = put ? verbs::WorkRequest::kWrite : verbs::WorkRequest::kRead,
                         .peer = peer,
@@ -597,6 +772,11 @@ Expected<std::function<Status()>> PrepareBatch(Communicator &comm, uint32_t peer
                         .length = bytes,
                         .remote_addr = remote,
                         .rkey = e->rkey});
+  }
+  if (!copies.empty()) {
+    return std::function<Status()>([&comm, peer, put, copies = std::move(copies)] {
+      return CopyLocal(comm, peer, copies, put);
+    });
   }
   if (requests.empty()) {
     return std::function<Status()>([] { return Status::Ok(); });

@@ -57,6 +57,8 @@ Expected<void *> RegisterGlobalMem(const HcclMem &mem);
 Status DeregisterGlobalMem(void *handle);
 Status BindMem(Communicator &comm, void *handle);
 Status UnbindMem(Communicator &comm, void *handle);
+// HCCL_E_PARA when global memory is bound to @comm (HcclCommDestroy refuses it, as HCCL).
+Status NoneBound(Communicator &comm);
 // HcclCommPrepare (HCCL_TOPO_FULLMESH, checked by the caller); @timeout as ExchangeMemDesc's.
 Status Prepare(Communicator &comm, int timeout);
 // Checks @ops against the state now (HCCL_E_PARA naming the bad one) and returns the work that
