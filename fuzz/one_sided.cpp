@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // Fuzzer: what a peer sends the one-sided calls (coll/one_sided_wire.h): its exchange message,
-// the descriptors in it as HcclEnableMemAccess checks them, and its link card. A descriptor
-// that passes must be a span that does not wrap, from another rank, for this one.
+// the descriptors in it as HcclEnableMemAccess checks them, and its link cards (RDMA, TCP). A
+// descriptor that passes must be a span that does not wrap, from another rank, for this one.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -29,8 +29,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       }
     }
   }
-  if (auto card = ParseLinkCard(blob, 2); card.ok()) {
-    if (size != sizeof(ExchangeHeader) || card->has_link != 1) {
+  if (auto card = ParseLinkCard(blob, 2, true); card.ok()) {
+    if (size != sizeof(ExchangeHeader) || card->header.has_link != ExchangeHeader::kRdmaCard) {
+      std::abort();
+    }
+  }
+  if (auto card = ParseLinkCard(blob, 2, false); card.ok()) {
+    if (size != sizeof(ExchangeHeader) + sizeof(card->socket) ||
+        card->header.has_link != ExchangeHeader::kSocketCard || card->socket.port == 0) {
       std::abort();
     }
   }

@@ -8,11 +8,19 @@
 //   blocks                1,000 blocks of 64 KiB (62.5 MiB) in batches of 256 on a stream, then
 //                         one aclrtSynchronizeStream
 //   whole                 one transfer of 64 MiB on the same stream, then the synchronize
-// and prints one line per case: "case bytes seconds MB/s" (MB = 10^6 bytes, as perftest). Every
-// put's bytes are checked at rank 0 after the last case. Exit 0 when all went well.
+// and prints one line per case: "case bytes seconds MB/s" (MB = 10^6 bytes, as perftest). Then
+// the CPU each side spends moving 256 MiB (16 transfers of 16 MiB, rank 1 to rank 0; rank 0 waits
+// in HcclBarrier meanwhile, or receives), both ranks printing
+// "cpu-KIND ROLE bytes wall_seconds cpu_seconds" (the process's user and system time, every
+// thread):
+//   cpu-put, cpu-get      HcclBatchPut / HcclBatchGet on the NULL stream: no copy on either side
+//   cpu-send              HcclSend / HcclRecv, which stage through the wire's slots on both sides
+// Every put's and send's bytes are checked at rank 0 after the last case. Exit 0 when all went
+// well.
 #include <acl/acl.h>
 #include <hccl/hccl.h>
 #include <hccl/hccl_one_sided_services.h>
+#include <sys/resource.h>
 
 #include <algorithm>
 #include <chrono>
@@ -41,6 +49,28 @@ constexpr uint32_t kBatch = 256;
 
 void Report(const std::string &name, size_t bytes, double seconds) {
   std::printf("%s %zu %.6f %.2f\n", name.c_str(), bytes, seconds, bytes / seconds / 1e6);
+  std::fflush(stdout);
+}
+
+// CPU seconds of this process so far (user and system, every thread).
+double CpuSeconds() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  auto sec = [](const timeval &t) { return static_cast<double>(t.tv_sec) + t.tv_usec / 1e6; };
+  return sec(u.ru_utime) + sec(u.ru_stime);
+}
+
+// Time @fn on this rank (wall and CPU) between two barriers, and print it as @name of @role.
+template <typename Fn>
+void Cpu(HcclComm comm, const std::string &name, const char *role, size_t bytes, Fn &&fn) {
+  CHECK(HcclBarrier(comm, nullptr));
+  const auto t0 = Clock::now();
+  const double c0 = CpuSeconds();
+  fn();
+  CHECK(HcclBarrier(comm, nullptr));
+  const double cpu = CpuSeconds() - c0;
+  const double wall = std::chrono::duration<double>(Clock::now() - t0).count();
+  std::printf("%s %s %zu %.6f %.6f\n", name.c_str(), role, bytes, wall, cpu);
   std::fflush(stdout);
 }
 
@@ -112,6 +142,26 @@ int main(int argc, char **argv) {
     }
     CHECK(aclrtDestroyStream(stream));
   }
+  // The CPU each side spends: rank 1 moves 16 x 16 MiB, rank 0 waits (one-sided) or receives.
+  constexpr size_t kCpuSize = size_t{16} << 20;
+  constexpr int kCpuCount = 16;
+  for (const char *kind : {"put", "get"}) {
+    const bool put = kind[0] == 'p';
+    Cpu(comm, std::string("cpu-") + kind, rank == 1 ? "initiator" : "target", kCpuSize * kCpuCount,
+        [&] {
+          for (int i = 0; rank == 1 && i < kCpuCount; ++i) {
+            HcclOneSideOpDesc op{mem.data(), base, kCpuSize, HCCL_DATA_TYPE_INT8};
+            CHECK(put ? HcclBatchPut(comm, peer, &op, 1, nullptr)
+                      : HcclBatchGet(comm, peer, &op, 1, nullptr));
+          }
+        });
+  }
+  Cpu(comm, "cpu-send", rank == 1 ? "sender" : "receiver", kCpuSize * kCpuCount, [&] {
+    for (int i = 0; i < kCpuCount; ++i) {
+      CHECK(rank == 1 ? HcclSend(mem.data(), kCpuSize, HCCL_DATA_TYPE_INT8, peer, comm, nullptr)
+                      : HcclRecv(mem.data(), kCpuSize, HCCL_DATA_TYPE_INT8, peer, comm, nullptr));
+    }
+  });
   CHECK(HcclBarrier(comm, nullptr));
   int bad = 0;
   if (rank == 0) {  // rank 1's bytes, the same pattern, landed over the whole window

@@ -251,6 +251,30 @@ Status Stream(int fd, char *p, size_t len, std::chrono::steady_clock::time_point
 
 }  // namespace
 
+uint16_t GetPort(const sockaddr_storage &addr) {
+  return ntohs(addr.ss_family == AF_INET6 ? reinterpret_cast<const sockaddr_in6 &>(addr).sin6_port
+                                          : reinterpret_cast<const sockaddr_in &>(addr).sin_port);
+}
+
+void SetPort(sockaddr_storage *addr, uint16_t port) {
+  if (addr->ss_family == AF_INET6) {
+    reinterpret_cast<sockaddr_in6 *>(addr)->sin6_port = htons(port);
+  } else {
+    reinterpret_cast<sockaddr_in *>(addr)->sin_port = htons(port);
+  }
+}
+
+bool SameBytes(std::span<const uint8_t> a, std::span<const uint8_t> b) {
+  if (a.size() != b.size()) {
+    return false;
+  }
+  uint8_t diff = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    diff |= static_cast<uint8_t>(a[i] ^ b[i]);
+  }
+  return diff == 0;
+}
+
 Status SendAll(int fd, const void *data, size_t len,
                std::chrono::steady_clock::time_point deadline) {
   return Stream(fd, const_cast<char *>(static_cast<const char *>(data)), len, deadline, true);

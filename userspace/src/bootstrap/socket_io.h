@@ -36,6 +36,14 @@ std::string DefaultAddress();
 // @address if not empty, else HCCL_IF_IP if set, else DefaultAddress().
 std::string ChooseAddress(const std::string &address);
 
+// The port of @addr (IPv4 or IPv6), and setting it.
+uint16_t GetPort(const sockaddr_storage &addr);
+void SetPort(sockaddr_storage *addr, uint16_t port);
+
+// Whether @a and @b hold the same bytes, in a time that does not depend on where they differ
+// (for tokens a peer must prove it holds).
+bool SameBytes(std::span<const uint8_t> a, std::span<const uint8_t> b);
+
 // A close-on-exec socket listening on @addr (port 0: an ephemeral one; @reuse: SO_REUSEADDR, for
 // a fixed port that recent connections may still hold); *@bound: the address it is bound to.
 // HCCL_E_TCP_CONNECT naming @addr when it cannot be made; *@in_use tells EADDRINUSE apart.

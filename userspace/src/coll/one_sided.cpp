@@ -27,6 +27,7 @@
 #include "coll/guard.h"
 #include "coll/one_sided_wire.h"
 #include "coll/reduce.h"
+#include "transport/socket_window.h"
 #include "transport/transport.h"
 #include "verbs/links.h"
 
@@ -93,6 +94,12 @@ struct State : Communicator::CollState {
   // Across servers the links; inside a server (a communicator of one server) none: the peers'
   // memory is reached through the communicator's PeerMemory.
   std::unique_ptr<verbs::Links> links;
+  // Across servers without RDMA (or HZC_NET=socket): TCP connections and a service thread
+  // (transport/socket_window.h); tcp_carded by rank: this rank sent it its card.
+  std::unique_ptr<transport::SocketWindows> sockets;
+  std::vector<bool> tcp_carded;
+  // Inside a server (neither links nor sockets): through the peer mappings.
+  bool local() const { return !links && !sockets; }
   uint64_t tag = 0;
   std::vector<uint32_t> swaps;  // by rank: exchanges with it so far (inside a server)
   uint64_t next_id = 1;
@@ -131,17 +138,27 @@ Expected<State *> GetState(Communicator &comm) {
   }
   auto state = std::make_unique<State>();
   if (comm.group() != nullptr) {
-    auto links =
-        verbs::Links::OpenLazy(comm.rank(), comm.size(), verbs::LinkOptions::BetweenServers());
-    if (!links.ok()) {
-      return links.status();
+    // RDMA where every rank has it (HZC_NET, as the wire between servers chooses), else TCP.
+    const NetChoice net = GetConfig().net;
+    if (net != NetChoice::kSocket) {
+      auto links =
+          verbs::Links::OpenLazy(comm.rank(), comm.size(), verbs::LinkOptions::BetweenServers());
+      if (!links.ok()) {
+        return links.status();
+      }
+      if (!*links && net == NetChoice::kRdma) {
+        return Error(HCCL_E_NOT_SUPPORT,
+                     "HZC_NET=rdma and this server has no RDMA device with an active port");
+      }
+      state->links = std::move(*links);
     }
-    if (!*links) {
-      return Error(HCCL_E_NOT_SUPPORT,
-                   "this server has no RDMA device with an active port: one-sided transfers need "
-                   "RDMA between the servers");
+    if (!state->links) {
+      auto sockets = transport::SocketWindows::Open(comm.rank(), comm.size(),
+                                                    comm.group()->Address(comm.rank()));
+      HZC_RETURN_IF_ERROR(sockets.status());
+      state->sockets = std::move(*sockets);
+      state->tcp_carded.assign(comm.size(), false);
     }
-    state->links = std::move(*links);
   }
   state->swaps.assign(comm.size(), 0);
   state->tag = CommTag(comm);
@@ -211,11 +228,14 @@ Expected<Registration *> Hold(Communicator &comm, State &s, uint32_t peer, void 
       auto mr = s.links->Register(addr, size);
       HZC_RETURN_IF_ERROR(mr.status());
       region = std::move(*mr);
-    } else {
+    } else if (s.local()) {
       HZC_RETURN_IF_ERROR(CheckReachable(comm, addr, size));
     }
-    s.mine.push_back(
-        {.id = s.next_id++, .peer = peer, .addr = va, .size = size, .refs = 0, .mr = region});
+    const uint64_t id = s.next_id++;
+    s.mine.push_back({.id = id, .peer = peer, .addr = va, .size = size, .refs = 0, .mr = region});
+    if (s.sockets) {
+      s.sockets->Expose(id, peer == kAnyPeer ? transport::SocketWindows::kAnyPeer : peer, va, size);
+    }
     same = s.mine.end() - 1;
   }
   ++same->refs;
@@ -247,6 +267,9 @@ Status Drop(State &s, uint64_t id, const char *what) {
     return Error(HCCL_E_NOT_FOUND, "{}: registration {} is not registered", what, id);
   }
   if (--it->refs == 0) {
+    if (s.sockets) {
+      s.sockets->Withdraw(id);  // no peer's request touches it once this returns
+    }
     s.mine.erase(it);  // the region goes now, or when a batch that holds it ends
   }
   return Status::Ok();
@@ -259,25 +282,39 @@ Status Link(State &s, bootstrap::Group &group, std::span<const uint32_t> peers,
             Clock::time_point deadline) {
   std::vector<uint32_t> fresh;
   for (uint32_t p : peers) {
-    if (s.links->qp_num(p) != 0) {
+    if (s.links ? s.links->qp_num(p) != 0 : s.tcp_carded[p]) {
       continue;  // linked, or a failure on the way left the pair unusable
     }
-    auto qp = s.links->AddPeer(p);
-    HZC_RETURN_IF_ERROR(qp.status());
+    std::vector<std::byte> out(sizeof(ExchangeHeader));
     ExchangeHeader mine;
-    mine.has_link = 1;
-    mine.port = s.links->Header();
-    mine.qp = *qp;
-    HZC_RETURN_IF_ERROR(group.Send(p, kDescTag + 1, std::as_bytes(std::span(&mine, 1)), deadline));
+    if (s.links) {
+      auto qp = s.links->AddPeer(p);
+      HZC_RETURN_IF_ERROR(qp.status());
+      mine.has_link = ExchangeHeader::kRdmaCard;
+      mine.port = s.links->Header();
+      mine.qp = *qp;
+    } else {
+      auto card = s.sockets->CardFor(p);
+      HZC_RETURN_IF_ERROR(card.status());
+      s.tcp_carded[p] = true;
+      mine.has_link = ExchangeHeader::kSocketCard;
+      out.resize(sizeof(mine) + sizeof(*card));
+      std::memcpy(out.data() + sizeof(mine), &*card, sizeof(*card));
+    }
+    std::memcpy(out.data(), &mine, sizeof(mine));
+    HZC_RETURN_IF_ERROR(group.Send(p, kDescTag + 1, out, deadline));
     fresh.push_back(p);
   }
   for (uint32_t p : fresh) {
     auto theirs = group.Recv(p, kDescTag + 1, deadline);
     HZC_RETURN_IF_ERROR(theirs.status());
-    auto card = ParseLinkCard(*theirs, p);
+    auto card = ParseLinkCard(*theirs, p, s.links != nullptr);
     HZC_RETURN_IF_ERROR(card.status());
-    const ExchangeHeader &h = *card;
-    HZC_RETURN_IF_ERROR(s.links->ConnectPeer(p, h.port, h.qp));
+    if (s.links) {
+      HZC_RETURN_IF_ERROR(s.links->ConnectPeer(p, card->header.port, card->header.qp));
+    } else {
+      HZC_RETURN_IF_ERROR(s.sockets->Connect(p, group.Address(p), card->socket, deadline));
+    }
     s.ready[p] = true;
   }
   return Status::Ok();
@@ -349,7 +386,7 @@ Expected<std::vector<HcclMemDesc>> SwapLocal(const Communicator &comm, State &s,
 Expected<std::vector<HcclMemDesc>> Swap(const Communicator &comm, State &s, uint32_t peer,
                                         std::span<const HcclMemDesc> descs,
                                         Clock::time_point deadline) {
-  if (!s.links) {
+  if (s.local()) {
     auto theirs = SwapLocal(comm, s, peer, descs, deadline);
     if (theirs.ok()) {
       s.ready[peer] = true;
@@ -375,7 +412,7 @@ Status Enable(State &s, const Communicator &comm, const HcclMemDesc &desc, HcclM
     return Error(HCCL_E_PARA, "remoteMemDesc: rank {} never exchanged descriptors with this rank",
                  d->owner);
   }
-  if (!s.links) {
+  if (s.local()) {
     transport::PeerMemory *pm = comm.peer_memory();
     if (pm == nullptr || !pm->Translate(d->owner, d->addr, d->size).ok()) {
       return Error(HCCL_E_PARA,
@@ -678,7 +715,7 @@ Status Prepare(Communicator &comm, int timeout) {
     }
     return Status::Ok();
   };
-  if (!s.links) {
+  if (s.local()) {
     // Pair by pair in the order of the pairs' lower, then higher rank on every rank, so that
     // the pairwise hand-offs never wait in a circle.
     for (uint32_t p : peers) {
@@ -719,6 +756,7 @@ Expected<std::function<Status()>> PrepareBatch(Communicator &comm, uint32_t peer
   std::vector<std::shared_ptr<const verbs::MemoryRegion>> held;
   std::vector<verbs::WorkRequest> requests;
   std::vector<LocalCopy> copies;
+  std::vector<transport::SocketWindows::Op> tcp;
   for (size_t i = 0; i < ops.size(); ++i) {
     const HcclOneSideOpDesc &op = ops[i];
     const size_t type = TypeSize(op.dataType);
@@ -760,7 +798,11 @@ Expected<std::function<Status()>> PrepareBatch(Communicator &comm, uint32_t peer
                    "desc[{}]: localAddr={} + {} bytes is not within memory this rank registered", i,
                    op.localAddr, bytes);
     }
-    if (!s->links) {
+    if (s->sockets) {
+      tcp.push_back({.local = op.localAddr, .remote = remote, .bytes = bytes});
+      continue;
+    }
+    if (s->local()) {
       copies.push_back({.index = i, .local = op.localAddr, .remote = remote, .bytes = bytes});
       continue;
     }
@@ -772,6 +814,13 @@ Expected<std::function<Status()>> PrepareBatch(Communicator &comm, uint32_t peer
                         .length = bytes,
                         .remote_addr = remote,
                         .rkey = e->rkey});
+  }
+  if (!tcp.empty()) {
+    transport::SocketWindows *sockets = s->sockets.get();
+    const std::chrono::seconds timeout = comm.ExecTimeout();
+    return std::function<Status()>([sockets, peer, put, timeout, tcp = std::move(tcp)] {
+      return sockets->Execute(peer, tcp, put, Clock::now() + timeout);
+    });
   }
   if (!copies.empty()) {
     return std::function<Status()>([&comm, peer, put, copies = std::move(copies)] {

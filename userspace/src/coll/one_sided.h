@@ -1,27 +1,39 @@
 // SPDX-License-Identifier: Apache-2.0
-// HCCL's one-sided calls (hccl/hccl_one_sided_services.h) between the ranks of a communicator
-// that spans servers: RDMA WRITE and READ straight between registered buffers (a peer on the same
-// server through the device's loopback).
+// HCCL's one-sided calls (hccl/hccl_one_sided_services.h) between the ranks of a communicator.
+// Two paths, by the communicator:
+//   across servers  (it spans servers) RDMA WRITE and READ straight between registered buffers
+//                   (a peer on the same server through the device's loopback);
+//   inside a server (all its ranks on this one) loads and stores through the communicator's
+//                   peer mappings (transport/transport.h): registered memory must lie in
+//                   activated memory, each transfer is translated when it starts and copied
+//                   inside a guarded region (coll/guard.h).
 //
-// A communicator's one-sided state is made by its first such call: verbs links of its own
-// (verbs::Links::OpenLazy: a protection domain and completion queue, a queue pair per peer made
-// at the first HcclExchangeMemDesc with that peer, or by HcclCommPrepare with every other rank),
-// this rank's registrations (a memory region each, for one peer, or for every
-// peer when HcclCommPrepare made it of bound global memory), the spans of the peers it enabled
-// and the global memory bound to the communicator. It goes with the communicator
+// A communicator's one-sided state is made by its first such call: across servers verbs links of
+// its own (verbs::Links::OpenLazy: a protection domain and completion queue, a queue pair per
+// peer made at the first HcclExchangeMemDesc with that peer, or by HcclCommPrepare with every
+// other rank); this rank's registrations (across servers a memory region each), for one peer, or
+// for every peer when HcclCommPrepare made it of bound global memory; the spans of the peers it
+// enabled and the global memory bound to the communicator. It goes with the communicator
 // (HcclCommDestroy, or the process's end: the kernel drops its regions and queue pairs).
 //
-// A descriptor (HcclMemDesc, 512 bytes) carries a magic and version, the communicator's tag (a
-// hash of its id), the registering rank, the peer it is for, the span, the region's remote key
-// and the registration's number. What a peer sends is untrusted: HcclEnableMemAccess takes only
-// a descriptor of this communicator, from another rank, for this rank, whose span does not wrap
-// and overlaps none this rank enabled of that peer. A hostile peer can only point this rank's
-// transfers at its own memory: the device checks every access against the peer's region.
+// A descriptor (HcclMemDesc, 512 bytes) carries a magic and version, the communicator's tag
+// (keyed from its id), the registering rank, the peer it is for, the span, the region's remote
+// key (0 inside a server) and the registration's number. What a peer sends is untrusted:
+// HcclEnableMemAccess takes only a descriptor of this communicator, from another rank, for this
+// rank, whose span does not wrap (inside a server: lies in the peer's activated memory) and
+// overlaps none this rank enabled of that peer by the same or a newer registration (an older
+// one it overlaps is replaced). A hostile peer can only point this rank's transfers at its own
+// memory: across servers the device checks every access against the peer's region, inside a
+// server the peer mappings reach only what the peer activated.
 //
-// Exchange (both ranks call it with each other): a message of tag kDescTag on the group's
-// connection, {magic, version, count, the port and queue pair when the pair is not linked yet,
-// count descriptors}; each rank connects its queue pair to the peer's before it sends its
-// descriptors, so a rank that holds the peer's descriptors may transfer at once.
+// Exchange (both ranks call it with each other): a message {magic, version, count, the port and
+// queue pair when the pair is not linked yet, count descriptors}. Across servers it goes with
+// tag kDescTag on the group's connection, each rank connecting its queue pair to the peer's
+// before it sends its descriptors, so a rank that holds the peer's descriptors may transfer at
+// once. Inside a server (no connections) each rank writes it into a memfd and the pair hands
+// the two over its abstract Unix socket (bootstrap/local_exchange.h), the lower rank's first,
+// under names of the pair's n-th exchange; HcclCommPrepare swaps with the peers one by one in
+// rank order, which no two ranks can wait on in a circle.
 //
 // Locking: one mutex per communicator (Communicator::one_sided_mutex) over the state; a batch
 // takes the regions it needs under it, then transfers without it (Links::Execute runs one batch

@@ -49,22 +49,43 @@ Expected<std::vector<HcclMemDesc>> ParseDescMessage(std::span<const std::byte> b
   return out;
 }
 
-Expected<ExchangeHeader> ParseLinkCard(std::span<const std::byte> blob, uint32_t peer) {
-  ExchangeHeader h;
-  if (blob.size() != sizeof(h)) {
-    return Error(HCCL_E_REMOTE, "rank {} sent {} bytes that are not its queue pair", peer,
+Expected<LinkCard> ParseLinkCard(std::span<const std::byte> blob, uint32_t peer, bool rdma) {
+  LinkCard card{};
+  ExchangeHeader &h = card.header;
+  if (blob.size() < sizeof(h)) {
+    return Error(HCCL_E_REMOTE, "rank {} sent {} bytes that are not its link card", peer,
                  blob.size());
   }
   std::memcpy(&h, blob.data(), sizeof(h));
-  if (h.magic != ExchangeHeader::kMagic || h.has_link != 1 ||
-      h.port.magic != verbs::EndpointHeader::kMagic ||
-      h.port.state != verbs::EndpointHeader::kReady) {
-    return Error(HCCL_E_REMOTE,
-                 "rank {} sent no queue pair for this rank (it linked with it before, or its RDMA "
-                 "device failed)",
-                 peer);
+  const uint32_t want = rdma ? ExchangeHeader::kRdmaCard : ExchangeHeader::kSocketCard;
+  if (h.magic == ExchangeHeader::kMagic && h.has_link != want &&
+      (h.has_link == ExchangeHeader::kRdmaCard || h.has_link == ExchangeHeader::kSocketCard)) {
+    return Error(HCCL_E_PARA,
+                 "rank {} reaches its peers over {} and this rank over {}: every rank needs the "
+                 "same (HZC_NET, RDMA devices)",
+                 peer, rdma ? "TCP" : "RDMA", rdma ? "RDMA" : "TCP");
   }
-  return h;
+  if (rdma) {
+    if (blob.size() != sizeof(h) || h.magic != ExchangeHeader::kMagic || h.has_link != want ||
+        h.port.magic != verbs::EndpointHeader::kMagic ||
+        h.port.state != verbs::EndpointHeader::kReady) {
+      return Error(HCCL_E_REMOTE,
+                   "rank {} sent no queue pair for this rank (it linked with it before, or its "
+                   "RDMA device failed)",
+                   peer);
+    }
+    return card;
+  }
+  if (blob.size() != sizeof(h) + sizeof(card.socket) || h.magic != ExchangeHeader::kMagic ||
+      h.has_link != want) {
+    return Error(HCCL_E_REMOTE, "rank {} sent {} bytes that are not its TCP link card", peer,
+                 blob.size());
+  }
+  std::memcpy(&card.socket, blob.data() + sizeof(h), sizeof(card.socket));
+  if (card.socket.magic != transport::SocketWindows::Card::kMagic || card.socket.port == 0) {
+    return Error(HCCL_E_REMOTE, "rank {} sent a TCP link card without a port", peer);
+  }
+  return card;
 }
 
 }  // namespace hzc::coll

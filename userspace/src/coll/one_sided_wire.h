@@ -2,9 +2,11 @@
 // What the one-sided calls (coll/one_sided.h) put on the wire and in descriptors, and the
 // checks of what a peer sends (untrusted: fuzz/one_sided.cpp).
 //
-// HcclMemDesc (512 bytes): a Desc, then zeros. The exchange's messages on the group's
-// connections: an ExchangeHeader, then (for descriptors) count HcclMemDescs; a link card is an
-// ExchangeHeader alone with has_link 1, the sender's port and its queue pair for the receiver.
+// HcclMemDesc (512 bytes): a Desc, then zeros. The exchange's messages: an ExchangeHeader, then
+// (for descriptors) count HcclMemDescs. A link card (across servers, on the group's connections)
+// is an ExchangeHeader with has_link kRdmaCard and the sender's port and queue pair for the
+// receiver, or with has_link kSocketCard and then the sender's transport::SocketWindows::Card for
+// the receiver (where to connect, and the token to connect with).
 #pragma once
 
 #include <hccl/hccl_one_sided_services.h>
@@ -16,6 +18,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "transport/socket_window.h"
 #include "verbs/links.h"
 
 namespace hzc::coll {
@@ -38,9 +41,11 @@ static_assert(sizeof(Desc) <= sizeof(HcclMemDesc));
 
 struct ExchangeHeader {
   static constexpr uint32_t kMagic = 0x687a6f73;  // "hzos"
+  static constexpr uint32_t kRdmaCard = 1;
+  static constexpr uint32_t kSocketCard = 2;
   uint32_t magic = kMagic;
   uint32_t count = 0;
-  uint32_t has_link = 0;
+  uint32_t has_link = 0;  // 0: descriptors; else the kind of link card
   uint32_t reserved = 0;
   verbs::EndpointHeader port;
   verbs::QpEndpoint qp;
@@ -57,7 +62,13 @@ std::optional<Desc> ParseDesc(const HcclMemDesc &d);
 Status CheckRemoteDesc(const Desc &d, uint64_t tag, uint32_t me, uint32_t nranks);
 // Rank @peer's descriptors in its message @blob; HCCL_E_REMOTE when it is not such a message.
 Expected<std::vector<HcclMemDesc>> ParseDescMessage(std::span<const std::byte> blob, uint32_t peer);
-// Rank @peer's link card @blob; HCCL_E_REMOTE when it is not a ready port and queue pair.
-Expected<ExchangeHeader> ParseLinkCard(std::span<const std::byte> blob, uint32_t peer);
+// Rank @peer's link card @blob for a link over RDMA (@rdma) or TCP: HCCL_E_PARA when it is of
+// the other kind (the ranks' HZC_NET or devices differ), HCCL_E_REMOTE when it is not a ready
+// port and queue pair, or a TCP card.
+struct LinkCard {
+  ExchangeHeader header;
+  transport::SocketWindows::Card socket;  // a TCP card's
+};
+Expected<LinkCard> ParseLinkCard(std::span<const std::byte> blob, uint32_t peer, bool rdma);
 
 }  // namespace hzc::coll

@@ -84,27 +84,6 @@ struct Frame {
 };
 static_assert(sizeof(Frame) == 16);
 
-bool SameToken(const Token &a, const Token &b) {
-  uint8_t diff = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    diff |= a[i] ^ b[i];
-  }
-  return diff == 0;
-}
-
-void SetPort(sockaddr_storage *addr, uint16_t port) {
-  if (addr->ss_family == AF_INET6) {
-    reinterpret_cast<sockaddr_in6 *>(addr)->sin6_port = htons(port);
-  } else {
-    reinterpret_cast<sockaddr_in *>(addr)->sin_port = htons(port);
-  }
-}
-
-uint16_t GetPort(const sockaddr_storage &addr) {
-  return ntohs(addr.ss_family == AF_INET6 ? reinterpret_cast<const sockaddr_in6 &>(addr).sin6_port
-                                          : reinterpret_cast<const sockaddr_in &>(addr).sin_port);
-}
-
 // No Nagle; a peer that acknowledges nothing (its server gone, the link cut) fails the
 // connection (bootstrap::WatchPeer).
 void Tune(int fd) {
@@ -166,7 +145,7 @@ Status SocketWire::Setup(Clock::time_point deadline) {
                    addr.status().message());
     }
     peers_[p].listener = *addr;
-    SetPort(&peers_[p].listener, 0);
+    bootstrap::SetPort(&peers_[p].listener, 0);
     peers_[p].address = a;
   }
   // Listen where this rank's communicator connections arrive.
@@ -198,7 +177,7 @@ Status SocketWire::Setup(Clock::time_point deadline) {
   if (getrandom(token_.data(), token_.size(), 0) != static_cast<ssize_t>(token_.size())) {
     return Error(HCCL_E_SYSCALL, "wire: getrandom failed: {}", ErrnoString(errno));
   }
-  const Card mine{.port = GetPort(bound), .token = token_};
+  const Card mine{.port = bootstrap::GetPort(bound), .token = token_};
   auto all =
       group_.AllGatherFixed(members_, options_.tags + kCardTag, std::as_bytes(std::span(&mine, 1)),
                             deadline, "the addresses of the wire's members");
@@ -212,7 +191,7 @@ Status SocketWire::Setup(Clock::time_point deadline) {
     }
     Card card{};
     std::memcpy(&card, (*all)[p].data(), sizeof(Card));
-    SetPort(&peers_[p].listener, card.port);
+    bootstrap::SetPort(&peers_[p].listener, card.port);
     peers_[p].token = card.token;
     if (p != me_) {
       peers_[p].address = bootstrap::EndpointString(peers_[p].listener);
@@ -313,7 +292,7 @@ Expected<bool> SocketWire::Take(Clock::time_point until) {
   Hello hello{};
   std::memcpy(&hello, h.data.data(), sizeof(hello));
   const bool data = hello.magic == kHelloMagic;
-  if (hello.from >= size() || hello.from == me_ || !SameToken(hello.token, token_) ||
+  if (hello.from >= size() || hello.from == me_ || !bootstrap::SameBytes(hello.token, token_) ||
       (data && (hello.from > me_ || peers_[hello.from].fd.valid()))) {
     reader_->LogDropped(h.peer, "not a member of this wire (member number or token)");
     return true;
