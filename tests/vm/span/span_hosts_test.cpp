@@ -448,4 +448,14 @@ TEST_F(SpanTest, SocketAServerThatDiesFailsTheOthersCleanly) {
   Fault(1, true, "cut", kSocket);
 }
 
+// The one-sided calls over TCP (transport/socket_window.h): the same scenario as over RDMA, and
+// a cut link during transfers (HCCL_E_TCP_TRANSFER once TCP gives up, the pair broken for good).
+TEST_F(SpanTest, SocketOneSidedTransfersAcrossTwoServersOfTwoRanks) {
+  EXPECT_EQ(Run(false, 2, "onesided", "staging", kSocket), std::vector<int>(2, 0));
+}
+
+TEST_F(SpanTest, SocketACutLinkFailsOneSidedTransfersOfBothServersCleanly) {
+  Fault(2, false, "cutonesided", kSocket);
+}
+
 }  // namespace
