@@ -489,6 +489,95 @@ Status CopyLocal(Communicator &comm, uint32_t peer, const std::vector<LocalCopy>
   return Status::Ok();
 }
 
+// HcclCommPrepare's swap of @mine[p] with every peer p of @peers, enabling what they send.
+Status SwapAll(Communicator &comm, State &s, std::span<const uint32_t> peers,
+               const std::vector<std::vector<HcclMemDesc>> &mine, Clock::time_point deadline) {
+  auto take = [&](uint32_t p, const std::vector<HcclMemDesc> &theirs) -> Status {
+    for (const HcclMemDesc &d : theirs) {
+      Status st = Enable(s, comm, d, nullptr);
+      if (!st.ok()) {
+        return Error(HCCL_E_REMOTE, "rank {} sent a descriptor this rank cannot enable: {}", p,
+                     st.message());
+      }
+    }
+    return Status::Ok();
+  };
+  if (s.local()) {
+    // Pair by pair in the order of the pairs' lower, then higher rank on every rank, so that
+    // the pairwise hand-offs never wait in a circle.
+    for (uint32_t p : peers) {
+      auto theirs = Swap(comm, s, p, mine[p], deadline);
+      HZC_RETURN_IF_ERROR(theirs.status());
+      HZC_RETURN_IF_ERROR(take(p, *theirs));
+    }
+    return Status::Ok();
+  }
+  bootstrap::Group &group = *comm.group();
+  HZC_RETURN_IF_ERROR(Link(s, group, peers, deadline));
+  for (uint32_t p : peers) {
+    HZC_RETURN_IF_ERROR(group.Send(p, kDescTag, DescMessage(mine[p]), deadline));
+  }
+  for (uint32_t p : peers) {
+    auto in = group.Recv(p, kDescTag, deadline);
+    HZC_RETURN_IF_ERROR(in.status());
+    auto theirs = ParseDescMessage(*in, p);
+    HZC_RETURN_IF_ERROR(theirs.status());
+    HZC_RETURN_IF_ERROR(take(p, *theirs));
+  }
+  return Status::Ok();
+}
+
+// A transfer of a batch, checked: its bytes, its local registration and the peer's span.
+struct Checked {
+  uint64_t bytes = 0;  // 0: nothing to move
+  const Registration *mine = nullptr;
+  const Enabled *theirs = nullptr;
+};
+
+// Check transfer @i (@op) of a batch to @peer against the state.
+Expected<Checked> CheckOp(const State &s, uint32_t peer, size_t i, const HcclOneSideOpDesc &op) {
+  const size_t type = TypeSize(op.dataType);
+  if (type == 0) {
+    return Error(HCCL_E_PARA, "desc[{}].dataType={}: not an HcclDataType", i,
+                 static_cast<int>(op.dataType));
+  }
+  if (op.count == 0) {
+    return Checked{};
+  }
+  if (op.localAddr == nullptr || op.remoteAddr == nullptr) {
+    return Error(HCCL_E_PTR, "desc[{}]: {} is null", i,
+                 op.localAddr == nullptr ? "localAddr" : "remoteAddr");
+  }
+  if (op.count > UINT64_MAX / type) {
+    return Error(HCCL_E_PARA, "desc[{}].count={}: too many elements", i, op.count);
+  }
+  const uint64_t bytes = op.count * type;
+  const auto local = reinterpret_cast<uint64_t>(op.localAddr);
+  const auto remote = reinterpret_cast<uint64_t>(op.remoteAddr);
+  if (local > UINT64_MAX - bytes || remote > UINT64_MAX - bytes) {
+    return Error(HCCL_E_PARA, "desc[{}]: a span of {} bytes wraps around", i, bytes);
+  }
+  const auto &enabled = s.enabled[peer];
+  auto e = std::find_if(enabled.begin(), enabled.end(), [&](const Enabled &x) {
+    return remote >= x.addr && remote + bytes <= x.addr + x.size;
+  });
+  if (e == enabled.end()) {
+    return Error(HCCL_E_PARA,
+                 "desc[{}]: remoteAddr={} + {} bytes is not within memory of rank {} that this "
+                 "rank enabled",
+                 i, op.remoteAddr, bytes, peer);
+  }
+  auto m = std::find_if(s.mine.begin(), s.mine.end(), [&](const Registration &r) {
+    return local >= r.addr && local + bytes <= r.addr + r.size;
+  });
+  if (m == s.mine.end()) {
+    return Error(HCCL_E_PARA,
+                 "desc[{}]: localAddr={} + {} bytes is not within memory this rank registered", i,
+                 op.localAddr, bytes);
+  }
+  return Checked{.bytes = bytes, .mine = &*m, .theirs = &*e};
+}
+
 }  // namespace
 
 Status RegisterMem(Communicator &comm, uint32_t peer, int type, void *addr, uint64_t size,
@@ -705,38 +794,7 @@ Status Prepare(Communicator &comm, int timeout) {
       Describe(s, comm, **r, p, &mine[p].emplace_back());
     }
   }
-  auto take = [&](uint32_t p, const std::vector<HcclMemDesc> &theirs) -> Status {
-    for (const HcclMemDesc &d : theirs) {
-      Status st = Enable(s, comm, d, nullptr);
-      if (!st.ok()) {
-        return Error(HCCL_E_REMOTE, "rank {} sent a descriptor this rank cannot enable: {}", p,
-                     st.message());
-      }
-    }
-    return Status::Ok();
-  };
-  if (s.local()) {
-    // Pair by pair in the order of the pairs' lower, then higher rank on every rank, so that
-    // the pairwise hand-offs never wait in a circle.
-    for (uint32_t p : peers) {
-      auto theirs = Swap(comm, s, p, mine[p], deadline);
-      HZC_RETURN_IF_ERROR(theirs.status());
-      HZC_RETURN_IF_ERROR(take(p, *theirs));
-    }
-  } else {
-    bootstrap::Group &group = *comm.group();
-    HZC_RETURN_IF_ERROR(Link(s, group, peers, deadline));
-    for (uint32_t p : peers) {
-      HZC_RETURN_IF_ERROR(group.Send(p, kDescTag, DescMessage(mine[p]), deadline));
-    }
-    for (uint32_t p : peers) {
-      auto in = group.Recv(p, kDescTag, deadline);
-      HZC_RETURN_IF_ERROR(in.status());
-      auto theirs = ParseDescMessage(*in, p);
-      HZC_RETURN_IF_ERROR(theirs.status());
-      HZC_RETURN_IF_ERROR(take(p, *theirs));
-    }
-  }
+  HZC_RETURN_IF_ERROR(SwapAll(comm, s, peers, mine, deadline));
   rollback.Commit();
   s.prepared = true;
   return Status::Ok();
@@ -759,44 +817,12 @@ Expected<std::function<Status()>> PrepareBatch(Communicator &comm, uint32_t peer
   std::vector<transport::SocketWindows::Op> tcp;
   for (size_t i = 0; i < ops.size(); ++i) {
     const HcclOneSideOpDesc &op = ops[i];
-    const size_t type = TypeSize(op.dataType);
-    if (type == 0) {
-      return Error(HCCL_E_PARA, "desc[{}].dataType={}: not an HcclDataType", i,
-                   static_cast<int>(op.dataType));
-    }
-    if (op.count == 0) {
-      continue;
-    }
-    if (op.localAddr == nullptr || op.remoteAddr == nullptr) {
-      return Error(HCCL_E_PTR, "desc[{}]: {} is null", i,
-                   op.localAddr == nullptr ? "localAddr" : "remoteAddr");
-    }
-    if (op.count > UINT64_MAX / type) {
-      return Error(HCCL_E_PARA, "desc[{}].count={}: too many elements", i, op.count);
-    }
-    const uint64_t bytes = op.count * type;
-    const auto local = reinterpret_cast<uint64_t>(op.localAddr);
+    auto checked = CheckOp(*s, peer, i, op);
+    HZC_RETURN_IF_ERROR(checked.status());
+    const uint64_t bytes = checked->bytes;
     const auto remote = reinterpret_cast<uint64_t>(op.remoteAddr);
-    if (local > UINT64_MAX - bytes || remote > UINT64_MAX - bytes) {
-      return Error(HCCL_E_PARA, "desc[{}]: a span of {} bytes wraps around", i, bytes);
-    }
-    const auto &enabled = s->enabled[peer];
-    auto e = std::find_if(enabled.begin(), enabled.end(), [&](const Enabled &x) {
-      return remote >= x.addr && remote + bytes <= x.addr + x.size;
-    });
-    if (e == enabled.end()) {
-      return Error(HCCL_E_PARA,
-                   "desc[{}]: remoteAddr={} + {} bytes is not within memory of rank {} that "
-                   "this rank enabled",
-                   i, op.remoteAddr, bytes, peer);
-    }
-    auto m = std::find_if(s->mine.begin(), s->mine.end(), [&](const Registration &r) {
-      return local >= r.addr && local + bytes <= r.addr + r.size;
-    });
-    if (m == s->mine.end()) {
-      return Error(HCCL_E_PARA,
-                   "desc[{}]: localAddr={} + {} bytes is not within memory this rank registered", i,
-                   op.localAddr, bytes);
+    if (bytes == 0) {
+      continue;
     }
     if (s->sockets) {
       tcp.push_back({.local = op.localAddr, .remote = remote, .bytes = bytes});
@@ -806,14 +832,14 @@ Expected<std::function<Status()>> PrepareBatch(Communicator &comm, uint32_t peer
       copies.push_back({.index = i, .local = op.localAddr, .remote = remote, .bytes = bytes});
       continue;
     }
-    held.push_back(m->mr);
+    held.push_back(checked->mine->mr);
     requests.push_back({.op = put ? verbs::WorkRequest::kWrite : verbs::WorkRequest::kRead,
                         .peer = peer,
-                        .mr = m->mr.get(),
+                        .mr = checked->mine->mr.get(),
                         .local = op.localAddr,
                         .length = bytes,
                         .remote_addr = remote,
-                        .rkey = e->rkey});
+                        .rkey = checked->theirs->rkey});
   }
   if (!tcp.empty()) {
     transport::SocketWindows *sockets = s->sockets.get();
