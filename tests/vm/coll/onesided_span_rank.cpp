@@ -15,6 +15,9 @@
 //             other servers and read without per-peer registrations (RunGlobal).
 //   cutonesided  (two servers) transfers to the pair until the test cuts the link or kills a
 //             server: a transfer error within HCCL_EXEC_TIMEOUT, then a quick destroy (RunCut).
+//   cutonesidedglobal  (three or more servers) global memory prepared among all; every round
+//             writes into every rank of the other servers until the test kills a server: every
+//             other rank fails within HCCL_EXEC_TIMEOUT, then a quick destroy (RunCutGlobal).
 //   onesidednone  (HZC_NET=rdma on servers without RDMA) every one-sided call to another server
 //             is HCCL_E_NOT_SUPPORT (RunNone).
 // Exit 63 when a byte or a code differs (the rank logs which).
@@ -330,6 +333,52 @@ int RunCut() {
       [&] { return HcclBatchPut(g_comm, pair, &put, 1, nullptr) == failed ? 0 : 75; });
 }
 
+// A dead server among three or more, during one-sided transfers: every rank's window bound and
+// prepared; each round writes 256 KiB into every rank of the other servers (FailUntilCut), so a
+// server that dies fails every other rank. The bound memory is unbound before the destroy.
+int RunCutGlobal() {
+  constexpr size_t kBytes = 256 << 10;
+  const uint32_t per = g_per_server;
+  std::vector<uint8_t> window(kBytes * g_n, 1);
+  HcclMem mem{HCCL_MEM_TYPE_HOST, window.data(), window.size()};
+  void *handle = nullptr;
+  HcclPrepareConfig config{HCCL_TOPO_FULLMESH, 0, 0, 0};
+  std::vector<uint64_t> where(g_n);
+  uint64_t mine = reinterpret_cast<uint64_t>(window.data());
+  if (HcclRegisterGlobalMem(&mem, &handle) != HCCL_SUCCESS ||
+      HcclCommBindMem(g_comm, handle) != HCCL_SUCCESS ||
+      HcclCommPrepare(g_comm, &config, 0) != HCCL_SUCCESS ||
+      HcclAllGather(&mine, where.data(), 1, HCCL_DATA_TYPE_UINT64, g_comm, nullptr) !=
+          HCCL_SUCCESS) {
+    return 53;
+  }
+  auto call = [&] {
+    for (uint32_t p = 0; p < g_n; ++p) {
+      if (p / per == g_rank / per) {
+        continue;
+      }
+      HcclOneSideOpDesc op{window.data() + g_rank * kBytes,
+                           reinterpret_cast<uint8_t *>(where[p]) + g_rank * kBytes, kBytes,
+                           HCCL_DATA_TYPE_INT8};
+      if (HcclResult r = HcclBatchPut(g_comm, p, &op, 1, nullptr); r != HCCL_SUCCESS) {
+        return r;
+      }
+    }
+    return HCCL_SUCCESS;
+  };
+  return FailUntilCut(
+      call,
+      [](HcclResult r) {
+        return r == HCCL_E_ROCE_TRANSFER || r == HCCL_E_TCP_TRANSFER || r == HCCL_E_REMOTE;
+      },
+      [&] {
+        return HcclCommUnbindMem(g_comm, handle) == HCCL_SUCCESS &&
+                       HcclDeregisterGlobalMem(handle) == HCCL_SUCCESS
+                   ? 0
+                   : 79;
+      });
+}
+
 // HZC_NET=rdma on servers without an RDMA device: every one-sided call that would reach another
 // server is HCCL_E_NOT_SUPPORT (the collectives between servers would be too).
 int RunNone() {
@@ -359,7 +408,7 @@ int RunNone() {
 
 int OneSidedScenario(const std::string &scenario) {
   if (scenario != "onesided" && scenario != "onesidedglobal" && scenario != "cutonesided" &&
-      scenario != "onesidednone") {
+      scenario != "cutonesidedglobal" && scenario != "onesidednone") {
     return -1;
   }
   if (g_per_server == 0 || g_n % g_per_server != 0 || g_n < 2 * g_per_server) {
@@ -367,6 +416,9 @@ int OneSidedScenario(const std::string &scenario) {
   }
   if (scenario == "cutonesided") {
     return RunCut();
+  }
+  if (scenario == "cutonesidedglobal") {
+    return g_n >= 3 * g_per_server ? RunCutGlobal() : 51;
   }
   if (scenario == "onesidednone") {
     return RunNone();

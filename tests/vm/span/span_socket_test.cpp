@@ -320,4 +320,16 @@ TEST_F(SpanSocketTest, AServerThatDiesFailsPointToPointTransfersCleanly) {
   KillAServer(2, 2, "cutp2p");
 }
 
+// The same among three servers of two ranks: collectives (hzc-coll-rank "cut"), and one-sided
+// transfers into global memory of every other server ("cutonesidedglobal"). One kernel holds
+// every simulated server here, so a cut link between two of them is not shown (the two-guest
+// suite cuts one).
+TEST_F(SpanSocketTest, AServerThatDiesAmongThreeFailsTheOthersCleanly) {
+  KillAServer(3, 2, "cut");
+}
+
+TEST_F(SpanSocketTest, AServerThatDiesAmongThreeFailsOneSidedTransfersCleanly) {
+  KillAServer(3, 2, "cutonesidedglobal");
+}
+
 }  // namespace
