@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
-// One-sided transfers over TCP (transport/socket_window.h) between two endpoints of this process
+// One-sided transfers over TCP (transport/socket_window.h) among three endpoints of this process
 // on the loopback: puts and gets into exposed memory, what the service thread refuses (memory not
-// exposed to the asker, a stranger's hello, a garbled request), and a withdrawal.
+// exposed to the asker, a stranger's hello, a rank posing as another, a token used twice, silent
+// connections), and a withdrawal.
 #include "transport/socket_window.h"
 
 #include <sys/socket.h>
@@ -13,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "base/unique_fd.h"
 #include "bootstrap/socket_io.h"
 #include "hzc_test.h"
 
@@ -69,24 +71,39 @@ TEST_F(SocketWindowTest, PutsAndGetsReachTheExposedMemory) {
   EXPECT_EQ(back, source);
 }
 
-TEST_F(SocketWindowTest, MemoryNotExposedToTheAskerIsRefusedAndBreaksThePair) {
-  std::vector<uint8_t> target(4096, 0), source(4096, 1);
+TEST_F(SocketWindowTest, MemoryNotExposedToTheAskerIsRefusedAndTouchesNothing) {
+  std::vector<uint8_t> target(8 << 20, 0), mine(4096, 0), source(8 << 20, 1);
   const auto base = reinterpret_cast<uint64_t>(target.data());
+  const auto own = reinterpret_cast<uint64_t>(mine.data());
   w_[1]->Expose(1, 2, base, target.size());  // for rank 2 only
+  w_[1]->Expose(2, 0, own, mine.size());     // rank 0's own
   ASSERT_TRUE(Link(0, 1).ok());
   ASSERT_TRUE(Link(2, 1).ok());
-  const std::vector<SocketWindows::Op> put = {{source.data(), base, 16}};
-  Status st = w_[0]->Execute(1, put, true, Deadline());
+  // A batch of three: into rank 0's span, into rank 2's (8 MiB, refused: its bytes are read and
+  // dropped), into rank 0's again. The first refusal is the error; the rest went.
+  const std::vector<SocketWindows::Op> batch = {{source.data(), own, 16},
+                                                {source.data(), base, target.size()},
+                                                {source.data(), own + 16, 16}};
+  Status st = w_[0]->Execute(1, batch, true, Deadline());
   EXPECT_EQ(st.code(), HCCL_E_REMOTE) << st.message();
-  EXPECT_NE(st.message().find("rank 1, desc[0]: it refused the transfer"), std::string::npos)
+  EXPECT_NE(st.message().find("rank 1, desc[1]: it refused the transfer"), std::string::npos)
       << st.message();
-  EXPECT_EQ(target[0], 0);
-  // The pair is broken from now on; rank 2 is served.
-  EXPECT_EQ(w_[0]->Execute(1, put, true, Deadline()).code(), HCCL_E_REMOTE);
-  EXPECT_TRUE(w_[2]->Execute(1, put, true, Deadline()).ok());
+  EXPECT_EQ(target, std::vector<uint8_t>(target.size(), 0));
+  EXPECT_EQ(mine[0], 1);
+  EXPECT_EQ(mine[16], 1);
+  // The connection stays usable; a refused get reads nothing either.
+  std::vector<uint8_t> back(16, 7);
+  const std::vector<SocketWindows::Op> get = {{back.data(), base, 16}};
+  EXPECT_EQ(w_[0]->Execute(1, get, false, Deadline()).code(), HCCL_E_REMOTE);
+  EXPECT_EQ(back, std::vector<uint8_t>(16, 7));
+  const std::vector<SocketWindows::Op> put = {{source.data(), own + 32, 16}};
+  EXPECT_TRUE(w_[0]->Execute(1, put, true, Deadline()).ok());
+  EXPECT_EQ(mine[32], 1);
+  // Rank 2 is served; past the end of its span it is refused.
+  const std::vector<SocketWindows::Op> two = {{source.data(), base, 16}};
+  EXPECT_TRUE(w_[2]->Execute(1, two, true, Deadline()).ok());
   EXPECT_EQ(target[0], 1);
-  // Past the end of the span, and a span that wraps.
-  const std::vector<SocketWindows::Op> past = {{source.data(), base + 4090, 16}};
+  const std::vector<SocketWindows::Op> past = {{source.data(), base + target.size() - 8, 16}};
   EXPECT_EQ(w_[2]->Execute(1, past, true, Deadline()).code(), HCCL_E_REMOTE);
 }
 
@@ -94,16 +111,12 @@ TEST_F(SocketWindowTest, AStrangerOrAPeerPosingAsAnotherIsNotServed) {
   std::vector<uint8_t> target(4096, 0), source(4096, 1);
   const auto base = reinterpret_cast<uint64_t>(target.data());
   w_[1]->Expose(1, SocketWindows::kAnyPeer, base, target.size());
-  // Rank 2 takes the card rank 1 made for rank 0 and connects as rank 2 with it.
+  // Rank 2 takes the card rank 1 made for rank 0 and connects as rank 2 with it: not taken.
   auto card0 = w_[1]->CardFor(0);
   ASSERT_TRUE(card0.ok());
   ASSERT_TRUE(w_[1]->CardFor(2).ok());
-  ASSERT_TRUE(w_[2]->Connect(1, kAddress, *card0, Deadline()).ok());
-  const std::vector<SocketWindows::Op> put = {{source.data(), base, 16}};
-  Status st = w_[2]->Execute(1, put, true, Clock::now() + std::chrono::seconds(3));
-  EXPECT_FALSE(st.ok());
-  EXPECT_EQ(target[0], 0);
-  // A raw connection that sends garbage where its hello belongs.
+  EXPECT_FALSE(w_[2]->Connect(1, kAddress, *card0, Deadline()).ok());
+  // A raw connection that sends garbage where its hello belongs is closed.
   auto addr = bootstrap::ParseEndpoint(kAddress);
   ASSERT_TRUE(addr.ok());
   bootstrap::SetPort(&*addr, card0->port);
@@ -112,11 +125,21 @@ TEST_F(SocketWindowTest, AStrangerOrAPeerPosingAsAnotherIsNotServed) {
   const char junk[64] = "GET / HTTP/1.0\r\n\r\n";
   ASSERT_TRUE(bootstrap::SendAll(fd->get(), junk, sizeof(junk), Deadline()).ok());
   char c = 0;
-  EXPECT_LE(::recv(fd->get(), &c, 1, 0), 0);  // closed on it
-  // The rightful rank is served all the while.
+  EXPECT_LE(::recv(fd->get(), &c, 1, 0), 0);
+  // Silent connections: more than may wait for their hello push the oldest out, and the
+  // rightful rank is taken all the while.
+  std::vector<UniqueFd> silent;
+  for (int i = 0; i < 20; ++i) {
+    auto s = bootstrap::Dial(*addr, Deadline());
+    ASSERT_TRUE(s.ok());
+    silent.push_back(std::move(*s));
+  }
   ASSERT_TRUE(w_[0]->Connect(1, kAddress, *card0, Deadline()).ok());
+  const std::vector<SocketWindows::Op> put = {{source.data(), base, 16}};
   EXPECT_TRUE(w_[0]->Execute(1, put, true, Deadline()).ok());
   EXPECT_EQ(target[0], 1);
+  // A token works once: a second connection with it is not taken.
+  EXPECT_FALSE(w_[2]->Connect(1, kAddress, *card0, Deadline()).ok());
 }
 
 TEST_F(SocketWindowTest, WithdrawnMemoryIsNotTouchedAfterwards) {

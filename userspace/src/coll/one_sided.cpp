@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "coll/one_sided.h"
 
+#include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -101,7 +102,6 @@ struct State : Communicator::CollState {
   // Inside a server (neither links nor sockets): through the peer mappings.
   bool local() const { return !links && !sockets; }
   uint64_t tag = 0;
-  std::vector<uint32_t> swaps;  // by rank: exchanges with it so far (inside a server)
   uint64_t next_id = 1;
   std::vector<Registration> mine;
   std::vector<bool> ready;                    // by rank: its queue pair is connected
@@ -160,7 +160,6 @@ Expected<State *> GetState(Communicator &comm) {
       state->tcp_carded.assign(comm.size(), false);
     }
   }
-  state->swaps.assign(comm.size(), 0);
   state->tag = CommTag(comm);
   state->ready.assign(comm.size(), false);
   state->enabled.resize(comm.size());
@@ -312,8 +311,10 @@ Status Link(State &s, bootstrap::Group &group, std::span<const uint32_t> peers,
     HZC_RETURN_IF_ERROR(card.status());
     if (s.links) {
       HZC_RETURN_IF_ERROR(s.links->ConnectPeer(p, card->header.port, card->header.qp));
-    } else {
-      HZC_RETURN_IF_ERROR(s.sockets->Connect(p, group.Address(p), card->socket, deadline));
+    } else if (Status st = s.sockets->Connect(p, group.Address(p), card->socket, deadline);
+               !st.ok()) {
+      s.tcp_carded[p] = false;  // a later exchange may link the pair again
+      return st;
     }
     s.ready[p] = true;
   }
@@ -336,15 +337,16 @@ std::vector<std::byte> DescMessage(std::span<const HcclMemDesc> descs) {
 constexpr size_t kMaxMessage = sizeof(ExchangeHeader) + kDescsPerMessage * sizeof(HcclMemDesc);
 
 // Inside a server: swap @descs for @peer's over two hand-offs of a memfd on the pair's abstract
-// Unix socket (bootstrap/local_exchange.h: same uid checked), the lower rank's first. Each
-// exchange of the pair has socket names of its own. What the peer hands over is copied out
-// before it is parsed (the peer may still write its memfd).
-Expected<std::vector<HcclMemDesc>> SwapLocal(const Communicator &comm, State &s, uint32_t peer,
+// Unix socket (bootstrap/local_exchange.h: same uid checked), the lower rank's first. The pair's
+// exchanges follow each other under the same names (a hand-off's socket is gone once it is
+// done). What the peer hands over must be a memfd no longer than the longest message; it is
+// copied out before it is parsed (the peer may still write it).
+Expected<std::vector<HcclMemDesc>> SwapLocal(const Communicator &comm, uint32_t peer,
                                              std::span<const HcclMemDesc> descs,
                                              Clock::time_point deadline) {
   const uint32_t me = comm.rank(), lo = std::min(me, peer), hi = std::max(me, peer);
   const std::string name = "hzc-os-" + bootstrap::SecretName(comm.id()) + "-" + std::to_string(lo) +
-                           "-" + std::to_string(hi) + "-" + std::to_string(s.swaps[peer]++) + "-";
+                           "-" + std::to_string(hi) + "-";
   const std::vector<std::byte> out = DescMessage(descs);
   UniqueFd fd(static_cast<int>(::memfd_create("hzc-one-sided", MFD_CLOEXEC)));
   if (!fd.valid() ||
@@ -368,10 +370,9 @@ Expected<std::vector<HcclMemDesc>> SwapLocal(const Communicator &comm, State &s,
     }
   }
   struct stat st {};
-  if (::fstat(theirs->fd.get(), &st) != 0 || st.st_size < 0 ||
-      static_cast<size_t>(st.st_size) > kMaxMessage) {
-    return Error(HCCL_E_REMOTE, "rank {} handed over a message of {} bytes, not descriptors", peer,
-                 st.st_size);
+  if (::fcntl(theirs->fd.get(), F_GET_SEALS) < 0 || ::fstat(theirs->fd.get(), &st) != 0 ||
+      !S_ISREG(st.st_mode) || st.st_size < 0 || static_cast<size_t>(st.st_size) > kMaxMessage) {
+    return Error(HCCL_E_REMOTE, "rank {} handed over something other than its descriptors", peer);
   }
   std::vector<std::byte> in(static_cast<size_t>(st.st_size));
   if (::pread(theirs->fd.get(), in.data(), in.size(), 0) != static_cast<ssize_t>(in.size())) {
@@ -387,7 +388,7 @@ Expected<std::vector<HcclMemDesc>> Swap(const Communicator &comm, State &s, uint
                                         std::span<const HcclMemDesc> descs,
                                         Clock::time_point deadline) {
   if (s.local()) {
-    auto theirs = SwapLocal(comm, s, peer, descs, deadline);
+    auto theirs = SwapLocal(comm, peer, descs, deadline);
     if (theirs.ok()) {
       s.ready[peer] = true;
     }
@@ -420,21 +421,23 @@ Status Enable(State &s, const Communicator &comm, const HcclMemDesc &desc, HcclM
                    d->owner, d->size, d->addr);
     }
   }
-  // A rank numbers its registrations in order: a newer one that overlaps spans enabled of an
-  // older one replaces them (the older went, as a registration HcclCommPrepare made goes with
-  // HcclCommUnbindMem, which its peers are not told of).
+  // The same registration once; spans of different registrations of a rank may overlap (a
+  // transfer takes the newest that holds it: CheckOp).
   auto &enabled = s.enabled[d->owner];
+  if (enabled.size() >= kOneSidedMax) {
+    return Error(HCCL_E_UNAVAIL,
+                 "remoteMemDesc: {} spans of rank {} are enabled already, the most "
+                 "(HcclDisableMemAccess first)",
+                 enabled.size(), d->owner);
+  }
   for (const Enabled &e : enabled) {
-    if (d->addr < e.addr + e.size && e.addr < d->addr + d->size && e.id >= d->id) {
+    if (e.id == d->id) {
       return Error(HCCL_E_PARA,
-                   "remoteMemDesc: rank {}'s {} bytes at {:#x} overlap its {} bytes at {:#x}, "
-                   "enabled already",
-                   d->owner, d->size, d->addr, e.size, e.addr);
+                   "remoteMemDesc: rank {}'s registration {} ({} bytes at {:#x}) is enabled "
+                   "already",
+                   d->owner, d->id, d->size, d->addr);
     }
   }
-  std::erase_if(enabled, [&](const Enabled &e) {
-    return d->addr < e.addr + e.size && e.addr < d->addr + d->size;
-  });
   enabled.push_back({.id = d->id, .addr = d->addr, .size = d->size, .rkey = d->rkey});
   if (mem != nullptr) {
     mem->type = HCCL_MEM_TYPE_HOST;
@@ -557,11 +560,13 @@ Expected<Checked> CheckOp(const State &s, uint32_t peer, size_t i, const HcclOne
   if (local > UINT64_MAX - bytes || remote > UINT64_MAX - bytes) {
     return Error(HCCL_E_PARA, "desc[{}]: a span of {} bytes wraps around", i, bytes);
   }
-  const auto &enabled = s.enabled[peer];
-  auto e = std::find_if(enabled.begin(), enabled.end(), [&](const Enabled &x) {
-    return remote >= x.addr && remote + bytes <= x.addr + x.size;
-  });
-  if (e == enabled.end()) {
+  const Enabled *e = nullptr;  // the newest registration of the peer that holds the span
+  for (const Enabled &x : s.enabled[peer]) {
+    if (remote >= x.addr && remote + bytes <= x.addr + x.size && (e == nullptr || x.id > e->id)) {
+      e = &x;
+    }
+  }
+  if (e == nullptr) {
     return Error(HCCL_E_PARA,
                  "desc[{}]: remoteAddr={} + {} bytes is not within memory of rank {} that this "
                  "rank enabled",
@@ -575,7 +580,7 @@ Expected<Checked> CheckOp(const State &s, uint32_t peer, size_t i, const HcclOne
                  "desc[{}]: localAddr={} + {} bytes is not within memory this rank registered", i,
                  op.localAddr, bytes);
   }
-  return Checked{.bytes = bytes, .mine = &*m, .theirs = &*e};
+  return Checked{.bytes = bytes, .mine = &*m, .theirs = e};
 }
 
 }  // namespace

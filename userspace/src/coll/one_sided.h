@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 // HCCL's one-sided calls (hccl/hccl_one_sided_services.h) between the ranks of a communicator.
-// Two paths, by the communicator:
+// Three paths, by the communicator:
 //   across servers  (it spans servers) RDMA WRITE and READ straight between registered buffers
-//                   (a peer on the same server through the device's loopback);
+//                   (a peer on the same server through the device's loopback); where a server
+//                   has no RDMA device (or HZC_NET=socket), requests over TCP that a thread of
+//                   the target serves (transport/socket_window.h);
 //   inside a server (all its ranks on this one) loads and stores through the communicator's
 //                   peer mappings (transport/transport.h): registered memory must lie in
 //                   activated memory, each transfer is translated when it starts and copied
@@ -20,20 +22,22 @@
 // (keyed from its id), the registering rank, the peer it is for, the span, the region's remote
 // key (0 inside a server) and the registration's number. What a peer sends is untrusted:
 // HcclEnableMemAccess takes only a descriptor of this communicator, from another rank, for this
-// rank, whose span does not wrap (inside a server: lies in the peer's activated memory) and
-// overlaps none this rank enabled of that peer by the same or a newer registration (an older
-// one it overlaps is replaced). A hostile peer can only point this rank's transfers at its own
-// memory: across servers the device checks every access against the peer's region, inside a
-// server the peer mappings reach only what the peer activated.
+// rank, whose span does not wrap (inside a server: lies in the peer's activated memory), and
+// not enabled already (at most kOneSidedMax per peer); spans of different registrations may
+// overlap, a transfer takes the newest registration that holds its span. A hostile peer can only
+// point this rank's transfers at its own memory: across servers the device checks every access
+// against the peer's region (over TCP the peer's thread does), inside a server the peer mappings
+// reach only what the peer activated.
 //
 // Exchange (both ranks call it with each other): a message {magic, version, count, the port and
 // queue pair when the pair is not linked yet, count descriptors}. Across servers it goes with
 // tag kDescTag on the group's connection, each rank connecting its queue pair to the peer's
 // before it sends its descriptors, so a rank that holds the peer's descriptors may transfer at
 // once. Inside a server (no connections) each rank writes it into a memfd and the pair hands
-// the two over its abstract Unix socket (bootstrap/local_exchange.h), the lower rank's first,
-// under names of the pair's n-th exchange; HcclCommPrepare swaps with the peers one by one in
-// rank order, which no two ranks can wait on in a circle.
+// the two over its abstract Unix socket (bootstrap/local_exchange.h), the lower rank's first;
+// HcclCommPrepare swaps with the peers one by one in rank order, which no two ranks can wait on
+// in a circle. Across servers without RDMA the link cards carry where to connect and a token
+// (transport/socket_window.h).
 //
 // Locking: one mutex per communicator (Communicator::one_sided_mutex) over the state; a batch
 // takes the regions it needs under it, then transfers without it (Links::Execute runs one batch

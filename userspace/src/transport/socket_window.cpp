@@ -34,10 +34,11 @@ constexpr uint32_t kRequestMagic = 0x687a6f72;  // "hzor"
 constexpr uint32_t kAnswerMagic = 0x687a6f61;   // "hzoa"
 constexpr uint32_t kPut = 1;
 constexpr uint32_t kGet = 2;
-// How long an accepted connection may take to say who it is.
+// How long an accepted connection may take to say who it is, and how many may be waiting to.
 constexpr auto kHelloTime = std::chrono::seconds(10);
-// Bytes a request moves per system call of the service thread (it checks for a withdrawal
-// between them).
+constexpr long kMaxPending = 16;
+// Bytes the service thread moves on one connection before it looks at the others (and per
+// system call: it checks for a withdrawal between them).
 constexpr size_t kStep = size_t{1} << 20;
 
 struct Hello {
@@ -86,7 +87,9 @@ struct SocketWindows::Impl {
   std::mutex mutex;
   std::condition_variable idle;
   std::map<uint64_t, Exposed> spans;
+  // By peer: the token its one connection must bring (cleared once it came).
   std::vector<std::optional<Token>> tokens;
+  bool dead = false;  // the thread ended: nothing is served, nobody waits for it
 
   // A connection of a peer to this rank (the thread's alone).
   struct Conn {
@@ -100,11 +103,12 @@ struct SocketWindows::Impl {
     uint8_t *mem = nullptr;
     uint64_t left = 0;
     bool put = false;
+    uint64_t discard = 0;  // bytes of a refused put still to read and drop
     Answer answer{};
     size_t answer_sent = sizeof(Answer);  // bytes of @answer sent (all: none pending)
-    bool close_after = false;             // once the answer went
   };
   std::vector<Conn> conns;
+  Clock::time_point accept_after{};  // accept failed (out of descriptors): not before then
 
   // This rank's connection to each peer, for its own requests.
   struct Out {
@@ -116,33 +120,40 @@ struct SocketWindows::Impl {
 
   void Run();
   void Accept();
-  // Move what the socket takes or gives now; false to close the connection.
+  // Move at most kStep bytes or a few headers on @c, what its socket takes or gives now; false
+  // to close the connection.
   bool Progress(Conn &c);
-  bool Take(Conn &c, const Request &r);
+  void Take(Conn &c, const Request &r);
   void Finish(Conn &c);
   bool Withdrawn(uint64_t id);
+  void Queue(Conn &c, HcclResult code, uint64_t len) {
+    c.answer = {.magic = kAnswerMagic, .code = static_cast<uint32_t>(code), .len = len};
+    c.answer_sent = 0;
+  }
 };
 
 void SocketWindows::Impl::Run() {
   std::vector<pollfd> fds;
   while (!stop.load(std::memory_order_acquire)) {
     fds.clear();
+    const bool accepting = Clock::now() >= accept_after;
     fds.push_back({.fd = wake.get(), .events = POLLIN, .revents = 0});
-    fds.push_back({.fd = listener.get(), .events = POLLIN, .revents = 0});
-    Clock::time_point first_hello = Clock::time_point::max();
+    fds.push_back({.fd = accepting ? listener.get() : -1, .events = POLLIN, .revents = 0});
+    Clock::time_point until = accepting ? Clock::time_point::max() : accept_after;
     for (const Conn &c : conns) {
       const bool sending = c.answer_sent < sizeof(Answer) || (c.busy && !c.put);
       fds.push_back({.fd = c.fd.get(),
                      .events = static_cast<short>(sending ? POLLOUT : POLLIN),
                      .revents = 0});
       if (c.peer == UINT32_MAX) {
-        first_hello = std::min(first_hello, c.hello_by);
+        until = std::min(until, c.hello_by);
       }
     }
-    const int timeout = first_hello == Clock::time_point::max() ? -1 : MsUntil(first_hello);
+    const int timeout = until == Clock::time_point::max() ? -1 : MsUntil(until);
     if (::poll(fds.data(), fds.size(), timeout) < 0 && errno != EINTR) {
-      LogError("one-sided: rank {}'s service thread: poll failed: {}", rank, ErrnoString(errno));
-      return;
+      LogError("one-sided: rank {}'s service thread: poll failed: {}; it serves nothing more", rank,
+               ErrnoString(errno));
+      break;
     }
     if (fds[0].revents != 0) {
       uint64_t n = 0;
@@ -176,20 +187,36 @@ void SocketWindows::Impl::Run() {
       Accept();
     }
   }
+  // Nothing is served from now on: release what was under way, so no Withdraw waits.
+  for (Conn &c : conns) {
+    if (c.busy) {
+      Finish(c);
+    }
+  }
+  std::lock_guard lock(mutex);
+  dead = true;
+  idle.notify_all();
 }
 
 void SocketWindows::Impl::Accept() {
-  // Each peer has one connection to this rank; a few more may be on their way or strangers'.
-  const size_t most = 2 * static_cast<size_t>(nranks) + 16;
   for (int i = 0; i < 16; ++i) {
     UniqueFd fd(::accept4(listener.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC));
     if (!fd.valid()) {
+      if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR && errno != ECONNABORTED) {
+        LogWarn("one-sided: rank {} {}: accept failed: {}; new connections wait 100 ms", rank,
+                where, ErrnoString(errno));
+        accept_after = Clock::now() + std::chrono::milliseconds(100);
+      }
       return;
     }
-    if (conns.size() >= most) {
-      LogWarn("one-sided: rank {} {}: {} connections already: a new one is closed", rank, where,
-              conns.size());
-      continue;
+    // Each peer has one connection to this rank (its token works once); of the connections that
+    // have not said who they are, the oldest makes room for a new one.
+    const auto pending = [](const Conn &c) { return c.peer == UINT32_MAX && !c.busy; };
+    if (std::count_if(conns.begin(), conns.end(), pending) >= kMaxPending) {
+      auto oldest = std::find_if(conns.begin(), conns.end(), pending);
+      LogWarn("one-sided: rank {} {}: {} connections wait for their hello: the oldest is closed",
+              rank, where, kMaxPending);
+      conns.erase(oldest);
     }
     bootstrap::SetNoDelay(fd.get());
     bootstrap::WatchPeer(fd.get());
@@ -214,13 +241,9 @@ void SocketWindows::Impl::Finish(Conn &c) {
   c.busy = false;
 }
 
-// Take request @r of @c's peer, when it lies in a span exposed to it.
-bool SocketWindows::Impl::Take(Conn &c, const Request &r) {
-  if (r.magic != kRequestMagic || (r.op != kPut && r.op != kGet) || r.len == 0) {
-    LogWarn("one-sided: rank {} {}: rank {} sent a header that is not a request: closed", rank,
-            where, c.peer);
-    return false;
-  }
+// Take request @r of @c's peer, when it lies in a span exposed to it; else answer it with a
+// refusal (a put's bytes are read and dropped first, so the connection stays usable).
+void SocketWindows::Impl::Take(Conn &c, const Request &r) {
   {
     std::lock_guard lock(mutex);
     for (auto &[id, s] : spans) {
@@ -233,10 +256,9 @@ bool SocketWindows::Impl::Take(Conn &c, const Request &r) {
         c.left = r.len;
         c.put = r.op == kPut;
         if (!c.put) {
-          c.answer = {.magic = kAnswerMagic, .code = HCCL_SUCCESS, .len = r.len};
-          c.answer_sent = 0;
+          Queue(c, HCCL_SUCCESS, r.len);  // the answer, then the bytes
         }
-        return true;
+        return;
       }
     }
   }
@@ -244,14 +266,17 @@ bool SocketWindows::Impl::Take(Conn &c, const Request &r) {
       "one-sided: rank {}: rank {} asked for {} bytes at {:#x}, not memory exposed to it: "
       "refused",
       rank, c.peer, r.len, r.addr);
-  c.answer = {.magic = kAnswerMagic, .code = HCCL_E_PARA, .len = 0};
-  c.answer_sent = 0;
-  c.close_after = true;
-  return true;
+  if (r.op == kPut) {
+    c.discard = r.len;
+  } else {
+    Queue(c, HCCL_E_PARA, 0);
+  }
 }
 
 bool SocketWindows::Impl::Progress(Conn &c) {
-  for (;;) {
+  static thread_local std::array<std::byte, 64 << 10> sink;
+  size_t moved = 0;
+  for (int headers = 0; moved < kStep && headers < 16;) {
     ssize_t n = 0;
     if (c.answer_sent < sizeof(Answer)) {
       n = ::send(c.fd.get(), reinterpret_cast<const std::byte *>(&c.answer) + c.answer_sent,
@@ -262,14 +287,26 @@ bool SocketWindows::Impl::Progress(Conn &c) {
       c.answer_sent += static_cast<size_t>(n);
       continue;
     }
-    if (c.close_after) {
-      return false;
+    if (c.discard != 0) {
+      n = ::recv(c.fd.get(), sink.data(), std::min<uint64_t>(c.discard, sink.size()), MSG_DONTWAIT);
+      if (n == 0) {
+        return false;
+      }
+      if (n < 0) {
+        return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR;
+      }
+      c.discard -= static_cast<uint64_t>(n);
+      moved += static_cast<size_t>(n);
+      if (c.discard == 0) {
+        Queue(c, HCCL_E_PARA, 0);
+      }
+      continue;
     }
     if (c.busy) {
       if (Withdrawn(c.span)) {
         return false;
       }
-      const size_t step = static_cast<size_t>(std::min<uint64_t>(c.left, kStep));
+      const size_t step = static_cast<size_t>(std::min<uint64_t>(c.left, kStep - moved));
       n = c.put ? ::recv(c.fd.get(), c.mem, step, MSG_DONTWAIT)
                 : ::send(c.fd.get(), c.mem, step, MSG_NOSIGNAL | MSG_DONTWAIT);
       if (n == 0 && c.put) {
@@ -280,11 +317,11 @@ bool SocketWindows::Impl::Progress(Conn &c) {
       }
       c.mem += n;
       c.left -= static_cast<uint64_t>(n);
+      moved += static_cast<size_t>(n);
       if (c.left == 0) {
         Finish(c);
         if (c.put) {
-          c.answer = {.magic = kAnswerMagic, .code = HCCL_SUCCESS, .len = 0};
-          c.answer_sent = 0;
+          Queue(c, HCCL_SUCCESS, 0);
         }
       }
       continue;
@@ -302,6 +339,7 @@ bool SocketWindows::Impl::Progress(Conn &c) {
       continue;
     }
     c.got = 0;
+    ++headers;
     if (c.peer == UINT32_MAX) {
       Hello h{};
       std::memcpy(&h, c.head.data(), sizeof(h));
@@ -309,6 +347,9 @@ bool SocketWindows::Impl::Progress(Conn &c) {
       if (h.magic == kHelloMagic && h.rank < nranks && h.rank != rank) {
         std::lock_guard lock(mutex);
         known = tokens[h.rank].has_value() && bootstrap::SameBytes(*tokens[h.rank], h.token);
+        if (known) {
+          tokens[h.rank].reset();  // one connection per peer
+        }
       }
       if (!known) {
         LogWarn("one-sided: rank {} {}: a connection without a hello of a peer: closed", rank,
@@ -316,14 +357,19 @@ bool SocketWindows::Impl::Progress(Conn &c) {
         return false;
       }
       c.peer = h.rank;
+      Queue(c, HCCL_SUCCESS, 0);  // the peer's Connect waits for it
       continue;
     }
     Request r{};
     std::memcpy(&r, c.head.data(), sizeof(r));
-    if (!Take(c, r)) {
+    if (r.magic != kRequestMagic || (r.op != kPut && r.op != kGet) || r.len == 0) {
+      LogWarn("one-sided: rank {} {}: rank {} sent a header that is not a request: closed", rank,
+              where, c.peer);
       return false;
     }
+    Take(c, r);
   }
+  return true;
 }
 
 SocketWindows::SocketWindows(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -401,7 +447,16 @@ Status SocketWindows::Connect(uint32_t peer, const std::string &address, const C
   bootstrap::SetNoDelay(fd->get());
   bootstrap::WatchPeer(fd->get());
   const Hello hello{.magic = kHelloMagic, .rank = impl_->rank, .token = card.token};
-  HZC_RETURN_IF_ERROR(bootstrap::SendAll(fd->get(), &hello, sizeof(hello), deadline));
+  Answer a{};
+  Status st = bootstrap::SendAll(fd->get(), &hello, sizeof(hello), deadline);
+  if (st.ok()) {
+    st = bootstrap::RecvAll(fd->get(), &a, sizeof(a), deadline);
+  }
+  if (!st.ok() || a.magic != kAnswerMagic || a.code != HCCL_SUCCESS) {
+    return Error(st.ok() ? HCCL_E_TCP_CONNECT : st.code(),
+                 "rank {} ({}) did not take this rank's connection: {}", peer,
+                 bootstrap::EndpointString(*addr), st.ok() ? "a wrong answer" : st.message());
+  }
   Impl::Out &o = *impl_->out[peer];
   std::lock_guard lock(o.mutex);
   o.fd = std::move(*fd);
@@ -421,10 +476,10 @@ void SocketWindows::Withdraw(uint64_t id) {
     return;
   }
   it->second.withdrawn = true;
-  if (it->second.busy != 0) {
+  if (it->second.busy != 0 && !impl_->dead) {
     const uint64_t one = 1;
     (void)!::write(impl_->wake.get(), &one, sizeof(one));
-    impl_->idle.wait(lock, [&] { return it->second.busy == 0; });
+    impl_->idle.wait(lock, [&] { return it->second.busy == 0 || impl_->dead; });
   }
   impl_->spans.erase(it);
 }
@@ -458,19 +513,27 @@ Status SocketWindows::Execute(uint32_t peer, std::span<const Op> ops, bool put,
       return fail(i, st);
     }
   }
+  // Every answer is read (a refusal leaves the connection usable); the first refusal is the
+  // batch's error.
+  Status refused = Status::Ok();
   for (size_t i = 0; i < ops.size(); ++i) {
     Answer a{};
     Status st = bootstrap::RecvAll(o.fd.get(), &a, sizeof(a), deadline);
     if (!st.ok()) {
       return fail(i, st);
     }
-    if (a.magic != kAnswerMagic || (a.code == HCCL_SUCCESS && a.len != (put ? 0 : ops[i].bytes))) {
+    if (a.magic != kAnswerMagic || (a.code == HCCL_SUCCESS && a.len != (put ? 0 : ops[i].bytes)) ||
+        (a.code != HCCL_SUCCESS && (a.code != HCCL_E_PARA || a.len != 0))) {
       return fail(i, Error(HCCL_E_TCP_TRANSFER, "an answer that is not one to the request"));
     }
     if (a.code != HCCL_SUCCESS) {
-      return fail(i, Error(HCCL_E_REMOTE,
-                           "it refused the transfer: not memory it exposes to this rank (it "
-                           "deregistered or unbound it)"));
+      if (refused.ok()) {
+        refused = Error(HCCL_E_REMOTE,
+                        "rank {}, desc[{}]: it refused the transfer: not memory it exposes to "
+                        "this rank (it deregistered or unbound it)",
+                        peer, i);
+      }
+      continue;
     }
     if (!put) {
       st = bootstrap::RecvAll(o.fd.get(), ops[i].local, ops[i].bytes, deadline);
@@ -479,7 +542,7 @@ Status SocketWindows::Execute(uint32_t peer, std::span<const Op> ops, bool put,
       }
     }
   }
-  return Status::Ok();
+  return refused;
 }
 
 }  // namespace hzc::transport

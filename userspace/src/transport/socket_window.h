@@ -6,25 +6,29 @@
 // connections use, and a service thread (one per communicator) takes the peers' connections and
 // serves their requests, so the rank whose memory is reached makes no call (as with RDMA). A
 // peer learns where to connect from a card that reaches it over the communicator's authenticated
-// connections (coll/one_sided.cpp), holding a random 16-byte token made for that peer alone: a
-// connection is taken for rank r only when its hello carries the token this rank made for r (a
-// stranger's, or a peer posing as another rank, is closed and logged). A pair has two connections,
-// one per direction of requests.
+// connections (coll/one_sided.cpp), holding a random 16-byte token made for that peer alone and
+// good for one connection: a connection is taken for rank r only when its hello carries the token
+// this rank made for r, and is answered then (Connect waits for that answer); a stranger's, or a
+// peer posing as another rank, is closed and logged. At most kMaxPending connections wait for
+// their hello (kHelloTime each); the oldest makes room for a new one. A pair has two
+// connections, one per direction of requests.
 //
-// Requests, in order on a connection, served one at a time: put {addr, len} and len bytes, which
-// the thread receives straight into the memory and acknowledges once all arrived; get {addr, len},
-// answered with len bytes straight from the memory. The thread takes a request only when
-// [addr, addr + len) lies in one span this rank exposed to that peer (or to every peer); anything
-// else is answered with HCCL_E_PARA and the connection closed (nothing is touched), as is a header
-// that is not a request. Withdraw takes a span away: a request on it that is under way has its
-// connection closed, and when Withdraw returns no request touches the span any more.
+// Requests, in order on a connection: put {addr, len} and len bytes, which the thread receives
+// straight into the memory and acknowledges once all arrived; get {addr, len}, answered with len
+// bytes straight from the memory. The thread takes a request only when [addr, addr + len) lies in
+// one span this rank exposed to that peer (or to every peer); anything else is answered with a
+// refusal (a put's bytes are read and dropped first) and touches nothing; a header that is not a
+// request closes the connection. The thread moves at most 1 MiB on one connection before it turns
+// to the others. Withdraw takes a span away: a request on it that is under way has its connection
+// closed, and when Withdraw returns no request touches the span any more.
 //
 // The initiator's side (Execute) sends a batch's requests (and a put's bytes) and then reads the
 // answers (and a get's bytes straight into the local buffers); a batch is complete when it returns.
-// Errors name the peer: HCCL_E_REMOTE for a request the peer refused (its span withdrawn), or a
-// connection it closed (its process ended), HCCL_E_TCP_TRANSFER when TCP gives up on the link
-// (keepalive, bootstrap::WatchPeer: about 8 s of silence), HCCL_E_TIMEOUT at the deadline. A
-// failure leaves the pair's connection unusable: later batches to that peer fail at once.
+// Errors name the peer and the transfer: HCCL_E_REMOTE for a request the peer refused (its span
+// withdrawn; the connection stays usable), HCCL_E_TCP_TRANSFER when the connection fails (the
+// peer's process ended and its kernel closed it, or TCP gave up on the link: keepalive,
+// bootstrap::WatchPeer, about 8 s of silence), HCCL_E_TIMEOUT at the deadline. A failed
+// connection leaves the pair unusable: later batches to that peer fail at once.
 #pragma once
 
 #include <array>
