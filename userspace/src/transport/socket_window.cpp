@@ -123,6 +123,8 @@ struct SocketWindows::Impl {
   // Move at most kStep bytes or a few headers on @c, what its socket takes or gives now; false
   // to close the connection.
   bool Progress(Conn &c);
+  // A whole hello or request header arrived on @c; false to close the connection.
+  bool OnHeader(Conn &c);
   void Take(Conn &c, const Request &r);
   void Finish(Conn &c);
   bool Withdrawn(uint64_t id);
@@ -340,35 +342,41 @@ bool SocketWindows::Impl::Progress(Conn &c) {
     }
     c.got = 0;
     ++headers;
-    if (c.peer == UINT32_MAX) {
-      Hello h{};
-      std::memcpy(&h, c.head.data(), sizeof(h));
-      bool known = false;
-      if (h.magic == kHelloMagic && h.rank < nranks && h.rank != rank) {
-        std::lock_guard lock(mutex);
-        known = tokens[h.rank].has_value() && bootstrap::SameBytes(*tokens[h.rank], h.token);
-        if (known) {
-          tokens[h.rank].reset();  // one connection per peer
-        }
-      }
-      if (!known) {
-        LogWarn("one-sided: rank {} {}: a connection without a hello of a peer: closed", rank,
-                where);
-        return false;
-      }
-      c.peer = h.rank;
-      Queue(c, HCCL_SUCCESS, 0);  // the peer's Connect waits for it
-      continue;
-    }
-    Request r{};
-    std::memcpy(&r, c.head.data(), sizeof(r));
-    if (r.magic != kRequestMagic || (r.op != kPut && r.op != kGet) || r.len == 0) {
-      LogWarn("one-sided: rank {} {}: rank {} sent a header that is not a request: closed", rank,
-              where, c.peer);
+    if (!OnHeader(c)) {
       return false;
     }
-    Take(c, r);
   }
+  return true;
+}
+
+bool SocketWindows::Impl::OnHeader(Conn &c) {
+  if (c.peer == UINT32_MAX) {
+    Hello h{};
+    std::memcpy(&h, c.head.data(), sizeof(h));
+    bool known = false;
+    if (h.magic == kHelloMagic && h.rank < nranks && h.rank != rank) {
+      std::lock_guard lock(mutex);
+      known = tokens[h.rank].has_value() && bootstrap::SameBytes(*tokens[h.rank], h.token);
+      if (known) {
+        tokens[h.rank].reset();  // one connection per peer
+      }
+    }
+    if (!known) {
+      LogWarn("one-sided: rank {} {}: a connection without a hello of a peer: closed", rank, where);
+      return false;
+    }
+    c.peer = h.rank;
+    Queue(c, HCCL_SUCCESS, 0);  // the peer's Connect waits for it
+    return true;
+  }
+  Request r{};
+  std::memcpy(&r, c.head.data(), sizeof(r));
+  if (r.magic != kRequestMagic || (r.op != kPut && r.op != kGet) || r.len == 0) {
+    LogWarn("one-sided: rank {} {}: rank {} sent a header that is not a request: closed", rank,
+            where, c.peer);
+    return false;
+  }
+  Take(c, r);
   return true;
 }
 
