@@ -199,7 +199,14 @@ constexpr uint32_t kAnyPeer = UINT32_MAX;
 // activated (the only memory its peers can map).
 Status CheckReachable(Communicator &comm, const void *addr, uint64_t size) {
   transport::PeerMemory *pm = comm.peer_memory();
-  if (pm == nullptr || !pm->Translate(comm.rank(), reinterpret_cast<uintptr_t>(addr), size).ok()) {
+  if (pm == nullptr) {
+    return Error(HCCL_E_NOT_SUPPORT,
+                 "addr={}: inside a server, peers reach only activated memory, through the "
+                 "communicator's links to their memory, and this communicator has none yet "
+                 "(HcclCommSetMemoryRange on it links them)",
+                 addr);
+  }
+  if (!pm->Translate(comm.rank(), reinterpret_cast<uintptr_t>(addr), size).ok()) {
     return Error(HCCL_E_NOT_SUPPORT,
                  "addr={} size={}: not within memory activated for this server's ranks "
                  "(HcclCommActivateCommMemory, HcclCommSymWinRegister): inside a server, peers "
