@@ -25,44 +25,18 @@
 #include <vector>
 
 #include "coll_rank.h"
+#include "onesided_rank.h"
 
 namespace hzc::coll_rank {
 namespace {
 
-constexpr size_t kWindow = 1 << 20;
-constexpr size_t kPieces = 16;
-
-uint8_t Pattern(uint32_t rank, size_t i) {
-  return static_cast<uint8_t>(rank * 41 + i * 5 + (i >> 11));
-}
-
-bool Want(const char *what, HcclResult got, HcclResult want) {
-  if (got != want) {
-    std::fprintf(stderr, "rank %u: %s: %d, expected %d\n", g_rank, what, got, want);
-    return false;
-  }
-  return true;
-}
-
-int Check(const char *what, const uint8_t *buf, size_t from, size_t to, uint32_t rank) {
-  for (size_t i = from; i < to; ++i) {
-    if (buf[i] != Pattern(rank, i)) {
-      std::fprintf(stderr, "rank %u: %s: byte %zu is %u, expected %u (rank %u's)\n", g_rank, what,
-                   i, buf[i], Pattern(rank, i), rank);
-      return 63;
-    }
-  }
-  return 0;
-}
-
-std::vector<HcclOneSideOpDesc> Pieces(uint8_t *local, uint8_t *remote) {
-  std::vector<HcclOneSideOpDesc> ops;
-  const size_t piece = kWindow / 2 / kPieces;
-  for (size_t k = 0; k < kPieces; ++k) {
-    ops.push_back({local + k * piece, remote + k * piece, piece, HCCL_DATA_TYPE_INT8});
-  }
-  return ops;
-}
+using onesided::Check;
+using onesided::EnableWindow;
+using onesided::kPieces;
+using onesided::kWindow;
+using onesided::Pattern;
+using onesided::Pieces;
+using onesided::Want;
 
 bool Barrier() {
   return Want("HcclBarrier", HcclBarrier(g_comm, nullptr), HCCL_SUCCESS);
@@ -104,18 +78,10 @@ int Pairs(uint8_t *window, uint8_t *source, uint8_t *back) {
     std::fprintf(stderr, "rank %u: HcclExchangeMemDesc: %u descriptors\n", g_rank, got);
     return 63;
   }
-  HcclMem mem{};
-  if (!Want("HcclEnableMemAccess", HcclEnableMemAccess(g_comm, &theirs[0], &mem), HCCL_SUCCESS) ||
-      !Want("HcclEnableMemAccess again", HcclEnableMemAccess(g_comm, &theirs[0], &mem),
-            HCCL_E_PARA)) {
+  uint8_t *const remote_window = EnableWindow(&theirs[0]);
+  if (remote_window == nullptr) {
     return 63;
   }
-  if (mem.size != kWindow || mem.addr == nullptr) {
-    std::fprintf(stderr, "rank %u: HcclEnableMemAccess: %lu bytes at %p\n", g_rank,
-                 static_cast<unsigned long>(mem.size), mem.addr);
-    return 63;
-  }
-  auto *const remote_window = static_cast<uint8_t *>(mem.addr);
   std::vector<HcclOneSideOpDesc> put = Pieces(source, remote_window);
   if (!Want("HcclBatchPut", HcclBatchPut(g_comm, pair, put.data(), kPieces, nullptr),
             HCCL_SUCCESS)) {
