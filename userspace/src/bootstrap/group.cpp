@@ -296,8 +296,7 @@ Status Group::Impl::Write(uint32_t to, std::string_view name, const std::byte *d
 }
 
 void Group::Impl::Add(uint32_t p, int which, UniqueFd fd) {
-  SetNoDelay(fd.get());
-  WatchPeer(fd.get());  // a rank only waiting for a message learns of a cut link
+  TuneLink(fd.get());  // a rank only waiting for a message learns of a cut link
   {
     const std::lock_guard lock(mutex);
     Peer &peer = peers[p];

@@ -251,6 +251,11 @@ Status Stream(int fd, char *p, size_t len, std::chrono::steady_clock::time_point
 
 }  // namespace
 
+void TuneLink(int fd) {
+  SetNoDelay(fd);
+  WatchPeer(fd);
+}
+
 uint16_t GetPort(const sockaddr_storage &addr) {
   return ntohs(addr.ss_family == AF_INET6 ? reinterpret_cast<const sockaddr_in6 &>(addr).sin6_port
                                           : reinterpret_cast<const sockaddr_in &>(addr).sin_port);

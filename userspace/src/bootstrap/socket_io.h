@@ -71,6 +71,10 @@ void SetNoDelay(int fd);
 constexpr unsigned kPeerSilenceMs = 8000;
 void WatchPeer(int fd);
 
+// Both, for a connection between ranks: no Nagle (SetNoDelay), and a peer that acknowledges
+// nothing fails it (WatchPeer).
+void TuneLink(int fd);
+
 // Send or receive @len bytes at @data, waiting for the socket until @deadline (HCCL_E_TIMEOUT);
 // HCCL_E_TCP_TRANSFER when the peer closed the connection or another socket error. Blocking and
 // non-blocking sockets alike.

@@ -96,9 +96,8 @@ struct State : Communicator::CollState {
   // memory is reached through the communicator's PeerMemory.
   std::unique_ptr<verbs::Links> links;
   // Across servers without RDMA (or HZC_NET=socket): TCP connections and a service thread
-  // (transport/socket_window.h); tcp_carded by rank: this rank sent it its card.
+  // (transport/socket_window.h).
   std::unique_ptr<transport::SocketWindows> sockets;
-  std::vector<bool> tcp_carded;
   // Inside a server (neither links nor sockets): through the peer mappings.
   bool local() const { return !links && !sockets; }
   uint64_t tag = 0;
@@ -157,7 +156,6 @@ Expected<State *> GetState(Communicator &comm) {
                                                     comm.group()->Address(comm.rank()));
       HZC_RETURN_IF_ERROR(sockets.status());
       state->sockets = std::move(*sockets);
-      state->tcp_carded.assign(comm.size(), false);
     }
   }
   state->tag = CommTag(comm);
@@ -288,8 +286,9 @@ Status Link(State &s, bootstrap::Group &group, std::span<const uint32_t> peers,
             Clock::time_point deadline) {
   std::vector<uint32_t> fresh;
   for (uint32_t p : peers) {
-    if (s.links ? s.links->qp_num(p) != 0 : s.tcp_carded[p]) {
-      continue;  // linked, or a failure on the way left the pair unusable
+    // Linked (over TCP: connected), or over RDMA a failure on the way left the pair unusable.
+    if (s.links ? s.links->qp_num(p) != 0 : s.ready[p]) {
+      continue;
     }
     std::vector<std::byte> out(sizeof(ExchangeHeader));
     ExchangeHeader mine;
@@ -302,7 +301,6 @@ Status Link(State &s, bootstrap::Group &group, std::span<const uint32_t> peers,
     } else {
       auto card = s.sockets->CardFor(p);
       HZC_RETURN_IF_ERROR(card.status());
-      s.tcp_carded[p] = true;
       mine.has_link = ExchangeHeader::kSocketCard;
       out.resize(sizeof(mine) + sizeof(*card));
       std::memcpy(out.data() + sizeof(mine), &*card, sizeof(*card));
@@ -318,10 +316,8 @@ Status Link(State &s, bootstrap::Group &group, std::span<const uint32_t> peers,
     HZC_RETURN_IF_ERROR(card.status());
     if (s.links) {
       HZC_RETURN_IF_ERROR(s.links->ConnectPeer(p, card->header.port, card->header.qp));
-    } else if (Status st = s.sockets->Connect(p, group.Address(p), card->socket, deadline);
-               !st.ok()) {
-      s.tcp_carded[p] = false;  // a later exchange may link the pair again
-      return st;
+    } else {
+      HZC_RETURN_IF_ERROR(s.sockets->Connect(p, group.Address(p), card->socket, deadline));
     }
     s.ready[p] = true;
   }

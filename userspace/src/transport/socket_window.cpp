@@ -72,6 +72,7 @@ struct SocketWindows::Impl {
   uint32_t rank = 0;
   uint32_t nranks = 0;
   std::string where;  // "host:port" listened on, for logs
+  uint16_t port = 0;  // its port, for the cards
   UniqueFd listener;
   UniqueFd wake;  // an eventfd: Withdraw and the destructor wake the thread with it
   std::atomic<bool> stop{false};
@@ -220,8 +221,7 @@ void SocketWindows::Impl::Accept() {
               rank, where, kMaxPending);
       conns.erase(oldest);
     }
-    bootstrap::SetNoDelay(fd.get());
-    bootstrap::WatchPeer(fd.get());
+    bootstrap::TuneLink(fd.get());
     Conn c;
     c.fd = std::move(fd);
     c.hello_by = Clock::now() + kHelloTime;
@@ -413,6 +413,7 @@ Expected<std::unique_ptr<SocketWindows>> SocketWindows::Open(uint32_t rank, uint
     return Error(HCCL_E_SYSCALL, "one-sided: fcntl: {}", ErrnoString(errno));
   }
   impl->where = bootstrap::EndpointString(bound);
+  impl->port = bootstrap::GetPort(bound);
   impl->wake.reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   if (!impl->wake.valid()) {
     return Error(HCCL_E_SYSCALL, "one-sided: eventfd: {}", ErrnoString(errno));
@@ -433,8 +434,7 @@ Expected<SocketWindows::Card> SocketWindows::CardFor(uint32_t peer) {
       static_cast<ssize_t>(card.token.size())) {
     return Error(HCCL_E_SYSCALL, "one-sided: getrandom failed: {}", ErrnoString(errno));
   }
-  auto bound = bootstrap::ParseEndpoint(impl_->where);
-  card.port = bound.ok() ? bootstrap::GetPort(*bound) : 0;
+  card.port = impl_->port;
   std::lock_guard lock(impl_->mutex);
   impl_->tokens[peer] = card.token;
   return card;
@@ -452,8 +452,7 @@ Status SocketWindows::Connect(uint32_t peer, const std::string &address, const C
     return Error(fd.status().code(), "rank {} ({}): {}", peer, bootstrap::EndpointString(*addr),
                  fd.status().message());
   }
-  bootstrap::SetNoDelay(fd->get());
-  bootstrap::WatchPeer(fd->get());
+  bootstrap::TuneLink(fd->get());
   const Hello hello{.magic = kHelloMagic, .rank = impl_->rank, .token = card.token};
   Answer a{};
   Status st = bootstrap::SendAll(fd->get(), &hello, sizeof(hello), deadline);

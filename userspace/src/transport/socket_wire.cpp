@@ -84,13 +84,6 @@ struct Frame {
 };
 static_assert(sizeof(Frame) == 16);
 
-// No Nagle; a peer that acknowledges nothing (its server gone, the link cut) fails the
-// connection (bootstrap::WatchPeer).
-void Tune(int fd) {
-  bootstrap::SetNoDelay(fd);
-  bootstrap::WatchPeer(fd);
-}
-
 }  // namespace
 
 struct SocketWire::Peer {
@@ -275,7 +268,7 @@ Status SocketWire::Dial(uint32_t p, HcclResult abort, Clock::time_point deadline
   if (!fd.ok()) {
     return fd.status();
   }
-  Tune(fd->get());
+  bootstrap::TuneLink(fd->get());
   peers_[p].fd = std::move(*fd);
   return Status::Ok();
 }
@@ -305,7 +298,7 @@ Expected<bool> SocketWire::Take(Clock::time_point until) {
     peer.told = hello.code == 0 ? static_cast<uint32_t>(HCCL_E_INTERNAL) : hello.code;
     return Error(HCCL_E_REMOTE, "{} failed the call with code {}", Name(hello.from), peer.told);
   }
-  Tune(h.fd.get());
+  bootstrap::TuneLink(h.fd.get());
   peer.fd = std::move(h.fd);
   peer.address = h.peer;
   return true;
