@@ -20,7 +20,10 @@ namespace hzc {
 namespace {
 
 constexpr int64_t kNoRank = -1;
-thread_local int64_t t_rank = kNoRank;
+// Every C entry point reads and writes it: initial-exec, a load from the thread pointer instead
+// of a __tls_get_addr call (8 bytes of the static TLS that glibc keeps for libraries loaded
+// later, should the library be dlopen()ed).
+__attribute__((tls_model("initial-exec"))) thread_local int64_t t_rank = kNoRank;
 // The rank of every communicator the process created; kNoRank before the first, kMixed once
 // two differ.
 constexpr int64_t kMixed = -2;
@@ -169,7 +172,11 @@ std::unique_ptr<spdlog::logger> MakeLogger() {
 
 spdlog::logger &Log() {
   // Never destroyed: the library may log from other static destructors at exit.
-  static spdlog::logger *const logger = MakeLogger().release();
+  static spdlog::logger *const logger = [] {
+    spdlog::logger *made = MakeLogger().release();
+    log_detail::g_level.store(made->level(), std::memory_order_relaxed);
+    return made;
+  }();
   return *logger;
 }
 

@@ -12,6 +12,7 @@
 
 #include <spdlog/logger.h>
 
+#include <atomic>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -25,6 +26,19 @@ namespace hzc {
 // The library's own logger (not registered with spdlog, so it never clashes with an
 // application's). Created on first use with the level and destination of GetConfig().
 spdlog::logger &Log();
+
+namespace log_detail {
+inline std::atomic<int> g_level{-1};  // Log()'s level once made
+}  // namespace log_detail
+// Whether Log() writes lines of @level: a relaxed load once the logger exists (its level is set
+// once), so a disabled LogDebug on a hot path costs a compare.
+inline bool LogEnabled(spdlog::level::level_enum level) {
+  int current = log_detail::g_level.load(std::memory_order_relaxed);
+  if (current < 0) {
+    current = Log().level();
+  }
+  return level >= current;
+}
 
 template <typename... Args>
 void LogError(fmt::format_string<Args...> format, Args &&...args) {
@@ -40,6 +54,9 @@ void LogInfo(fmt::format_string<Args...> format, Args &&...args) {
 }
 template <typename... Args>
 void LogDebug(fmt::format_string<Args...> format, Args &&...args) {
+  if (!LogEnabled(spdlog::level::debug)) {
+    return;
+  }
   Log().debug(format, std::forward<Args>(args)...);
 }
 

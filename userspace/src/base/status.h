@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 #include <hccl/hccl_types.h>
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -17,17 +18,36 @@ template <typename Code>
 class [[nodiscard]] BasicStatus {
  public:
   BasicStatus() = default;
-  BasicStatus(Code code, std::string message) : code_(code), message_(std::move(message)) {}
+  BasicStatus(Code code, std::string message)
+      : code_(code), message_(std::make_unique<std::string>(std::move(message))) {}
+  // The message lives on the heap only for an error: an ok status, made and dropped on every
+  // small call many times over, is a code and a null pointer.
+  BasicStatus(const BasicStatus &other)
+      : code_(other.code_),
+        message_(other.message_ ? std::make_unique<std::string>(*other.message_) : nullptr) {}
+  BasicStatus &operator=(const BasicStatus &other) {
+    if (this != &other) {
+      code_ = other.code_;
+      message_ = other.message_ ? std::make_unique<std::string>(*other.message_) : nullptr;
+    }
+    return *this;
+  }
+  BasicStatus(BasicStatus &&) noexcept = default;
+  BasicStatus &operator=(BasicStatus &&) noexcept = default;
+  ~BasicStatus() = default;
 
   static BasicStatus Ok() { return {}; }
 
   bool ok() const { return code_ == Code{}; }
   Code code() const { return code_; }
-  const std::string &message() const { return message_; }
+  const std::string &message() const {
+    static const std::string kNone;
+    return message_ ? *message_ : kNone;
+  }
 
  private:
   Code code_{};
-  std::string message_;
+  std::unique_ptr<std::string> message_;
 };
 
 using Status = BasicStatus<HcclResult>;

@@ -42,6 +42,7 @@ struct State : Communicator::CollState {
   // This rank's calls that ended at its arrival and whose arrivals it has not checked yet, by
   // call number modulo kLineDepth (seq 0: none): CheckUnseen checks them once it saw them.
   std::array<CallDesc, ControlArea::kLineDepth> unseen{};
+  uint32_t unseen_count = 0;  // entries of @unseen with a call number
 };
 
 std::mutex g_made_mutex;
@@ -213,14 +214,18 @@ Status CatchUp(State &s, uint64_t need, const Deadline &deadline) {
   if (s.awaited >= need) {
     return Status::Ok();
   }
-  // What the others announced by now, up to this rank's last call: often several calls past
-  // @need when this rank runs ahead, so the next calls need no look at all.
-  if (const uint64_t seen = s.area->Announced(s.seq); seen >= need) {
-    s.awaited = seen;
+  // A rank that runs ahead (a small Broadcast's root) looks half its lines further than it
+  // must, so that while the others follow it looks once every few calls rather than at each
+  // (a look takes the peers' lines from them); it waits only for what it must.
+  const uint64_t further = std::min(s.seq, need + ControlArea::kLineDepth / 2);
+  if (further > need && s.area->AllAnnounced(further)) {
+    s.awaited = further;
     return Status::Ok();
   }
+  bool ahead = true;
   HZC_RETURN_IF_ERROR(
-      s.area->AwaitArrivals(need, deadline, "a call this rank ended without waiting"));
+      s.area->AwaitAnnounced(need, deadline, "a call this rank ended without waiting", &ahead));
+  HZC_RETURN_IF_ERROR(s.area->CheckAbort());
   s.awaited = need;
   return Status::Ok();
 }
@@ -230,6 +235,9 @@ Status CatchUp(State &s, uint64_t need, const Deadline &deadline) {
 Status CheckUnseen(State &s) {
   Status first;
   uint64_t first_seq = UINT64_MAX;
+  if (s.unseen_count == 0) {
+    return first;
+  }
   for (CallDesc &d : s.unseen) {
     if (d.seq == 0 || d.seq > s.awaited) {
       continue;
@@ -239,6 +247,7 @@ Status CheckUnseen(State &s) {
       first_seq = d.seq;
     }
     d.seq = 0;
+    --s.unseen_count;
   }
   return first;
 }
@@ -379,6 +388,7 @@ Status Run(Communicator &comm, const Call &call) {
   if (eager) {
     area.Announce(mine, InlinePost(area, call, mine.seq, InlineInputBytes(call, area.nranks())));
     s.unseen[mine.seq % ControlArea::kLineDepth] = mine;
+    ++s.unseen_count;
     LogDebug("collectives: call {} ({}) takes the inline path; its root is done", mine.seq,
              kind.name);
     return Status::Ok();

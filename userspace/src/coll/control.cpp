@@ -302,17 +302,23 @@ void ControlArea::Announce(const CallDesc &d, uint32_t flags) {
   }
 }
 
-Status ControlArea::AwaitArrivals(uint64_t seq, const Deadline &deadline, const char *what) {
-  bool ahead = true;  // every peer had arrived already: they run ahead of this rank
+Status ControlArea::AwaitAnnounced(uint64_t seq, const Deadline &deadline, const char *what,
+                                   bool *ahead) {
   for (uint32_t r = 0; r < nranks_ && seq != 0; ++r) {
     if (r != rank_) {
       const uint32_t target = static_cast<uint32_t>(seq);
       if (!Reached(line(r, seq).seq.load(std::memory_order_acquire), target)) {
-        ahead = false;
+        *ahead = false;
         HZC_RETURN_IF_ERROR(WaitWord(r, seq, target, deadline, what));
       }
     }
   }
+  return Status::Ok();
+}
+
+Status ControlArea::AwaitArrivals(uint64_t seq, const Deadline &deadline, const char *what) {
+  bool ahead = true;  // every peer had arrived already: they run ahead of this rank
+  HZC_RETURN_IF_ERROR(AwaitAnnounced(seq, deadline, what, &ahead));
   // The peers' data beside their lines, fetched now (while the call checks the arrivals) rather
   // than one line after another by the copy that reads it.
   for (uint32_t r = 0; r < std::min(nranks_, kPrefetchPeers) && seq != 0; ++r) {
@@ -334,28 +340,14 @@ Status ControlArea::AwaitArrivals(uint64_t seq, const Deadline &deadline, const 
   return CheckAbort();
 }
 
-uint64_t ControlArea::Announced(uint64_t upto) const {
-  if (nranks_ > kScanRanks) {
-    return 0;
-  }
-  uint64_t all = upto;
+bool ControlArea::AllAnnounced(uint64_t seq) const {
   for (uint32_t r = 0; r < nranks_; ++r) {
-    if (r == rank_) {
-      continue;
+    if (r != rank_ &&
+        !Reached(line(r, seq).seq.load(std::memory_order_acquire), static_cast<uint32_t>(seq))) {
+      return false;
     }
-    // A line holds the low 32 bits of one of the rank's last kLineDepth calls: the newest one
-    // not after @upto (and not more than 2^31 before it) is the rank's latest announcement.
-    uint64_t latest = 0;
-    for (uint32_t i = 0; i < kLineDepth; ++i) {
-      const uint32_t v = line(r, i).seq.load(std::memory_order_acquire);
-      const uint32_t behind = static_cast<uint32_t>(upto) - v;
-      if (behind < (1U << 31) && behind <= upto) {
-        latest = std::max(latest, upto - behind);
-      }
-    }
-    all = std::min(all, latest);
   }
-  return all;
+  return true;
 }
 
 ControlArea::Arrived ControlArea::Arrival(uint32_t r, uint64_t seq) const {

@@ -125,13 +125,15 @@ class ControlArea {
   // @deadline. HCCL_E_TIMEOUT naming the missing ranks, HCCL_E_REMOTE when a rank aborted or
   // died.
   Status AwaitArrivals(uint64_t seq, const Deadline &deadline, const char *what);
+  // AwaitArrivals without fetching anything of the peers for later: for a rank that runs ahead
+  // and waits only for the others to free its lines (what it would fetch, they are about to
+  // write). @ahead is cleared when it had to wait.
+  Status AwaitAnnounced(uint64_t seq, const Deadline &deadline, const char *what, bool *ahead);
   Arrived Arrival(uint32_t r, uint64_t seq) const;
-  // The latest call, at most @upto, that every rank has announced as far as their lines show
-  // now (no wait; all their lines are read at once, so the misses overlap): a rank that runs
-  // ahead of the others (a small Broadcast's root) learns of several of their calls per look.
-  // 0 with more than kScanRanks ranks (the caller waits call by call).
-  uint64_t Announced(uint64_t upto) const;
-  static constexpr uint32_t kScanRanks = 8;
+  // Whether every rank has announced call @seq (or a later one) by now: one line per peer
+  // read, no wait. @seq must be at most kLineDepth-1 calls past this rank's oldest unread line
+  // (a line shows its latest call).
+  bool AllAnnounced(uint64_t seq) const;
   // Rank @r's inline input of call @seq: its arrival line's data or its inline region, as its
   // flags say.
   std::span<const uint8_t> InlineInput(uint32_t r, uint64_t seq) const;
