@@ -86,31 +86,32 @@ TEST_F(ConfigTest, AllSet) {
   EXPECT_EQ(c.if_ip, "10.0.0.1");
   EXPECT_EQ(c.if_base_port, 50000);
   EXPECT_TRUE(c.warnings.empty());
-  EXPECT_THAT(
-      c.Describe(),
-      testing::ElementsAre("HZC_LOG=DEBUG", "HZC_LOG_FILE=/tmp/hzc.%h.%p", "HZC_DEVICE=/tmp/x",
-                           "HCCL_CONNECT_TIMEOUT=3", "HCCL_EXEC_TIMEOUT=40", "HCCL_BUFFSIZE=64",
-                           "HZC_RDMA_DEVICE=rxe0", "HZC_RDMA_GID_INDEX=3", "HZC_HOST_ID=node-b",
-                           "HCCL_IF_IP=10.0.0.1", "HCCL_IF_BASE_PORT=50000",
-                           "HZC_DEVICE_COUNT=(max(online CPUs, 8))", "HZC_TRANSPORT=auto",
-                           "HZC_FD_HANDOFF=auto", "HZC_NET=auto", "HZC_INLINE_MAX=16384",
-                           "HZC_P2P_BUFFERED_MAX=2048", "HZC_SPAN_RING_MIN=262144",
-                           "HZC_JOB_SECRET=(unset)", "HZC_JOB_SECRET_FILE=(unset)",
-                           "HCCL_WHITELIST_DISABLE=1", "HCCL_WHITELIST_FILE=(unset)"));
+  EXPECT_THAT(c.Describe(),
+              testing::ElementsAre(
+                  "HZC_LOG=DEBUG", "HZC_LOG_FILE=/tmp/hzc.%h.%p", "HZC_DEVICE=/tmp/x",
+                  "HCCL_CONNECT_TIMEOUT=3", "HCCL_EXEC_TIMEOUT=40", "HCCL_BUFFSIZE=64",
+                  "HZC_RDMA_DEVICE=rxe0", "HZC_RDMA_GID_INDEX=3", "HZC_HOST_ID=node-b",
+                  "HCCL_IF_IP=10.0.0.1", "HCCL_IF_BASE_PORT=50000",
+                  "HZC_DEVICE_COUNT=(max(online CPUs, 8))", "HZC_TRANSPORT=auto",
+                  "HZC_FD_HANDOFF=auto", "HZC_NET=auto", "HZC_INLINE_MAX=16384",
+                  "HZC_ZERO_COPY_MIN=4096", "HZC_P2P_BUFFERED_MAX=2048", "HZC_SPAN_RING_MIN=262144",
+                  "HZC_JOB_SECRET=(unset)", "HZC_JOB_SECRET_FILE=(unset)",
+                  "HCCL_WHITELIST_DISABLE=1", "HCCL_WHITELIST_FILE=(unset)"));
 }
 
 TEST_F(ConfigTest, DescribeDefaults) {
-  EXPECT_THAT(Parse({}).Describe(),
-              testing::ElementsAre(
-                  "HZC_LOG=WARN", "HZC_LOG_FILE=(stderr)", "HZC_DEVICE=/dev/hzc",
-                  "HCCL_CONNECT_TIMEOUT=120", "HCCL_EXEC_TIMEOUT=1836", "HCCL_BUFFSIZE=200",
-                  "HZC_RDMA_DEVICE=(first active port)", "HZC_RDMA_GID_INDEX=(RoCE v2, IPv4 first)",
-                  "HZC_HOST_ID=(boot id + hostname)", "HCCL_IF_IP=(first up interface)",
-                  "HCCL_IF_BASE_PORT=60000", "HZC_DEVICE_COUNT=(max(online CPUs, 8))",
-                  "HZC_TRANSPORT=auto", "HZC_FD_HANDOFF=auto", "HZC_NET=auto",
-                  "HZC_INLINE_MAX=16384", "HZC_P2P_BUFFERED_MAX=2048", "HZC_SPAN_RING_MIN=262144",
-                  "HZC_JOB_SECRET=(unset)", "HZC_JOB_SECRET_FILE=(unset)",
-                  "HCCL_WHITELIST_DISABLE=1", "HCCL_WHITELIST_FILE=(unset)"));
+  EXPECT_THAT(
+      Parse({}).Describe(),
+      testing::ElementsAre(
+          "HZC_LOG=WARN", "HZC_LOG_FILE=(stderr)", "HZC_DEVICE=/dev/hzc",
+          "HCCL_CONNECT_TIMEOUT=120", "HCCL_EXEC_TIMEOUT=1836", "HCCL_BUFFSIZE=200",
+          "HZC_RDMA_DEVICE=(first active port)", "HZC_RDMA_GID_INDEX=(RoCE v2, IPv4 first)",
+          "HZC_HOST_ID=(boot id + hostname)", "HCCL_IF_IP=(first up interface)",
+          "HCCL_IF_BASE_PORT=60000", "HZC_DEVICE_COUNT=(max(online CPUs, 8))", "HZC_TRANSPORT=auto",
+          "HZC_FD_HANDOFF=auto", "HZC_NET=auto", "HZC_INLINE_MAX=16384", "HZC_ZERO_COPY_MIN=4096",
+          "HZC_P2P_BUFFERED_MAX=2048", "HZC_SPAN_RING_MIN=262144", "HZC_JOB_SECRET=(unset)",
+          "HZC_JOB_SECRET_FILE=(unset)", "HCCL_WHITELIST_DISABLE=1",
+          "HCCL_WHITELIST_FILE=(unset)"));
 }
 
 // The job secret is never shown; the trust list's switch takes 0 or 1 only.
@@ -142,6 +143,19 @@ TEST_F(ConfigTest, InlineMax) {
     EXPECT_EQ(c.inline_max, Config::kDefaultInlineMax) << bad;
     ASSERT_EQ(c.warnings.size(), 1U) << bad;
     EXPECT_THAT(c.warnings[0], testing::HasSubstr("HZC_INLINE_MAX=\"" + std::string(bad) + "\""));
+  }
+}
+
+TEST_F(ConfigTest, ZeroCopyMin) {
+  EXPECT_EQ(Parse({}).zero_copy_min, Config::kDefaultZeroCopyMin);
+  EXPECT_EQ(Parse({{"HZC_ZERO_COPY_MIN", "0"}}).zero_copy_min, 0U);
+  EXPECT_EQ(Parse({{"HZC_ZERO_COPY_MIN", "1048576"}}).zero_copy_min, 1048576U);
+  for (const char *bad : {"1048577", "-1", "4k", ""}) {
+    const Config c = Parse({{"HZC_ZERO_COPY_MIN", bad}});
+    EXPECT_EQ(c.zero_copy_min, Config::kDefaultZeroCopyMin) << bad;
+    ASSERT_EQ(c.warnings.size(), 1U) << bad;
+    EXPECT_THAT(c.warnings[0],
+                testing::HasSubstr("HZC_ZERO_COPY_MIN=\"" + std::string(bad) + "\""));
   }
 }
 

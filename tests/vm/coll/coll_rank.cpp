@@ -12,8 +12,9 @@
 //     matrix    every collective, type, op, in place or not, sizes from 1 element to ~3 MiB
 //               (not multiples of the rank count), checked against a reference made here
 //     edges     (HZC_INLINE_MAX=B set) the inline protocol's edges: every collective in int8,
-//               fp32 and fp64 with inputs of B (and of 16, the arrival line's) bytes per rank
-//               less an element, exactly B and an element more, in place or not; then
+//               fp32 and fp64 with inputs of B (and of 16, the arrival line's, 256, the bytes
+//               beside it, and HZC_ZERO_COPY_MIN when set) bytes per rank less an element,
+//               exactly B and an element more, in place or not; then
 //               AllGatherVs where one rank's input is 16 bytes and another's 17 (inline), and
 //               B and B + 1 (the call takes staging or zero-copy)
 //     scale     AllReduce, ReduceScatter (fp32 sums), AllGather, Broadcast (int8) of 1, 1001 and
@@ -375,6 +376,9 @@ int Edges() {
   if (!arena.ok) {
     return 52;
   }
+  // HZC_ZERO_COPY_MIN's edge too, when set (0: none, no edge).
+  const char *zc_env = std::getenv("HZC_ZERO_COPY_MIN");
+  const uint64_t zero_copy_min = zc_env != nullptr ? std::strtoull(zc_env, nullptr, 10) : 0;
   uint64_t seed = 9000;
   for (bool in_place : {false, true}) {
     for (HcclDataType t : {HCCL_DATA_TYPE_INT8, HCCL_DATA_TYPE_FP32, HCCL_DATA_TYPE_FP64}) {
@@ -382,7 +386,7 @@ int Edges() {
         const uint64_t unit = hzc::test::RefTypeSize(t) * (k == kReduceScatter ? g_n : 1);
         // Every edge: the arrival line's 16 bytes, the 256 beside it and the inline region's
         // limit.
-        for (uint64_t bytes : {uint64_t{16}, uint64_t{256}, limit}) {
+        for (uint64_t bytes : {uint64_t{16}, uint64_t{256}, zero_copy_min, limit}) {
           const uint64_t edge = bytes / unit;
           if (edge == 0) {
             continue;  // an element is more than the edge

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -118,6 +119,7 @@ std::map<std::string, int> RunProtocol(uint32_t n, const char *scenario, const P
   char dir[] = "/tmp/hzc-coll-paths-XXXXXX";
   EXPECT_NE(mkdtemp(dir), nullptr);
   env.emplace("HZC_INLINE_MAX", p.inline_max);
+  env.emplace("HZC_ZERO_COPY_MIN", "0");  // inline wherever it fits: the protocol is forced
   env["HZC_LOG"] = "DEBUG";
   env["HZC_LOG_FILE"] = std::string(dir) + "/rank.%p";
   EXPECT_EQ(RunRanks(n, scenario, p.buffers, env), std::vector<int>(n, 0));
@@ -181,6 +183,69 @@ TEST_F(CollTest, InlineThresholdEdges) {
     auto paths = RunProtocol(3, "edges", p);
     EXPECT_GT(paths["inline"], 0) << p.name;
     EXPECT_GT(paths[p.path], 0) << p.name;
+  }
+}
+
+// The path each call of the ranks' debug logs in @dir took, with its kind and input bytes per
+// rank ("call 7 (AllReduce, 4096 bytes in) takes the zero-copy path").
+struct Taken {
+  std::string kind;
+  uint64_t bytes;
+  std::string path;
+};
+std::vector<Taken> CallsTaken(const std::string &dir) {
+  std::vector<Taken> calls;
+  for (const auto &entry : std::filesystem::directory_iterator(dir)) {
+    std::ifstream in(entry.path());
+    for (std::string line; std::getline(in, line);) {
+      char kind[32] = {};
+      char path[32] = {};
+      unsigned long long seq = 0, bytes = 0;
+      const size_t at = line.find("collectives: call ");
+      if (at != std::string::npos &&
+          std::sscanf(line.c_str() + at,
+                      "collectives: call %llu (%31[^,], %llu bytes in) takes the %31s", &seq, kind,
+                      &bytes, path) == 4) {
+        calls.push_back({kind, bytes, path});
+      }
+    }
+  }
+  return calls;
+}
+
+// HZC_ZERO_COPY_MIN=1024 with HZC_INLINE_MAX=4096: on activated buffers, inputs of 1024 bytes
+// or more per rank go zero-copy and smaller ones inline (but a Broadcast's 256 bytes beside
+// its root's line, always inline); on plain buffers everything up to 4096 goes inline.
+TEST_F(CollTest, ZeroCopyThresholdEdges) {
+  for (const char *buffers : {"zerocopy", "staging"}) {
+    const bool zero_copy = std::string(buffers) == "zerocopy";
+    if (zero_copy && !HaveTransport()) {
+      continue;
+    }
+    char dir[] = "/tmp/hzc-coll-zcmin-XXXXXX";
+    ASSERT_NE(mkdtemp(dir), nullptr);
+    EXPECT_EQ(RunRanks(3, "edges", buffers,
+                       {{"HZC_INLINE_MAX", "4096"},
+                        {"HZC_ZERO_COPY_MIN", "1024"},
+                        {"HZC_LOG", "DEBUG"},
+                        {"HZC_LOG_FILE", std::string(dir) + "/rank.%p"}}),
+              std::vector<int>(3, 0));
+    std::map<std::string, int> seen;
+    for (const Taken &t : CallsTaken(dir)) {
+      if (t.kind != "AllGather" && t.kind != "Broadcast" && t.kind != "ReduceScatter" &&
+          t.kind != "AllReduce") {
+        continue;  // the exchanges keep HZC_INLINE_MAX alone
+      }
+      const char *want = t.bytes > 4096    ? (zero_copy ? "zero-copy" : "staging")
+                         : t.bytes <= 256  ? "inline"
+                         : t.bytes >= 1024 ? (zero_copy ? "zero-copy" : "inline")
+                                           : "inline";
+      EXPECT_EQ(t.path, want) << buffers << " " << t.kind << " " << t.bytes << " bytes";
+      ++seen[t.path];
+    }
+    EXPECT_GT(seen["inline"], 0) << buffers;
+    EXPECT_GT(seen[zero_copy ? "zero-copy" : "staging"], 0) << buffers;
+    std::filesystem::remove_all(dir);
   }
 }
 

@@ -63,10 +63,11 @@ TEST_P(P2pMatrixTest, EveryPairTypeAndSize) {
   if (std::string(mode.buffers) == "zerocopy" && !HaveTransport()) {
     GTEST_SKIP() << hzc_device_path() << " is absent and HZC_TRANSPORT=kernel";
   }
-  EXPECT_EQ(
-      RunRanks(n, "matrix", mode.buffers,
-               {{"HZC_INLINE_MAX", mode.inline_max}, {"HZC_P2P_BUFFERED_MAX", mode.buffered_max}}),
-      std::vector<int>(n, 0));
+  EXPECT_EQ(RunRanks(n, "matrix", mode.buffers,
+                     {{"HZC_INLINE_MAX", mode.inline_max},
+                      {"HZC_P2P_BUFFERED_MAX", mode.buffered_max},
+                      {"HZC_ZERO_COPY_MIN", "0"}}),
+            std::vector<int>(n, 0));
 }
 
 INSTANTIATE_TEST_SUITE_P(Ranks, P2pMatrixTest,

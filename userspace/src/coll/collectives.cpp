@@ -264,14 +264,29 @@ uint64_t Need(const State &s, bool eager) {
   return s.seq + 2 > kDepth ? s.seq + 2 - kDepth : 0;
 }
 
-// The protocol this rank offers for @call as call @seq: its input inline when it fits (copied
-// there), else zero-copy when its buffers allow it (the ranks take what they all offer, staging
-// otherwise). An exchange's plan is posted first.
-uint32_t Offer(Communicator &comm, ControlArea &area, const Call &call, uint64_t seq) {
+// Whether a collective's input of @input bytes per rank goes zero-copy, where its buffers allow
+// it, rather than inline (HZC_ZERO_COPY_MIN). Never one that a Broadcast's root may post eagerly
+// (coll/inline.h): that root does not wait to learn what the others offered.
+bool PrefersZeroCopy(size_t input) {
+  const uint64_t min = GetConfig().zero_copy_min;
+  return min != 0 && input >= min && input > ControlArea::kEagerData;
+}
+
+// The protocol this rank offers for @call as call @seq: zero-copy when its input is large enough
+// (PrefersZeroCopy) and its buffers allow it, else its input inline when it fits (copied there),
+// else zero-copy when its buffers allow it (the ranks take what they all offer, staging
+// otherwise). An exchange's plan is posted first. @input: the input's bytes per rank.
+uint32_t Offer(Communicator &comm, ControlArea &area, const Call &call, uint64_t seq,
+               size_t *input_out) {
   const KindInfo &kind = Info(call.kind);
   const bool exchange = kind.plan != nullptr;
   const Plan plan = exchange ? ExchangePost(area, call, seq) : Plan{};
   const size_t input = exchange ? plan.SendExtent() : InlineInputBytes(call, area.nranks());
+  *input_out = input;
+  if (!exchange && kind.zero_copy != nullptr && PrefersZeroCopy(input) &&
+      ZeroCopyEligible(comm, call)) {
+    return ControlArea::kZeroCopy;
+  }
   const uint32_t flags = kind.inlined != nullptr ? InlinePost(area, call, seq, input) : 0;
   if (flags == 0 && (exchange ? ExchangeEligible(comm, call, plan)
                               : kind.zero_copy != nullptr && ZeroCopyEligible(comm, call))) {
@@ -281,14 +296,16 @@ uint32_t Offer(Communicator &comm, ControlArea &area, const Call &call, uint64_t
 }
 
 // The path of call @seq: what every rank offered (this rank @flags), the same on every rank.
-Entry Choose(const ControlArea &area, const KindInfo &kind, uint64_t seq, uint32_t flags) {
+// @input: this rank's input bytes (logged).
+Entry Choose(const ControlArea &area, const KindInfo &kind, uint64_t seq, uint32_t flags,
+             size_t input) {
   uint32_t all = flags;
   for (uint32_t r = 0; r < area.nranks(); ++r) {
     all &= r != area.rank() ? area.Arrival(r, seq).flags : flags;
   }
   const bool inlined = (all & ControlArea::kInlined) != 0;
   const bool zero_copy = (all & ControlArea::kZeroCopy) != 0;
-  LogDebug("collectives: call {} ({}) takes the {} path", seq, kind.name,
+  LogDebug("collectives: call {} ({}, {} bytes in) takes the {} path", seq, kind.name, input,
            inlined     ? "inline"
            : zero_copy ? "zero-copy"
                        : "staging");
@@ -389,11 +406,12 @@ Status Run(Communicator &comm, const Call &call) {
     area.Announce(mine, InlinePost(area, call, mine.seq, InlineInputBytes(call, area.nranks())));
     s.unseen[mine.seq % ControlArea::kLineDepth] = mine;
     ++s.unseen_count;
-    LogDebug("collectives: call {} ({}) takes the inline path; its root is done", mine.seq,
-             kind.name);
+    LogDebug("collectives: call {} ({}, {} bytes in) takes the inline path; its root is done",
+             mine.seq, kind.name, InlineInputBytes(call, area.nranks()));
     return Status::Ok();
   }
-  const uint32_t flags = Offer(comm, area, call, mine.seq);
+  size_t input = 0;
+  const uint32_t flags = Offer(comm, area, call, mine.seq, &input);
   area.Post(mine);
   area.Announce(mine, flags);
   if (Status st = area.AwaitArrivals(mine.seq, deadline, kind.name); !st.ok()) {
@@ -409,7 +427,7 @@ Status Run(Communicator &comm, const Call &call) {
   if (kind.plan != nullptr) {
     HZC_RETURN_IF_ERROR(ExchangeCheck(ctx));  // the pairs agree, on every rank alike
   }
-  if (Status st = Choose(area, kind, mine.seq, flags)(ctx, call); !st.ok()) {
+  if (Status st = Choose(area, kind, mine.seq, flags, input)(ctx, call); !st.ok()) {
     return fail(st);
   }
   return Status::Ok();

@@ -79,8 +79,12 @@ void Batch::Assign(uint32_t peer, Channel *ch) {
     op.bytes = static_cast<size_t>(op.item.count) * TypeSize(op.item.dtype);
     op.chunks = Chunks(op.bytes, ch->half_bytes());
     op.box = op.item.dir == P2pItem::kSend && op.bytes <= ch->box_bytes();
-    op.zero_copy =
-        !op.box && op.bytes > ch->eager_bytes() && Activated(comm_, op.item.buf, op.bytes);
+    // Zero-copy where the buffer allows it, for a message too large to go eagerly or large
+    // enough that one copy beats two (HZC_ZERO_COPY_MIN).
+    const uint64_t zc_min = GetConfig().zero_copy_min;
+    op.zero_copy = !op.box &&
+                   (op.bytes > ch->eager_bytes() || (zc_min != 0 && op.bytes >= zc_min)) &&
+                   Activated(comm_, op.item.buf, op.bytes);
   }
 }
 

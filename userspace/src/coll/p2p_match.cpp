@@ -57,7 +57,7 @@ void Post(Op &op) {
   s.refused = 0;
   // A small message goes eagerly: its bytes with the post, into a staging half that is free
   // (the message before is done).
-  s.eager = op.bytes != 0 && op.bytes <= ch.eager_bytes() ? 1 : 0;
+  s.eager = op.bytes != 0 && op.bytes <= ch.eager_bytes() && !op.zero_copy ? 1 : 0;
   if (s.eager != 0) {
     std::memcpy(ch.half(true, 0), op.item.buf, op.bytes);
   }
