@@ -86,17 +86,18 @@ TEST_F(ConfigTest, AllSet) {
   EXPECT_EQ(c.if_ip, "10.0.0.1");
   EXPECT_EQ(c.if_base_port, 50000);
   EXPECT_TRUE(c.warnings.empty());
-  EXPECT_THAT(c.Describe(),
-              testing::ElementsAre(
-                  "HZC_LOG=DEBUG", "HZC_LOG_FILE=/tmp/hzc.%h.%p", "HZC_DEVICE=/tmp/x",
-                  "HCCL_CONNECT_TIMEOUT=3", "HCCL_EXEC_TIMEOUT=40", "HCCL_BUFFSIZE=64",
-                  "HZC_RDMA_DEVICE=rxe0", "HZC_RDMA_GID_INDEX=3", "HZC_HOST_ID=node-b",
-                  "HCCL_IF_IP=10.0.0.1", "HCCL_IF_BASE_PORT=50000",
-                  "HZC_DEVICE_COUNT=(max(online CPUs, 8))", "HZC_TRANSPORT=auto",
-                  "HZC_FD_HANDOFF=auto", "HZC_NET=auto", "HZC_INLINE_MAX=16384",
-                  "HZC_ZERO_COPY_MIN=4096", "HZC_P2P_BUFFERED_MAX=2048", "HZC_SPAN_RING_MIN=262144",
-                  "HZC_JOB_SECRET=(unset)", "HZC_JOB_SECRET_FILE=(unset)",
-                  "HCCL_WHITELIST_DISABLE=1", "HCCL_WHITELIST_FILE=(unset)"));
+  EXPECT_THAT(
+      c.Describe(),
+      testing::ElementsAre("HZC_LOG=DEBUG", "HZC_LOG_FILE=/tmp/hzc.%h.%p", "HZC_DEVICE=/tmp/x",
+                           "HCCL_CONNECT_TIMEOUT=3", "HCCL_EXEC_TIMEOUT=40", "HCCL_BUFFSIZE=64",
+                           "HZC_RDMA_DEVICE=rxe0", "HZC_RDMA_GID_INDEX=3", "HZC_HOST_ID=node-b",
+                           "HCCL_IF_IP=10.0.0.1", "HCCL_IF_BASE_PORT=50000",
+                           "HZC_DEVICE_COUNT=(max(online CPUs, 8))", "HZC_TRANSPORT=auto",
+                           "HZC_FD_HANDOFF=auto", "HZC_NET=auto", "HZC_INLINE_MAX=16384",
+                           "HZC_ZERO_COPY_MIN=8192", "HZC_P2P_ZERO_COPY_MIN=4096",
+                           "HZC_P2P_BUFFERED_MAX=2048", "HZC_SPAN_RING_MIN=262144",
+                           "HZC_JOB_SECRET=(unset)", "HZC_JOB_SECRET_FILE=(unset)",
+                           "HCCL_WHITELIST_DISABLE=1", "HCCL_WHITELIST_FILE=(unset)"));
 }
 
 TEST_F(ConfigTest, DescribeDefaults) {
@@ -108,9 +109,9 @@ TEST_F(ConfigTest, DescribeDefaults) {
           "HZC_RDMA_DEVICE=(first active port)", "HZC_RDMA_GID_INDEX=(RoCE v2, IPv4 first)",
           "HZC_HOST_ID=(boot id + hostname)", "HCCL_IF_IP=(first up interface)",
           "HCCL_IF_BASE_PORT=60000", "HZC_DEVICE_COUNT=(max(online CPUs, 8))", "HZC_TRANSPORT=auto",
-          "HZC_FD_HANDOFF=auto", "HZC_NET=auto", "HZC_INLINE_MAX=16384", "HZC_ZERO_COPY_MIN=4096",
-          "HZC_P2P_BUFFERED_MAX=2048", "HZC_SPAN_RING_MIN=262144", "HZC_JOB_SECRET=(unset)",
-          "HZC_JOB_SECRET_FILE=(unset)", "HCCL_WHITELIST_DISABLE=1",
+          "HZC_FD_HANDOFF=auto", "HZC_NET=auto", "HZC_INLINE_MAX=16384", "HZC_ZERO_COPY_MIN=8192",
+          "HZC_P2P_ZERO_COPY_MIN=4096", "HZC_P2P_BUFFERED_MAX=2048", "HZC_SPAN_RING_MIN=262144",
+          "HZC_JOB_SECRET=(unset)", "HZC_JOB_SECRET_FILE=(unset)", "HCCL_WHITELIST_DISABLE=1",
           "HCCL_WHITELIST_FILE=(unset)"));
 }
 
@@ -157,6 +158,15 @@ TEST_F(ConfigTest, ZeroCopyMin) {
     EXPECT_THAT(c.warnings[0],
                 testing::HasSubstr("HZC_ZERO_COPY_MIN=\"" + std::string(bad) + "\""));
   }
+}
+
+TEST_F(ConfigTest, P2pZeroCopyMin) {
+  EXPECT_EQ(Parse({}).p2p_zero_copy_min, Config::kDefaultP2pZeroCopyMin);
+  EXPECT_EQ(Parse({{"HZC_P2P_ZERO_COPY_MIN", "0"}}).p2p_zero_copy_min, 0U);
+  const Config c = Parse({{"HZC_P2P_ZERO_COPY_MIN", "1048577"}});
+  EXPECT_EQ(c.p2p_zero_copy_min, Config::kDefaultP2pZeroCopyMin);
+  ASSERT_EQ(c.warnings.size(), 1U);
+  EXPECT_THAT(c.warnings[0], testing::HasSubstr("HZC_P2P_ZERO_COPY_MIN=\"1048577\""));
 }
 
 TEST_F(ConfigTest, P2pBufferedMax) {

@@ -13,8 +13,9 @@
 //               bytes around each receive buffer. The rank logs at debug level into its own
 //               file and checks that exactly the receives of at most HZC_P2P_BUFFERED_MAX
 //               bytes (default 2048) came buffered, the others of at most HZC_INLINE_MAX bytes
-//               (default 16384; at most 512 KiB, half the slot) eagerly and exactly the
-//               larger ones whose buffers were both activated took the zero-copy path
+//               (default 16384; at most 512 KiB, half the slot) eagerly, but from
+//               HZC_P2P_ZERO_COPY_MIN bytes (default 4096) on from activated memory, and
+//               exactly the others whose buffers were both activated took the zero-copy path
 //     mismatch  (2 ranks) count and dataType mismatches fail with HCCL_E_PARA on both sides
 //               and leave the receive buffer alone; a rank with a bad argument (null buffer,
 //               bad dataType) gets its own code and its peer HCCL_E_PARA at once; a send to
@@ -73,17 +74,20 @@ uint64_t g_expect_eager = 0;      // receives that must have come eagerly (with 
 uint64_t g_eager_max = 0;         // bytes: HZC_INLINE_MAX, at most the 512 KiB of a slot's half
 uint64_t g_expect_buffered = 0;   // receives that must have come buffered (in a box)
 uint64_t g_buffered_max = 0;      // bytes: HZC_P2P_BUFFERED_MAX
+uint64_t g_zero_copy_min = 0;     // bytes: HZC_P2P_ZERO_COPY_MIN (0: never before the eager max)
 
-// Count a receive of @bytes (into activated memory unless @plain) as the path it must take:
-// buffered up to g_buffered_max, else eager up to g_eager_max, else zero-copy when both buffers
-// are activated, else staged.
+// Count a receive of @bytes (into activated memory unless @plain; the sends are from activated
+// memory in zerocopy mode) as the path it must take: buffered up to g_buffered_max, else
+// eager up to g_eager_max unless the send is zero-copy from g_zero_copy_min on, else zero-copy
+// when both buffers are activated, else staged.
 void Expect(uint64_t bytes, bool plain = false) {
   if (bytes == 0) {
     return;
   }
+  const bool zero_copy_first = g_zero_copy && g_zero_copy_min != 0 && bytes >= g_zero_copy_min;
   if (bytes <= g_buffered_max) {
     ++g_expect_buffered;
-  } else if (bytes <= g_eager_max) {
+  } else if (bytes <= g_eager_max && !zero_copy_first) {
     ++g_expect_eager;
   } else if (g_zero_copy && !plain) {
     ++g_expect_zero_copy;
@@ -756,6 +760,8 @@ int main(int argc, char **argv) {
       inline_max != nullptr ? std::strtoull(inline_max, nullptr, 10) : 16384, 512 << 10);
   const char *buffered_max = std::getenv("HZC_P2P_BUFFERED_MAX");
   g_buffered_max = buffered_max != nullptr ? std::strtoull(buffered_max, nullptr, 10) : 2048;
+  const char *zero_copy_min = std::getenv("HZC_P2P_ZERO_COPY_MIN");
+  g_zero_copy_min = zero_copy_min != nullptr ? std::strtoull(zero_copy_min, nullptr, 10) : 4096;
   const std::string log = "/tmp/hzc-p2p-rank-" + std::to_string(getpid()) + ".log";
   if (scenario == "matrix" || scenario == "buffered") {
     // Before the library's first call, which reads the environment once.

@@ -41,19 +41,22 @@ class P2pTest : public hzc::test::Test {
   }
 };
 
-// The matrix's modes: the ranks' buffers (p2p_rank.cpp's MODE), HZC_INLINE_MAX and
-// HZC_P2P_BUFFERED_MAX, which force a protocol at every size: 0 and 0 turn eager and buffered
-// messages off (staging, zero-copy); 1 MiB sends every message of up to half a slot eagerly,
-// but the ones of up to 4 KiB buffered (the ranks check which path each receive took).
+// The matrix's modes: the ranks' buffers (p2p_rank.cpp's MODE), HZC_INLINE_MAX,
+// HZC_P2P_BUFFERED_MAX and HZC_P2P_ZERO_COPY_MIN, which force a protocol at every size: 0 and 0
+// turn eager and buffered messages off (staging, zero-copy); 1 MiB sends every message of up to
+// half a slot eagerly, but the ones of up to 4 KiB buffered; the defaults send from 4 KiB
+// zero-copy what they sent eagerly before (the ranks check which path each receive took).
 struct Mode {
   const char *name;
   const char *buffers;
   const char *inline_max;
   const char *buffered_max;
+  const char *zero_copy_min;  // HZC_P2P_ZERO_COPY_MIN
 };
-constexpr Mode kModes[] = {{"staging", "staging", "0", "0"},
-                           {"zerocopy", "zerocopy", "0", "0"},
-                           {"eager", "zerocopy", "1048576", "4096"}};
+constexpr Mode kModes[] = {{"staging", "staging", "0", "0", "0"},
+                           {"zerocopy", "zerocopy", "0", "0", "0"},
+                           {"eager", "zerocopy", "1048576", "4096", "0"},
+                           {"defaults", "zerocopy", "16384", "2048", "4096"}};
 
 class P2pMatrixTest : public P2pTest,
                       public ::testing::WithParamInterface<std::tuple<uint32_t, Mode>> {};
@@ -66,7 +69,7 @@ TEST_P(P2pMatrixTest, EveryPairTypeAndSize) {
   EXPECT_EQ(RunRanks(n, "matrix", mode.buffers,
                      {{"HZC_INLINE_MAX", mode.inline_max},
                       {"HZC_P2P_BUFFERED_MAX", mode.buffered_max},
-                      {"HZC_ZERO_COPY_MIN", "0"}}),
+                      {"HZC_P2P_ZERO_COPY_MIN", mode.zero_copy_min}}),
             std::vector<int>(n, 0));
 }
 

@@ -153,12 +153,16 @@ uint64_t ParseBytes(const char *name, const char *v, uint64_t def, uint64_t max,
   return def;
 }
 
-// HZC_INLINE_MAX, HZC_ZERO_COPY_MIN, HZC_P2P_BUFFERED_MAX and HZC_SPAN_RING_MIN into @c.
+// HZC_INLINE_MAX, HZC_ZERO_COPY_MIN, HZC_P2P_ZERO_COPY_MIN, HZC_P2P_BUFFERED_MAX and
+// HZC_SPAN_RING_MIN into @c.
 void ParseSizes(const std::function<const char *(const char *)> &getenv_fn, Config *c) {
   c->inline_max = ParseBytes("HZC_INLINE_MAX", getenv_fn("HZC_INLINE_MAX"),
                              Config::kDefaultInlineMax, Config::kMaxInlineMax, &c->warnings);
   c->zero_copy_min = ParseBytes("HZC_ZERO_COPY_MIN", getenv_fn("HZC_ZERO_COPY_MIN"),
                                 Config::kDefaultZeroCopyMin, Config::kMaxInlineMax, &c->warnings);
+  c->p2p_zero_copy_min =
+      ParseBytes("HZC_P2P_ZERO_COPY_MIN", getenv_fn("HZC_P2P_ZERO_COPY_MIN"),
+                 Config::kDefaultP2pZeroCopyMin, Config::kMaxInlineMax, &c->warnings);
   c->p2p_buffered_max =
       ParseBytes("HZC_P2P_BUFFERED_MAX", getenv_fn("HZC_P2P_BUFFERED_MAX"),
                  Config::kDefaultP2pBufferedMax, Config::kMaxP2pBufferedMax, &c->warnings);
@@ -294,6 +298,7 @@ std::vector<std::string> Config::Describe() const {
                                                             : "auto"),
       fmt::format("HZC_INLINE_MAX={}", inline_max),
       fmt::format("HZC_ZERO_COPY_MIN={}", zero_copy_min),
+      fmt::format("HZC_P2P_ZERO_COPY_MIN={}", p2p_zero_copy_min),
       fmt::format("HZC_P2P_BUFFERED_MAX={}", p2p_buffered_max),
       fmt::format("HZC_SPAN_RING_MIN={}", span_ring_min),
       // Never the secret itself.

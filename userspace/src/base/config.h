@@ -74,12 +74,15 @@ struct Config {
   static constexpr uint64_t kDefaultInlineMax = 16384;
   static constexpr uint64_t kMaxInlineMax = uint64_t{1} << 20;
   uint64_t inline_max = kDefaultInlineMax;
-  // HZC_ZERO_COPY_MIN: the smallest input, in bytes (per rank for a collective; a point-to-point
-  // message), that goes zero-copy rather than inline where the buffers allow it (activated
-  // memory): from about here on one copy between the ranks' buffers beats a copy in and a copy
-  // out. 0: never (inline whenever it fits HZC_INLINE_MAX).
-  static constexpr uint64_t kDefaultZeroCopyMin = 4096;
+  // HZC_ZERO_COPY_MIN: the smallest input, in bytes per rank, with which a collective inside one
+  // server goes zero-copy rather than inline where the buffers allow it (activated memory): from
+  // about here on one copy between the ranks' buffers beats a copy in and a copy out. 0: never
+  // (inline whenever it fits HZC_INLINE_MAX).
+  static constexpr uint64_t kDefaultZeroCopyMin = 8192;
   uint64_t zero_copy_min = kDefaultZeroCopyMin;
+  // HZC_P2P_ZERO_COPY_MIN: the same for a point-to-point message (sent eagerly below it).
+  static constexpr uint64_t kDefaultP2pZeroCopyMin = 4096;
+  uint64_t p2p_zero_copy_min = kDefaultP2pZeroCopyMin;
   // HZC_P2P_BUFFERED_MAX: the largest point-to-point message, in bytes, that a send inside one
   // server copies into one of its pair channel's slots and returns without waiting for the
   // receiver (coll/p2p.h); 0: never.

@@ -80,8 +80,8 @@ void Batch::Assign(uint32_t peer, Channel *ch) {
     op.chunks = Chunks(op.bytes, ch->half_bytes());
     op.box = op.item.dir == P2pItem::kSend && op.bytes <= ch->box_bytes();
     // Zero-copy where the buffer allows it, for a message too large to go eagerly or large
-    // enough that one copy beats two (HZC_ZERO_COPY_MIN).
-    const uint64_t zc_min = GetConfig().zero_copy_min;
+    // enough that one copy beats two (HZC_P2P_ZERO_COPY_MIN).
+    const uint64_t zc_min = GetConfig().p2p_zero_copy_min;
     op.zero_copy = !op.box &&
                    (op.bytes > ch->eager_bytes() || (zc_min != 0 && op.bytes >= zc_min)) &&
                    Activated(comm_, op.item.buf, op.bytes);
