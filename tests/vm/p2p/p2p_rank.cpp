@@ -309,7 +309,9 @@ int Matrix() {
           if (int rc = Pair(arena, plain.data(), a, b, m, false)) {
             return rc;
           }
-          if (g_zero_copy && count == 7) {
+          // Into plain memory too: a small message, and one of 4-16 KiB that a zero-copy send
+          // (HZC_P2P_ZERO_COPY_MIN) stages into it.
+          if (g_zero_copy && (count == 7 || count == 1001)) {
             if (int rc = Pair(arena, plain.data(), a, b, m, true)) {
               return rc;
             }

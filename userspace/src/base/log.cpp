@@ -20,10 +20,7 @@ namespace hzc {
 namespace {
 
 constexpr int64_t kNoRank = -1;
-// Every C entry point reads and writes it: initial-exec, a load from the thread pointer instead
-// of a __tls_get_addr call (8 bytes of the static TLS that glibc keeps for libraries loaded
-// later, should the library be dlopen()ed).
-__attribute__((tls_model("initial-exec"))) thread_local int64_t t_rank = kNoRank;
+thread_local int64_t t_rank = kNoRank;
 // The rank of every communicator the process created; kNoRank before the first, kMixed once
 // two differ.
 constexpr int64_t kMixed = -2;

@@ -41,7 +41,7 @@ class [[nodiscard]] BasicStatus {
   bool ok() const { return code_ == Code{}; }
   Code code() const { return code_; }
   const std::string &message() const {
-    static const std::string kNone;
+    static const std::string &kNone = *new std::string;  // never destroyed: read at exit too
     return message_ ? *message_ : kNone;
   }
 

@@ -350,6 +350,11 @@ bool ControlArea::AllAnnounced(uint64_t seq) const {
   return true;
 }
 
+bool ControlArea::StillAnnounced(uint32_t r, uint64_t seq) const {
+  std::atomic_thread_fence(std::memory_order_acquire);  // the reads before stay before this one
+  return line(r, seq).seq.load(std::memory_order_relaxed) == static_cast<uint32_t>(seq);
+}
+
 ControlArea::Arrived ControlArea::Arrival(uint32_t r, uint64_t seq) const {
   const Line &l = line(r, seq);
   return {.seq = l.seq.load(std::memory_order_acquire),

@@ -130,6 +130,9 @@ class ControlArea {
   // write). @ahead is cleared when it had to wait.
   Status AwaitAnnounced(uint64_t seq, const Deadline &deadline, const char *what, bool *ahead);
   Arrived Arrival(uint32_t r, uint64_t seq) const;
+  // Whether rank @r's line still shows call @seq, read after what was read of it before (a reader
+  // of a line its writer may reuse: an Arrival read in between is whole only if this holds).
+  bool StillAnnounced(uint32_t r, uint64_t seq) const;
   // Whether every rank has announced call @seq (or a later one) by now: one line per peer
   // read, no wait. @seq must be at most kLineDepth-1 calls past this rank's oldest unread line
   // (a line shows its latest call).
