@@ -22,6 +22,22 @@ class ConfigTest : public test::Test {
       return it == env.end() ? nullptr : it->second.c_str();
     });
   }
+  // The byte count @name into @field: @def when unset, 0 and @max taken, and @max + 1, a
+  // negative number, @suffixed (a number with a unit) and an empty value each @def with one
+  // warning naming the value.
+  void ExpectBytes(const char *name, uint64_t Config::*field, uint64_t def, uint64_t max,
+                   const char *suffixed = "4k") {
+    EXPECT_EQ(Parse({}).*field, def) << name;
+    EXPECT_EQ(Parse({{name, "0"}}).*field, 0U) << name;
+    EXPECT_EQ(Parse({{name, std::to_string(max)}}).*field, max) << name;
+    for (const std::string &bad :
+         {std::to_string(max + 1), std::string("-1"), std::string(suffixed), std::string()}) {
+      const Config c = Parse({{name, bad}});
+      EXPECT_EQ(c.*field, def) << name << "=" << bad;
+      ASSERT_EQ(c.warnings.size(), 1U) << name << "=" << bad;
+      EXPECT_THAT(c.warnings[0], testing::HasSubstr(std::string(name) + "=\"" + bad + "\""));
+    }
+  }
 };
 
 TEST_F(ConfigTest, LogLevels) {
@@ -136,63 +152,26 @@ TEST_F(ConfigTest, JobSecretAndTrustList) {
 }
 
 TEST_F(ConfigTest, InlineMax) {
-  EXPECT_EQ(Parse({}).inline_max, Config::kDefaultInlineMax);
-  EXPECT_EQ(Parse({{"HZC_INLINE_MAX", "0"}}).inline_max, 0U);
-  EXPECT_EQ(Parse({{"HZC_INLINE_MAX", "1048576"}}).inline_max, 1048576U);
-  for (const char *bad : {"1048577", "-1", "4k", ""}) {
-    const Config c = Parse({{"HZC_INLINE_MAX", bad}});
-    EXPECT_EQ(c.inline_max, Config::kDefaultInlineMax) << bad;
-    ASSERT_EQ(c.warnings.size(), 1U) << bad;
-    EXPECT_THAT(c.warnings[0], testing::HasSubstr("HZC_INLINE_MAX=\"" + std::string(bad) + "\""));
-  }
+  ExpectBytes("HZC_INLINE_MAX", &Config::inline_max, Config::kDefaultInlineMax, 1048576);
 }
 
 TEST_F(ConfigTest, ZeroCopyMin) {
-  EXPECT_EQ(Parse({}).zero_copy_min, Config::kDefaultZeroCopyMin);
-  EXPECT_EQ(Parse({{"HZC_ZERO_COPY_MIN", "0"}}).zero_copy_min, 0U);
-  EXPECT_EQ(Parse({{"HZC_ZERO_COPY_MIN", "1048576"}}).zero_copy_min, 1048576U);
-  for (const char *bad : {"1048577", "-1", "4k", ""}) {
-    const Config c = Parse({{"HZC_ZERO_COPY_MIN", bad}});
-    EXPECT_EQ(c.zero_copy_min, Config::kDefaultZeroCopyMin) << bad;
-    ASSERT_EQ(c.warnings.size(), 1U) << bad;
-    EXPECT_THAT(c.warnings[0],
-                testing::HasSubstr("HZC_ZERO_COPY_MIN=\"" + std::string(bad) + "\""));
-  }
+  ExpectBytes("HZC_ZERO_COPY_MIN", &Config::zero_copy_min, Config::kDefaultZeroCopyMin, 1048576);
 }
 
 TEST_F(ConfigTest, P2pZeroCopyMin) {
-  EXPECT_EQ(Parse({}).p2p_zero_copy_min, Config::kDefaultP2pZeroCopyMin);
-  EXPECT_EQ(Parse({{"HZC_P2P_ZERO_COPY_MIN", "0"}}).p2p_zero_copy_min, 0U);
-  const Config c = Parse({{"HZC_P2P_ZERO_COPY_MIN", "1048577"}});
-  EXPECT_EQ(c.p2p_zero_copy_min, Config::kDefaultP2pZeroCopyMin);
-  ASSERT_EQ(c.warnings.size(), 1U);
-  EXPECT_THAT(c.warnings[0], testing::HasSubstr("HZC_P2P_ZERO_COPY_MIN=\"1048577\""));
+  ExpectBytes("HZC_P2P_ZERO_COPY_MIN", &Config::p2p_zero_copy_min, Config::kDefaultP2pZeroCopyMin,
+              1048576);
 }
 
 TEST_F(ConfigTest, P2pBufferedMax) {
-  EXPECT_EQ(Parse({}).p2p_buffered_max, Config::kDefaultP2pBufferedMax);
-  EXPECT_EQ(Parse({{"HZC_P2P_BUFFERED_MAX", "0"}}).p2p_buffered_max, 0U);
-  EXPECT_EQ(Parse({{"HZC_P2P_BUFFERED_MAX", "65536"}}).p2p_buffered_max, 65536U);
-  for (const char *bad : {"65537", "-1", "4k", ""}) {
-    const Config c = Parse({{"HZC_P2P_BUFFERED_MAX", bad}});
-    EXPECT_EQ(c.p2p_buffered_max, Config::kDefaultP2pBufferedMax) << bad;
-    ASSERT_EQ(c.warnings.size(), 1U) << bad;
-    EXPECT_THAT(c.warnings[0],
-                testing::HasSubstr("HZC_P2P_BUFFERED_MAX=\"" + std::string(bad) + "\""));
-  }
+  ExpectBytes("HZC_P2P_BUFFERED_MAX", &Config::p2p_buffered_max, Config::kDefaultP2pBufferedMax,
+              65536);
 }
 
 TEST_F(ConfigTest, SpanRingMin) {
-  EXPECT_EQ(Parse({}).span_ring_min, Config::kDefaultSpanRingMin);
-  EXPECT_EQ(Parse({{"HZC_SPAN_RING_MIN", "0"}}).span_ring_min, 0U);
-  EXPECT_EQ(Parse({{"HZC_SPAN_RING_MIN", "16777216"}}).span_ring_min, 16777216U);
-  for (const char *bad : {"16777217", "-1", "256k", ""}) {
-    const Config c = Parse({{"HZC_SPAN_RING_MIN", bad}});
-    EXPECT_EQ(c.span_ring_min, Config::kDefaultSpanRingMin) << bad;
-    ASSERT_EQ(c.warnings.size(), 1U) << bad;
-    EXPECT_THAT(c.warnings[0],
-                testing::HasSubstr("HZC_SPAN_RING_MIN=\"" + std::string(bad) + "\""));
-  }
+  ExpectBytes("HZC_SPAN_RING_MIN", &Config::span_ring_min, Config::kDefaultSpanRingMin, 16777216,
+              "256k");
 }
 
 TEST_F(ConfigTest, Transport) {

@@ -97,34 +97,56 @@ constexpr Protocol kProtocols[] = {{"staging", "staging", "0", "staging"},
                                    {"zerocopy", "zerocopy", "0", "zero-copy"},
                                    {"inline", "zerocopy", "1048576", "inline"}};
 
-// The paths the calls of a run took, counted from the ranks' debug logs in @dir.
-std::map<std::string, int> PathsTaken(const std::string &dir) {
-  std::map<std::string, int> paths;
+// The path each call of the ranks' debug logs in @dir took, with its kind and input bytes per
+// rank ("call 7 (AllReduce, 4096 bytes in) takes the zero-copy path").
+struct Taken {
+  std::string kind;
+  uint64_t bytes;
+  std::string path;
+};
+std::vector<Taken> CallsTaken(const std::string &dir) {
+  std::vector<Taken> calls;
   for (const auto &entry : std::filesystem::directory_iterator(dir)) {
     std::ifstream in(entry.path());
     for (std::string line; std::getline(in, line);) {
-      const size_t at = line.find(") takes the ");
-      if (at != std::string::npos) {
-        const size_t from = at + std::strlen(") takes the ");
-        ++paths[line.substr(from, line.find(" path", from) - from)];
+      char kind[32] = {};
+      char path[32] = {};
+      unsigned long long seq = 0, bytes = 0;
+      const size_t at = line.find("collectives: call ");
+      if (at != std::string::npos &&
+          std::sscanf(line.c_str() + at,
+                      "collectives: call %llu (%31[^,], %llu bytes in) takes the %31s", &seq, kind,
+                      &bytes, path) == 4) {
+        calls.push_back({kind, bytes, path});
       }
     }
   }
-  return paths;
+  return calls;
 }
 
-// Run @scenario on @n ranks with @p; the paths the calls took.
-std::map<std::string, int> RunProtocol(uint32_t n, const char *scenario, const Protocol &p,
-                                       std::map<std::string, std::string> env = {}) {
+// Run @scenario on @n ranks with @buffers and @env, logging at debug level; the calls they
+// logged.
+std::vector<Taken> RunLogged(uint32_t n, const char *scenario, const char *buffers,
+                             std::map<std::string, std::string> env) {
   char dir[] = "/tmp/hzc-coll-paths-XXXXXX";
   EXPECT_NE(mkdtemp(dir), nullptr);
-  env.emplace("HZC_INLINE_MAX", p.inline_max);
-  env.emplace("HZC_ZERO_COPY_MIN", "0");  // inline wherever it fits: the protocol is forced
   env["HZC_LOG"] = "DEBUG";
   env["HZC_LOG_FILE"] = std::string(dir) + "/rank.%p";
-  EXPECT_EQ(RunRanks(n, scenario, p.buffers, env), std::vector<int>(n, 0));
-  auto paths = PathsTaken(dir);
+  EXPECT_EQ(RunRanks(n, scenario, buffers, env), std::vector<int>(n, 0));
+  auto calls = CallsTaken(dir);
   std::filesystem::remove_all(dir);
+  return calls;
+}
+
+// Run @scenario on @n ranks with @p; how many calls took each path.
+std::map<std::string, int> RunProtocol(uint32_t n, const char *scenario, const Protocol &p,
+                                       std::map<std::string, std::string> env = {}) {
+  env.emplace("HZC_INLINE_MAX", p.inline_max);
+  env.emplace("HZC_ZERO_COPY_MIN", "0");  // inline wherever it fits: the protocol is forced
+  std::map<std::string, int> paths;
+  for (const Taken &t : RunLogged(n, scenario, p.buffers, env)) {
+    ++paths[t.path];
+  }
   return paths;
 }
 
@@ -186,33 +208,6 @@ TEST_F(CollTest, InlineThresholdEdges) {
   }
 }
 
-// The path each call of the ranks' debug logs in @dir took, with its kind and input bytes per
-// rank ("call 7 (AllReduce, 4096 bytes in) takes the zero-copy path").
-struct Taken {
-  std::string kind;
-  uint64_t bytes;
-  std::string path;
-};
-std::vector<Taken> CallsTaken(const std::string &dir) {
-  std::vector<Taken> calls;
-  for (const auto &entry : std::filesystem::directory_iterator(dir)) {
-    std::ifstream in(entry.path());
-    for (std::string line; std::getline(in, line);) {
-      char kind[32] = {};
-      char path[32] = {};
-      unsigned long long seq = 0, bytes = 0;
-      const size_t at = line.find("collectives: call ");
-      if (at != std::string::npos &&
-          std::sscanf(line.c_str() + at,
-                      "collectives: call %llu (%31[^,], %llu bytes in) takes the %31s", &seq, kind,
-                      &bytes, path) == 4) {
-        calls.push_back({kind, bytes, path});
-      }
-    }
-  }
-  return calls;
-}
-
 // HZC_ZERO_COPY_MIN=1024 with HZC_INLINE_MAX=4096: on activated buffers, inputs of 1024 bytes
 // or more per rank go zero-copy and smaller ones inline (but a Broadcast's 256 bytes beside
 // its root's line, always inline); on plain buffers everything up to 4096 goes inline.
@@ -223,16 +218,9 @@ TEST_F(CollTest, ZeroCopyThresholdEdges) {
       GTEST_SKIP() << "the plain buffers passed; activated ones need " << hzc_device_path()
                    << " (absent, HZC_TRANSPORT=kernel)";
     }
-    char dir[] = "/tmp/hzc-coll-zcmin-XXXXXX";
-    ASSERT_NE(mkdtemp(dir), nullptr);
-    EXPECT_EQ(RunRanks(3, "edges", buffers,
-                       {{"HZC_INLINE_MAX", "4096"},
-                        {"HZC_ZERO_COPY_MIN", "1024"},
-                        {"HZC_LOG", "DEBUG"},
-                        {"HZC_LOG_FILE", std::string(dir) + "/rank.%p"}}),
-              std::vector<int>(3, 0));
     std::map<std::string, int> seen;  // path, and "between" for the calls of 1024-4096 bytes
-    for (const Taken &t : CallsTaken(dir)) {
+    for (const Taken &t : RunLogged(3, "edges", buffers,
+                                    {{"HZC_INLINE_MAX", "4096"}, {"HZC_ZERO_COPY_MIN", "1024"}})) {
       if (t.kind != "AllGather" && t.kind != "Broadcast" && t.kind != "ReduceScatter" &&
           t.kind != "AllReduce") {
         continue;  // the exchanges keep HZC_INLINE_MAX alone
@@ -248,7 +236,6 @@ TEST_F(CollTest, ZeroCopyThresholdEdges) {
     EXPECT_GT(seen["inline"], 0) << buffers;
     EXPECT_GT(seen["between"], 0) << buffers << ": no call of 1024-4096 bytes";
     EXPECT_GT(seen[zero_copy ? "zero-copy" : "staging"], 0) << buffers;
-    std::filesystem::remove_all(dir);
   }
 }
 

@@ -240,9 +240,8 @@ Status CatchUp(State &s, uint64_t need, const Deadline &deadline) {
     s.awaited = further;
     return Status::Ok();
   }
-  bool ahead = true;
   HZC_RETURN_IF_ERROR(
-      s.area->AwaitAnnounced(need, deadline, "a call this rank ended without waiting", &ahead));
+      s.area->AwaitAnnounced(need, deadline, "a call this rank ended without waiting"));
   HZC_RETURN_IF_ERROR(s.area->CheckAbort());
   s.awaited = need;
   return Status::Ok();
@@ -301,9 +300,11 @@ uint32_t Offer(Communicator &comm, ControlArea &area, const Call &call, uint64_t
   const Plan plan = exchange ? ExchangePost(area, call, seq) : Plan{};
   const size_t input = exchange ? plan.SendExtent() : InlineInputBytes(call, area.nranks());
   *input_out = input;
-  if (!exchange && kind.zero_copy != nullptr && PrefersZeroCopy(input) &&
-      ZeroCopyEligible(comm, call)) {
-    return ControlArea::kZeroCopy;
+  if (!exchange && kind.zero_copy != nullptr && PrefersZeroCopy(input)) {
+    if (ZeroCopyEligible(comm, call)) {
+      return ControlArea::kZeroCopy;
+    }
+    return kind.inlined != nullptr ? InlinePost(area, call, seq, input) : 0;
   }
   const uint32_t flags = kind.inlined != nullptr ? InlinePost(area, call, seq, input) : 0;
   if (flags == 0 && (exchange ? ExchangeEligible(comm, call, plan)
@@ -421,11 +422,12 @@ Status Run(Communicator &comm, const Call &call) {
 
   CallDesc mine = Describe(call, ++s.seq, area.nranks());
   if (eager) {
-    area.Announce(mine, InlinePost(area, call, mine.seq, InlineInputBytes(call, area.nranks())));
+    const size_t input = InlineInputBytes(call, area.nranks());
+    area.Announce(mine, InlinePost(area, call, mine.seq, input));
     s.unseen[mine.seq % ControlArea::kLineDepth] = mine;
     ++s.unseen_count;
     LogDebug("collectives: call {} ({}, {} bytes in) takes the inline path; its root is done",
-             mine.seq, kind.name, InlineInputBytes(call, area.nranks()));
+             mine.seq, kind.name, input);
     return Status::Ok();
   }
   size_t input = 0;

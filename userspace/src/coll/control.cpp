@@ -303,12 +303,14 @@ void ControlArea::Announce(const CallDesc &d, uint32_t flags) {
 }
 
 Status ControlArea::AwaitAnnounced(uint64_t seq, const Deadline &deadline, const char *what,
-                                   bool *ahead) {
+                                   bool *waited) {
   for (uint32_t r = 0; r < nranks_ && seq != 0; ++r) {
     if (r != rank_) {
       const uint32_t target = static_cast<uint32_t>(seq);
       if (!Reached(line(r, seq).seq.load(std::memory_order_acquire), target)) {
-        *ahead = false;
+        if (waited != nullptr) {
+          *waited = true;
+        }
         HZC_RETURN_IF_ERROR(WaitWord(r, seq, target, deadline, what));
       }
     }
@@ -317,8 +319,9 @@ Status ControlArea::AwaitAnnounced(uint64_t seq, const Deadline &deadline, const
 }
 
 Status ControlArea::AwaitArrivals(uint64_t seq, const Deadline &deadline, const char *what) {
-  bool ahead = true;  // every peer had arrived already: they run ahead of this rank
-  HZC_RETURN_IF_ERROR(AwaitAnnounced(seq, deadline, what, &ahead));
+  bool waited = false;
+  HZC_RETURN_IF_ERROR(AwaitAnnounced(seq, deadline, what, &waited));
+  const bool ahead = !waited;  // every peer had arrived already: they run ahead of this rank
   // The peers' data beside their lines, fetched now (while the call checks the arrivals) rather
   // than one line after another by the copy that reads it.
   for (uint32_t r = 0; r < std::min(nranks_, kPrefetchPeers) && seq != 0; ++r) {

@@ -127,8 +127,9 @@ class ControlArea {
   Status AwaitArrivals(uint64_t seq, const Deadline &deadline, const char *what);
   // AwaitArrivals without fetching anything of the peers for later: for a rank that runs ahead
   // and waits only for the others to free its lines (what it would fetch, they are about to
-  // write). @ahead is cleared when it had to wait.
-  Status AwaitAnnounced(uint64_t seq, const Deadline &deadline, const char *what, bool *ahead);
+  // write). @waited (if given) is set when it had to wait.
+  Status AwaitAnnounced(uint64_t seq, const Deadline &deadline, const char *what,
+                        bool *waited = nullptr);
   Arrived Arrival(uint32_t r, uint64_t seq) const;
   // Whether rank @r's line still shows call @seq, read after what was read of it before (a reader
   // of a line its writer may reuse: an Arrival read in between is whole only if this holds).
