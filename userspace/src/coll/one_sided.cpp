@@ -44,18 +44,30 @@ constexpr uint32_t kDescTag = 0x4000;
 // Host memory HCCL registers at most.
 constexpr uint64_t kMaxSize = uint64_t{1} << 40;
 
+// What a batch of this rank holds while it may still run (queued on a stream, or running on
+// another thread): a copy of each registration's and enabled span's Use. HcclDeregisterMem and
+// HcclDisableMemAccess refuse one that is held (HCCL_E_AGAIN): once they return, no batch of
+// this rank reaches the span any more.
+using Use = std::shared_ptr<const bool>;
+
+bool Held(const Use &use) {
+  return use.use_count() > 1;
+}
+
 struct Registration {
   uint64_t id;
   uint32_t peer;
   uint64_t addr, size;
   uint32_t refs;
   std::shared_ptr<const verbs::MemoryRegion> mr;  // null inside a server (no RDMA)
+  Use use = std::make_shared<const bool>();
 };
 
 struct Enabled {
   uint64_t id;
   uint64_t addr, size;
   uint32_t rkey;
+  Use use = std::make_shared<const bool>();
 };
 
 // Global memory (HcclRegisterGlobalMem) by handle; a handle is a number never reused.
@@ -263,18 +275,39 @@ void Describe(const State &s, const Communicator &comm, const Registration &r, u
   std::memcpy(desc->desc, &d, sizeof(d));
 }
 
-// Drop one count of registration @id; HCCL_E_NOT_FOUND naming @what when there is none.
+std::vector<Registration>::iterator FindRegistration(State &s, uint64_t id) {
+  return std::find_if(s.mine.begin(), s.mine.end(),
+                      [&](const Registration &r) { return r.id == id; });
+}
+
+// HCCL_E_AGAIN naming @what when dropping a count of registration @id would end it while a batch
+// of this rank holds it.
+Status CheckDroppable(State &s, uint64_t id, const char *what) {
+  auto it = FindRegistration(s, id);
+  if (it != s.mine.end() && it->refs == 1 && Held(it->use)) {
+    return Error(HCCL_E_AGAIN,
+                 "{}: a batch of this rank that is still queued or running uses its {} bytes at "
+                 "{:#x}; synchronize that stream first (nothing was released)",
+                 what, it->size, it->addr);
+  }
+  return Status::Ok();
+}
+
+// Drop one count of registration @id; HCCL_E_NOT_FOUND naming @what when there is none,
+// HCCL_E_AGAIN when it would end while a batch of this rank holds it (CheckDroppable). The last
+// count revokes the peers' access before this returns: the region is deregistered (over TCP the
+// span withdrawn).
 Status Drop(State &s, uint64_t id, const char *what) {
-  auto it =
-      std::find_if(s.mine.begin(), s.mine.end(), [&](const Registration &r) { return r.id == id; });
+  auto it = FindRegistration(s, id);
   if (it == s.mine.end()) {
     return Error(HCCL_E_NOT_FOUND, "{}: registration {} is not registered", what, id);
   }
+  HZC_RETURN_IF_ERROR(CheckDroppable(s, id, what));
   if (--it->refs == 0) {
     if (s.sockets) {
       s.sockets->Withdraw(id);  // no peer's request touches it once this returns
     }
-    s.mine.erase(it);  // the region goes now, or when a batch that holds it ends
+    s.mine.erase(it);  // no batch holds the region: it is deregistered here
   }
   return Status::Ok();
 }
@@ -666,6 +699,12 @@ Status DisableMemAccess(Communicator &comm, const HcclMemDesc &desc) {
     return Error(HCCL_E_NOT_FOUND, "remoteMemDesc: rank {}'s {} bytes at {:#x} are not enabled",
                  d->owner, d->size, d->addr);
   }
+  if (Held(it->use)) {
+    return Error(HCCL_E_AGAIN,
+                 "remoteMemDesc: a batch of this rank that is still queued or running reaches "
+                 "rank {}'s {} bytes at {:#x}; synchronize that stream first (still enabled)",
+                 d->owner, d->size, d->addr);
+  }
   enabled.erase(it);
   return Status::Ok();
 }
@@ -733,6 +772,9 @@ Status UnbindMem(Communicator &comm, void *handle) {
                                        [&](const Bound &x) { return x.handle == h; });
   if (s == nullptr || b == s->bound.end()) {
     return Error(HCCL_E_PARA, "memHandle={}: not bound to this communicator", handle);
+  }
+  for (uint64_t id : b->registrations) {
+    HZC_RETURN_IF_ERROR(CheckDroppable(*s, id, "memHandle"));  // before anything is dropped
   }
   for (uint64_t id : b->registrations) {
     (void)Drop(*s, id, "memHandle");  // revokes the peers' access
@@ -819,6 +861,7 @@ Expected<std::function<Status()>> PrepareBatch(Communicator &comm, uint32_t peer
   if (s == nullptr || !s->ready[peer]) {
     return Error(HCCL_E_PARA, "remoteRank={}: this rank never exchanged descriptors with it", peer);
   }
+  std::vector<Use> uses;  // held until the batch is done with them
   std::vector<std::shared_ptr<const verbs::MemoryRegion>> held;
   std::vector<verbs::WorkRequest> requests;
   std::vector<LocalCopy> copies;
@@ -832,6 +875,8 @@ Expected<std::function<Status()>> PrepareBatch(Communicator &comm, uint32_t peer
     if (bytes == 0) {
       continue;
     }
+    uses.push_back(checked->mine->use);
+    uses.push_back(checked->theirs->use);
     if (s->sockets) {
       tcp.push_back({.local = op.localAddr, .remote = remote, .bytes = bytes});
       continue;
@@ -852,14 +897,16 @@ Expected<std::function<Status()>> PrepareBatch(Communicator &comm, uint32_t peer
   if (!tcp.empty()) {
     transport::SocketWindows *sockets = s->sockets.get();
     const std::chrono::seconds timeout = comm.ExecTimeout();
-    return std::function<Status()>([sockets, peer, put, timeout, tcp = std::move(tcp)] {
-      return sockets->Execute(peer, tcp, put, Clock::now() + timeout);
-    });
+    return std::function<Status()>(
+        [sockets, peer, put, timeout, tcp = std::move(tcp), uses = std::move(uses)] {
+          return sockets->Execute(peer, tcp, put, Clock::now() + timeout);
+        });
   }
   if (!copies.empty()) {
-    return std::function<Status()>([&comm, peer, put, copies = std::move(copies)] {
-      return CopyLocal(comm, peer, copies, put);
-    });
+    return std::function<Status()>(
+        [&comm, peer, put, copies = std::move(copies), uses = std::move(uses)] {
+          return CopyLocal(comm, peer, copies, put);
+        });
   }
   if (requests.empty()) {
     return std::function<Status()>([] { return Status::Ok(); });
@@ -868,9 +915,8 @@ Expected<std::function<Status()>> PrepareBatch(Communicator &comm, uint32_t peer
   // holds (a queued call holds it until the stream ran it).
   verbs::Links *links = s->links.get();
   return std::function<Status()>(
-      [links, held = std::move(held), requests = std::move(requests)]() -> Status {
-        return links->Execute(requests);
-      });
+      [links, held = std::move(held), requests = std::move(requests),
+       uses = std::move(uses)]() -> Status { return links->Execute(requests); });
 }
 
 }  // namespace hzc::coll
