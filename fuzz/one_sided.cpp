@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // Fuzzer: what a peer sends the one-sided calls (coll/one_sided_wire.h): its exchange message,
-// the descriptors in it as HcclEnableMemAccess checks them, and its link cards (RDMA, TCP). A
-// descriptor that passes must be a span that does not wrap, from another rank, for this one.
+// the descriptors in it as HcclEnableMemAccess checks them, its link offers and its link cards
+// (RDMA, TCP). A descriptor that passes must be a span that does not wrap, from another rank, for
+// this one; an offer that passes names one kind of link or both.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -37,6 +38,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (auto card = ParseLinkCard(blob, 2, false); card.ok()) {
     if (size != sizeof(ExchangeHeader) + sizeof(card->socket) ||
         card->header.has_link != ExchangeHeader::kSocketCard || card->socket.port == 0) {
+      std::abort();
+    }
+  }
+  if (auto kinds = ParseOffer(blob, 2); kinds.ok()) {
+    if (size != sizeof(ExchangeHeader) || *kinds == 0 || (*kinds & ~(kOverRdma | kOverTcp)) != 0) {
       std::abort();
     }
   }

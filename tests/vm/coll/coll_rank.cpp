@@ -803,6 +803,15 @@ int main(int argc, char **argv) {
   g_rank = static_cast<uint32_t>(std::atoi(argv[3]));
   const std::string scenario = argv[4];
   g_zero_copy = std::string(argv[5]) == "zerocopy";
+  // HZC_TEST_SOCKET_SERVER=S: the ranks of server S ask for TCP (HZC_NET=socket), the others keep
+  // theirs (read by the library at its first call, below).
+  const char *socket_server = std::getenv("HZC_TEST_SOCKET_SERVER");
+  const char *per_server = std::getenv("HZC_TEST_PER_SERVER");
+  if (socket_server != nullptr && per_server != nullptr && std::atoi(per_server) > 0 &&
+      g_rank / static_cast<uint32_t>(std::atoi(per_server)) ==
+          static_cast<uint32_t>(std::atoi(socket_server))) {
+    setenv("HZC_NET", "socket", 1);
+  }
   if (int rc = Init(argv[1]); rc != 0) {
     return rc;
   }

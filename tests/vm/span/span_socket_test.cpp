@@ -230,6 +230,22 @@ TEST_F(SpanSocketTest, OneSidedTransfersAcrossTwoServersOfTwoRanks) {
   EXPECT_EQ(Run(2, 2, "onesided", "staging"), std::vector<int>(4, 0));
 }
 
+// The second server asks for TCP (HZC_NET=socket), the first for HZC_NET=auto: each pair of
+// ranks agrees on its link, TCP between the servers and, where there is an RDMA device, RDMA
+// between the ranks of the first server; the "onesided" scenario passes as it does everywhere.
+TEST_F(SpanSocketTest, OneSidedPairsAgreeOnTheirLinkWhenOneServerAsksForTcp) {
+  EXPECT_EQ(Run(2, 2, "onesided", "staging",
+                {{"HZC_LOG", "debug"}, {"HZC_NET", "auto"}, {"HZC_TEST_SOCKET_SERVER", "1"}}),
+            std::vector<int>(4, 0));
+  const std::string log = RankLog(0);
+  EXPECT_NE(log.find("rank 0 links with rank 2 over TCP"), std::string::npos);
+  std::error_code ec;
+  const bool rdma = !std::filesystem::is_empty("/sys/class/infiniband", ec) && !ec;
+  EXPECT_NE(log.find(std::string("rank 0 links with rank 1 over ") + (rdma ? "RDMA" : "TCP")),
+            std::string::npos);
+  EXPECT_NE(RankLog(3).find("rank 3 links with rank 1 over TCP"), std::string::npos);
+}
+
 // A server dies during one-sided transfers: its peers fail within HCCL_EXEC_TIMEOUT, the pair
 // stays broken, the communicator is destroyed at once (hzc-coll-rank "cutonesided").
 TEST_F(SpanSocketTest, AServerThatDiesFailsOneSidedTransfersCleanly) {

@@ -104,14 +104,17 @@ struct State : Communicator::CollState {
       }
     }
   }
-  // Across servers the links; inside a server (a communicator of one server) none: the peers'
-  // memory is reached through the communicator's PeerMemory.
+  // A communicator that spans servers reaches every peer over RDMA or TCP, as the pair agrees
+  // (Link); one of one server through the peer mappings (the communicator's PeerMemory).
+  bool spanning = false;
+  bool local() const { return !spanning; }
+  uint32_t kinds = 0;  // the kinds of link this rank can make (kOverRdma, kOverTcp)
+  // With an RDMA device (HZC_NET auto or rdma): the queue pairs.
   std::unique_ptr<verbs::Links> links;
-  // Across servers without RDMA (or HZC_NET=socket): TCP connections and a service thread
-  // (transport/socket_window.h).
+  // TCP connections and a service thread (transport/socket_window.h): opened with the first
+  // pair that links over TCP (at once without RDMA).
   std::unique_ptr<transport::SocketWindows> sockets;
-  // Inside a server (neither links nor sockets): through the peer mappings.
-  bool local() const { return !links && !sockets; }
+  std::vector<uint32_t> via;  // by rank: the kind of link the pair took (0: not linked yet)
   uint64_t tag = 0;
   uint64_t next_id = 1;
   std::vector<Registration> mine;
@@ -149,8 +152,9 @@ Expected<State *> GetState(Communicator &comm) {
   }
   auto state = std::make_unique<State>();
   if (comm.group() != nullptr) {
-    // RDMA where every rank has it (HZC_NET, as the wire between servers chooses), else TCP.
+    // RDMA with the peers that have it too (HZC_NET auto or rdma), else TCP (auto or socket).
     const NetChoice net = GetConfig().net;
+    state->spanning = true;
     if (net != NetChoice::kSocket) {
       auto links =
           verbs::Links::OpenLazy(comm.rank(), comm.size(), verbs::LinkOptions::BetweenServers());
@@ -169,8 +173,10 @@ Expected<State *> GetState(Communicator &comm) {
       HZC_RETURN_IF_ERROR(sockets.status());
       state->sockets = std::move(*sockets);
     }
+    state->kinds = (state->links ? kOverRdma : 0) | (net != NetChoice::kRdma ? kOverTcp : 0);
   }
   state->tag = CommTag(comm);
+  state->via.assign(comm.size(), 0);
   state->ready.assign(comm.size(), false);
   state->enabled.resize(comm.size());
   State *s = state.get();
@@ -312,20 +318,55 @@ Status Drop(State &s, uint64_t id, const char *what) {
   return Status::Ok();
 }
 
-// Connect this rank's queue pairs with @peers' (those not linked yet): every card sent first,
-// then every peer's received and connected (the group reads while it writes: no pair waits
-// for another).
-Status Link(State &s, bootstrap::Group &group, std::span<const uint32_t> peers,
+// The TCP service of @s, opened if it is not yet; the registrations made before are exposed to
+// it.
+Status OpenSockets(State &s, const Communicator &comm) {
+  if (s.sockets) {
+    return Status::Ok();
+  }
+  auto sockets =
+      transport::SocketWindows::Open(comm.rank(), comm.size(), comm.group()->Address(comm.rank()));
+  HZC_RETURN_IF_ERROR(sockets.status());
+  s.sockets = std::move(*sockets);
+  for (const Registration &r : s.mine) {
+    s.sockets->Expose(r.id, r.peer == kAnyPeer ? transport::SocketWindows::kAnyPeer : r.peer,
+                      r.addr, r.size);
+  }
+  return Status::Ok();
+}
+
+// Link this rank with @peers (those not linked yet): first each pair offers the other the kinds
+// it can make and takes RDMA when both can, else TCP (ChooseLink); then the cards of that kind.
+// Every message of a round is sent before any is received (the group reads while it writes: no
+// pair waits for another). A failure on the way leaves the pair unusable.
+Status Link(State &s, const Communicator &comm, std::span<const uint32_t> peers,
             Clock::time_point deadline) {
+  bootstrap::Group &group = *comm.group();
   std::vector<uint32_t> fresh;
   for (uint32_t p : peers) {
-    // Linked (over TCP: connected), or over RDMA a failure on the way left the pair unusable.
-    if (s.links ? s.links->qp_num(p) != 0 : s.ready[p]) {
-      continue;
+    if (s.via[p] == 0) {
+      HZC_RETURN_IF_ERROR(group.Send(p, kDescTag + 2, Offer(s.kinds), deadline));
+      fresh.push_back(p);
     }
+  }
+  for (uint32_t p : fresh) {
+    auto offer = group.Recv(p, kDescTag + 2, deadline);
+    HZC_RETURN_IF_ERROR(offer.status());
+    auto theirs = ParseOffer(*offer, p);
+    HZC_RETURN_IF_ERROR(theirs.status());
+    auto kind = ChooseLink(s.kinds, *theirs, p);
+    HZC_RETURN_IF_ERROR(kind.status());
+    s.via[p] = *kind;
+    LogDebug("one-sided: rank {} links with rank {} over {}", comm.rank(), p,
+             *kind == kOverRdma ? "RDMA" : "TCP");
+    if (*kind == kOverTcp) {
+      HZC_RETURN_IF_ERROR(OpenSockets(s, comm));
+    }
+  }
+  for (uint32_t p : fresh) {
     std::vector<std::byte> out(sizeof(ExchangeHeader));
     ExchangeHeader mine;
-    if (s.links) {
+    if (s.via[p] == kOverRdma) {
       auto qp = s.links->AddPeer(p);
       HZC_RETURN_IF_ERROR(qp.status());
       mine.has_link = ExchangeHeader::kRdmaCard;
@@ -340,14 +381,13 @@ Status Link(State &s, bootstrap::Group &group, std::span<const uint32_t> peers,
     }
     std::memcpy(out.data(), &mine, sizeof(mine));
     HZC_RETURN_IF_ERROR(group.Send(p, kDescTag + 1, out, deadline));
-    fresh.push_back(p);
   }
   for (uint32_t p : fresh) {
     auto theirs = group.Recv(p, kDescTag + 1, deadline);
     HZC_RETURN_IF_ERROR(theirs.status());
-    auto card = ParseLinkCard(*theirs, p, s.links != nullptr);
+    auto card = ParseLinkCard(*theirs, p, s.via[p] == kOverRdma);
     HZC_RETURN_IF_ERROR(card.status());
-    if (s.links) {
+    if (s.via[p] == kOverRdma) {
       HZC_RETURN_IF_ERROR(s.links->ConnectPeer(p, card->header.port, card->header.qp));
     } else {
       HZC_RETURN_IF_ERROR(s.sockets->Connect(p, group.Address(p), card->socket, deadline));
@@ -431,7 +471,7 @@ Expected<std::vector<HcclMemDesc>> Swap(const Communicator &comm, State &s, uint
     return theirs;
   }
   bootstrap::Group &group = *comm.group();
-  HZC_RETURN_IF_ERROR(Link(s, group, std::span(&peer, 1), deadline));
+  HZC_RETURN_IF_ERROR(Link(s, comm, std::span(&peer, 1), deadline));
   HZC_RETURN_IF_ERROR(group.Send(peer, kDescTag, DescMessage(descs), deadline));
   auto in = group.Recv(peer, kDescTag, deadline);
   HZC_RETURN_IF_ERROR(in.status());
@@ -552,7 +592,7 @@ Status SwapAll(Communicator &comm, State &s, std::span<const uint32_t> peers,
     return Status::Ok();
   }
   bootstrap::Group &group = *comm.group();
-  HZC_RETURN_IF_ERROR(Link(s, group, peers, deadline));
+  HZC_RETURN_IF_ERROR(Link(s, comm, peers, deadline));
   for (uint32_t p : peers) {
     HZC_RETURN_IF_ERROR(group.Send(p, kDescTag, DescMessage(mine[p]), deadline));
   }
@@ -877,7 +917,7 @@ Expected<std::function<Status()>> PrepareBatch(Communicator &comm, uint32_t peer
     }
     uses.push_back(checked->mine->use);
     uses.push_back(checked->theirs->use);
-    if (s->sockets) {
+    if (s->via[peer] == kOverTcp) {
       tcp.push_back({.local = op.localAddr, .remote = remote, .bytes = bytes});
       continue;
     }

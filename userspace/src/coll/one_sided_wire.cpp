@@ -88,4 +88,56 @@ Expected<LinkCard> ParseLinkCard(std::span<const std::byte> blob, uint32_t peer,
   return card;
 }
 
+std::vector<std::byte> Offer(uint32_t kinds) {
+  ExchangeHeader h;
+  h.has_link = ExchangeHeader::kOffer;
+  h.kinds = kinds;
+  std::vector<std::byte> out(sizeof(h));
+  std::memcpy(out.data(), &h, sizeof(h));
+  return out;
+}
+
+Expected<uint32_t> ParseOffer(std::span<const std::byte> blob, uint32_t peer) {
+  ExchangeHeader h;
+  if (blob.size() == sizeof(h)) {
+    std::memcpy(&h, blob.data(), sizeof(h));
+  }
+  if (blob.size() != sizeof(h) || h.magic != ExchangeHeader::kMagic ||
+      h.has_link != ExchangeHeader::kOffer || h.kinds == 0 ||
+      (h.kinds & ~(kOverRdma | kOverTcp)) != 0) {
+    return Error(HCCL_E_REMOTE, "rank {} sent {} bytes that are not its offer of a link", peer,
+                 blob.size());
+  }
+  return h.kinds;
+}
+
+namespace {
+
+const char *Kinds(uint32_t kinds) {
+  switch (kinds) {
+    case kOverRdma:
+      return "RDMA only (HZC_NET=rdma)";
+    case kOverTcp:
+      return "TCP only (HZC_NET=socket, or no RDMA device)";
+    default:
+      return "RDMA or TCP";
+  }
+}
+
+}  // namespace
+
+Expected<uint32_t> ChooseLink(uint32_t mine, uint32_t theirs, uint32_t peer) {
+  const uint32_t both = mine & theirs;
+  if ((both & kOverRdma) != 0) {
+    return kOverRdma;
+  }
+  if ((both & kOverTcp) != 0) {
+    return kOverTcp;
+  }
+  return Error(HCCL_E_PARA,
+               "rank {} links over {} and this rank over {}: no kind in common (HZC_NET, RDMA "
+               "devices)",
+               peer, Kinds(theirs), Kinds(mine));
+}
+
 }  // namespace hzc::coll

@@ -43,13 +43,18 @@ struct ExchangeHeader {
   static constexpr uint32_t kMagic = 0x687a6f73;  // "hzos"
   static constexpr uint32_t kRdmaCard = 1;
   static constexpr uint32_t kSocketCard = 2;
+  static constexpr uint32_t kOffer = 3;
   uint32_t magic = kMagic;
   uint32_t count = 0;
-  uint32_t has_link = 0;  // 0: descriptors; else the kind of link card
-  uint32_t reserved = 0;
+  uint32_t has_link = 0;  // 0: descriptors; else the kind of link card, or kOffer
+  uint32_t kinds = 0;     // an offer's: the kinds of link the sender can make (kOverRdma ...)
   verbs::EndpointHeader port;
   verbs::QpEndpoint qp;
 };
+
+// The kinds of link an offer names (bits).
+inline constexpr uint32_t kOverRdma = 1;
+inline constexpr uint32_t kOverTcp = 2;
 
 // Descriptors per message at most.
 inline constexpr uint32_t kDescsPerMessage = 256;
@@ -70,5 +75,14 @@ struct LinkCard {
   transport::SocketWindows::Card socket;  // a TCP card's
 };
 Expected<LinkCard> ParseLinkCard(std::span<const std::byte> blob, uint32_t peer, bool rdma);
+
+// Before the cards a pair offers each other the kinds of link it can make (HZC_NET, an RDMA
+// device) and takes RDMA when both can, else TCP (Offer, ParseOffer, ChooseLink).
+std::vector<std::byte> Offer(uint32_t kinds);
+// Rank @peer's offer @blob: its kinds; HCCL_E_REMOTE when it is not an offer of one or both.
+Expected<uint32_t> ParseOffer(std::span<const std::byte> blob, uint32_t peer);
+// The kind of link (kOverRdma or kOverTcp) between this rank, which can make @mine, and @peer,
+// which can make @theirs: HCCL_E_PARA naming both when they have none in common.
+Expected<uint32_t> ChooseLink(uint32_t mine, uint32_t theirs, uint32_t peer);
 
 }  // namespace hzc::coll
