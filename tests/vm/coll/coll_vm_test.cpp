@@ -283,7 +283,8 @@ TEST_F(CollTest, SmallBroadcastRootsRunAhead) {
 }
 
 // HCCL's one-sided calls between the ranks of one server, through the peer transport
-// (onesided_local_rank.cpp): pairs, global memory, and a peer that deactivates its memory.
+// (onesided_local_rank.cpp): pairs, what a queued batch holds, global memory, and a peer that
+// deactivates its memory.
 TEST_F(CollTest, OneSidedTransfersInsideAServer) {
   if (!HaveTransport()) {
     GTEST_SKIP() << hzc_device_path() << " is absent and HZC_TRANSPORT=kernel";
@@ -292,6 +293,8 @@ TEST_F(CollTest, OneSidedTransfersInsideAServer) {
   ExpectErrorLog("HcclEnableMemAccess: remoteMemDesc: rank");
   ExpectErrorLog("HcclBatchPut: desc[0]");
   ExpectErrorLog("HcclDeregisterMem: desc: registration");
+  ExpectErrorLog("HcclDeregisterMem: desc: a batch of this rank that is still queued");
+  ExpectErrorLog("HcclDisableMemAccess: remoteMemDesc: a batch of this rank that is still queued");
   ExpectErrorLog("HcclCommDestroy: comm: 2 global memory handle(s) bound");
   EXPECT_EQ(RunRanks(2, "onesidedlocal", "zerocopy"), std::vector<int>(2, 0));
   EXPECT_EQ(RunRanks(4, "onesidedlocal", "zerocopy"), std::vector<int>(4, 0));

@@ -8,7 +8,8 @@
 //             filled itself (HcclBatchGet, on a stream); every byte is checked after a barrier.
 //             Memory that is not activated cannot be registered (HCCL_E_NOT_SUPPORT); a write
 //             past the enabled window, from memory not registered, after HcclDisableMemAccess,
-//             and a second deregistration fail with their codes. Then global memory: every
+//             and a second deregistration fail with their codes, and so do a deregistration and
+//             a disable while a batch that uses them is queued. Then global memory: every
 //             rank's window bound and HcclCommPrepare, each rank writes its pattern into its own
 //             slot of every other rank's window, checked after a barrier; HcclCommDestroy is
 //             refused while memory is bound. Last, the odd ranks deactivate their arena and the
@@ -32,6 +33,7 @@ namespace {
 
 using onesided::Check;
 using onesided::EnableWindow;
+using onesided::HeldWhileQueued;
 using onesided::kPieces;
 using onesided::kWindow;
 using onesided::Pattern;
@@ -114,6 +116,10 @@ int Pairs(uint8_t *window, uint8_t *source, uint8_t *back) {
     return rc;
   }
   if (int rc = Check("the window's own half", window, kWindow / 2, kWindow, g_rank)) {
+    return rc;
+  }
+  if (int rc = HeldWhileQueued(g_rank % 2 == 0, pair, &src, &theirs[0], put, remote_window, back,
+                               window)) {
     return rc;
   }
   if (!Want("HcclDisableMemAccess", HcclDisableMemAccess(g_comm, &theirs[0]), HCCL_SUCCESS) ||

@@ -27,12 +27,9 @@
 #include <hccl/hccl.h>
 #include <hccl/hccl_one_sided_services.h>
 
-#include <atomic>
-#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "coll_rank.h"
@@ -43,63 +40,12 @@ namespace {
 
 using onesided::Check;
 using onesided::EnableWindow;
+using onesided::HeldWhileQueued;
 using onesided::kPieces;
 using onesided::kWindow;
 using onesided::Pattern;
 using onesided::Pieces;
 using onesided::Want;
-
-// A batch of this rank that is still queued holds what it uses: until its stream ran it,
-// deregistering its local span (@src) or disabling the pair's (@theirs) is HCCL_E_AGAIN and
-// leaves both as they were. The ranks of the first server queue a barrier and, behind it, a put of
-// @ops into the pair's window on a stream of their own; the pair joins the barrier only once told
-// (a byte put into the last of its @window, from @back, once every rank checked its window), and
-// both meet again once the put ran.
-int HeldWhileQueued(uint32_t pair, HcclMemDesc *src, HcclMemDesc *theirs,
-                    std::vector<HcclOneSideOpDesc> &ops, uint8_t *remote_window,
-                    std::vector<uint8_t> &back, std::vector<uint8_t> &window) {
-  if (!Want("HcclBarrier after the checks", HcclBarrier(g_comm, nullptr), HCCL_SUCCESS)) {
-    return 63;
-  }
-  if (g_rank >= g_per_server) {
-    const uint8_t told = Pattern(g_rank, kWindow - 1) ^ 0xff;
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-    while (std::atomic_ref<uint8_t>(window[kWindow - 1]).load(std::memory_order_acquire) != told) {
-      if (std::chrono::steady_clock::now() > deadline) {
-        std::fprintf(stderr, "rank %u: rank %u never said its put was queued\n", g_rank, pair);
-        return 63;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
-    return Want("HcclBarrier", HcclBarrier(g_comm, nullptr), HCCL_SUCCESS) &&
-                   Want("HcclBarrier after the queued put", HcclBarrier(g_comm, nullptr),
-                        HCCL_SUCCESS)
-               ? 0
-               : 63;
-  }
-  aclrtStream stream = nullptr;
-  if (aclrtCreateStream(&stream) != ACL_SUCCESS) {
-    return 63;
-  }
-  back[0] = Pattern(pair, kWindow - 1) ^ 0xff;
-  HcclOneSideOpDesc tell{back.data(), remote_window + kWindow - 1, 1, HCCL_DATA_TYPE_INT8};
-  const bool ok =
-      Want("HcclBarrier on a stream", HcclBarrier(g_comm, stream), HCCL_SUCCESS) &&
-      Want("HcclBatchPut on a stream behind it", HcclBatchPut(g_comm, pair, ops.data(), 1, stream),
-           HCCL_SUCCESS) &&
-      Want("HcclDeregisterMem of a queued batch's source", HcclDeregisterMem(g_comm, src),
-           HCCL_E_AGAIN) &&
-      Want("HcclDisableMemAccess of a queued batch's target", HcclDisableMemAccess(g_comm, theirs),
-           HCCL_E_AGAIN) &&
-      Want("HcclBatchPut telling the pair", HcclBatchPut(g_comm, pair, &tell, 1, nullptr),
-           HCCL_SUCCESS) &&
-      Want("aclrtSynchronizeStream of the queued put",
-           static_cast<HcclResult>(aclrtSynchronizeStream(stream) == ACL_SUCCESS ? 0 : 4),
-           HCCL_SUCCESS) &&
-      Want("HcclBarrier after the queued put", HcclBarrier(g_comm, nullptr), HCCL_SUCCESS);
-  (void)aclrtDestroyStream(stream);
-  return ok ? 0 : 63;
-}
 
 int Run() {
   const uint32_t per = g_per_server;
@@ -219,7 +165,8 @@ int Run() {
       return 63;
     }
   }
-  if (int rc = HeldWhileQueued(pair, &src, &theirs[0], put, remote_window, back, window)) {
+  if (int rc = HeldWhileQueued(g_rank < per, pair, &src, &theirs[0], put, remote_window,
+                               back.data(), window.data())) {
     return rc;
   }
   if (!Want("HcclDisableMemAccess", HcclDisableMemAccess(g_comm, &theirs[0]), HCCL_SUCCESS) ||
