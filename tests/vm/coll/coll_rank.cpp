@@ -77,6 +77,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -803,14 +804,20 @@ int main(int argc, char **argv) {
   g_rank = static_cast<uint32_t>(std::atoi(argv[3]));
   const std::string scenario = argv[4];
   g_zero_copy = std::string(argv[5]) == "zerocopy";
-  // HZC_TEST_SOCKET_SERVER=S: the ranks of server S ask for TCP (HZC_NET=socket), the others keep
-  // theirs (read by the library at its first call, below).
-  const char *socket_server = std::getenv("HZC_TEST_SOCKET_SERVER");
+  // HZC_TEST_NET_BY_SERVER=A,B,...: the ranks of server s ask for the s-th kind of link
+  // (HZC_NET), read by the library at its first call, below.
+  const char *by_server = std::getenv("HZC_TEST_NET_BY_SERVER");
   const char *per_server = std::getenv("HZC_TEST_PER_SERVER");
-  if (socket_server != nullptr && per_server != nullptr && std::atoi(per_server) > 0 &&
-      g_rank / static_cast<uint32_t>(std::atoi(per_server)) ==
-          static_cast<uint32_t>(std::atoi(socket_server))) {
-    setenv("HZC_NET", "socket", 1);
+  if (by_server != nullptr && per_server != nullptr && std::atoi(per_server) > 0) {
+    std::vector<std::string> nets;
+    std::stringstream list(by_server);
+    for (std::string net; std::getline(list, net, ',');) {
+      nets.push_back(net);
+    }
+    const uint32_t server = g_rank / static_cast<uint32_t>(std::atoi(per_server));
+    if (server < nets.size()) {
+      setenv("HZC_NET", nets[server].c_str(), 1);
+    }
   }
   if (int rc = Init(argv[1]); rc != 0) {
     return rc;

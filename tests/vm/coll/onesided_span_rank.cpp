@@ -22,6 +22,8 @@
 //             other rank fails within HCCL_EXEC_TIMEOUT, then a quick destroy (RunCutGlobal).
 //   onesidednone  (HZC_NET=rdma on servers without RDMA) every one-sided call to another server
 //             is HCCL_E_NOT_SUPPORT (RunNone).
+//   onesidedmixed  (three servers asking for RDMA, TCP and either) HcclCommPrepare fails fast on
+//             every rank (RunMixed).
 // Exit 63 when a byte or a code differs (the rank logs which).
 #include <acl/acl.h>
 #include <hccl/hccl.h>
@@ -378,9 +380,29 @@ int RunNone() {
 
 }  // namespace
 
+// Three servers whose ranks ask for RDMA, TCP and either (HZC_TEST_NET_BY_SERVER=rdma,socket,
+// auto): every rank binds a window and prepares with no time limit. The first two servers have
+// no kind of link in common (HCCL_E_PARA), so HcclCommPrepare fails there and every rank of the
+// third, linked with both, learns that they gave up (HCCL_E_REMOTE) instead of waiting for ever.
+int RunMixed() {
+  std::vector<uint8_t> window(64 << 10, 0);
+  HcclMem mem{HCCL_MEM_TYPE_HOST, window.data(), window.size()};
+  void *handle = nullptr;
+  HcclPrepareConfig config{HCCL_TOPO_FULLMESH, 0, 0, 0};
+  const HcclResult want = g_rank / g_per_server == 2 ? HCCL_E_REMOTE : HCCL_E_PARA;
+  return Want("HcclRegisterGlobalMem", HcclRegisterGlobalMem(&mem, &handle), HCCL_SUCCESS) &&
+                 Want("HcclCommBindMem", HcclCommBindMem(g_comm, handle), HCCL_SUCCESS) &&
+                 Want("HcclCommPrepare", HcclCommPrepare(g_comm, &config, -1), want) &&
+                 Want("HcclCommUnbindMem", HcclCommUnbindMem(g_comm, handle), HCCL_SUCCESS) &&
+                 Want("HcclDeregisterGlobalMem", HcclDeregisterGlobalMem(handle), HCCL_SUCCESS)
+             ? 0
+             : 63;
+}
+
 int OneSidedScenario(const std::string &scenario) {
   if (scenario != "onesided" && scenario != "onesidedglobal" && scenario != "cutonesided" &&
-      scenario != "cutonesidedglobal" && scenario != "onesidednone") {
+      scenario != "cutonesidedglobal" && scenario != "onesidednone" &&
+      scenario != "onesidedmixed") {
     return -1;
   }
   if (g_per_server == 0 || g_n % g_per_server != 0 || g_n < 2 * g_per_server) {
@@ -394,6 +416,9 @@ int OneSidedScenario(const std::string &scenario) {
   }
   if (scenario == "onesidednone") {
     return RunNone();
+  }
+  if (scenario == "onesidedmixed") {
+    return g_n == 3 * g_per_server ? RunMixed() : 51;
   }
   if (scenario == "onesidedglobal") {
     return g_per_server >= 2 ? RunGlobal() : 51;

@@ -235,7 +235,7 @@ TEST_F(SpanSocketTest, OneSidedTransfersAcrossTwoServersOfTwoRanks) {
 // between the ranks of the first server; the "onesided" scenario passes as it does everywhere.
 TEST_F(SpanSocketTest, OneSidedPairsAgreeOnTheirLinkWhenOneServerAsksForTcp) {
   EXPECT_EQ(Run(2, 2, "onesided", "staging",
-                {{"HZC_LOG", "debug"}, {"HZC_NET", "auto"}, {"HZC_TEST_SOCKET_SERVER", "1"}}),
+                {{"HZC_LOG", "debug"}, {"HZC_TEST_NET_BY_SERVER", "auto,socket"}}),
             std::vector<int>(4, 0));
   const std::string log = RankLog(0);
   EXPECT_NE(log.find("rank 0 links with rank 2 over TCP"), std::string::npos);
@@ -244,6 +244,21 @@ TEST_F(SpanSocketTest, OneSidedPairsAgreeOnTheirLinkWhenOneServerAsksForTcp) {
   EXPECT_NE(log.find(std::string("rank 0 links with rank 1 over ") + (rdma ? "RDMA" : "TCP")),
             std::string::npos);
   EXPECT_NE(RankLog(3).find("rank 3 links with rank 1 over TCP"), std::string::npos);
+}
+
+// Three servers asking for RDMA, TCP and either: the first two have no kind of link in common and
+// fail HcclCommPrepare naming it; the third, linked with both, is told they gave up instead of
+// waiting for their descriptors with no time limit (hzc-coll-rank "onesidedmixed").
+TEST_F(SpanSocketTest, OneSidedPrepareFailsFastWhereTwoServersHaveNoLinkInCommon) {
+  std::error_code ec;
+  if (std::filesystem::is_empty("/sys/class/infiniband", ec) || ec) {
+    GTEST_SKIP() << "no RDMA device (/sys/class/infiniband): HZC_NET=rdma would not open";
+  }
+  EXPECT_EQ(Run(3, 1, "onesidedmixed", "staging", {{"HZC_TEST_NET_BY_SERVER", "rdma,socket,auto"}}),
+            std::vector<int>(3, 0));
+  EXPECT_NE(RankLog(0).find("rank 1 links over TCP only"), std::string::npos);
+  EXPECT_NE(RankLog(1).find("rank 0 links over RDMA only"), std::string::npos);
+  EXPECT_NE(RankLog(2).find("gave up the exchange"), std::string::npos);
 }
 
 // A server dies during one-sided transfers: its peers fail within HCCL_EXEC_TIMEOUT, the pair

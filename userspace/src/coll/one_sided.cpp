@@ -114,7 +114,11 @@ struct State : Communicator::CollState {
   // TCP connections and a service thread (transport/socket_window.h): opened with the first
   // pair that links over TCP (at once without RDMA).
   std::unique_ptr<transport::SocketWindows> sockets;
-  std::vector<uint32_t> via;  // by rank: the kind of link the pair took (0: not linked yet)
+  // By rank: the kind of link the pair took (0: none yet), whether this rank offered it its
+  // kinds (once per pair), and why linking with it failed (the pair stays unusable).
+  std::vector<uint32_t> via;
+  std::vector<bool> offered;
+  std::vector<Status> failed;
   uint64_t tag = 0;
   uint64_t next_id = 1;
   std::vector<Registration> mine;
@@ -177,6 +181,8 @@ Expected<State *> GetState(Communicator &comm) {
   }
   state->tag = CommTag(comm);
   state->via.assign(comm.size(), 0);
+  state->offered.assign(comm.size(), false);
+  state->failed.assign(comm.size(), Status::Ok());
   state->ready.assign(comm.size(), false);
   state->enabled.resize(comm.size());
   State *s = state.get();
@@ -335,66 +341,133 @@ Status OpenSockets(State &s, const Communicator &comm) {
   return Status::Ok();
 }
 
+// This rank's card for @peer over @kind (set up here: a queue pair, or a TCP token).
+Expected<std::vector<std::byte>> Card(State &s, const Communicator &comm, uint32_t peer,
+                                      uint32_t kind) {
+  std::vector<std::byte> out(sizeof(ExchangeHeader));
+  ExchangeHeader mine;
+  if (kind == kOverRdma) {
+    auto qp = s.links->AddPeer(peer);
+    HZC_RETURN_IF_ERROR(qp.status());
+    mine.has_link = ExchangeHeader::kRdmaCard;
+    mine.port = s.links->Header();
+    mine.qp = *qp;
+  } else {
+    HZC_RETURN_IF_ERROR(OpenSockets(s, comm));
+    auto card = s.sockets->CardFor(peer);
+    HZC_RETURN_IF_ERROR(card.status());
+    mine.has_link = ExchangeHeader::kSocketCard;
+    out.resize(sizeof(mine) + sizeof(*card));
+    std::memcpy(out.data() + sizeof(mine), &*card, sizeof(*card));
+  }
+  std::memcpy(out.data(), &mine, sizeof(mine));
+  return out;
+}
+
 // Link this rank with @peers (those not linked yet): first each pair offers the other the kinds
-// it can make and takes RDMA when both can, else TCP (ChooseLink); then the cards of that kind.
-// Every message of a round is sent before any is received (the group reads while it writes: no
-// pair waits for another). A failure on the way leaves the pair unusable.
+// it can make (once) and takes RDMA when both can, else TCP (ChooseLink); then each sends the
+// other its card of that kind, or a card saying it cannot link (GiveUp), so that a failure on
+// one side fails the other at once instead of leaving it waiting. Every message of a round is sent
+// before any is received (the group reads while it writes: no pair waits for another). A pair
+// that failed once stays unusable (the first failure is returned again); the first failure among
+// @peers is returned once every pair is done.
 Status Link(State &s, const Communicator &comm, std::span<const uint32_t> peers,
             Clock::time_point deadline) {
   bootstrap::Group &group = *comm.group();
-  std::vector<uint32_t> fresh;
+  struct Pair {
+    uint32_t peer;
+    uint32_t kind = 0;
+    Status st;
+    bool heard = false;   // its offer came
+    bool carded = false;  // this rank sent its card (or its refusal)
+  };
+  std::vector<Pair> fresh;
+  Status first;
+  auto fail = [&](Pair &f, Status st) {
+    if (f.st.ok()) {
+      f.st = std::move(st);
+    }
+  };
   for (uint32_t p : peers) {
-    if (s.via[p] == 0) {
-      HZC_RETURN_IF_ERROR(group.Send(p, kDescTag + 2, Offer(s.kinds), deadline));
-      fresh.push_back(p);
+    if (s.ready[p]) {
+      continue;
+    }
+    if (!s.failed[p].ok()) {
+      return Error(s.failed[p].code(), "rank {}: its link failed before: {}", p,
+                   s.failed[p].message());
+    }
+    Pair f{.peer = p, .kind = 0, .st = Status::Ok(), .heard = false, .carded = false};
+    if (!s.offered[p]) {
+      if (Status st = group.Send(p, kDescTag + 2, Offer(s.kinds), deadline); !st.ok()) {
+        return st;  // the connection is gone: nothing was sent to the others after it either
+      }
+      s.offered[p] = true;
+    }
+    fresh.push_back(std::move(f));
+  }
+  for (Pair &f : fresh) {
+    auto offer = group.Recv(f.peer, kDescTag + 2, deadline);
+    if (!offer.ok()) {
+      f.st = offer.status();  // not heard from: no card either (it may still come in time)
+      continue;
+    }
+    auto kind = ParseOffer(*offer, f.peer);
+    if (kind.ok()) {
+      kind = ChooseLink(s.kinds, *kind, f.peer);
+    }
+    f.heard = f.carded = true;  // from here on the peer waits for a card
+    if (!kind.ok()) {
+      fail(f, kind.status());
+      continue;
+    }
+    f.kind = *kind;
+    LogDebug("one-sided: rank {} links with rank {} over {}", comm.rank(), f.peer,
+             f.kind == kOverRdma ? "RDMA" : "TCP");
+  }
+  for (Pair &f : fresh) {
+    if (!f.carded) {
+      continue;
+    }
+    Expected<std::vector<std::byte>> card = GiveUp();
+    if (f.st.ok()) {
+      card = Card(s, comm, f.peer, f.kind);
+      if (!card.ok()) {
+        fail(f, card.status());
+        card = GiveUp();
+      }
+    }
+    if (Status st = group.Send(f.peer, kDescTag + 1, *card, deadline); !st.ok()) {
+      fail(f, st);
+      f.carded = false;  // nothing to wait for either
     }
   }
-  for (uint32_t p : fresh) {
-    auto offer = group.Recv(p, kDescTag + 2, deadline);
-    HZC_RETURN_IF_ERROR(offer.status());
-    auto theirs = ParseOffer(*offer, p);
-    HZC_RETURN_IF_ERROR(theirs.status());
-    auto kind = ChooseLink(s.kinds, *theirs, p);
-    HZC_RETURN_IF_ERROR(kind.status());
-    s.via[p] = *kind;
-    LogDebug("one-sided: rank {} links with rank {} over {}", comm.rank(), p,
-             *kind == kOverRdma ? "RDMA" : "TCP");
-    if (*kind == kOverTcp) {
-      HZC_RETURN_IF_ERROR(OpenSockets(s, comm));
+  for (Pair &f : fresh) {
+    if (f.carded) {
+      auto theirs = group.Recv(f.peer, kDescTag + 1, deadline);
+      if (!theirs.ok()) {
+        fail(f, theirs.status());
+      } else if (f.st.ok()) {
+        auto card = ParseLinkCard(*theirs, f.peer, f.kind == kOverRdma);
+        Status st = card.status();
+        if (st.ok() && f.kind == kOverRdma) {
+          st = s.links->ConnectPeer(f.peer, card->header.port, card->header.qp);
+        } else if (st.ok()) {
+          st = s.sockets->Connect(f.peer, group.Address(f.peer), card->socket, deadline);
+        }
+        fail(f, st);
+      }
+    }
+    if (f.st.ok()) {
+      s.via[f.peer] = f.kind;
+      s.ready[f.peer] = true;
+    } else if (f.heard) {
+      s.failed[f.peer] = f.st;  // the pair went too far to start again
+    }
+    if (first.ok() && !f.st.ok()) {
+      first = f.st;
     }
   }
-  for (uint32_t p : fresh) {
-    std::vector<std::byte> out(sizeof(ExchangeHeader));
-    ExchangeHeader mine;
-    if (s.via[p] == kOverRdma) {
-      auto qp = s.links->AddPeer(p);
-      HZC_RETURN_IF_ERROR(qp.status());
-      mine.has_link = ExchangeHeader::kRdmaCard;
-      mine.port = s.links->Header();
-      mine.qp = *qp;
-    } else {
-      auto card = s.sockets->CardFor(p);
-      HZC_RETURN_IF_ERROR(card.status());
-      mine.has_link = ExchangeHeader::kSocketCard;
-      out.resize(sizeof(mine) + sizeof(*card));
-      std::memcpy(out.data() + sizeof(mine), &*card, sizeof(*card));
-    }
-    std::memcpy(out.data(), &mine, sizeof(mine));
-    HZC_RETURN_IF_ERROR(group.Send(p, kDescTag + 1, out, deadline));
-  }
-  for (uint32_t p : fresh) {
-    auto theirs = group.Recv(p, kDescTag + 1, deadline);
-    HZC_RETURN_IF_ERROR(theirs.status());
-    auto card = ParseLinkCard(*theirs, p, s.via[p] == kOverRdma);
-    HZC_RETURN_IF_ERROR(card.status());
-    if (s.via[p] == kOverRdma) {
-      HZC_RETURN_IF_ERROR(s.links->ConnectPeer(p, card->header.port, card->header.qp));
-    } else {
-      HZC_RETURN_IF_ERROR(s.sockets->Connect(p, group.Address(p), card->socket, deadline));
-    }
-    s.ready[p] = true;
-  }
-  return Status::Ok();
+  return first;
 }
 
 // The exchange's message of @descs.
@@ -592,10 +665,16 @@ Status SwapAll(Communicator &comm, State &s, std::span<const uint32_t> peers,
     return Status::Ok();
   }
   bootstrap::Group &group = *comm.group();
-  HZC_RETURN_IF_ERROR(Link(s, comm, peers, deadline));
+  // Every peer linked with gets this rank's descriptors, or word that it gave up (a link with
+  // another peer failed), so that none waits for them.
+  const Status linked = Link(s, comm, peers, deadline);
   for (uint32_t p : peers) {
-    HZC_RETURN_IF_ERROR(group.Send(p, kDescTag, DescMessage(mine[p]), deadline));
+    if (s.ready[p]) {
+      HZC_RETURN_IF_ERROR(
+          group.Send(p, kDescTag, linked.ok() ? DescMessage(mine[p]) : GiveUp(), deadline));
+    }
   }
+  HZC_RETURN_IF_ERROR(linked);
   for (uint32_t p : peers) {
     auto in = group.Recv(p, kDescTag, deadline);
     HZC_RETURN_IF_ERROR(in.status());

@@ -41,8 +41,9 @@
 //
 // Locking: one mutex per communicator (Communicator::one_sided_mutex) over the state; a batch
 // takes the regions it needs under it, then transfers without it (Links::Execute runs one batch
-// at a time per communicator). A deregistration while a batch of this rank uses the region
-// waits for nothing: the region goes when that batch drops it.
+// at a time per communicator). A deregistration (or a disable) while a batch of this rank that
+// uses the span is still queued or running is refused (HCCL_E_AGAIN): the batch holds a count of
+// the span's use, so that when a deregistration returns, the region is gone.
 #pragma once
 
 #include <hccl/hccl_one_sided_services.h>

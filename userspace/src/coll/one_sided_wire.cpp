@@ -37,6 +37,10 @@ Expected<std::vector<HcclMemDesc>> ParseDescMessage(std::span<const std::byte> b
                  blob.size());
   }
   std::memcpy(&h, blob.data(), sizeof(h));
+  if (h.magic == ExchangeHeader::kMagic && h.has_link == ExchangeHeader::kGiveUp &&
+      blob.size() == sizeof(h)) {
+    return Error(HCCL_E_REMOTE, "rank {} gave up the exchange (its log says why)", peer);
+  }
   if (h.magic != ExchangeHeader::kMagic || h.has_link != 0 || h.count > kDescsPerMessage ||
       blob.size() != sizeof(h) + size_t{h.count} * sizeof(HcclMemDesc)) {
     return Error(HCCL_E_REMOTE, "rank {} sent {} bytes that are not its descriptors", peer,
@@ -58,11 +62,13 @@ Expected<LinkCard> ParseLinkCard(std::span<const std::byte> blob, uint32_t peer,
   }
   std::memcpy(&h, blob.data(), sizeof(h));
   const uint32_t want = rdma ? ExchangeHeader::kRdmaCard : ExchangeHeader::kSocketCard;
+  if (h.magic == ExchangeHeader::kMagic && h.has_link == ExchangeHeader::kGiveUp) {
+    return Error(HCCL_E_REMOTE, "rank {} could not make its side of the link (its log says why)",
+                 peer);
+  }
   if (h.magic == ExchangeHeader::kMagic && h.has_link != want &&
       (h.has_link == ExchangeHeader::kRdmaCard || h.has_link == ExchangeHeader::kSocketCard)) {
-    return Error(HCCL_E_PARA,
-                 "rank {} reaches its peers over {} and this rank over {}: every rank needs the "
-                 "same (HZC_NET, RDMA devices)",
+    return Error(HCCL_E_REMOTE, "rank {} sent a card for a link over {}, not the {} link agreed on",
                  peer, rdma ? "TCP" : "RDMA", rdma ? "RDMA" : "TCP");
   }
   if (rdma) {
@@ -92,6 +98,14 @@ std::vector<std::byte> Offer(uint32_t kinds) {
   ExchangeHeader h;
   h.has_link = ExchangeHeader::kOffer;
   h.kinds = kinds;
+  std::vector<std::byte> out(sizeof(h));
+  std::memcpy(out.data(), &h, sizeof(h));
+  return out;
+}
+
+std::vector<std::byte> GiveUp() {
+  ExchangeHeader h;
+  h.has_link = ExchangeHeader::kGiveUp;
   std::vector<std::byte> out(sizeof(h));
   std::memcpy(out.data(), &h, sizeof(h));
   return out;

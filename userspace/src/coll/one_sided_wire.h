@@ -44,6 +44,7 @@ struct ExchangeHeader {
   static constexpr uint32_t kRdmaCard = 1;
   static constexpr uint32_t kSocketCard = 2;
   static constexpr uint32_t kOffer = 3;
+  static constexpr uint32_t kGiveUp = 4;  // the sender gives up the link or the exchange (GiveUp)
   uint32_t magic = kMagic;
   uint32_t count = 0;
   uint32_t has_link = 0;  // 0: descriptors; else the kind of link card, or kOffer
@@ -65,11 +66,12 @@ std::optional<Desc> ParseDesc(const HcclMemDesc &d);
 // HCCL_E_PARA naming what is wrong (another communicator, not from another rank for this one,
 // not a span).
 Status CheckRemoteDesc(const Desc &d, uint64_t tag, uint32_t me, uint32_t nranks);
-// Rank @peer's descriptors in its message @blob; HCCL_E_REMOTE when it is not such a message.
+// Rank @peer's descriptors in its message @blob; HCCL_E_REMOTE when it is not such a message, or
+// says the peer gave up.
 Expected<std::vector<HcclMemDesc>> ParseDescMessage(std::span<const std::byte> blob, uint32_t peer);
-// Rank @peer's link card @blob for a link over RDMA (@rdma) or TCP: HCCL_E_PARA when it is of
-// the other kind (the ranks' HZC_NET or devices differ), HCCL_E_REMOTE when it is not a ready
-// port and queue pair, or a TCP card.
+// Rank @peer's link card @blob for a link over RDMA (@rdma) or TCP: HCCL_E_REMOTE when it says
+// the peer gave up (GiveUp), or is not a ready port and queue pair, or a TCP card (a card
+// of the other kind than the pair agreed on included).
 struct LinkCard {
   ExchangeHeader header;
   transport::SocketWindows::Card socket;  // a TCP card's
@@ -79,6 +81,10 @@ Expected<LinkCard> ParseLinkCard(std::span<const std::byte> blob, uint32_t peer,
 // Before the cards a pair offers each other the kinds of link it can make (HZC_NET, an RDMA
 // device) and takes RDMA when both can, else TCP (Offer, ParseOffer, ChooseLink).
 std::vector<std::byte> Offer(uint32_t kinds);
+// What a rank sends in place of its card when it cannot make its side of the link the pair
+// agreed on (or they agreed on none), or in place of its descriptors when HcclCommPrepare failed
+// on its side: the peer fails at once instead of waiting for what never comes.
+std::vector<std::byte> GiveUp();
 // Rank @peer's offer @blob: its kinds; HCCL_E_REMOTE when it is not an offer of one or both.
 Expected<uint32_t> ParseOffer(std::span<const std::byte> blob, uint32_t peer);
 // The kind of link (kOverRdma or kOverTcp) between this rank, which can make @mine, and @peer,
