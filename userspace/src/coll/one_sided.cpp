@@ -364,30 +364,85 @@ Expected<std::vector<std::byte>> Card(State &s, const Communicator &comm, uint32
   return out;
 }
 
+// A pair on its way to being linked (Link).
+struct LinkPair {
+  uint32_t peer = 0;
+  uint32_t kind = 0;    // what the pair agreed on
+  Status st;            // its first failure
+  bool heard = false;   // the peer's offer came
+  bool carded = false;  // this rank sent its card (or gave up): the peer's is to be received
+  void Fail(Status why) {
+    if (st.ok()) {
+      st = std::move(why);
+    }
+  }
+};
+
+// Receive @f.peer's offer and agree on the kind of link.
+void TakeOffer(const State &s, const Communicator &comm, LinkPair &f, Clock::time_point deadline) {
+  auto offer = comm.group()->Recv(f.peer, kDescTag + 2, deadline);
+  if (!offer.ok()) {
+    f.Fail(offer.status());  // not heard from: no card either (it may still come in time)
+    return;
+  }
+  f.heard = f.carded = true;  // from here on the peer waits for a card
+  auto kind = ParseOffer(*offer, f.peer);
+  if (kind.ok()) {
+    kind = ChooseLink(s.kinds, *kind, f.peer);
+  }
+  if (!kind.ok()) {
+    f.Fail(kind.status());
+    return;
+  }
+  f.kind = *kind;
+  LogDebug("one-sided: rank {} links with rank {} over {}", comm.rank(), f.peer,
+           f.kind == kOverRdma ? "RDMA" : "TCP");
+}
+
+// Send @f.peer this rank's card of the agreed kind, or word that it gave up.
+void SendCard(State &s, const Communicator &comm, LinkPair &f, Clock::time_point deadline) {
+  Expected<std::vector<std::byte>> card = GiveUp();
+  if (f.st.ok()) {
+    card = Card(s, comm, f.peer, f.kind);
+    if (!card.ok()) {
+      f.Fail(card.status());
+      card = GiveUp();
+    }
+  }
+  if (Status st = comm.group()->Send(f.peer, kDescTag + 1, *card, deadline); !st.ok()) {
+    f.Fail(st);
+    f.carded = false;  // nothing to wait for either
+  }
+}
+
+// Receive @f.peer's card and connect with it (unless the pair failed already).
+void TakeCard(State &s, const Communicator &comm, LinkPair &f, Clock::time_point deadline) {
+  bootstrap::Group &group = *comm.group();
+  auto theirs = group.Recv(f.peer, kDescTag + 1, deadline);
+  if (!theirs.ok() || !f.st.ok()) {
+    f.Fail(theirs.status());
+    return;
+  }
+  auto card = ParseLinkCard(*theirs, f.peer, f.kind == kOverRdma);
+  Status st = card.status();
+  if (st.ok() && f.kind == kOverRdma) {
+    st = s.links->ConnectPeer(f.peer, card->header.port, card->header.qp);
+  } else if (st.ok()) {
+    st = s.sockets->Connect(f.peer, group.Address(f.peer), card->socket, deadline);
+  }
+  f.Fail(st);
+}
+
 // Link this rank with @peers (those not linked yet): first each pair offers the other the kinds
 // it can make (once) and takes RDMA when both can, else TCP (ChooseLink); then each sends the
-// other its card of that kind, or a card saying it cannot link (GiveUp), so that a failure on
-// one side fails the other at once instead of leaving it waiting. Every message of a round is sent
-// before any is received (the group reads while it writes: no pair waits for another). A pair
-// that failed once stays unusable (the first failure is returned again); the first failure among
+// other its card of that kind, or word that it gave up (GiveUp), so that a failure on one side
+// fails the other at once instead of leaving it waiting. Every message of a round is sent before
+// any is received (the group reads while it writes: no pair waits for another). A pair that
+// failed once stays unusable (its first failure is returned again); the first failure among
 // @peers is returned once every pair is done.
 Status Link(State &s, const Communicator &comm, std::span<const uint32_t> peers,
             Clock::time_point deadline) {
-  bootstrap::Group &group = *comm.group();
-  struct Pair {
-    uint32_t peer;
-    uint32_t kind = 0;
-    Status st;
-    bool heard = false;   // its offer came
-    bool carded = false;  // this rank sent its card (or its refusal)
-  };
-  std::vector<Pair> fresh;
-  Status first;
-  auto fail = [&](Pair &f, Status st) {
-    if (f.st.ok()) {
-      f.st = std::move(st);
-    }
-  };
+  std::vector<LinkPair> fresh;
   for (uint32_t p : peers) {
     if (s.ready[p]) {
       continue;
@@ -396,66 +451,24 @@ Status Link(State &s, const Communicator &comm, std::span<const uint32_t> peers,
       return Error(s.failed[p].code(), "rank {}: its link failed before: {}", p,
                    s.failed[p].message());
     }
-    Pair f{.peer = p, .kind = 0, .st = Status::Ok(), .heard = false, .carded = false};
     if (!s.offered[p]) {
-      if (Status st = group.Send(p, kDescTag + 2, Offer(s.kinds), deadline); !st.ok()) {
-        return st;  // the connection is gone: nothing was sent to the others after it either
-      }
+      HZC_RETURN_IF_ERROR(comm.group()->Send(p, kDescTag + 2, Offer(s.kinds), deadline));
       s.offered[p] = true;
     }
-    fresh.push_back(std::move(f));
+    fresh.emplace_back().peer = p;
   }
-  for (Pair &f : fresh) {
-    auto offer = group.Recv(f.peer, kDescTag + 2, deadline);
-    if (!offer.ok()) {
-      f.st = offer.status();  // not heard from: no card either (it may still come in time)
-      continue;
-    }
-    auto kind = ParseOffer(*offer, f.peer);
-    if (kind.ok()) {
-      kind = ChooseLink(s.kinds, *kind, f.peer);
-    }
-    f.heard = f.carded = true;  // from here on the peer waits for a card
-    if (!kind.ok()) {
-      fail(f, kind.status());
-      continue;
-    }
-    f.kind = *kind;
-    LogDebug("one-sided: rank {} links with rank {} over {}", comm.rank(), f.peer,
-             f.kind == kOverRdma ? "RDMA" : "TCP");
+  for (LinkPair &f : fresh) {
+    TakeOffer(s, comm, f, deadline);
   }
-  for (Pair &f : fresh) {
-    if (!f.carded) {
-      continue;
-    }
-    Expected<std::vector<std::byte>> card = GiveUp();
-    if (f.st.ok()) {
-      card = Card(s, comm, f.peer, f.kind);
-      if (!card.ok()) {
-        fail(f, card.status());
-        card = GiveUp();
-      }
-    }
-    if (Status st = group.Send(f.peer, kDescTag + 1, *card, deadline); !st.ok()) {
-      fail(f, st);
-      f.carded = false;  // nothing to wait for either
-    }
-  }
-  for (Pair &f : fresh) {
+  for (LinkPair &f : fresh) {
     if (f.carded) {
-      auto theirs = group.Recv(f.peer, kDescTag + 1, deadline);
-      if (!theirs.ok()) {
-        fail(f, theirs.status());
-      } else if (f.st.ok()) {
-        auto card = ParseLinkCard(*theirs, f.peer, f.kind == kOverRdma);
-        Status st = card.status();
-        if (st.ok() && f.kind == kOverRdma) {
-          st = s.links->ConnectPeer(f.peer, card->header.port, card->header.qp);
-        } else if (st.ok()) {
-          st = s.sockets->Connect(f.peer, group.Address(f.peer), card->socket, deadline);
-        }
-        fail(f, st);
-      }
+      SendCard(s, comm, f, deadline);
+    }
+  }
+  Status first;
+  for (LinkPair &f : fresh) {
+    if (f.carded) {
+      TakeCard(s, comm, f, deadline);
     }
     if (f.st.ok()) {
       s.via[f.peer] = f.kind;
