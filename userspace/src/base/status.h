@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 #include <hccl/hccl_types.h>
 
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
@@ -51,6 +52,14 @@ class [[nodiscard]] BasicStatus {
 };
 
 using Status = BasicStatus<HcclResult>;
+
+// The code a peer reported (@word, read from a message or a page it writes: untrusted) as this
+// rank's error: an HcclResult error code as it is, anything else (0, or no such code)
+// HCCL_E_REMOTE.
+inline HcclResult PeerCode(uint64_t word) {
+  const bool known = (word >= HCCL_E_PARA && word <= HCCL_E_OOM) || word == HCCL_E_IN_STATUS;
+  return known ? static_cast<HcclResult>(word) : HCCL_E_REMOTE;
+}
 
 template <typename Code, typename... Args>
 BasicStatus<Code> Error(Code code, fmt::format_string<Args...> format, Args &&...args) {

@@ -138,7 +138,7 @@ bool PollSend(Op &op) {
       }
       if (r.done_code != HCCL_SUCCESS) {
         return Finish(op,
-                      Error(static_cast<HcclResult>(r.done_code),
+                      Error(PeerCode(r.done_code),
                             "rank {} failed to receive send {} (see its log)", ch.peer(), op.seq));
       }
       return Finish(op, Status::Ok());

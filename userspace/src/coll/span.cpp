@@ -334,7 +334,7 @@ Status Spanning::Agree(const Status *refused) {
                                   .count = 1,
                                   .dtype = HCCL_DATA_TYPE_UINT64}));
     if (verdict.ok() && word != HCCL_SUCCESS) {
-      verdict = Error(static_cast<HcclResult>(word),
+      verdict = Error(PeerCode(word),
                       "rank {}, this server's first rank, failed call {} before it started (see "
                       "its log); nothing was moved",
                       s_.mine().front(), s_.seq);
@@ -403,7 +403,7 @@ Status Spanning::AgreeAcrossServers(Status *verdict) {
     }
     std::memcpy(&words[i], (*all)[i].data(), sizeof(CallWords));
     if (verdict->ok() && words[i].verdict != HCCL_SUCCESS) {
-      *verdict = Error(static_cast<HcclResult>(words[i].verdict),
+      *verdict = Error(PeerCode(words[i].verdict),
                        "the server of rank {} failed call {} before it started (see its log); "
                        "nothing was moved",
                        leaders[i], s_.seq);

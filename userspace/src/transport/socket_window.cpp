@@ -107,6 +107,7 @@ struct SocketWindows::Impl {
     uint64_t discard = 0;  // bytes of a refused put still to read and drop
     Answer answer{};
     size_t answer_sent = sizeof(Answer);  // bytes of @answer sent (all: none pending)
+    uint64_t refused = 0;  // requests refused on it (logged: the first, then every 1024th)
   };
   std::vector<Conn> conns;
   Clock::time_point accept_after{};  // accept failed (out of descriptors): not before then
@@ -264,10 +265,12 @@ void SocketWindows::Impl::Take(Conn &c, const Request &r) {
       }
     }
   }
-  LogWarn(
-      "one-sided: rank {}: rank {} asked for {} bytes at {:#x}, not memory exposed to it: "
-      "refused",
-      rank, c.peer, r.len, r.addr);
+  if (c.refused++ % 1024 == 0) {  // a peer sending nothing else does not fill the log
+    LogWarn(
+        "one-sided: rank {}: rank {} asked for {} bytes at {:#x}, not memory exposed to it: "
+        "refused ({} refused on its connection so far)",
+        rank, c.peer, r.len, r.addr, c.refused);
+  }
   if (r.op == kPut) {
     c.discard = r.len;
   } else {
