@@ -137,9 +137,9 @@ bool PollSend(Op &op) {
         return false;
       }
       if (r.done_code != HCCL_SUCCESS) {
-        return Finish(op,
-                      Error(PeerCode(r.done_code),
-                            "rank {} failed to receive send {} (see its log)", ch.peer(), op.seq));
+        return Finish(
+            op, Error(PeerCode(r.done_code), "rank {} failed to receive send {} (see its log)",
+                      ch.peer(), op.seq));
       }
       return Finish(op, Status::Ok());
     default:
