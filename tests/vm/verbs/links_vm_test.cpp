@@ -492,5 +492,59 @@ TEST_F(VerbsVmTest, BadRequestsAreRejected) {
   EXPECT_EQ(results[1], "");
 }
 
+// Connect @a (rank @ra) and @b (rank @rb), links of one process.
+Status Pair(Links &a, uint32_t ra, Links &b, uint32_t rb) {
+  auto qa = a.AddPeer(rb);
+  auto qb = b.AddPeer(ra);
+  if (!qa.ok() || !qb.ok()) {
+    return qa.ok() ? qb.status() : qa.status();
+  }
+  HZC_RETURN_IF_ERROR(a.ConnectPeer(rb, b.Header(), *qb));
+  return b.ConnectPeer(ra, a.Header(), *qa);
+}
+
+// Links between servers keep each peer in a protection domain of its own (domain_per_peer):
+// memory registered for rank 2 is read by rank 2 with its key, and the same key on rank 1's
+// queue pair is refused by the device (rank 1 reads nothing). With one domain for all, the same
+// read goes through: the test can tell the two apart.
+TEST_F(VerbsVmTest, APeerCannotUseTheKeyOfMemoryRegisteredForAnother) {
+  for (bool per_peer : {true, false}) {
+    SCOPED_TRACE(per_peer ? "a domain per peer" : "one domain");
+    LinkOptions options = TestOptions(seconds(60));
+    options.domain_per_peer = per_peer;
+    auto a = Links::OpenLazy(0, 3, options);
+    auto b = Links::OpenLazy(1, 3, options);
+    auto c = Links::OpenLazy(2, 3, options);
+    ASSERT_TRUE(a.ok() && b.ok() && c.ok() && *a && *b && *c);
+    ASSERT_TRUE(Pair(**a, 0, **b, 1).ok());
+    ASSERT_TRUE(Pair(**a, 0, **c, 2).ok());
+    std::vector<uint8_t> secret(4096, 0x5a), by_b(4096, 0), by_c(4096, 0);
+    auto reg = [&](Links &l, uint32_t peer, std::vector<uint8_t> &m, bool remote) {
+      return per_peer ? l.RegisterFor(peer, m.data(), m.size(), remote)
+                      : l.Register(m.data(), m.size());
+    };
+    auto x = reg(**a, 2, secret, true);
+    auto mb = reg(**b, 0, by_b, false);
+    auto mc = reg(**c, 0, by_c, false);
+    ASSERT_TRUE(x.ok() && mb.ok() && mc.ok());
+    const auto where = reinterpret_cast<uint64_t>(secret.data());
+    Status st = (*c)->Read(0, **mc, by_c.data(), 4096, where, (*x)->rkey());
+    EXPECT_TRUE(st.ok()) << Describe(st);
+    EXPECT_EQ(by_c[4095], 0x5a);
+    st = (*b)->Read(0, **mb, by_b.data(), 4096, where, (*x)->rkey());
+    if (per_peer) {
+      EXPECT_EQ(st.code(), HCCL_E_ROCE_TRANSFER) << Describe(st);
+      EXPECT_EQ(by_b[0], 0);
+      // Nor may this rank use memory registered for one peer in a request to another.
+      auto other = (*a)->RegisterFor(1, by_b.data(), 4096, false);
+      ASSERT_TRUE(other.ok());
+      EXPECT_EQ((*a)->Write(2, **other, by_b.data(), 16, where, (*x)->rkey()).code(), HCCL_E_PARA);
+    } else {
+      EXPECT_TRUE(st.ok()) << Describe(st);
+      EXPECT_EQ(by_b[0], 0x5a);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace hzc::verbs

@@ -59,7 +59,9 @@ struct Registration {
   uint32_t peer;
   uint64_t addr, size;
   uint32_t refs;
-  std::shared_ptr<const verbs::MemoryRegion> mr;  // null inside a server (no RDMA)
+  // Over RDMA, by peer: the memory region for requests to and from it (RegionFor); none
+  // inside a server or over TCP.
+  std::map<uint32_t, std::shared_ptr<const verbs::MemoryRegion>> regions;
   Use use = std::make_shared<const bool>();
 };
 
@@ -238,8 +240,25 @@ Status CheckReachable(Communicator &comm, const void *addr, uint64_t size) {
   return Status::Ok();
 }
 
+// The memory region of @r for requests to and from @peer over RDMA, made at its first use in
+// @peer's protection domain (verbs::LinkOptions::domain_per_peer): the peer may reach it (its
+// key is in @r's descriptor for it) when @r is for it or for every peer; else it serves only this
+// rank's own requests to @peer (a transfer's local span may lie in a registration for another
+// peer). No other peer can use it, whatever key it learns.
+Expected<const verbs::MemoryRegion *> RegionFor(const State &s, Registration &r, uint32_t peer) {
+  auto it = r.regions.find(peer);
+  if (it == r.regions.end()) {
+    const bool remote = r.peer == peer || r.peer == kAnyPeer;
+    auto mr = s.links->RegisterFor(peer, reinterpret_cast<void *>(static_cast<uintptr_t>(r.addr)),
+                                   r.size, remote);
+    HZC_RETURN_IF_ERROR(mr.status());
+    it = r.regions.emplace(peer, std::move(*mr)).first;
+  }
+  return it->second.get();
+}
+
 // One more count of the registration of [addr, addr + size) for @peer (kAnyPeer: for every
-// peer), made if there is none.
+// peer), made if there is none (over RDMA with its memory region for @peer: RegionFor).
 Expected<Registration *> Hold(Communicator &comm, State &s, uint32_t peer, void *addr,
                               uint64_t size) {
   const auto va = reinterpret_cast<uint64_t>(addr);
@@ -251,16 +270,20 @@ Expected<Registration *> Hold(Communicator &comm, State &s, uint32_t peer, void 
       return Error(HCCL_E_UNAVAIL, "the communicator holds {} registrations already, the most",
                    s.mine.size());
     }
-    std::shared_ptr<const verbs::MemoryRegion> region;
-    if (s.links) {
-      auto mr = s.links->Register(addr, size);
-      HZC_RETURN_IF_ERROR(mr.status());
-      region = std::move(*mr);
+    Registration fresh{.id = s.next_id,
+                       .peer = peer,
+                       .addr = va,
+                       .size = size,
+                       .refs = 0,
+                       .regions = {},
+                       .use = std::make_shared<const bool>()};
+    if (s.links && peer != kAnyPeer) {
+      HZC_RETURN_IF_ERROR(RegionFor(s, fresh, peer).status());  // fails here, not at a batch
     } else if (s.local()) {
       HZC_RETURN_IF_ERROR(CheckReachable(comm, addr, size));
     }
     const uint64_t id = s.next_id++;
-    s.mine.push_back({.id = id, .peer = peer, .addr = va, .size = size, .refs = 0, .mr = region});
+    s.mine.push_back(std::move(fresh));
     if (s.sockets) {
       s.sockets->Expose(id, peer == kAnyPeer ? transport::SocketWindows::kAnyPeer : peer, va, size);
     }
@@ -270,21 +293,28 @@ Expected<Registration *> Hold(Communicator &comm, State &s, uint32_t peer, void 
   return &*same;
 }
 
-// The descriptor of @r for @peer.
-void Describe(const State &s, const Communicator &comm, const Registration &r, uint32_t peer,
-              HcclMemDesc *desc) {
+// The descriptor of @r for @peer (over RDMA with the key of its region for @peer).
+Status Describe(const State &s, const Communicator &comm, Registration &r, uint32_t peer,
+                HcclMemDesc *desc) {
+  uint32_t rkey = 0;
+  if (s.links) {
+    auto region = RegionFor(s, r, peer);
+    HZC_RETURN_IF_ERROR(region.status());
+    rkey = (*region)->rkey();
+  }
   Desc d{};
   std::memcpy(d.magic, Desc::kMagic, sizeof(d.magic));
   d.version = Desc::kVersion;
   d.owner = comm.rank();
   d.peer = peer;
-  d.rkey = r.mr ? r.mr->rkey() : 0;
+  d.rkey = rkey;
   d.comm_tag = s.tag;
   d.id = r.id;
   d.addr = r.addr;
   d.size = r.size;
   std::memset(desc->desc, 0, sizeof(desc->desc));
   std::memcpy(desc->desc, &d, sizeof(d));
+  return Status::Ok();
 }
 
 std::vector<Registration>::iterator FindRegistration(State &s, uint64_t id) {
@@ -701,12 +731,12 @@ Status SwapAll(Communicator &comm, State &s, std::span<const uint32_t> peers,
 // A transfer of a batch, checked: its bytes, its local registration and the peer's span.
 struct Checked {
   uint64_t bytes = 0;  // 0: nothing to move
-  const Registration *mine = nullptr;
+  Registration *mine = nullptr;
   const Enabled *theirs = nullptr;
 };
 
 // Check transfer @i (@op) of a batch to @peer against the state.
-Expected<Checked> CheckOp(const State &s, uint32_t peer, size_t i, const HcclOneSideOpDesc &op) {
+Expected<Checked> CheckOp(State &s, uint32_t peer, size_t i, const HcclOneSideOpDesc &op) {
   const size_t type = TypeSize(op.dataType);
   if (type == 0) {
     return Error(HCCL_E_PARA, "desc[{}].dataType={}: not an HcclDataType", i,
@@ -769,8 +799,7 @@ Status RegisterMem(Communicator &comm, uint32_t peer, int type, void *addr, uint
   HZC_RETURN_IF_ERROR(state.status());
   auto r = Hold(comm, **state, peer, addr, size);
   HZC_RETURN_IF_ERROR(r.status());
-  Describe(**state, comm, **r, peer, desc);
-  return Status::Ok();
+  return Describe(**state, comm, **r, peer, desc);
 }
 
 Status DeregisterMem(Communicator &comm, const HcclMemDesc &desc) {
@@ -973,7 +1002,7 @@ Status Prepare(Communicator &comm, int timeout) {
     HZC_RETURN_IF_ERROR(r.status());
     b.registrations.push_back((*r)->id);
     for (uint32_t p : peers) {
-      Describe(s, comm, **r, p, &mine[p].emplace_back());
+      HZC_RETURN_IF_ERROR(Describe(s, comm, **r, p, &mine[p].emplace_back()));
     }
   }
   HZC_RETURN_IF_ERROR(SwapAll(comm, s, peers, mine, deadline));
@@ -1017,10 +1046,12 @@ Expected<std::function<Status()>> PrepareBatch(Communicator &comm, uint32_t peer
       copies.push_back({.index = i, .local = op.localAddr, .remote = remote, .bytes = bytes});
       continue;
     }
-    held.push_back(checked->mine->mr);
+    auto region = RegionFor(*s, *checked->mine, peer);
+    HZC_RETURN_IF_ERROR(region.status());
+    held.push_back(checked->mine->regions.at(peer));
     requests.push_back({.op = put ? verbs::WorkRequest::kWrite : verbs::WorkRequest::kRead,
                         .peer = peer,
-                        .mr = checked->mine->mr.get(),
+                        .mr = *region,
                         .local = op.localAddr,
                         .length = bytes,
                         .remote_addr = remote,

@@ -185,7 +185,7 @@ Status RdmaWire::Link(const std::vector<Out> &out, const std::vector<size_t> &in
       return Error(HCCL_E_MEMORY, "wire: cannot map {} bytes for the landing slots of rank {}: {}",
                    len, members_[p], ErrnoString(errno));
     }
-    auto mr = links_->Register(peer->area.get(), len);
+    auto mr = links_->RegisterFor(p, peer->area.get(), len, /*remote=*/true);
     if (!mr.ok()) {
       return mr.status();
     }

@@ -126,6 +126,7 @@ LinkOptions LinkOptions::BetweenServers() {
   options.ack_timeout = 18;
   options.retry_count = 6;
   options.progress_timeout = std::chrono::milliseconds(30'000);
+  options.domain_per_peer = true;
   return options;
 }
 
@@ -303,7 +304,11 @@ Expected<QpEndpoint> Links::AddPeer(uint32_t peer) {
   attr.cap.max_recv_wr = 1;
   attr.cap.max_send_sge = 1;
   attr.cap.max_recv_sge = 1;
-  qps_[peer].reset(ibv_create_qp(pd_->pd.get(), &attr));
+  auto pd = Domain(peer);
+  if (!pd.ok()) {
+    return pd.status();
+  }
+  qps_[peer].reset(ibv_create_qp((*pd)->pd.get(), &attr));
   if (!qps_[peer]) {
     return ConnectError("ibv_create_qp", errno, fmt::format("rc queue pair for rank {}", peer));
   }
@@ -508,14 +513,57 @@ Expected<std::unique_ptr<Links>> Links::Establish(const BlobBoard &board,
   return std::move(*links);
 }
 
+Expected<std::shared_ptr<const ProtectionDomain>> Links::Domain(uint32_t peer) const {
+  if (!options_.domain_per_peer) {
+    return pd_;
+  }
+  if (peer >= nranks_ || peer == rank_) {
+    return Error(HCCL_E_INTERNAL, "verbs: rank {} is not a peer of rank {} of {}", peer, rank_,
+                 nranks_);
+  }
+  std::lock_guard lock(domains_mutex_);
+  if (domains_.empty()) {
+    domains_.resize(nranks_);
+  }
+  if (!domains_[peer]) {
+    auto pd = std::make_shared<ProtectionDomain>();
+    pd->context = port_->context;
+    pd->pd.reset(ibv_alloc_pd(port_->context.get()));
+    if (!pd->pd) {
+      return ConnectError("ibv_alloc_pd", errno, fmt::format("the domain of rank {}", peer));
+    }
+    domains_[peer] = std::move(pd);
+  }
+  return domains_[peer];
+}
+
 Expected<std::unique_ptr<MemoryRegion>> Links::Register(void *va, size_t length) const {
+  if (options_.domain_per_peer) {
+    return Error(HCCL_E_INTERNAL, "verbs: links with a domain per peer register for a peer");
+  }
+  constexpr int kAccess = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+  return RegisterIn(pd_, va, length, kAccess);
+}
+
+Expected<std::unique_ptr<MemoryRegion>> Links::RegisterFor(uint32_t peer, void *va, size_t length,
+                                                           bool remote) const {
+  auto pd = Domain(peer);
+  if (!pd.ok()) {
+    return pd.status();
+  }
+  const int access =
+      IBV_ACCESS_LOCAL_WRITE | (remote ? IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ : 0);
+  return RegisterIn(std::move(*pd), va, length, access);
+}
+
+Expected<std::unique_ptr<MemoryRegion>> Links::RegisterIn(
+    std::shared_ptr<const ProtectionDomain> pd, void *va, size_t length, int access) const {
   const auto start = reinterpret_cast<uintptr_t>(va);
   if (va == nullptr || length == 0 || start + length < start) {
     return Error(HCCL_E_PARA, "verbs: cannot register [{}, +{:#x}): empty or overflowing", va,
                  length);
   }
-  constexpr int kAccess = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
-  MrPtr mr(ibv_reg_mr(pd_->pd.get(), va, length, kAccess));
+  MrPtr mr(ibv_reg_mr(pd->pd.get(), va, length, access));
   if (!mr) {
     const int err = errno;
     if (err == ENOMEM || err == EAGAIN) {
@@ -536,7 +584,7 @@ Expected<std::unique_ptr<MemoryRegion>> Links::Register(void *va, size_t length)
     }
     return ConnectError("ibv_reg_mr", err, fmt::format("[{}, +{:#x})", va, length));
   }
-  return std::make_unique<MemoryRegion>(pd_, std::move(mr));
+  return std::make_unique<MemoryRegion>(std::move(pd), std::move(mr));
 }
 
 uint32_t Links::qp_num(uint32_t peer) const {
@@ -597,6 +645,11 @@ Status Links::CheckRequests(std::span<const WorkRequest> requests) const {
     if (r.mr == nullptr || !r.mr->Contains(r.local, r.length)) {
       return Error(HCCL_E_PARA, "rdma request {}: local [{}, +{:#x}) is not in the registration", i,
                    r.local, r.length);
+    }
+    auto pd = Domain(r.peer);  // the queue pair's: made with it
+    if (!pd.ok() || !r.mr->In(pd->get())) {
+      return Error(HCCL_E_PARA, "rdma request {}: its local memory is not registered for rank {}",
+                   i, r.peer);
     }
     if (!broken_[r.peer].empty()) {
       return Error(HCCL_E_ROCE_TRANSFER, "rdma to rank {}: the link is broken ({})", r.peer,

@@ -47,6 +47,11 @@ struct LinkOptions {
   uint32_t endpoint_key = kEndpointKey;
   uint32_t ready_key = kReadyKey;
   uint32_t queue_depth = 128;  // send work requests in flight per queue pair
+  // Each peer's queue pair, and the memory registered for that peer (RegisterFor), in a
+  // protection domain of their own, so that a peer reaches no memory registered for another
+  // one, whatever keys it learns or guesses (between servers). Else one domain for all
+  // (Register: memory every peer of the communicator may reach, as activated memory).
+  bool domain_per_peer = false;
   // Local ACK timeout 4.096 us * 2^ack_timeout (134 ms) and retry count: a dead peer makes
   // a transfer fail after about (retry_count + 1) * 134 ms instead of hanging. soft-RoCE
   // retransmits whenever the timer fires during a long transfer, so a short timeout costs
@@ -161,6 +166,8 @@ class MemoryRegion {
     return {.addr = reinterpret_cast<uintptr_t>(mr_->addr), .length = mr_->length, .rkey = rkey()};
   }
   bool Contains(const void *p, size_t len) const;
+  // Whether it was registered in @pd (a queue pair's requests may use it then).
+  bool In(const ProtectionDomain *pd) const { return pd_.get() == pd; }
 
  private:
   std::shared_ptr<const ProtectionDomain> pd_;
@@ -221,7 +228,13 @@ class Links {
   // Register [va, va + length). HCCL_E_PARA for an empty, unmapped or overflowing range,
   // HCCL_E_MEMORY (with a hint) when RLIMIT_MEMLOCK or memory is short, HCCL_E_ROCE_CONNECT
   // for other verbs failures.
+  // With domain_per_peer: HCCL_E_INTERNAL (use RegisterFor).
   Expected<std::unique_ptr<MemoryRegion>> Register(void *va, size_t length) const;
+  // Register [va, va + length) for @peer alone (domain_per_peer: in its protection domain):
+  // for its requests too when @remote (the peer may read and write it with the region's key),
+  // else only for this rank's requests to @peer. Errors as Register's.
+  Expected<std::unique_ptr<MemoryRegion>> RegisterFor(uint32_t peer, void *va, size_t length,
+                                                      bool remote) const;
 
   // Post every request (up to queue_depth in flight per peer, large ones split at the
   // port's max message size and at post_bytes) and wait for all completions. HCCL_E_PARA for
@@ -251,6 +264,11 @@ class Links {
   static Expected<std::unique_ptr<Links>> Open(uint32_t rank, uint32_t nranks,
                                                const LinkOptions &options);
   Status CreateDomain();
+  // The protection domain of @peer's queue pair and registrations (pd_ unless domain_per_peer:
+  // then made at its first use).
+  Expected<std::shared_ptr<const ProtectionDomain>> Domain(uint32_t peer) const;
+  Expected<std::unique_ptr<MemoryRegion>> RegisterIn(std::shared_ptr<const ProtectionDomain> pd,
+                                                     void *va, size_t length, int access) const;
   Status CreateQueues();
   Status ModifyToInit(uint32_t peer);
   Status Connect(const std::vector<Endpoint> &endpoints);
@@ -280,6 +298,9 @@ class Links {
   LinkOptions options_;         // queue_depth clamped to the device
   std::unique_ptr<Port> port_;  // owns the device context (shared with pd_)
   std::shared_ptr<const ProtectionDomain> pd_;
+  // [peer] with domain_per_peer (made at first use, under domains_mutex_).
+  mutable std::mutex domains_mutex_;
+  mutable std::vector<std::shared_ptr<const ProtectionDomain>> domains_;
   // Wakes a waiting Execute when cq_ has a completion (null when the device cannot): waits
   // longer than a few polls sleep instead of spinning, which matters most where the CPU also
   // runs the RDMA device (soft-RoCE). Destroyed after cq_.
