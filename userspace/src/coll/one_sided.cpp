@@ -278,7 +278,9 @@ Expected<Registration *> Hold(Communicator &comm, State &s, uint32_t peer, void 
                        .regions = {},
                        .use = std::make_shared<const bool>()};
     if (s.links && peer != kAnyPeer) {
-      HZC_RETURN_IF_ERROR(RegionFor(s, fresh, peer).status());  // fails here, not at a batch
+      // Fails here rather than at a batch (one used as a transfer's local side to another peer
+      // gets a region for that peer at that batch).
+      HZC_RETURN_IF_ERROR(RegionFor(s, fresh, peer).status());
     } else if (s.local()) {
       HZC_RETURN_IF_ERROR(CheckReachable(comm, addr, size));
     }
@@ -297,7 +299,7 @@ Expected<Registration *> Hold(Communicator &comm, State &s, uint32_t peer, void 
 Status Describe(const State &s, const Communicator &comm, Registration &r, uint32_t peer,
                 HcclMemDesc *desc) {
   uint32_t rkey = 0;
-  if (s.links) {
+  if (s.links && s.via[peer] != kOverTcp) {  // before the pair links: RDMA may be its kind
     auto region = RegionFor(s, r, peer);
     HZC_RETURN_IF_ERROR(region.status());
     rkey = (*region)->rkey();
@@ -684,9 +686,12 @@ Status CopyLocal(Communicator &comm, uint32_t peer, const std::vector<LocalCopy>
   return Status::Ok();
 }
 
-// HcclCommPrepare's swap of @mine[p] with every peer p of @peers, enabling what they send.
+// HcclCommPrepare's swap of @mine[p] with every peer p of @peers, enabling what they send; across
+// servers after Link, whose outcome (or a failure since) is @ready: when it is an error, the
+// peers linked with are told that this rank gave up, and it is returned.
 Status SwapAll(Communicator &comm, State &s, std::span<const uint32_t> peers,
-               const std::vector<std::vector<HcclMemDesc>> &mine, Clock::time_point deadline) {
+               const std::vector<std::vector<HcclMemDesc>> &mine, const Status &ready,
+               Clock::time_point deadline) {
   auto take = [&](uint32_t p, const std::vector<HcclMemDesc> &theirs) -> Status {
     for (const HcclMemDesc &d : theirs) {
       Status st = Enable(s, comm, d, nullptr);
@@ -698,6 +703,7 @@ Status SwapAll(Communicator &comm, State &s, std::span<const uint32_t> peers,
     return Status::Ok();
   };
   if (s.local()) {
+    HZC_RETURN_IF_ERROR(ready);
     // Pair by pair in the order of the pairs' lower, then higher rank on every rank, so that
     // the pairwise hand-offs never wait in a circle.
     for (uint32_t p : peers) {
@@ -709,15 +715,14 @@ Status SwapAll(Communicator &comm, State &s, std::span<const uint32_t> peers,
   }
   bootstrap::Group &group = *comm.group();
   // Every peer linked with gets this rank's descriptors, or word that it gave up (a link with
-  // another peer failed), so that none waits for them.
-  const Status linked = Link(s, comm, peers, deadline);
+  // another peer failed, or its memory could not be registered), so that none waits for them.
   for (uint32_t p : peers) {
     if (s.ready[p]) {
       HZC_RETURN_IF_ERROR(
-          group.Send(p, kDescTag, linked.ok() ? DescMessage(mine[p]) : GiveUp(), deadline));
+          group.Send(p, kDescTag, ready.ok() ? DescMessage(mine[p]) : GiveUp(), deadline));
     }
   }
-  HZC_RETURN_IF_ERROR(linked);
+  HZC_RETURN_IF_ERROR(ready);
   for (uint32_t p : peers) {
     auto in = group.Recv(p, kDescTag, deadline);
     HZC_RETURN_IF_ERROR(in.status());
@@ -770,9 +775,17 @@ Expected<Checked> CheckOp(State &s, uint32_t peer, size_t i, const HcclOneSideOp
                  "rank enabled",
                  i, op.remoteAddr, bytes, peer);
   }
-  auto m = std::find_if(s.mine.begin(), s.mine.end(), [&](const Registration &r) {
+  // Among the registrations that hold the local span, one for this peer (or every peer), or one
+  // with a region for it already, rather than one more region (RegionFor).
+  auto holds = [&](const Registration &r) {
     return local >= r.addr && local + bytes <= r.addr + r.size;
+  };
+  auto m = std::find_if(s.mine.begin(), s.mine.end(), [&](const Registration &r) {
+    return holds(r) && (r.peer == peer || r.peer == kAnyPeer || r.regions.contains(peer));
   });
+  if (m == s.mine.end()) {
+    m = std::find_if(s.mine.begin(), s.mine.end(), holds);
+  }
   if (m == s.mine.end()) {
     return Error(HCCL_E_PARA,
                  "desc[{}]: localAddr={} + {} bytes is not within memory this rank registered", i,
@@ -986,26 +999,31 @@ Status Prepare(Communicator &comm, int timeout) {
     }
     s.enabled = enabled;
   });
-  // This rank's bound memory, registered once, described for every peer.
+  // Across servers linked first, so that memory gets a region only for the peers linked over
+  // RDMA; then this rank's bound memory, registered once, described for every peer. What fails
+  // on the way is told to the peers linked with (SwapAll).
+  Status ready = s.local() ? Status::Ok() : Link(s, comm, peers, deadline);
   std::vector<std::vector<HcclMemDesc>> mine(comm.size());
-  for (Bound &b : s.bound) {
-    if (peers.empty()) {
-      break;
-    }
+  for (auto b = s.bound.begin(); b != s.bound.end() && ready.ok() && !peers.empty(); ++b) {
     Global g;
     {
       Globals &all = GlobalsOf();
       std::lock_guard glock(all.mutex);
-      g = all.by_handle.at(b.handle);  // bound handles cannot be deregistered
+      g = all.by_handle.at(b->handle);  // bound handles cannot be deregistered
     }
     auto r = Hold(comm, s, kAnyPeer, g.addr, g.size);
-    HZC_RETURN_IF_ERROR(r.status());
-    b.registrations.push_back((*r)->id);
+    if (!r.ok()) {
+      ready = r.status();
+      break;
+    }
+    b->registrations.push_back((*r)->id);
     for (uint32_t p : peers) {
-      HZC_RETURN_IF_ERROR(Describe(s, comm, **r, p, &mine[p].emplace_back()));
+      if (ready.ok()) {
+        ready = Describe(s, comm, **r, p, &mine[p].emplace_back());
+      }
     }
   }
-  HZC_RETURN_IF_ERROR(SwapAll(comm, s, peers, mine, deadline));
+  HZC_RETURN_IF_ERROR(SwapAll(comm, s, peers, mine, ready, deadline));
   rollback.Commit();
   s.prepared = true;
   return Status::Ok();

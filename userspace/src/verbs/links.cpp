@@ -257,13 +257,15 @@ Status Links::CreateQueues() {
 
 Status Links::CreateDomain() {
   ibv_context *ctx = port_->context.get();
-  auto pd = std::make_shared<ProtectionDomain>();
-  pd->context = port_->context;
-  pd->pd.reset(ibv_alloc_pd(ctx));
-  if (!pd->pd) {
-    return ConnectError("ibv_alloc_pd", errno, port_->device);
+  if (!options_.domain_per_peer) {  // else each peer's, at its first use (Domain)
+    auto pd = std::make_shared<ProtectionDomain>();
+    pd->context = port_->context;
+    pd->pd.reset(ibv_alloc_pd(ctx));
+    if (!pd->pd) {
+      return ConnectError("ibv_alloc_pd", errno, port_->device);
+    }
+    pd_ = std::move(pd);
   }
-  pd_ = std::move(pd);
 
   const uint32_t peers = nranks_ - 1;
   const uint32_t max_cqe = static_cast<uint32_t>(std::max(port_->device_attr.max_cqe, 1));
@@ -530,7 +532,14 @@ Expected<std::shared_ptr<const ProtectionDomain>> Links::Domain(uint32_t peer) c
     pd->context = port_->context;
     pd->pd.reset(ibv_alloc_pd(port_->context.get()));
     if (!pd->pd) {
-      return ConnectError("ibv_alloc_pd", errno, fmt::format("the domain of rank {}", peer));
+      const int err = errno;
+      if (err == ENOMEM || err == ENOSPC || err == EAGAIN) {
+        return Error(HCCL_E_UNAVAIL,
+                     "verbs: no protection domain left on {} for rank {} ({}; the device has {} "
+                     "for all processes, and links between servers take one per peer)",
+                     port_->device, peer, ErrnoString(err), port_->device_attr.max_pd);
+      }
+      return ConnectError("ibv_alloc_pd", err, fmt::format("the domain of rank {}", peer));
     }
     domains_[peer] = std::move(pd);
   }
@@ -574,7 +583,8 @@ Expected<std::unique_ptr<MemoryRegion>> Links::RegisterIn(
                                     : fmt::format("{} KiB", lim.rlim_cur / 1024);
       return Error(HCCL_E_MEMORY,
                    "verbs: ibv_reg_mr of [{}, +{:#x}) failed: {} (RLIMIT_MEMLOCK is {}; activated "
-                   "memory is pinned by hzc.ko and by the RDMA device, so raise it, e.g. "
+                   "memory is pinned by hzc.ko and by the RDMA device, and memory registered for "
+                   "several peers between servers once per peer, so raise it, e.g. "
                    "`ulimit -l unlimited` or memlock in /etc/security/limits.conf)",
                    va, length, ErrnoString(err), limit);
     }
@@ -646,8 +656,7 @@ Status Links::CheckRequests(std::span<const WorkRequest> requests) const {
       return Error(HCCL_E_PARA, "rdma request {}: local [{}, +{:#x}) is not in the registration", i,
                    r.local, r.length);
     }
-    auto pd = Domain(r.peer);  // the queue pair's: made with it
-    if (!pd.ok() || !r.mr->In(pd->get())) {
+    if (!r.mr->Serves(qps_[r.peer].get())) {
       return Error(HCCL_E_PARA, "rdma request {}: its local memory is not registered for rank {}",
                    i, r.peer);
     }

@@ -9,6 +9,7 @@
 //   if (!links.ok()) -> links.status() (HCCL_E_TIMEOUT, HCCL_E_ROCE_CONNECT, ...)
 //   if (!*links)     -> no RDMA device on some rank: kernel-only links
 //   auto mr = (*links)->Register(va, len);      publish mr->remote() to peers
+//   (between servers, domain_per_peer: (*links)->RegisterFor(peer, va, len, remote))
 //   (*links)->Write(peer, **mr, local, len, remote.addr + off, remote.rkey);
 // Destroying Links (and its MemoryRegions, in any order) releases every verbs object and
 // never waits for peers.
@@ -149,8 +150,9 @@ static_assert(sizeof(RemoteBuffer) == 24);
 
 struct ProtectionDomain;
 
-// One memory registration (local write, remote read, remote write). Keeps the protection
-// domain alive, so it may outlive the Links that made it.
+// One memory registration (local write; remote read and write unless made by RegisterFor for
+// this rank's own requests only). Keeps the protection domain alive, so it may outlive the Links
+// that made it.
 class MemoryRegion {
  public:
   MemoryRegion(std::shared_ptr<const ProtectionDomain> pd, MrPtr mr);
@@ -166,8 +168,8 @@ class MemoryRegion {
     return {.addr = reinterpret_cast<uintptr_t>(mr_->addr), .length = mr_->length, .rkey = rkey()};
   }
   bool Contains(const void *p, size_t len) const;
-  // Whether it was registered in @pd (a queue pair's requests may use it then).
-  bool In(const ProtectionDomain *pd) const { return pd_.get() == pd; }
+  // Whether it was registered in the protection domain of @qp (whose requests may use it then).
+  bool Serves(const ibv_qp *qp) const { return qp != nullptr && mr_->pd == qp->pd; }
 
  private:
   std::shared_ptr<const ProtectionDomain> pd_;
