@@ -41,6 +41,9 @@ using Clock = std::chrono::steady_clock;
 // Tag of the exchange's messages on the group's connections (span.cpp, p2p_wire.cpp and the
 // wires use others).
 constexpr uint32_t kDescTag = 0x4000;
+// How a pair inside a server reaches each other (State::via; across servers kOverRdma or
+// kOverTcp): through the peer mappings.
+constexpr uint32_t kInServer = 4;
 // Host memory HCCL registers at most.
 constexpr uint64_t kMaxSize = uint64_t{1} << 40;
 
@@ -116,15 +119,16 @@ struct State : Communicator::CollState {
   // TCP connections and a service thread (transport/socket_window.h): opened with the first
   // pair that links over TCP (at once without RDMA).
   std::unique_ptr<transport::SocketWindows> sockets;
-  // By rank: the kind of link the pair took (0: none yet), whether this rank offered it its
-  // kinds (once per pair), and why linking with it failed (the pair stays unusable).
+  // By rank: how the pair reaches each other once it is ready for transfers (kOverRdma,
+  // kOverTcp, kInServer; 0: not yet), whether this rank offered it its kinds (once per pair),
+  // and why linking with it failed (the pair stays unusable).
   std::vector<uint32_t> via;
+  bool ready(uint32_t peer) const { return via[peer] != 0; }
   std::vector<bool> offered;
   std::vector<Status> failed;
   uint64_t tag = 0;
   uint64_t next_id = 1;
   std::vector<Registration> mine;
-  std::vector<bool> ready;                    // by rank: its queue pair is connected
   std::vector<std::vector<Enabled>> enabled;  // by rank
   std::vector<Bound> bound;
   bool prepared = false;
@@ -185,7 +189,6 @@ Expected<State *> GetState(Communicator &comm) {
   state->via.assign(comm.size(), 0);
   state->offered.assign(comm.size(), false);
   state->failed.assign(comm.size(), Status::Ok());
-  state->ready.assign(comm.size(), false);
   state->enabled.resize(comm.size());
   State *s = state.get();
   slot = std::move(state);
@@ -270,7 +273,7 @@ Expected<Registration *> Hold(Communicator &comm, State &s, uint32_t peer, void 
       return Error(HCCL_E_UNAVAIL, "the communicator holds {} registrations already, the most",
                    s.mine.size());
     }
-    Registration fresh{.id = s.next_id,
+    Registration fresh{.id = s.next_id++,
                        .peer = peer,
                        .addr = va,
                        .size = size,
@@ -284,11 +287,11 @@ Expected<Registration *> Hold(Communicator &comm, State &s, uint32_t peer, void 
     } else if (s.local()) {
       HZC_RETURN_IF_ERROR(CheckReachable(comm, addr, size));
     }
-    const uint64_t id = s.next_id++;
-    s.mine.push_back(std::move(fresh));
     if (s.sockets) {
-      s.sockets->Expose(id, peer == kAnyPeer ? transport::SocketWindows::kAnyPeer : peer, va, size);
+      s.sockets->Expose(fresh.id, peer == kAnyPeer ? transport::SocketWindows::kAnyPeer : peer, va,
+                        size);
     }
+    s.mine.push_back(std::move(fresh));
     same = s.mine.end() - 1;
   }
   ++same->refs;
@@ -376,7 +379,6 @@ Status OpenSockets(State &s, const Communicator &comm) {
 // This rank's card for @peer over @kind (set up here: a queue pair, or a TCP token).
 Expected<std::vector<std::byte>> Card(State &s, const Communicator &comm, uint32_t peer,
                                       uint32_t kind) {
-  std::vector<std::byte> out(sizeof(ExchangeHeader));
   ExchangeHeader mine;
   if (kind == kOverRdma) {
     auto qp = s.links->AddPeer(peer);
@@ -384,16 +386,13 @@ Expected<std::vector<std::byte>> Card(State &s, const Communicator &comm, uint32
     mine.has_link = ExchangeHeader::kRdmaCard;
     mine.port = s.links->Header();
     mine.qp = *qp;
-  } else {
-    HZC_RETURN_IF_ERROR(OpenSockets(s, comm));
-    auto card = s.sockets->CardFor(peer);
-    HZC_RETURN_IF_ERROR(card.status());
-    mine.has_link = ExchangeHeader::kSocketCard;
-    out.resize(sizeof(mine) + sizeof(*card));
-    std::memcpy(out.data() + sizeof(mine), &*card, sizeof(*card));
+    return Message(mine);
   }
-  std::memcpy(out.data(), &mine, sizeof(mine));
-  return out;
+  HZC_RETURN_IF_ERROR(OpenSockets(s, comm));
+  auto card = s.sockets->CardFor(peer);
+  HZC_RETURN_IF_ERROR(card.status());
+  mine.has_link = ExchangeHeader::kSocketCard;
+  return Message(mine, std::as_bytes(std::span(&*card, 1)));
 }
 
 // A pair on its way to being linked (Link).
@@ -476,7 +475,7 @@ Status Link(State &s, const Communicator &comm, std::span<const uint32_t> peers,
             Clock::time_point deadline) {
   std::vector<LinkPair> fresh;
   for (uint32_t p : peers) {
-    if (s.ready[p]) {
+    if (s.ready(p)) {
       continue;
     }
     if (!s.failed[p].ok()) {
@@ -504,7 +503,6 @@ Status Link(State &s, const Communicator &comm, std::span<const uint32_t> peers,
     }
     if (f.st.ok()) {
       s.via[f.peer] = f.kind;
-      s.ready[f.peer] = true;
     } else if (f.heard) {
       s.failed[f.peer] = f.st;  // the pair went too far to start again
     }
@@ -519,12 +517,7 @@ Status Link(State &s, const Communicator &comm, std::span<const uint32_t> peers,
 std::vector<std::byte> DescMessage(std::span<const HcclMemDesc> descs) {
   ExchangeHeader mine;
   mine.count = static_cast<uint32_t>(descs.size());
-  std::vector<std::byte> out(sizeof(mine) + descs.size_bytes());
-  std::memcpy(out.data(), &mine, sizeof(mine));
-  if (!descs.empty()) {
-    std::memcpy(out.data() + sizeof(mine), descs.data(), descs.size_bytes());
-  }
-  return out;
+  return Message(mine, std::as_bytes(descs));
 }
 
 // The longest message of an exchange.
@@ -584,7 +577,7 @@ Expected<std::vector<HcclMemDesc>> Swap(const Communicator &comm, State &s, uint
   if (s.local()) {
     auto theirs = SwapLocal(comm, peer, descs, deadline);
     if (theirs.ok()) {
-      s.ready[peer] = true;
+      s.via[peer] = kInServer;
     }
     return theirs;
   }
@@ -603,7 +596,7 @@ Status Enable(State &s, const Communicator &comm, const HcclMemDesc &desc, HcclM
     return Error(HCCL_E_PARA, "remoteMemDesc: not a memory descriptor");
   }
   HZC_RETURN_IF_ERROR(CheckRemoteDesc(*d, s.tag, comm.rank(), comm.size()));
-  if (!s.ready[d->owner]) {
+  if (!s.ready(d->owner)) {
     return Error(HCCL_E_PARA, "remoteMemDesc: rank {} never exchanged descriptors with this rank",
                  d->owner);
   }
@@ -717,7 +710,7 @@ Status SwapAll(Communicator &comm, State &s, std::span<const uint32_t> peers,
   // Every peer linked with gets this rank's descriptors, or word that it gave up (a link with
   // another peer failed, or its memory could not be registered), so that none waits for them.
   for (uint32_t p : peers) {
-    if (s.ready[p]) {
+    if (s.ready(p)) {
       HZC_RETURN_IF_ERROR(
           group.Send(p, kDescTag, ready.ok() ? DescMessage(mine[p]) : GiveUp(), deadline));
     }
@@ -1037,7 +1030,7 @@ Expected<std::function<Status()>> PrepareBatch(Communicator &comm, uint32_t peer
   HZC_RETURN_IF_ERROR(CheckPeer(comm, peer, "remoteRank"));
   std::lock_guard lock(comm.one_sided_mutex());
   auto *s = static_cast<State *>(comm.one_sided_state().get());
-  if (s == nullptr || !s->ready[peer]) {
+  if (s == nullptr || !s->ready(peer)) {
     return Error(HCCL_E_PARA, "remoteRank={}: this rank never exchanged descriptors with it", peer);
   }
   std::vector<Use> uses;  // held until the batch is done with them

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "coll/one_sided_wire.h"
 
+#include <algorithm>
 #include <cstring>
 
 namespace hzc::coll {
@@ -94,21 +95,24 @@ Expected<LinkCard> ParseLinkCard(std::span<const std::byte> blob, uint32_t peer,
   return card;
 }
 
+std::vector<std::byte> Message(const ExchangeHeader &h, std::span<const std::byte> tail) {
+  std::vector<std::byte> out(sizeof(h) + tail.size());
+  std::memcpy(out.data(), &h, sizeof(h));
+  std::copy(tail.begin(), tail.end(), out.begin() + sizeof(h));
+  return out;
+}
+
 std::vector<std::byte> Offer(uint32_t kinds) {
   ExchangeHeader h;
   h.has_link = ExchangeHeader::kOffer;
   h.kinds = kinds;
-  std::vector<std::byte> out(sizeof(h));
-  std::memcpy(out.data(), &h, sizeof(h));
-  return out;
+  return Message(h);
 }
 
 std::vector<std::byte> GiveUp() {
   ExchangeHeader h;
   h.has_link = ExchangeHeader::kGiveUp;
-  std::vector<std::byte> out(sizeof(h));
-  std::memcpy(out.data(), &h, sizeof(h));
-  return out;
+  return Message(h);
 }
 
 Expected<uint32_t> ParseOffer(std::span<const std::byte> blob, uint32_t peer) {

@@ -78,6 +78,8 @@ struct LinkCard {
 };
 Expected<LinkCard> ParseLinkCard(std::span<const std::byte> blob, uint32_t peer, bool rdma);
 
+// A message of the exchange: @h, then @tail (descriptors, a TCP card).
+std::vector<std::byte> Message(const ExchangeHeader &h, std::span<const std::byte> tail = {});
 // Before the cards a pair offers each other the kinds of link it can make (HZC_NET, an RDMA
 // device) and takes RDMA when both can, else TCP (Offer, ParseOffer, ChooseLink).
 std::vector<std::byte> Offer(uint32_t kinds);

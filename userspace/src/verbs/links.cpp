@@ -257,14 +257,12 @@ Status Links::CreateQueues() {
 
 Status Links::CreateDomain() {
   ibv_context *ctx = port_->context.get();
-  if (!options_.domain_per_peer) {  // else each peer's, at its first use (Domain)
-    auto pd = std::make_shared<ProtectionDomain>();
-    pd->context = port_->context;
-    pd->pd.reset(ibv_alloc_pd(ctx));
-    if (!pd->pd) {
-      return ConnectError("ibv_alloc_pd", errno, port_->device);
-    }
-    pd_ = std::move(pd);
+  if (options_.domain_per_peer) {
+    domains_.resize(nranks_);  // each peer's made at its first use (Domain)
+  } else {
+    auto pd = NewDomain(port_->device, /*per_peer=*/false);
+    HZC_RETURN_IF_ERROR(pd.status());
+    pd_ = std::move(*pd);
   }
 
   const uint32_t peers = nranks_ - 1;
@@ -524,26 +522,30 @@ Expected<std::shared_ptr<const ProtectionDomain>> Links::Domain(uint32_t peer) c
                  nranks_);
   }
   std::lock_guard lock(domains_mutex_);
-  if (domains_.empty()) {
-    domains_.resize(nranks_);
-  }
   if (!domains_[peer]) {
-    auto pd = std::make_shared<ProtectionDomain>();
-    pd->context = port_->context;
-    pd->pd.reset(ibv_alloc_pd(port_->context.get()));
-    if (!pd->pd) {
-      const int err = errno;
-      if (err == ENOMEM || err == ENOSPC || err == EAGAIN) {
-        return Error(HCCL_E_UNAVAIL,
-                     "verbs: no protection domain left on {} for rank {} ({}; the device has {} "
-                     "for all processes, and links between servers take one per peer)",
-                     port_->device, peer, ErrnoString(err), port_->device_attr.max_pd);
-      }
-      return ConnectError("ibv_alloc_pd", err, fmt::format("the domain of rank {}", peer));
-    }
-    domains_[peer] = std::move(pd);
+    auto pd = NewDomain(fmt::format("the domain of rank {}", peer), /*per_peer=*/true);
+    HZC_RETURN_IF_ERROR(pd.status());
+    domains_[peer] = std::move(*pd);
   }
   return domains_[peer];
+}
+
+Expected<std::shared_ptr<const ProtectionDomain>> Links::NewDomain(const std::string &what,
+                                                                   bool per_peer) const {
+  auto pd = std::make_shared<ProtectionDomain>();
+  pd->context = port_->context;
+  pd->pd.reset(ibv_alloc_pd(port_->context.get()));
+  if (!pd->pd) {
+    const int err = errno;
+    if (per_peer && (err == ENOMEM || err == ENOSPC || err == EAGAIN)) {
+      return Error(HCCL_E_UNAVAIL,
+                   "verbs: no protection domain left on {} for {} ({}; the device has {} for all "
+                   "processes, and links between servers take one per peer)",
+                   port_->device, what, ErrnoString(err), port_->device_attr.max_pd);
+    }
+    return ConnectError("ibv_alloc_pd", err, what);
+  }
+  return std::shared_ptr<const ProtectionDomain>(std::move(pd));
 }
 
 Expected<std::unique_ptr<MemoryRegion>> Links::Register(void *va, size_t length) const {

@@ -269,6 +269,10 @@ class Links {
   // The protection domain of @peer's queue pair and registrations (pd_ unless domain_per_peer:
   // then made at its first use).
   Expected<std::shared_ptr<const ProtectionDomain>> Domain(uint32_t peer) const;
+  // A protection domain on the port (@what names it in errors; a @per_peer one is HCCL_E_UNAVAIL
+  // when the device has none left).
+  Expected<std::shared_ptr<const ProtectionDomain>> NewDomain(const std::string &what,
+                                                              bool per_peer) const;
   Expected<std::unique_ptr<MemoryRegion>> RegisterIn(std::shared_ptr<const ProtectionDomain> pd,
                                                      void *va, size_t length, int access) const;
   Status CreateQueues();
@@ -300,7 +304,8 @@ class Links {
   LinkOptions options_;         // queue_depth clamped to the device
   std::unique_ptr<Port> port_;  // owns the device context (shared with pd_)
   std::shared_ptr<const ProtectionDomain> pd_;
-  // [peer] with domain_per_peer (made at first use, under domains_mutex_).
+  // [peer] with domain_per_peer (sized by CreateDomain, each made at first use under
+  // domains_mutex_).
   mutable std::mutex domains_mutex_;
   mutable std::vector<std::shared_ptr<const ProtectionDomain>> domains_;
   // Wakes a waiting Execute when cq_ has a completion (null when the device cannot): waits
