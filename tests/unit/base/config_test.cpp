@@ -87,6 +87,8 @@ TEST_F(ConfigTest, AllSet) {
                           {"HCCL_BUFFSIZE", "64"},
                           {"HZC_RDMA_DEVICE", "rxe0"},
                           {"HZC_RDMA_GID_INDEX", "3"},
+                          {"HCCL_RDMA_TIMEOUT", "18"},
+                          {"HCCL_RDMA_RETRY_CNT", "5"},
                           {"HZC_HOST_ID", "node-b"},
                           {"HCCL_IF_IP", "10.0.0.1"},
                           {"HCCL_IF_BASE_PORT", "50000"}});
@@ -96,6 +98,8 @@ TEST_F(ConfigTest, AllSet) {
   EXPECT_EQ(c.buff_size_mb, 64U);
   EXPECT_EQ(c.rdma_device, "rxe0");
   EXPECT_EQ(c.rdma_gid_index, 3U);
+  EXPECT_EQ(c.rdma_timeout, 18U);
+  EXPECT_EQ(c.rdma_retry_cnt, 5U);
   EXPECT_EQ(c.host_id, "node-b");
   EXPECT_EQ(c.log_file, "/tmp/hzc.%h.%p");
   EXPECT_EQ(c.exec_timeout.count(), 40);
@@ -104,16 +108,16 @@ TEST_F(ConfigTest, AllSet) {
   EXPECT_TRUE(c.warnings.empty());
   EXPECT_THAT(
       c.Describe(),
-      testing::ElementsAre("HZC_LOG=DEBUG", "HZC_LOG_FILE=/tmp/hzc.%h.%p", "HZC_DEVICE=/tmp/x",
-                           "HCCL_CONNECT_TIMEOUT=3", "HCCL_EXEC_TIMEOUT=40", "HCCL_BUFFSIZE=64",
-                           "HZC_RDMA_DEVICE=rxe0", "HZC_RDMA_GID_INDEX=3", "HZC_HOST_ID=node-b",
-                           "HCCL_IF_IP=10.0.0.1", "HCCL_IF_BASE_PORT=50000",
-                           "HZC_DEVICE_COUNT=(max(online CPUs, 8))", "HZC_TRANSPORT=auto",
-                           "HZC_FD_HANDOFF=auto", "HZC_NET=auto", "HZC_INLINE_MAX=16384",
-                           "HZC_ZERO_COPY_MIN=8192", "HZC_P2P_ZERO_COPY_MIN=4096",
-                           "HZC_P2P_BUFFERED_MAX=2048", "HZC_SPAN_RING_MIN=262144",
-                           "HZC_JOB_SECRET=(unset)", "HZC_JOB_SECRET_FILE=(unset)",
-                           "HCCL_WHITELIST_DISABLE=1", "HCCL_WHITELIST_FILE=(unset)"));
+      testing::ElementsAre(
+          "HZC_LOG=DEBUG", "HZC_LOG_FILE=/tmp/hzc.%h.%p", "HZC_DEVICE=/tmp/x",
+          "HCCL_CONNECT_TIMEOUT=3", "HCCL_EXEC_TIMEOUT=40", "HCCL_BUFFSIZE=64",
+          "HZC_RDMA_DEVICE=rxe0", "HZC_RDMA_GID_INDEX=3", "HCCL_RDMA_TIMEOUT=18",
+          "HCCL_RDMA_RETRY_CNT=5", "HZC_HOST_ID=node-b", "HCCL_IF_IP=10.0.0.1",
+          "HCCL_IF_BASE_PORT=50000", "HZC_DEVICE_COUNT=(max(online CPUs, 8))", "HZC_TRANSPORT=auto",
+          "HZC_FD_HANDOFF=auto", "HZC_NET=auto", "HZC_INLINE_MAX=16384", "HZC_ZERO_COPY_MIN=8192",
+          "HZC_P2P_ZERO_COPY_MIN=4096", "HZC_P2P_BUFFERED_MAX=2048", "HZC_SPAN_RING_MIN=262144",
+          "HZC_JOB_SECRET=(unset)", "HZC_JOB_SECRET_FILE=(unset)", "HCCL_WHITELIST_DISABLE=1",
+          "HCCL_WHITELIST_FILE=(unset)"));
 }
 
 TEST_F(ConfigTest, DescribeDefaults) {
@@ -123,9 +127,10 @@ TEST_F(ConfigTest, DescribeDefaults) {
           "HZC_LOG=WARN", "HZC_LOG_FILE=(stderr)", "HZC_DEVICE=/dev/hzc",
           "HCCL_CONNECT_TIMEOUT=120", "HCCL_EXEC_TIMEOUT=1836", "HCCL_BUFFSIZE=200",
           "HZC_RDMA_DEVICE=(first active port)", "HZC_RDMA_GID_INDEX=(RoCE v2, IPv4 first)",
-          "HZC_HOST_ID=(boot id + hostname)", "HCCL_IF_IP=(first up interface)",
-          "HCCL_IF_BASE_PORT=60000", "HZC_DEVICE_COUNT=(max(online CPUs, 8))", "HZC_TRANSPORT=auto",
-          "HZC_FD_HANDOFF=auto", "HZC_NET=auto", "HZC_INLINE_MAX=16384", "HZC_ZERO_COPY_MIN=8192",
+          "HCCL_RDMA_TIMEOUT=20", "HCCL_RDMA_RETRY_CNT=7", "HZC_HOST_ID=(boot id + hostname)",
+          "HCCL_IF_IP=(first up interface)", "HCCL_IF_BASE_PORT=60000",
+          "HZC_DEVICE_COUNT=(max(online CPUs, 8))", "HZC_TRANSPORT=auto", "HZC_FD_HANDOFF=auto",
+          "HZC_NET=auto", "HZC_INLINE_MAX=16384", "HZC_ZERO_COPY_MIN=8192",
           "HZC_P2P_ZERO_COPY_MIN=4096", "HZC_P2P_BUFFERED_MAX=2048", "HZC_SPAN_RING_MIN=262144",
           "HZC_JOB_SECRET=(unset)", "HZC_JOB_SECRET_FILE=(unset)", "HCCL_WHITELIST_DISABLE=1",
           "HCCL_WHITELIST_FILE=(unset)"));
@@ -232,6 +237,30 @@ TEST_F(ConfigTest, EveryVariableReadIsDumpedAndDocumented) {
     EXPECT_NE(readme.str().find("`" + name + "`"), std::string::npos)
         << name << " is not in README.md";
   }
+}
+
+// HCCL's ranges: timeout 5-24, retry count 1-7; anything else keeps HCCL's defaults (20, 7).
+TEST_F(ConfigTest, RdmaTimeoutAndRetryCount) {
+  Config c = Parse({{"HCCL_RDMA_TIMEOUT", "5"}, {"HCCL_RDMA_RETRY_CNT", "1"}});
+  EXPECT_EQ(c.rdma_timeout, 5U);
+  EXPECT_EQ(c.rdma_retry_cnt, 1U);
+  EXPECT_TRUE(c.warnings.empty());
+  c = Parse({{"HCCL_RDMA_TIMEOUT", "24"}, {"HCCL_RDMA_RETRY_CNT", "7"}});
+  EXPECT_EQ(c.rdma_timeout, 24U);
+  EXPECT_EQ(c.rdma_retry_cnt, 7U);
+  c = Parse({{"HCCL_RDMA_TIMEOUT", "4"}, {"HCCL_RDMA_RETRY_CNT", "0"}});
+  EXPECT_EQ(c.rdma_timeout, 20U);
+  EXPECT_EQ(c.rdma_retry_cnt, 7U);
+  EXPECT_THAT(c.warnings,
+              testing::ElementsAre("HCCL_RDMA_TIMEOUT=\"4\": not an integer in [5, 24]; using 20",
+                                   "HCCL_RDMA_RETRY_CNT=\"0\": not an integer in [1, 7]; using 7"));
+  EXPECT_EQ(c.PeerSilence(), std::chrono::milliseconds(34'360));  // 8 x 4.096 us x 2^20
+  c = Parse({{"HCCL_RDMA_TIMEOUT", "25"}, {"HCCL_RDMA_RETRY_CNT", "8"}});
+  EXPECT_EQ(c.rdma_timeout, 20U);
+  EXPECT_EQ(c.rdma_retry_cnt, 7U);
+  EXPECT_EQ(c.warnings.size(), 2U);
+  c = Parse({{"HCCL_RDMA_TIMEOUT", "18"}, {"HCCL_RDMA_RETRY_CNT", "6"}});
+  EXPECT_EQ(c.PeerSilence(), std::chrono::milliseconds(7'517));  // 7 x 1.07 s
 }
 
 TEST_F(ConfigTest, LogFileAndExecTimeout) {

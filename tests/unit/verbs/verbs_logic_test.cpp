@@ -219,5 +219,29 @@ TEST(VerbsLogicTest, BoardWaitErrors) {
   EXPECT_EQ(other.message(), "barrier: not a member");
 }
 
+// Between servers the queue pairs take HCCL_RDMA_TIMEOUT and HCCL_RDMA_RETRY_CNT, and the data
+// path waits 10 s past the queue pair's retries (at least 30 s) before it gives up on a peer.
+TEST(VerbsLogicTest, LinksBetweenServersTakeHcclsRetriesAndOutlastThem) {
+  Config config;
+  LinkOptions o = LinkOptions::BetweenServers(config);
+  EXPECT_EQ(o.ack_timeout, 20U);
+  EXPECT_EQ(o.retry_count, 7U);
+  EXPECT_TRUE(o.domain_per_peer);
+  // 8 x 4.096 us x 2^20 = 34.36 s.
+  EXPECT_EQ(o.progress_timeout, std::chrono::milliseconds(44'360));
+  config.rdma_timeout = 18;
+  config.rdma_retry_cnt = 6;
+  o = LinkOptions::BetweenServers(config);
+  EXPECT_EQ(o.ack_timeout, 18U);
+  EXPECT_EQ(o.retry_count, 6U);
+  EXPECT_EQ(o.progress_timeout, std::chrono::milliseconds(30'000));
+  config.rdma_timeout = 24;
+  o = LinkOptions::BetweenServers(config);
+  EXPECT_EQ(o.progress_timeout, std::chrono::milliseconds(491'037));
+  // Inside a server the links keep their own short timeout.
+  EXPECT_EQ(LinkOptions::FromConfig(config).ack_timeout, LinkOptions{}.ack_timeout);
+  EXPECT_FALSE(LinkOptions::FromConfig(config).domain_per_peer);
+}
+
 }  // namespace
 }  // namespace hzc::verbs

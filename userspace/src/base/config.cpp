@@ -153,6 +153,28 @@ uint64_t ParseBytes(const char *name, const char *v, uint64_t def, uint64_t max,
   return def;
 }
 
+// HCCL_RDMA_TIMEOUT and HCCL_RDMA_RETRY_CNT into @c; out of range: the default with a warning.
+void ParseRdmaRetries(const std::function<const char *(const char *)> &getenv_fn, Config *c) {
+  if (const char *v = getenv_fn("HCCL_RDMA_TIMEOUT"); v != nullptr) {
+    if (auto t = ParseUnsigned(v, Config::kMinRdmaTimeout, Config::kMaxRdmaTimeout)) {
+      c->rdma_timeout = static_cast<uint8_t>(*t);
+    } else {
+      c->warnings.push_back(fmt::format(
+          "HCCL_RDMA_TIMEOUT=\"{}\": not an integer in [{}, {}]; using {}", v,
+          Config::kMinRdmaTimeout, Config::kMaxRdmaTimeout, Config::kDefaultRdmaTimeout));
+    }
+  }
+  if (const char *v = getenv_fn("HCCL_RDMA_RETRY_CNT"); v != nullptr) {
+    if (auto n = ParseUnsigned(v, 1, Config::kMaxRdmaRetryCnt)) {
+      c->rdma_retry_cnt = static_cast<uint8_t>(*n);
+    } else {
+      c->warnings.push_back(
+          fmt::format("HCCL_RDMA_RETRY_CNT=\"{}\": not an integer in [1, {}]; using {}", v,
+                      Config::kMaxRdmaRetryCnt, Config::kDefaultRdmaRetryCnt));
+    }
+  }
+}
+
 // HZC_INLINE_MAX, HZC_ZERO_COPY_MIN, HZC_P2P_ZERO_COPY_MIN, HZC_P2P_BUFFERED_MAX and
 // HZC_SPAN_RING_MIN into @c.
 void ParseSizes(const std::function<const char *(const char *)> &getenv_fn, Config *c) {
@@ -255,6 +277,7 @@ Config Config::FromLookup(const std::function<const char *(const char *)> &geten
           "HZC_RDMA_GID_INDEX=\"{}\": not a GID index in [0, 65535]; choosing one per port", v));
     }
   }
+  ParseRdmaRetries(getenv_fn, &c);
   if (const char *v = getenv_fn("HZC_HOST_ID"); v != nullptr) {
     c.host_id = v;
   }
@@ -271,6 +294,11 @@ Config Config::FromLookup(const std::function<const char *(const char *)> &geten
   return c;
 }
 
+std::chrono::milliseconds Config::PeerSilence() const {
+  const auto ack = std::chrono::nanoseconds(4096) * (uint64_t{1} << rdma_timeout);
+  return std::chrono::ceil<std::chrono::milliseconds>(ack * (rdma_retry_cnt + 1));
+}
+
 std::vector<std::string> Config::Describe() const {
   return {
       fmt::format("HZC_LOG={}", LogLevelName(log_level)),
@@ -282,6 +310,8 @@ std::vector<std::string> Config::Describe() const {
       fmt::format("HZC_RDMA_DEVICE={}", rdma_device.empty() ? "(first active port)" : rdma_device),
       fmt::format("HZC_RDMA_GID_INDEX={}",
                   rdma_gid_index ? std::to_string(*rdma_gid_index) : "(RoCE v2, IPv4 first)"),
+      fmt::format("HCCL_RDMA_TIMEOUT={}", rdma_timeout),
+      fmt::format("HCCL_RDMA_RETRY_CNT={}", rdma_retry_cnt),
       fmt::format("HZC_HOST_ID={}", host_id.empty() ? "(boot id + hostname)" : host_id),
       fmt::format("HCCL_IF_IP={}", if_ip.empty() ? "(first up interface)" : if_ip),
       fmt::format("HCCL_IF_BASE_PORT={}", if_base_port),

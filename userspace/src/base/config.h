@@ -45,7 +45,21 @@ struct Config {
   uint64_t buff_size_mb = kDefaultBuffSizeMb;
   std::string rdma_device;                 // empty: first active port
   std::optional<uint32_t> rdma_gid_index;  // HZC_RDMA_GID_INDEX; nullopt: chosen per port
-  std::string host_id;                     // empty: boot id + hostname
+  // HCCL_RDMA_TIMEOUT and HCCL_RDMA_RETRY_CNT: the local ACK timeout (4.096 us * 2^value) and
+  // the retry count of the RDMA queue pairs between servers, HCCL's ranges and defaults: a
+  // peer may stall for about (retry count + 1) * timeout (34 s) before a transfer fails.
+  static constexpr uint64_t kMinRdmaTimeout = 5;
+  static constexpr uint64_t kMaxRdmaTimeout = 24;
+  static constexpr uint64_t kDefaultRdmaTimeout = 20;
+  static constexpr uint64_t kMaxRdmaRetryCnt = 7;
+  static constexpr uint64_t kDefaultRdmaRetryCnt = 7;
+  uint8_t rdma_timeout = kDefaultRdmaTimeout;
+  uint8_t rdma_retry_cnt = kDefaultRdmaRetryCnt;
+  // How long a peer on another server may acknowledge nothing before it is taken for dead, over
+  // RDMA (the queue pairs' retries) and TCP (TCP_USER_TIMEOUT) alike: (HCCL_RDMA_RETRY_CNT + 1)
+  // * 4.096 us * 2^HCCL_RDMA_TIMEOUT, rounded up to a millisecond (34,360 ms by default).
+  std::chrono::milliseconds PeerSilence() const;
+  std::string host_id;  // empty: boot id + hostname
   // HCCL_IF_IP: the address the root and every rank (for the connections of a communicator that
   // spans servers) listen on; empty: automatic.
   std::string if_ip;

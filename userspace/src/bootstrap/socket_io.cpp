@@ -209,15 +209,16 @@ void WatchPeer(int fd) {
   if (loopback || ip == AddressBytes(self)) {
     return;  // this host's own address at both ends: no link between them to lose
   }
+  const auto silence = static_cast<unsigned>(GetConfig().PeerSilence().count());
   const int on = 1;
   const int idle_s = 1;      // the first probe after a second of silence,
   const int interval_s = 1;  // one a second after it,
-  const int count = 8;       // and at most this many (kPeerSilenceMs ends it first)
+  const int count = 127;     // and at most this many (TCP_USER_TIMEOUT ends them first)
   (void)setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &on, sizeof(on));
   (void)setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle_s, sizeof(idle_s));
   (void)setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &interval_s, sizeof(interval_s));
   (void)setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &count, sizeof(count));
-  (void)setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &kPeerSilenceMs, sizeof(kPeerSilenceMs));
+  (void)setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &silence, sizeof(silence));
 }
 
 namespace {

@@ -62,13 +62,13 @@ Expected<UniqueFd> Dial(const sockaddr_storage &addr,
 // waiting for the peer's (delayed, up to 40 ms) acknowledgement of the one before it.
 void SetNoDelay(int fd);
 
-// Make TCP socket @fd fail (ETIMEDOUT) within about kPeerSilenceMs once its peer acknowledges
-// nothing, whether data or only keepalive probes go unanswered: a cut link or a server that is
-// gone ends a connection that is only waiting to read. Not on a connection within this host
-// (loopback, or this host's address at both ends: no link to lose; a peer that dies has its
-// kernel reset the connection), where the probes of many idle connections (a thousand ranks
-// simulating servers on one host) would only cost time.
-constexpr unsigned kPeerSilenceMs = 8000;
+// Make TCP socket @fd fail (ETIMEDOUT) once its peer acknowledges nothing for
+// GetConfig().PeerSilence() (HCCL_RDMA_TIMEOUT and HCCL_RDMA_RETRY_CNT: 34 s by default, the
+// stall an RDMA link between servers outlasts), whether data or only keepalive probes go
+// unanswered: a cut link or a server that is gone ends a connection that is only waiting to
+// read. Not on a connection within this host (loopback, or this host's address at both ends: no
+// link to lose; a peer that dies has its kernel reset the connection), where the probes of many
+// idle connections (a thousand ranks simulating servers on one host) would only cost time.
 void WatchPeer(int fd);
 
 // Both, for a connection between ranks: no Nagle (SetNoDelay), and a peer that acknowledges

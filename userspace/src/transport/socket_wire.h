@@ -26,8 +26,8 @@
 // it had no connection with to say so in its hello: the members fail with HCCL_E_REMOTE naming
 // this rank, whether they wait for its bytes or for another member's. A dead peer process closes
 // its connections (HCCL_E_REMOTE); a server that goes away or a cut link fails the connection once
-// TCP gives up (keepalive probes every second, 8 s without an acknowledgement:
-// HCCL_E_TCP_TRANSFER), long before HCCL_EXEC_TIMEOUT.
+// TCP gives up (keepalive probes every second, Config::PeerSilence without an acknowledgement,
+// 34 s by default: HCCL_E_TCP_TRANSFER), long before HCCL_EXEC_TIMEOUT.
 #pragma once
 
 #include <sys/socket.h>

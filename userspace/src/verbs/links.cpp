@@ -122,10 +122,18 @@ LinkOptions LinkOptions::FromEnvironment() {
 }
 
 LinkOptions LinkOptions::BetweenServers() {
-  LinkOptions options = FromEnvironment();
-  options.ack_timeout = 18;
-  options.retry_count = 6;
-  options.progress_timeout = std::chrono::milliseconds(30'000);
+  return BetweenServers(GetConfig());
+}
+
+LinkOptions LinkOptions::BetweenServers(const Config &config) {
+  LinkOptions options = FromConfig(config);
+  options.ack_timeout = config.rdma_timeout;
+  options.retry_count = config.rdma_retry_cnt;
+  // The queue pair gives up after about (retry_count + 1) ACK timeouts; the data path waits a
+  // little longer than that for a completion (soft-RoCE retries for ever at a count of 7, so
+  // there this wait is what gives up on a dead peer).
+  options.progress_timeout =
+      std::max(std::chrono::milliseconds(30'000), config.PeerSilence() + std::chrono::seconds(10));
   options.domain_per_peer = true;
   return options;
 }

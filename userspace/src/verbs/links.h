@@ -74,10 +74,13 @@ struct LinkOptions {
   // HZC_RDMA_DEVICE, HZC_RDMA_GID_INDEX and HCCL_CONNECT_TIMEOUT from GetConfig().
   static LinkOptions FromEnvironment();
   // FromEnvironment() for links between servers, where the network and a loaded peer stall for
-  // longer than inside one: local ACK timeout 4.096 us * 2^18 (1.07 s), 6 retries (7 would mean
-  // retrying for ever), so a dead peer fails a transfer after about 7.5 s; a transfer that sees
-  // no completion for 30 s is abandoned.
+  // longer than inside one: the local ACK timeout and retry count of HCCL_RDMA_TIMEOUT and
+  // HCCL_RDMA_RETRY_CNT (by default 4.3 s and 7: a peer may stall for about 34 s), a transfer
+  // that sees no completion for 10 s longer than that (at least 30 s) is abandoned (soft-RoCE
+  // retries for ever at a count of 7: there this is what fails a dead peer), and a protection
+  // domain per peer.
   static LinkOptions BetweenServers();
+  static LinkOptions BetweenServers(const Config &config);
   // The same from @config.
   static LinkOptions FromConfig(const Config &config);
 };
