@@ -314,6 +314,30 @@ TEST_F(SpanTest, SixtyFourMegabytesAcrossTwoServersOfTwoRanks) {
 // AlltoAllVC) with every type and op, counts 0, 1, 7 and 1001, in place and with the root-only
 // buffers NULL elsewhere, then larger sizes (hzc-coll-rank "xmatrix"; the references reduce
 // each server's ranks first).
+// Guest 2's network falls silent for 15 s in the middle of the calls (everything it sends is
+// dropped, as from a stalled host or a congested switch): the calls wait for it and complete,
+// over RDMA (the queue pairs' retries: HCCL_RDMA_TIMEOUT, HCCL_RDMA_RETRY_CNT) and over the
+// TCP connections beside it alike (hzc-coll-rank "matrix"). A peer taken for dead after 8 s of
+// silence fails it.
+TEST_F(SpanTest, AServerSilentForFifteenSecondsDelaysTheCallsAndFailsNone) {
+  const std::string how = Meeting(false, 2);
+  ASSERT_FALSE(HasFailure());
+  const auto pids = Start(how, 2, "matrix", "zerocopy");
+  if (hosts_.index == 2) {
+    std::this_thread::sleep_for(std::chrono::seconds(5));  // inside the calls
+    EXPECT_EQ(std::system("tc qdisc add dev eth0 root netem loss 100%"), 0);
+    std::this_thread::sleep_for(std::chrono::seconds(15));
+    EXPECT_EQ(std::system("tc qdisc del dev eth0 root"), 0);
+  }
+  const std::vector<int> st = hzc::test::WaitRanks(pids);
+  EXPECT_EQ(st, std::vector<int>(2, 0));
+  for (uint32_t j = 0; j < st.size(); ++j) {
+    if (st[j] != 0) {
+      PrintLogTail((hosts_.index - 1) * 2 + j);
+    }
+  }
+}
+
 TEST_F(SpanTest, EveryExchangeAcrossTwoServersOfTwoRanks) {
   EXPECT_EQ(Run(false, 2, "xmatrix", "staging"), std::vector<int>(2, 0));
 }
@@ -453,9 +477,9 @@ TEST_F(SpanTest, SocketPointToPointAcrossTwoServersOfTwoRanksByRankTable) {
   EXPECT_EQ(Run(true, 2, "p2p", "staging", kSocket), std::vector<int>(2, 0));
 }
 
-// TCP gives up on the cut link after 7.5 s without an acknowledgement (Fault's HCCL_RDMA_*): HCCL_E_TCP_TRANSFER (or
-// HCCL_E_REMOTE from a peer that learnt it first) on both servers, well within
-// HCCL_EXEC_TIMEOUT.
+// TCP gives up on the cut link after 7.5 s without an acknowledgement (Fault's HCCL_RDMA_*):
+// HCCL_E_TCP_TRANSFER (or HCCL_E_REMOTE from a peer that learnt it first) on both servers, well
+// within HCCL_EXEC_TIMEOUT.
 TEST_F(SpanTest, SocketACutLinkFailsTheCallsOfBothServersCleanly) {
   Fault(2, false, "cut", kSocket);
 }

@@ -546,5 +546,38 @@ TEST_F(VerbsVmTest, APeerCannotUseTheKeyOfMemoryRegisteredForAnother) {
   }
 }
 
+// A peer that is gone, with the retries of links between servers (HCCL's defaults: soft-RoCE
+// retries for ever at a count of 7, the data path's wait is 44 s): a request given a deadline
+// fails at it, HCCL_E_ROCE_TRANSFER naming the deadline, and the link stays broken.
+TEST_F(VerbsVmTest, ARequestToAPeerThatIsGoneEndsAtItsDeadline) {
+  LinkOptions options = LinkOptions::BetweenServers(Config{});
+  options.timeout = seconds(60);
+  auto a = Links::OpenLazy(0, 2, options);
+  auto b = Links::OpenLazy(1, 2, options);
+  ASSERT_TRUE(a.ok() && b.ok() && *a && *b);
+  ASSERT_TRUE(Pair(**a, 0, **b, 1).ok());
+  std::vector<uint8_t> mine(4096, 1), theirs(4096, 0);
+  auto mr = (*a)->RegisterFor(1, mine.data(), mine.size(), false);
+  auto target = (*b)->RegisterFor(0, theirs.data(), theirs.size(), true);
+  ASSERT_TRUE(mr.ok() && target.ok());
+  const WorkRequest write{.op = WorkRequest::kWrite,
+                          .peer = 1,
+                          .mr = mr->get(),
+                          .local = mine.data(),
+                          .length = mine.size(),
+                          .remote_addr = reinterpret_cast<uint64_t>(theirs.data()),
+                          .rkey = (*target)->rkey()};
+  ASSERT_TRUE((*a)->Execute({&write, 1}).ok());
+  target->reset();
+  b->reset();  // its queue pair is gone: nothing answers rank 0 any more
+  const auto start = std::chrono::steady_clock::now();
+  Status st = (*a)->Execute({&write, 1}, start + std::chrono::milliseconds(1500));
+  const auto took = std::chrono::steady_clock::now() - start;
+  EXPECT_EQ(st.code(), HCCL_E_ROCE_TRANSFER) << Describe(st);
+  EXPECT_NE(st.message().find("no completion by the deadline"), std::string::npos) << st.message();
+  EXPECT_LT(took, seconds(10));
+  EXPECT_FALSE((*a)->broken(1).empty());
+}
+
 }  // namespace
 }  // namespace hzc::verbs

@@ -298,7 +298,7 @@ verbs::WorkRequest RdmaWire::FlagWrite(uint32_t line, uint32_t p) const {
           .rkey = peers_[p]->remote.rkey};
 }
 
-Status RdmaWire::Probe(uint32_t p) {
+Status RdmaWire::Probe(uint32_t p, Clock::time_point deadline) {
   if (std::string why = group_.Broken(members_[p]); !why.empty()) {
     return Error(HCCL_E_REMOTE, "rank {} (another server) is gone: {}", members_[p], why);
   }
@@ -320,7 +320,7 @@ Status RdmaWire::Probe(uint32_t p) {
                                 .length = sizeof(uint64_t),
                                 .remote_addr = peers_[p]->remote.addr + FlagOffset(kReady),
                                 .rkey = peers_[p]->remote.rkey};
-  if (Status st = Execute({&read, 1}); !st.ok()) {
+  if (Status st = Execute({&read, 1}, deadline); !st.ok()) {
     return Error(st.code(), "rank {} (another server) does not answer: {}", members_[p],
                  st.message());
   }
@@ -410,7 +410,7 @@ Status RdmaWire::Idle(const std::vector<Out> &out, const std::vector<size_t> &in
                    members_[p], data ? "data" : "room for the next chunk");
     }
     if (now - (*progress)[p] >= kProbeAfter) {
-      HZC_RETURN_IF_ERROR(Probe(p));
+      HZC_RETURN_IF_ERROR(Probe(p, deadline));
       (*progress)[p] = Clock::now();
     }
   }
@@ -448,8 +448,8 @@ Status RdmaWire::Move(const std::vector<Out> &out, const std::vector<size_t> &in
   return Status::Ok();
 }
 
-Status RdmaWire::Execute(std::span<const verbs::WorkRequest> wrs) {
-  Status st = links_->Execute(wrs);
+Status RdmaWire::Execute(std::span<const verbs::WorkRequest> wrs, Clock::time_point deadline) {
+  Status st = links_->Execute(wrs, deadline);
   if (!st.ok()) {
     std::string who;
     for (uint32_t i = 0; i < size(); ++i) {
@@ -490,7 +490,11 @@ void RdmaWire::Tell(HcclResult code) {
     if (peers_[p] && peers_[p]->ready) {
       *OutFlag(kAbort, p) = static_cast<uint64_t>(code);
       const verbs::WorkRequest wr = FlagWrite(kAbort, p);
-      if (Status st = links_->Execute({&wr, 1}); !st.ok()) {
+      // By kNewsTime, or a moment past it for each later peer: a dead one must not hold the
+      // others' news for its retries (34 s by default), nor break their links.
+      if (Status st = links_->Execute(
+              {&wr, 1}, std::max(until, Clock::now() + std::chrono::milliseconds(50)));
+          !st.ok()) {
         LogDebug("wire: cannot tell rank {} of the abort: {}", members_[p], st.message());
       }
     } else if (Status st = group_.Send(

@@ -81,11 +81,12 @@ class RdmaWire final : public Wire {
   Status Idle(const std::vector<Out> &out, const std::vector<size_t> &in,
               const std::vector<size_t> &sent, const std::vector<size_t> &received,
               std::vector<Clock::time_point> *progress, Clock::time_point deadline);
-  Status Probe(uint32_t p);
+  Status Probe(uint32_t p, Clock::time_point deadline);
   // A linked member that aborted (Abort), as an error.
   Status CheckAborts() const;
-  // links_->Execute, its errors naming the members' ranks.
-  Status Execute(std::span<const verbs::WorkRequest> wrs);
+  // links_->Execute (given up at @deadline), its errors naming the members' ranks.
+  Status Execute(std::span<const verbs::WorkRequest> wrs,
+                 Clock::time_point deadline = Clock::time_point::max());
 
   // An RDMA WRITE of this member's out flag @line for @p into @p's flag @line for this member.
   verbs::WorkRequest FlagWrite(uint32_t line, uint32_t p) const;

@@ -27,8 +27,8 @@
 // Errors name the peer and the transfer: HCCL_E_REMOTE for a request the peer refused (its span
 // withdrawn; the connection stays usable), HCCL_E_TCP_TRANSFER when the connection fails (the
 // peer's process ended and its kernel closed it, or TCP gave up on the link: keepalive,
-// bootstrap::WatchPeer: Config::PeerSilence, 34 s by default), HCCL_E_TIMEOUT at the deadline. A failed
-// connection leaves the pair unusable: later batches to that peer fail at once.
+// bootstrap::WatchPeer: Config::PeerSilence, 34 s by default), HCCL_E_TIMEOUT at the deadline.
+// A failed connection leaves the pair unusable: later batches to that peer fail at once.
 #pragma once
 
 #include <array>

@@ -395,7 +395,8 @@ Status Links::ModifyToReadyToSend(uint32_t peer) {
   attr.sq_psn = send_psn_[peer];
   attr.timeout = options_.ack_timeout;
   attr.retry_cnt = options_.retry_count;
-  attr.rnr_retry = options_.retry_count;
+  // 7 would mean for ever for RNR; only WRITE and READ are posted, which meet no RNR.
+  attr.rnr_retry = std::min<uint8_t>(options_.retry_count, 6);
   attr.max_rd_atomic =
       static_cast<uint8_t>(std::clamp(port_->device_attr.max_qp_init_rd_atom, 1, 16));
   const int mask = IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
@@ -800,18 +801,21 @@ bool Links::Reap(Batch &batch, int *reaped) {
   return true;
 }
 
-// No completion within progress_timeout: break every peer with work outstanding.
-void Links::TimeOut(Batch &batch) {
+// No completion within progress_timeout (or by the caller's deadline, @deadline): break every
+// peer with work outstanding.
+void Links::TimeOut(Batch &batch, bool deadline) {
   const auto ms =
       std::chrono::duration_cast<std::chrono::milliseconds>(options_.progress_timeout).count();
   for (uint32_t p = 0; p < nranks_; ++p) {
     if (batch.outstanding[p] != 0) {
-      Fail(batch, p, fmt::format("rdma to rank {}: no completion within {} ms", p, ms));
+      Fail(batch, p,
+           deadline ? fmt::format("rdma to rank {}: no completion by the deadline", p)
+                    : fmt::format("rdma to rank {}: no completion within {} ms", p, ms));
     }
   }
 }
 
-Status Links::Execute(std::span<const WorkRequest> requests) {
+Status Links::Execute(std::span<const WorkRequest> requests, Clock::time_point deadline) {
   std::lock_guard lock(mutex_);
   HZC_RETURN_IF_ERROR(CheckRequests(requests));
   Batch batch(requests, ++batch_tag_ & 0xffffffff,
@@ -842,8 +846,9 @@ Status Links::Execute(std::span<const WorkRequest> requests) {
       continue;
     }
     const auto now = Clock::now();
-    if (now - last_progress <= options_.progress_timeout) {
-      AwaitCompletion(last_progress + options_.progress_timeout);
+    const auto limit = std::min(last_progress + options_.progress_timeout, deadline);
+    if (now <= limit) {
+      AwaitCompletion(limit);
       continue;
     }
     if (timed_out) {
@@ -852,8 +857,9 @@ Status Links::Execute(std::span<const WorkRequest> requests) {
       break;
     }
     timed_out = true;
-    TimeOut(batch);
+    TimeOut(batch, now > deadline);
     last_progress = now;  // the flush of the broken queue pairs gets one more period
+    deadline = Clock::time_point::max();
   }
   if (!batch.error.empty()) {
     return Error(HCCL_E_ROCE_TRANSFER, "{}", batch.error);

@@ -245,8 +245,11 @@ class Links {
   // port's max message size and at post_bytes) and wait for all completions. HCCL_E_PARA for
   // a bad request (nothing posted), HCCL_E_ROCE_TRANSFER when an operation fails or makes no
   // progress within progress_timeout; the link to that peer is then broken for good and later
-  // requests to it fail at once. Thread-safe (one call at a time per Links).
-  Status Execute(std::span<const WorkRequest> requests);
+  // requests to it fail at once. Thread-safe (one call at a time per Links). @deadline: the
+  // same when the requests are not all complete by then (the caller's own time limit).
+  Status Execute(std::span<const WorkRequest> requests,
+                 std::chrono::steady_clock::time_point deadline =
+                     std::chrono::steady_clock::time_point::max());
   Status Write(uint32_t peer, const MemoryRegion &mr, const void *local, size_t length,
                uint64_t remote_addr, uint32_t rkey);
   Status Read(uint32_t peer, const MemoryRegion &mr, void *local, size_t length,
@@ -293,7 +296,7 @@ class Links {
   void ChainRequests(Batch &batch);
   void PostChain(Batch &batch, uint32_t peer);
   bool Reap(Batch &batch, int *reaped);
-  void TimeOut(Batch &batch);
+  void TimeOut(Batch &batch, bool deadline);
   // Nothing completed for a while: sleep until the completion queue has news or @until (at
   // most a slice), arming its event first; without a completion channel, yield the CPU.
   void AwaitCompletion(std::chrono::steady_clock::time_point until);
