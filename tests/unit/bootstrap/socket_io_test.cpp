@@ -176,6 +176,69 @@ TEST(HelloReaderTest, APassedDeadlineTakesWhatIsThere) {
   EXPECT_EQ(got->data[0], std::byte{7});
 }
 
+// A connection to @to from source address @from (any of 127/8 is this host's).
+UniqueFd DialFrom(const char *from, const sockaddr_storage &to) {
+  UniqueFd fd(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  sockaddr_in src{};
+  src.sin_family = AF_INET;
+  inet_pton(AF_INET, from, &src.sin_addr);
+  EXPECT_EQ(bind(fd.get(), reinterpret_cast<const sockaddr *>(&src), sizeof(src)), 0);
+  EXPECT_EQ(connect(fd.get(), reinterpret_cast<const sockaddr *>(&to), sizeof(sockaddr_in)), 0);
+  return fd;
+}
+
+// A host that is not a peer's (127.0.0.2) opens many silent connections while a peer's
+// (127.0.0.1) waits before its hello: with the peers' hosts known, the stranger's connections
+// push out only each other and the peer's hello is read; without, the peer's connection, the
+// oldest, is pushed out (so the test tells the two apart).
+TEST(HelloReaderTest, AnotherHostsConnectionsPushOutOnlyEachOther) {
+  for (bool known : {true, false}) {
+    SCOPED_TRACE(known ? "the peers' hosts known" : "no hosts known");
+    sockaddr_storage addr{};
+    auto &in = reinterpret_cast<sockaddr_in &>(addr);
+    in.sin_family = AF_INET;
+    in.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    sockaddr_storage bound{};
+    auto listener = ListenOn(addr, false, &bound);
+    ASSERT_TRUE(listener.ok()) << listener.status().message();
+    HelloReader::Options o;
+    o.where = "test";
+    o.hello_time = std::chrono::seconds(30);
+    o.max_pending = 4;
+    o.header = 8;
+    o.size = [](std::span<const std::byte>) -> Expected<size_t> { return size_t{8}; };
+    if (known) {
+      o.known.push_back(addr);
+    }
+    auto reader = HelloReader::Open(listener->get(), std::move(o));
+    ASSERT_TRUE(reader.ok()) << reader.status().message();
+    using Clock = HelloReader::Clock;
+    const auto look = [&] {
+      auto next = reader->Next(Clock::now() + std::chrono::milliseconds(20));
+      EXPECT_TRUE(next.ok() && !*next);  // nobody has said anything
+    };
+    UniqueFd peer = DialFrom("127.0.0.1", bound);
+    look();
+    std::vector<UniqueFd> flood;
+    for (int i = 0; i < 12; ++i) {
+      flood.push_back(DialFrom("127.0.0.2", bound));
+      look();
+    }
+    const std::array<std::byte, 8> hello{std::byte{9}};
+    // (Where the reader closed it, the bytes still leave; its reset comes after.)
+    (void)SendAll(peer.get(), hello.data(), hello.size(), Clock::now() + std::chrono::seconds(1));
+    auto got = reader->Next(Clock::now() + std::chrono::milliseconds(500));
+    ASSERT_TRUE(got.ok()) << got.status().message();
+    if (known) {
+      ASSERT_TRUE(got->has_value()) << "the peer's connection was pushed out";
+      EXPECT_EQ((*got)->data[0], std::byte{9});
+      EXPECT_TRUE((*got)->known);
+    } else {
+      EXPECT_FALSE(got->has_value());
+    }
+  }
+}
+
 }  // namespace
 }  // namespace hzc::bootstrap
 

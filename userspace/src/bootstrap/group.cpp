@@ -509,6 +509,11 @@ Expected<std::unique_ptr<Group>> Group::Connect(Listener listener, const UniqueI
   o.max_pending = kMaxPending;
   o.header = sizeof(uint32_t);
   o.size = MessageSize;
+  for (uint32_t r = 0; r < n; ++r) {
+    if (r != rank) {
+      o.known.push_back(impl->peers[r].addr);
+    }
+  }
   auto reader = HelloReader::Open(listener.fd(), std::move(o));
   if (!reader.ok()) {
     return reader.status();

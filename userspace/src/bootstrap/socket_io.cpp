@@ -429,8 +429,8 @@ bool HelloReader::Read(Pending &p) {
   for (;;) {
     if (p.got == p.data.size()) {
       if (p.sized) {
-        ready_.push_back(
-            Hello{std::move(p.fd), std::move(p.peer), std::move(p.data), std::move(p.state)});
+        ready_.push_back(Hello{std::move(p.fd), std::move(p.peer), std::move(p.data),
+                               std::move(p.state), p.known});
         return false;
       }
       auto size = options_.size(p.data);
@@ -483,18 +483,29 @@ void HelloReader::Accept() {
     }
     last_accept_error_ = 0;
     SetNoDelay(fd.get());
+    const bool known = std::any_of(
+        options_.known.begin(), options_.known.end(),
+        [&](const sockaddr_storage &k) { return AddressBytes(k) == AddressBytes(addr); });
     if (pending_.size() >= options_.max_pending && !pending_.empty()) {
-      Pending &oldest = pending_.front();
-      if (options_.evicted) {
-        options_.evicted(oldest.fd.get());
+      // The oldest from a host that is not a peer's, else the oldest.
+      auto victim =
+          std::find_if(pending_.begin(), pending_.end(), [](const Pending &w) { return !w.known; });
+      if (victim == pending_.end()) {
+        victim = pending_.begin();
       }
-      LogDropped(oldest.peer, fmt::format("more than {} connections wait for their hello and it "
-                                          "waited longest",
-                                          options_.max_pending));
-      pending_.pop_front();
+      if (options_.evicted) {
+        options_.evicted(victim->fd.get());
+      }
+      LogDropped(victim->peer,
+                 fmt::format("more than {} connections wait for their hello and it waited "
+                             "longest{}",
+                             options_.max_pending,
+                             victim->known ? "" : " of those from hosts that are not a peer's"));
+      pending_.erase(victim);
     }
     Pending p;
     p.fd = std::move(fd);
+    p.known = known;
     p.peer = EndpointString(addr);
     p.deadline = Clock::now() + options_.hello_time;
     p.data.resize(options_.header);
@@ -509,6 +520,7 @@ void HelloReader::Again(Hello hello) {
   p.deadline = Clock::now() + options_.hello_time;
   p.data.resize(options_.header);
   p.state = std::move(hello.state);
+  p.known = hello.known;
   pending_.push_back(std::move(p));  // the latest deadline: pending_ stays in deadline order
 }
 

@@ -101,7 +101,11 @@ std::vector<Status> SendToEach(std::span<const int> fds, std::span<const std::by
 // longest is the one least likely to be real, while refusing new ones would let a few silent
 // connections keep every real peer out until their deadlines pass, again and again. New
 // connections are taken a few at a time and waiting ones are read first, so a real peer whose
-// hello has arrived is read before a flood of connections can push it out.
+// hello has arrived is read before a flood of connections can push it out. Where the peers'
+// hosts are known (Options::known), a connection from one of them is pushed out only when every
+// waiting connection is from one: another host on the network, however many connections it
+// opens, cannot keep a peer out (a peer that dials from another address of its host is only
+// treated like a stranger here, not refused).
 class HelloReader {
  public:
   using Clock = std::chrono::steady_clock;
@@ -115,12 +119,16 @@ class HelloReader {
     std::function<Expected<size_t>(std::span<const std::byte> header)> size;
     // Called with a connection about to be dropped for a newer one; may be empty.
     std::function<void(int fd)> evicted;
+    // The addresses the protocol's peers dial from (their own listeners'; the port is ignored);
+    // empty: every connection alike.
+    std::vector<sockaddr_storage> known;
   };
   struct Hello {
     UniqueFd fd;                  // non-blocking, close-on-exec
     std::string peer;             // the peer's address, "1.2.3.4:5678"
     std::vector<std::byte> data;  // the whole hello, header included
     std::string state;            // what the caller kept with it (Again); empty at first
+    bool known = false;           // from one of Options::known
   };
 
   // Serves @listener (made non-blocking; it stays the caller's). HCCL_E_SYSCALL naming the
@@ -152,6 +160,7 @@ class HelloReader {
     size_t got = 0;               // of data
     bool sized = false;           // data has the whole hello's size
     std::string state;            // Hello::state
+    bool known = false;           // Hello::known
   };
   HelloReader(int listener, Options options) : listener_(listener), options_(std::move(options)) {}
   // Read what @p has sent; false when it is done with (a whole hello, or dropped).

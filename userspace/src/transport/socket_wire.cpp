@@ -148,6 +148,12 @@ Status SocketWire::Setup(Clock::time_point deadline) {
     return Error(listener.status().code(), "wire: {}", listener.status().message());
   }
   listener_ = std::move(*listener);
+  std::vector<sockaddr_storage> hosts;  // the members' (another host's connection waits behind)
+  for (uint32_t p = 0; p < n; ++p) {
+    if (p != me_) {
+      hosts.push_back(peers_[p].listener);
+    }
+  }
   auto reader = HelloReader::Open(
       listener_.get(),
       {.where = fmt::format("wire: rank {} {}", group_.rank(), bootstrap::EndpointString(bound)),
@@ -162,7 +168,8 @@ Status SocketWire::Setup(Clock::time_point deadline) {
          }
          return sizeof(Hello);
        },
-       .evicted = {}});
+       .evicted = {},
+       .known = std::move(hosts)});
   if (!reader.ok()) {
     return reader.status();
   }
