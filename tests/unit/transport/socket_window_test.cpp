@@ -5,12 +5,15 @@
 // connections), and a withdrawal.
 #include "transport/socket_window.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstring>
 #include <numeric>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -140,6 +143,48 @@ TEST_F(SocketWindowTest, AStrangerOrAPeerPosingAsAnotherIsNotServed) {
   EXPECT_EQ(target[0], 1);
   // A token works once: a second connection with it is not taken.
   EXPECT_FALSE(w_[2]->Connect(1, kAddress, *card0, Deadline()).ok());
+}
+
+// A connection from a peer's host (127.0.0.1) that has not sent its hello yet outlives a flood
+// of silent connections from another host (127.0.0.2) when the window knows its peers' hosts;
+// without them the flood pushes it out, the oldest (so the test tells the two apart).
+TEST_F(SocketWindowTest, AnotherHostsSilentConnectionsPushOutOnlyEachOther) {
+  for (bool known : {true, false}) {
+    SCOPED_TRACE(known ? "the peers' hosts known" : "no hosts known");
+    auto w = SocketWindows::Open(
+        1, 3, kAddress,
+        known ? std::vector<std::string>{kAddress, kAddress} : std::vector<std::string>{});
+    ASSERT_TRUE(w.ok()) << w.status().message();
+    auto card = (*w)->CardFor(0);
+    ASSERT_TRUE(card.ok());
+    auto at = bootstrap::ParseEndpoint(kAddress);
+    ASSERT_TRUE(at.ok());
+    bootstrap::SetPort(&*at, card->port);
+    const auto dial_from = [&](const char *from) {
+      UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+      sockaddr_in src{};
+      src.sin_family = AF_INET;
+      inet_pton(AF_INET, from, &src.sin_addr);
+      EXPECT_EQ(::bind(fd.get(), reinterpret_cast<const sockaddr *>(&src), sizeof(src)), 0);
+      EXPECT_EQ(::connect(fd.get(), reinterpret_cast<const sockaddr *>(&*at), sizeof(sockaddr_in)),
+                0);
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));  // taken in this order
+      return fd;
+    };
+    UniqueFd peer = dial_from("127.0.0.1");
+    std::vector<UniqueFd> flood;
+    for (int i = 0; i < 40; ++i) {
+      flood.push_back(dial_from("127.0.0.2"));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    char c = 0;
+    const ssize_t n = ::recv(peer.get(), &c, 1, MSG_DONTWAIT);
+    if (known) {
+      EXPECT_TRUE(n < 0 && errno == EAGAIN) << "the peer's connection was closed";
+    } else {
+      EXPECT_EQ(n, 0) << "the oldest connection was not pushed out";
+    }
+  }
 }
 
 TEST_F(SocketWindowTest, WithdrawnMemoryIsNotTouchedAfterwards) {

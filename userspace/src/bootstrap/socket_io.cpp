@@ -194,6 +194,11 @@ std::string_view AddressBytes(const sockaddr_storage &a) {
 
 }  // namespace
 
+bool SameHost(const sockaddr_storage &a, std::span<const sockaddr_storage> hosts) {
+  return std::any_of(hosts.begin(), hosts.end(),
+                     [&](const sockaddr_storage &h) { return AddressBytes(h) == AddressBytes(a); });
+}
+
 void WatchPeer(int fd) {
   sockaddr_storage peer{}, self{};
   socklen_t peer_len = sizeof(peer), self_len = sizeof(self);
@@ -483,9 +488,7 @@ void HelloReader::Accept() {
     }
     last_accept_error_ = 0;
     SetNoDelay(fd.get());
-    const bool known = std::any_of(
-        options_.known.begin(), options_.known.end(),
-        [&](const sockaddr_storage &k) { return AddressBytes(k) == AddressBytes(addr); });
+    const bool known = SameHost(addr, options_.known);
     if (pending_.size() >= options_.max_pending && !pending_.empty()) {
       // The oldest from a host that is not a peer's, else the oldest.
       auto victim =

@@ -71,6 +71,10 @@ void SetNoDelay(int fd);
 // idle connections (a thousand ranks simulating servers on one host) would only cost time.
 void WatchPeer(int fd);
 
+// Whether @a's IP address is one of @hosts' (ports ignored; an IPv4-mapped IPv6 address is its
+// IPv4 one).
+bool SameHost(const sockaddr_storage &a, std::span<const sockaddr_storage> hosts);
+
 // Both, for a connection between ranks: no Nagle (SetNoDelay), and a peer that acknowledges
 // nothing fails it (WatchPeer).
 void TuneLink(int fd);

@@ -153,6 +153,18 @@ Status CheckPeer(const Communicator &comm, uint32_t peer, const char *name) {
   return Status::Ok();
 }
 
+// The other ranks' addresses ("host:port" of their communicator connections): the hosts whose
+// connections the TCP one-sided service serves before any other's.
+std::vector<std::string> PeerAddresses(const Communicator &comm) {
+  std::vector<std::string> out;
+  for (uint32_t r = 0; r < comm.size(); ++r) {
+    if (r != comm.rank()) {
+      out.push_back(comm.group()->Address(r));
+    }
+  }
+  return out;
+}
+
 // The communicator's state, made with its links on first use (under the one-sided mutex).
 // Inside a server (a communicator of one server) the state has no links.
 Expected<State *> GetState(Communicator &comm) {
@@ -178,8 +190,8 @@ Expected<State *> GetState(Communicator &comm) {
       state->links = std::move(*links);
     }
     if (!state->links) {
-      auto sockets = transport::SocketWindows::Open(comm.rank(), comm.size(),
-                                                    comm.group()->Address(comm.rank()));
+      auto sockets = transport::SocketWindows::Open(
+          comm.rank(), comm.size(), comm.group()->Address(comm.rank()), PeerAddresses(comm));
       HZC_RETURN_IF_ERROR(sockets.status());
       state->sockets = std::move(*sockets);
     }
@@ -365,8 +377,8 @@ Status OpenSockets(State &s, const Communicator &comm) {
   if (s.sockets) {
     return Status::Ok();
   }
-  auto sockets =
-      transport::SocketWindows::Open(comm.rank(), comm.size(), comm.group()->Address(comm.rank()));
+  auto sockets = transport::SocketWindows::Open(
+      comm.rank(), comm.size(), comm.group()->Address(comm.rank()), PeerAddresses(comm));
   HZC_RETURN_IF_ERROR(sockets.status());
   s.sockets = std::move(*sockets);
   for (const Registration &r : s.mine) {

@@ -71,8 +71,9 @@ int MsUntil(SocketWindows::Clock::time_point t) {
 struct SocketWindows::Impl {
   uint32_t rank = 0;
   uint32_t nranks = 0;
-  std::string where;  // "host:port" listened on, for logs
-  uint16_t port = 0;  // its port, for the cards
+  std::string where;                         // "host:port" listened on, for logs
+  std::vector<sockaddr_storage> peer_hosts;  // Open's @peers
+  uint16_t port = 0;                         // its port, for the cards
   UniqueFd listener;
   UniqueFd wake;  // an eventfd: Withdraw and the destructor wake the thread with it
   std::atomic<bool> stop{false};
@@ -96,6 +97,7 @@ struct SocketWindows::Impl {
   struct Conn {
     UniqueFd fd;
     uint32_t peer = UINT32_MAX;  // until its hello
+    bool known = false;          // from a peer's host (Impl::peer_hosts)
     Clock::time_point hello_by;
     std::array<std::byte, sizeof(Request)> head{};
     size_t got = 0;
@@ -204,7 +206,10 @@ void SocketWindows::Impl::Run() {
 
 void SocketWindows::Impl::Accept() {
   for (int i = 0; i < 16; ++i) {
-    UniqueFd fd(::accept4(listener.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC));
+    sockaddr_storage from{};
+    socklen_t from_len = sizeof(from);
+    UniqueFd fd(::accept4(listener.get(), reinterpret_cast<sockaddr *>(&from), &from_len,
+                          SOCK_NONBLOCK | SOCK_CLOEXEC));
     if (!fd.valid()) {
       if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR && errno != ECONNABORTED) {
         LogWarn("one-sided: rank {} {}: accept failed: {}; new connections wait 100 ms", rank,
@@ -214,10 +219,15 @@ void SocketWindows::Impl::Accept() {
       return;
     }
     // Each peer has one connection to this rank (its token works once); of the connections that
-    // have not said who they are, the oldest makes room for a new one.
+    // have not said who they are, the oldest from a host that is not a peer's makes room for a
+    // new one, else the oldest.
     const auto pending = [](const Conn &c) { return c.peer == UINT32_MAX && !c.busy; };
     if (std::count_if(conns.begin(), conns.end(), pending) >= kMaxPending) {
-      auto oldest = std::find_if(conns.begin(), conns.end(), pending);
+      auto oldest = std::find_if(conns.begin(), conns.end(),
+                                 [&](const Conn &c) { return pending(c) && !c.known; });
+      if (oldest == conns.end()) {
+        oldest = std::find_if(conns.begin(), conns.end(), pending);
+      }
       LogWarn("one-sided: rank {} {}: {} connections wait for their hello: the oldest is closed",
               rank, where, kMaxPending);
       conns.erase(oldest);
@@ -225,6 +235,7 @@ void SocketWindows::Impl::Accept() {
     bootstrap::TuneLink(fd.get());
     Conn c;
     c.fd = std::move(fd);
+    c.known = bootstrap::SameHost(from, peer_hosts);
     c.hello_by = Clock::now() + kHelloTime;
     conns.push_back(std::move(c));
   }
@@ -394,8 +405,9 @@ SocketWindows::~SocketWindows() {
   }
 }
 
-Expected<std::unique_ptr<SocketWindows>> SocketWindows::Open(uint32_t rank, uint32_t nranks,
-                                                             const std::string &address) {
+Expected<std::unique_ptr<SocketWindows>> SocketWindows::Open(
+    uint32_t rank, uint32_t nranks, const std::string &address,
+    const std::vector<std::string> &peers) {
   auto addr = bootstrap::ParseEndpoint(address);
   if (!addr.ok()) {
     return Error(HCCL_E_TCP_CONNECT, "one-sided: this rank's address: {}", addr.status().message());
@@ -404,6 +416,11 @@ Expected<std::unique_ptr<SocketWindows>> SocketWindows::Open(uint32_t rank, uint
   auto impl = std::make_unique<Impl>();
   impl->rank = rank;
   impl->nranks = nranks;
+  for (const std::string &p : peers) {
+    if (auto a = bootstrap::ParseEndpoint(p); a.ok()) {
+      impl->peer_hosts.push_back(*a);
+    }
+  }
   sockaddr_storage bound{};
   auto listener = bootstrap::ListenOn(*addr, /*reuse=*/false, &bound);
   if (!listener.ok()) {

@@ -37,6 +37,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "base/status.h"
 
@@ -59,8 +60,11 @@ class SocketWindows {
 
   // Listen where this rank's communicator connections arrive (@address, "host:port" of
   // @rank of @nranks) and start the service thread. HCCL_E_TCP_CONNECT when it cannot listen.
+  // @peers: the other ranks' addresses ("host:port"); a connection from one of their hosts waits
+  // behind every other host's for its hello (another host cannot keep the peers out).
   static Expected<std::unique_ptr<SocketWindows>> Open(uint32_t rank, uint32_t nranks,
-                                                       const std::string &address);
+                                                       const std::string &address,
+                                                       const std::vector<std::string> &peers = {});
   // Stops the thread and closes every connection.
   ~SocketWindows();
   SocketWindows(const SocketWindows &) = delete;
