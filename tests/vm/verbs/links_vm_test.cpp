@@ -548,7 +548,7 @@ TEST_F(VerbsVmTest, APeerCannotUseTheKeyOfMemoryRegisteredForAnother) {
 
 // A peer that is gone, with the retries of links between servers (HCCL's defaults: soft-RoCE
 // retries for ever at a count of 7, the data path's wait is 44 s): a request given a deadline
-// fails at it, HCCL_E_ROCE_TRANSFER naming the deadline, and the link stays broken.
+// fails at it, HCCL_E_TIMEOUT naming the deadline, and the link stays broken.
 TEST_F(VerbsVmTest, ARequestToAPeerThatIsGoneEndsAtItsDeadline) {
   LinkOptions options = LinkOptions::BetweenServers(Config{});
   options.timeout = seconds(60);
@@ -573,7 +573,7 @@ TEST_F(VerbsVmTest, ARequestToAPeerThatIsGoneEndsAtItsDeadline) {
   const auto start = std::chrono::steady_clock::now();
   Status st = (*a)->Execute({&write, 1}, start + std::chrono::milliseconds(1500));
   const auto took = std::chrono::steady_clock::now() - start;
-  EXPECT_EQ(st.code(), HCCL_E_ROCE_TRANSFER) << Describe(st);
+  EXPECT_EQ(st.code(), HCCL_E_TIMEOUT) << Describe(st);
   EXPECT_NE(st.message().find("no completion by the deadline"), std::string::npos) << st.message();
   EXPECT_LT(took, seconds(10));
   EXPECT_FALSE((*a)->broken(1).empty());

@@ -329,7 +329,7 @@ Status RdmaWire::Probe(uint32_t p, Clock::time_point deadline) {
 
 Status RdmaWire::Turn(const std::vector<Out> &out, const std::vector<size_t> &in, const Sink &sink,
                       std::vector<size_t> *sent, std::vector<size_t> *received, bool *moved,
-                      std::vector<Clock::time_point> *progress) {
+                      std::vector<Clock::time_point> *progress, Clock::time_point deadline) {
   const uint32_t slots = options_.slots;
   std::vector<verbs::WorkRequest> wrs;
   std::vector<bool> touched(size());
@@ -392,7 +392,7 @@ Status RdmaWire::Turn(const std::vector<Out> &out, const std::vector<size_t> &in
       (*progress)[p] = now;
     }
   }
-  return Execute(wrs);
+  return Execute(wrs, deadline);
 }
 
 Status RdmaWire::Idle(const std::vector<Out> &out, const std::vector<size_t> &in,
@@ -432,7 +432,7 @@ Status RdmaWire::Move(const std::vector<Out> &out, const std::vector<size_t> &in
   };
   for (uint32_t idle = 0; more();) {
     bool moved = false;
-    Status st = Turn(out, in, sink, &sent, &received, &moved, &progress);
+    Status st = Turn(out, in, sink, &sent, &received, &moved, &progress, deadline);
     if (st.ok() && !moved) {
       st = Idle(out, in, sent, received, &progress, deadline);
       if (++idle > 64) {

@@ -75,7 +75,7 @@ class RdmaWire final : public Wire {
   // set to now for each member something moved with.
   Status Turn(const std::vector<Out> &out, const std::vector<size_t> &in, const Sink &sink,
               std::vector<size_t> *sent, std::vector<size_t> *received, bool *moved,
-              std::vector<Clock::time_point> *progress);
+              std::vector<Clock::time_point> *progress, Clock::time_point deadline);
   // Nothing could move: check for aborts and @deadline, probe the members that have been
   // quiet for a while (@progress) and have chunks to go to or from them.
   Status Idle(const std::vector<Out> &out, const std::vector<size_t> &in,

@@ -829,6 +829,7 @@ Status Links::Execute(std::span<const WorkRequest> requests, Clock::time_point d
   constexpr unsigned kSpins = 64;
   auto last_progress = Clock::now();
   bool timed_out = false;
+  bool past_deadline = false;
   unsigned idle = 0;
   Post(batch);
   while (batch.total > 0) {
@@ -857,12 +858,13 @@ Status Links::Execute(std::span<const WorkRequest> requests, Clock::time_point d
       break;
     }
     timed_out = true;
-    TimeOut(batch, now > deadline);
+    past_deadline = now > deadline;
+    TimeOut(batch, past_deadline);
     last_progress = now;  // the flush of the broken queue pairs gets one more period
     deadline = Clock::time_point::max();
   }
   if (!batch.error.empty()) {
-    return Error(HCCL_E_ROCE_TRANSFER, "{}", batch.error);
+    return Error(past_deadline ? HCCL_E_TIMEOUT : HCCL_E_ROCE_TRANSFER, "{}", batch.error);
   }
   return Status::Ok();
 }

@@ -246,7 +246,8 @@ class Links {
   // a bad request (nothing posted), HCCL_E_ROCE_TRANSFER when an operation fails or makes no
   // progress within progress_timeout; the link to that peer is then broken for good and later
   // requests to it fail at once. Thread-safe (one call at a time per Links). @deadline: the
-  // same when the requests are not all complete by then (the caller's own time limit).
+  // caller's own time limit; requests not all complete by then break their links the same way
+  // and the call is HCCL_E_TIMEOUT.
   Status Execute(std::span<const WorkRequest> requests,
                  std::chrono::steady_clock::time_point deadline =
                      std::chrono::steady_clock::time_point::max());
