@@ -93,7 +93,7 @@ check:
 demo:
 	@scripts/demo
 
-# The fuzzers for FUZZ_SECONDS each (make check runs them 10 s), adding what reached new code
+# The fuzzers for FUZZ_SECONDS each (make check runs them 5 s), adding what reached new code
 # to fuzz/corpus/ (scripts/fuzz).
 FUZZ_SECONDS ?= 1800
 fuzz:
