@@ -6,6 +6,7 @@
 #include <net/if.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -236,6 +237,51 @@ TEST(HelloReaderTest, AnotherHostsConnectionsPushOutOnlyEachOther) {
     } else {
       EXPECT_FALSE(got->has_value());
     }
+  }
+}
+
+// Every place taken by a peer's host's connection: a new one from another host is the one
+// turned away, and every peer's hello is still read.
+TEST(HelloReaderTest, WhenEveryWaitingConnectionIsAPeersAStrangersNewOneIsTurnedAway) {
+  sockaddr_storage addr{};
+  auto &in = reinterpret_cast<sockaddr_in &>(addr);
+  in.sin_family = AF_INET;
+  in.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  sockaddr_storage bound{};
+  auto listener = ListenOn(addr, false, &bound);
+  ASSERT_TRUE(listener.ok()) << listener.status().message();
+  HelloReader::Options o;
+  o.where = "test";
+  o.hello_time = std::chrono::seconds(30);
+  o.max_pending = 4;
+  o.header = 8;
+  o.size = [](std::span<const std::byte>) -> Expected<size_t> { return size_t{8}; };
+  o.known.push_back(addr);
+  auto reader = HelloReader::Open(listener->get(), std::move(o));
+  ASSERT_TRUE(reader.ok()) << reader.status().message();
+  using Clock = HelloReader::Clock;
+  const auto look = [&] {
+    auto next = reader->Next(Clock::now() + std::chrono::milliseconds(20));
+    EXPECT_TRUE(next.ok() && !*next);
+  };
+  std::vector<UniqueFd> peers;
+  for (int i = 0; i < 4; ++i) {
+    peers.push_back(DialFrom("127.0.0.1", bound));
+    look();
+  }
+  UniqueFd stranger = DialFrom("127.0.0.2", bound);
+  look();
+  pollfd p{stranger.get(), POLLIN, 0};
+  char c = 0;
+  EXPECT_TRUE(poll(&p, 1, 5000) == 1 && recv(stranger.get(), &c, 1, 0) == 0)
+      << "the stranger's connection was kept";
+  for (auto &peer : peers) {
+    const std::array<std::byte, 8> hello{std::byte{5}};
+    ASSERT_TRUE(
+        SendAll(peer.get(), hello.data(), hello.size(), Clock::now() + std::chrono::seconds(1))
+            .ok());
+    auto got = reader->Next(Clock::now() + std::chrono::seconds(2));
+    ASSERT_TRUE(got.ok() && got->has_value()) << "a peer's connection was pushed out";
   }
 }
 

@@ -7,6 +7,7 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -145,9 +146,17 @@ TEST_F(SocketWindowTest, AStrangerOrAPeerPosingAsAnotherIsNotServed) {
   EXPECT_FALSE(w_[2]->Connect(1, kAddress, *card0, Deadline()).ok());
 }
 
+// Whether @fd's other end closed it within @wait (EOF).
+bool ClosedWithin(int fd, std::chrono::milliseconds wait) {
+  pollfd p{fd, POLLIN, 0};
+  char c = 0;
+  return ::poll(&p, 1, static_cast<int>(wait.count())) == 1 && ::recv(fd, &c, 1, 0) == 0;
+}
+
 // A connection from a peer's host (127.0.0.1) that has not sent its hello yet outlives a flood
-// of silent connections from another host (127.0.0.2) when the window knows its peers' hosts;
-// without them the flood pushes it out, the oldest (so the test tells the two apart).
+// of silent connections from another host (127.0.0.2) when the window knows its peers' hosts
+// (the flood's first is pushed out, the peer's stays); without them the flood pushes the peer's
+// out, the oldest (so the test tells the two apart).
 TEST_F(SocketWindowTest, AnotherHostsSilentConnectionsPushOutOnlyEachOther) {
   for (bool known : {true, false}) {
     SCOPED_TRACE(known ? "the peers' hosts known" : "no hosts known");
@@ -168,7 +177,6 @@ TEST_F(SocketWindowTest, AnotherHostsSilentConnectionsPushOutOnlyEachOther) {
       EXPECT_EQ(::bind(fd.get(), reinterpret_cast<const sockaddr *>(&src), sizeof(src)), 0);
       EXPECT_EQ(::connect(fd.get(), reinterpret_cast<const sockaddr *>(&*at), sizeof(sockaddr_in)),
                 0);
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));  // taken in this order
       return fd;
     };
     UniqueFd peer = dial_from("127.0.0.1");
@@ -176,13 +184,14 @@ TEST_F(SocketWindowTest, AnotherHostsSilentConnectionsPushOutOnlyEachOther) {
     for (int i = 0; i < 40; ++i) {
       flood.push_back(dial_from("127.0.0.2"));
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(300));
-    char c = 0;
-    const ssize_t n = ::recv(peer.get(), &c, 1, MSG_DONTWAIT);
+    // Well within the 10 s a connection may wait for its hello.
+    constexpr std::chrono::milliseconds kWait{5000};
     if (known) {
-      EXPECT_TRUE(n < 0 && errno == EAGAIN) << "the peer's connection was closed";
+      EXPECT_TRUE(ClosedWithin(flood[0].get(), kWait)) << "the flood's first was not pushed out";
+      EXPECT_FALSE(ClosedWithin(peer.get(), std::chrono::milliseconds(0)))
+          << "the peer's connection was pushed out";
     } else {
-      EXPECT_EQ(n, 0) << "the oldest connection was not pushed out";
+      EXPECT_TRUE(ClosedWithin(peer.get(), kWait)) << "the oldest was not pushed out";
     }
   }
 }

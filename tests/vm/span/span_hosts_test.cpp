@@ -310,10 +310,6 @@ TEST_F(SpanTest, SixtyFourMegabytesAcrossTwoServersOfTwoRanks) {
   EXPECT_EQ(Run(false, 2, "large", "zerocopy"), std::vector<int>(2, 0));
 }
 
-// Every exchange (Reduce, Scatter, AllGatherV, ReduceScatterV, AlltoAll, AlltoAllV,
-// AlltoAllVC) with every type and op, counts 0, 1, 7 and 1001, in place and with the root-only
-// buffers NULL elsewhere, then larger sizes (hzc-coll-rank "xmatrix"; the references reduce
-// each server's ranks first).
 // Guest 2's network falls silent for 15 s in the middle of the calls (everything it sends is
 // dropped, as from a stalled host or a congested switch): the calls wait for it and complete,
 // over RDMA (the queue pairs' retries: HCCL_RDMA_TIMEOUT, HCCL_RDMA_RETRY_CNT) and over the
@@ -338,6 +334,10 @@ TEST_F(SpanTest, AServerSilentForFifteenSecondsDelaysTheCallsAndFailsNone) {
   }
 }
 
+// Every exchange (Reduce, Scatter, AllGatherV, ReduceScatterV, AlltoAll, AlltoAllV,
+// AlltoAllVC) with every type and op, counts 0, 1, 7 and 1001, in place and with the root-only
+// buffers NULL elsewhere, then larger sizes (hzc-coll-rank "xmatrix"; the references reduce
+// each server's ranks first).
 TEST_F(SpanTest, EveryExchangeAcrossTwoServersOfTwoRanks) {
   EXPECT_EQ(Run(false, 2, "xmatrix", "staging"), std::vector<int>(2, 0));
 }

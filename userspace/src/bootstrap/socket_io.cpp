@@ -493,6 +493,14 @@ void HelloReader::Accept() {
       // The oldest from a host that is not a peer's, else the oldest.
       auto victim =
           std::find_if(pending_.begin(), pending_.end(), [](const Pending &w) { return !w.known; });
+      if (victim == pending_.end() && !options_.known.empty() && !known) {
+        // Every waiting one is a peer's: the newcomer from elsewhere is the one turned away.
+        LogDropped(EndpointString(addr),
+                   fmt::format("more than {} connections wait for their hello, each from a "
+                               "peer's host, and it is not",
+                               options_.max_pending));
+        continue;
+      }
       if (victim == pending_.end()) {
         victim = pending_.begin();
       }

@@ -479,28 +479,32 @@ void RdmaWire::Tell(HcclResult code) {
   if (!links_) {
     return;
   }
-  // Each linked member's flag alone: a broken link to one must not keep the others uninformed.
-  // The others learn it over the group, when they link with this member (or wait to).
+  // The linked members' flags in one batch, by kNewsTime: a dead member's write ends there (its
+  // link broken) without holding up or breaking the others'. A member not linked, or whose link
+  // is broken (or breaks now), hears it over the group, where its probe looks.
   const auto until = Clock::now() + kNewsTime;
+  const auto flagged = [&](uint32_t p) {
+    return p != me_ && peers_[p] && peers_[p]->ready && links_->broken(p).empty();
+  };
+  std::vector<verbs::WorkRequest> writes;
+  for (uint32_t p = 0; p < size(); ++p) {
+    if (flagged(p)) {
+      *OutFlag(kAbort, p) = static_cast<uint64_t>(code);
+      writes.push_back(FlagWrite(kAbort, p));
+    }
+  }
+  if (Status st = links_->Execute(writes, until); !st.ok()) {
+    LogDebug("wire: cannot tell every linked member of the abort: {}", st.message());
+  }
   const Card news{.kind = Card::kAbort, .code = static_cast<uint64_t>(code)};
   for (uint32_t p = 0; p < size(); ++p) {
-    if (p == me_) {
+    if (p == me_ || flagged(p)) {
       continue;
     }
-    if (peers_[p] && peers_[p]->ready) {
-      *OutFlag(kAbort, p) = static_cast<uint64_t>(code);
-      const verbs::WorkRequest wr = FlagWrite(kAbort, p);
-      // By kNewsTime, or a moment past it for each later peer: a dead one must not hold the
-      // others' news for its retries (34 s by default), nor break their links.
-      if (Status st = links_->Execute(
-              {&wr, 1}, std::max(until, Clock::now() + std::chrono::milliseconds(50)));
-          !st.ok()) {
-        LogDebug("wire: cannot tell rank {} of the abort: {}", members_[p], st.message());
-      }
-    } else if (Status st = group_.Send(
-                   members_[p], options_.tags + kLinkTag, std::as_bytes(std::span(&news, 1)),
-                   std::max(until, Clock::now() + std::chrono::milliseconds(50)));
-               !st.ok()) {
+    if (Status st =
+            group_.Send(members_[p], options_.tags + kLinkTag, std::as_bytes(std::span(&news, 1)),
+                        std::max(until, Clock::now() + std::chrono::milliseconds(50)));
+        !st.ok()) {
       LogDebug("wire: cannot tell rank {} of the abort: {}", members_[p], st.message());
     }
   }

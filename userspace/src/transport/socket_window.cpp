@@ -222,20 +222,28 @@ void SocketWindows::Impl::Accept() {
     // have not said who they are, the oldest from a host that is not a peer's makes room for a
     // new one, else the oldest.
     const auto pending = [](const Conn &c) { return c.peer == UINT32_MAX && !c.busy; };
+    const bool known = bootstrap::SameHost(from, peer_hosts);
     if (std::count_if(conns.begin(), conns.end(), pending) >= kMaxPending) {
       auto oldest = std::find_if(conns.begin(), conns.end(),
                                  [&](const Conn &c) { return pending(c) && !c.known; });
+      if (oldest == conns.end() && !peer_hosts.empty() && !known) {
+        LogWarn(
+            "one-sided: rank {} {}: {} connections from the peers' hosts wait for their "
+            "hello: a new one from {} is closed",
+            rank, where, kMaxPending, bootstrap::EndpointString(from));
+        continue;
+      }
       if (oldest == conns.end()) {
         oldest = std::find_if(conns.begin(), conns.end(), pending);
       }
-      LogWarn("one-sided: rank {} {}: {} connections wait for their hello: the oldest is closed",
-              rank, where, kMaxPending);
+      LogWarn("one-sided: rank {} {}: {} connections wait for their hello: the oldest{} is closed",
+              rank, where, kMaxPending, oldest->known ? "" : " from a host that is not a peer's");
       conns.erase(oldest);
     }
     bootstrap::TuneLink(fd.get());
     Conn c;
     c.fd = std::move(fd);
-    c.known = bootstrap::SameHost(from, peer_hosts);
+    c.known = known;
     c.hello_by = Clock::now() + kHelloTime;
     conns.push_back(std::move(c));
   }

@@ -10,8 +10,10 @@
 // good for one connection: a connection is taken for rank r only when its hello carries the token
 // this rank made for r, and is answered then (Connect waits for that answer); a stranger's, or a
 // peer posing as another rank, is closed and logged. At most kMaxPending connections wait for
-// their hello (kHelloTime each); the oldest makes room for a new one. A pair has two
-// connections, one per direction of requests.
+// their hello (kHelloTime each); the oldest from a host that is not a peer's (Open's @peers)
+// makes room for a new one, else the oldest, except that a new one from elsewhere is closed when
+// every waiting one is from a peer's host. A pair has two connections, one per direction of
+// requests.
 //
 // Requests, in order on a connection: put {addr, len} and len bytes, which the thread receives
 // straight into the memory and acknowledges once all arrived; get {addr, len}, answered with len

@@ -858,8 +858,8 @@ Status Links::Execute(std::span<const WorkRequest> requests, Clock::time_point d
       break;
     }
     timed_out = true;
-    past_deadline = now > deadline;
-    TimeOut(batch, past_deadline);
+    past_deadline = now > deadline && batch.error.empty();  // else the first error's code
+    TimeOut(batch, now > deadline);
     last_progress = now;  // the flush of the broken queue pairs gets one more period
     deadline = Clock::time_point::max();
   }
