@@ -188,20 +188,20 @@ UniqueFd DialFrom(const char *from, const sockaddr_storage &to) {
   return fd;
 }
 
-// A host that is not a peer's (127.0.0.2) opens many silent connections while a peer's
-// (127.0.0.1) waits before its hello: with the peers' hosts known, the stranger's connections
-// push out only each other and the peer's hello is read; without, the peer's connection, the
-// oldest, is pushed out (so the test tells the two apart).
-TEST(HelloReaderTest, AnotherHostsConnectionsPushOutOnlyEachOther) {
-  for (bool known : {true, false}) {
-    SCOPED_TRACE(known ? "the peers' hosts known" : "no hosts known");
+// A loopback listener whose HelloReader has 4 places for 8-byte hellos, 30 s each, and knows
+// 127.0.0.1 as a peer's host when @known.
+struct FourPlaces {
+  explicit FourPlaces(bool known) {
     sockaddr_storage addr{};
     auto &in = reinterpret_cast<sockaddr_in &>(addr);
     in.sin_family = AF_INET;
     in.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    sockaddr_storage bound{};
-    auto listener = ListenOn(addr, false, &bound);
-    ASSERT_TRUE(listener.ok()) << listener.status().message();
+    auto l = ListenOn(addr, false, &bound);
+    EXPECT_TRUE(l.ok()) << l.status().message();
+    if (!l.ok()) {
+      return;
+    }
+    listener = std::move(*l);
     HelloReader::Options o;
     o.where = "test";
     o.hello_time = std::chrono::seconds(30);
@@ -211,13 +211,35 @@ TEST(HelloReaderTest, AnotherHostsConnectionsPushOutOnlyEachOther) {
     if (known) {
       o.known.push_back(addr);
     }
-    auto reader = HelloReader::Open(listener->get(), std::move(o));
-    ASSERT_TRUE(reader.ok()) << reader.status().message();
+    auto r = HelloReader::Open(listener.get(), std::move(o));
+    EXPECT_TRUE(r.ok()) << r.status().message();
+    if (r.ok()) {
+      reader.emplace(std::move(*r));
+    }
+  }
+  // A short wait in which nobody has said anything.
+  void Look() {
+    auto next = reader->Next(HelloReader::Clock::now() + std::chrono::milliseconds(20));
+    EXPECT_TRUE(next.ok() && !*next);
+  }
+  sockaddr_storage bound{};
+  UniqueFd listener;
+  std::optional<HelloReader> reader;
+};
+
+// A host that is not a peer's (127.0.0.2) opens many silent connections while a peer's
+// (127.0.0.1) waits before its hello: with the peers' hosts known, the stranger's connections
+// push out only each other and the peer's hello is read; without, the peer's connection, the
+// oldest, is pushed out (so the test tells the two apart).
+TEST(HelloReaderTest, AnotherHostsConnectionsPushOutOnlyEachOther) {
+  for (bool known : {true, false}) {
+    SCOPED_TRACE(known ? "the peers' hosts known" : "no hosts known");
+    FourPlaces t(known);
+    ASSERT_TRUE(t.reader.has_value());
+    auto &reader = t.reader;
+    const sockaddr_storage &bound = t.bound;
     using Clock = HelloReader::Clock;
-    const auto look = [&] {
-      auto next = reader->Next(Clock::now() + std::chrono::milliseconds(20));
-      EXPECT_TRUE(next.ok() && !*next);  // nobody has said anything
-    };
+    const auto look = [&] { t.Look(); };
     UniqueFd peer = DialFrom("127.0.0.1", bound);
     look();
     std::vector<UniqueFd> flood;
@@ -243,27 +265,12 @@ TEST(HelloReaderTest, AnotherHostsConnectionsPushOutOnlyEachOther) {
 // Every place taken by a peer's host's connection: a new one from another host is the one
 // turned away, and every peer's hello is still read.
 TEST(HelloReaderTest, WhenEveryWaitingConnectionIsAPeersAStrangersNewOneIsTurnedAway) {
-  sockaddr_storage addr{};
-  auto &in = reinterpret_cast<sockaddr_in &>(addr);
-  in.sin_family = AF_INET;
-  in.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  sockaddr_storage bound{};
-  auto listener = ListenOn(addr, false, &bound);
-  ASSERT_TRUE(listener.ok()) << listener.status().message();
-  HelloReader::Options o;
-  o.where = "test";
-  o.hello_time = std::chrono::seconds(30);
-  o.max_pending = 4;
-  o.header = 8;
-  o.size = [](std::span<const std::byte>) -> Expected<size_t> { return size_t{8}; };
-  o.known.push_back(addr);
-  auto reader = HelloReader::Open(listener->get(), std::move(o));
-  ASSERT_TRUE(reader.ok()) << reader.status().message();
+  FourPlaces t(true);
+  ASSERT_TRUE(t.reader.has_value());
+  auto &reader = t.reader;
+  const sockaddr_storage &bound = t.bound;
   using Clock = HelloReader::Clock;
-  const auto look = [&] {
-    auto next = reader->Next(Clock::now() + std::chrono::milliseconds(20));
-    EXPECT_TRUE(next.ok() && !*next);
-  };
+  const auto look = [&] { t.Look(); };
   std::vector<UniqueFd> peers;
   for (int i = 0; i < 4; ++i) {
     peers.push_back(DialFrom("127.0.0.1", bound));
