@@ -730,6 +730,7 @@ class Rank {
       return false;
     }
     const hzc_net_stats net0 = NetStats();
+    const hzc_net_sends sends0 = NetSends();
     const auto t0 = std::chrono::steady_clock::now();
     for (int i = 0; i < o_.iters; ++i) {
       for (int a = 0; a < o_.agg_iters; ++a) {
@@ -748,10 +749,12 @@ class Rank {
       const double calls = o_.iters * o_.agg_iters;
       double data = static_cast<double>(net1.data_sent - net0.data_sent) / calls;
       double control = static_cast<double>(net1.control_sent - net0.control_sent) / calls;
-      if (!AllReduce(&data, HCCL_REDUCE_MAX) || !AllReduce(&control, HCCL_REDUCE_MAX)) {
+      double staged = static_cast<double>(NetSends().staged - sends0.staged) / calls;
+      if (!AllReduce(&data, HCCL_REDUCE_MAX) || !AllReduce(&control, HCCL_REDUCE_MAX) ||
+          !AllReduce(&staged, HCCL_REDUCE_MAX)) {
         return false;
       }
-      net_[in_place ? 1 : 0] = {data, control};
+      net_[in_place ? 1 : 0] = {data, control, staged};
     }
     if (o_.coll == Coll::kSendRecv) {
       us /= 2;  // a call is a round trip; the one-way time is half of it
@@ -818,8 +821,9 @@ class Rank {
         if (ok && spans_) {
           std::printf(
               "# bytes between servers per call, the busiest rank: data %.0f / %.0f, control "
-              "%.0f / %.0f (out of place / in place)\n",
-              net_[0].data, net_[1].data, net_[0].control, net_[1].control);
+              "%.0f / %.0f, data copied before RDMA %.0f / %.0f (out of place / in place)\n",
+              net_[0].data, net_[1].data, net_[0].control, net_[1].control, net_[0].staged,
+              net_[1].staged);
         }
         std::fflush(stdout);
       }
@@ -836,8 +840,17 @@ class Rank {
     return s;
   }
 
+  // How this rank's data left (over RDMA: copied first, or straight from activated memory).
+  hzc_net_sends NetSends() const {
+    hzc_net_sends s{};
+    if (spans_ && hzc_comm_net_sends(comm_, &s) != HCCL_SUCCESS) {
+      s = {};
+    }
+    return s;
+  }
+
   struct NetPerCall {
-    double data = 0, control = 0;
+    double data = 0, control = 0, staged = 0;
   };
 
   const Options &o_;

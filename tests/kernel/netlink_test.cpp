@@ -9,7 +9,9 @@
 #include <netlink/genl/genl.h>
 #include <sys/syscall.h>
 
+#include <chrono>
 #include <cstdlib>
+#include <iostream>
 #include <map>
 #include <set>
 
@@ -519,8 +521,15 @@ class Netlink : public ::testing::Test {
 void CheckDumpsAgainstSysfs(size_t n) {
   ParamGuard user_members("max_user_memberships", static_cast<long long>(n) + 64);
   ParamGuard domains_limit("max_domains", static_cast<long long>(n) + 64);
+  const auto t0 = std::chrono::steady_clock::now();
+  auto since = [&t0] {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  };
   Population pop(n);
   ASSERT_TRUE(pop.ok()) << "could not create " << n << " ranges, activations and domains";
+  if (n >= 1000) {
+    std::cout << n << " ranges, activations and domains made: " << since() << " s\n";
+  }
   Genl nl;
   ASSERT_TRUE(nl.ok());
   const uint32_t me = static_cast<uint32_t>(getpid());
@@ -605,6 +614,9 @@ void CheckDumpsAgainstSysfs(size_t n) {
       return;
     }
   }
+  if (n >= 1000) {
+    std::cout << "dumps compared with sysfs: " << since() << " s\n";
+  }
 }
 
 TEST_F(Netlink, DumpsAgreeWithSysfsOne) {
@@ -616,7 +628,11 @@ TEST_F(Netlink, DumpsAgreeWithSysfsHundred) {
 }
 
 TEST_F(Netlink, DumpsAgreeWithSysfsTenThousand) {
+  const auto t0 = std::chrono::steady_clock::now();
   CheckDumpsAgainstSysfs(10000);
+  std::cout << "with the teardown: "
+            << std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()
+            << " s\n";
 }
 
 TEST_F(Netlink, GetOneObjectAndStats) {

@@ -366,6 +366,19 @@ TEST_F(HcclApiTest, NetStatsOfAOneServerCommunicatorAreZero) {
   EXPECT_EQ(stats.control_received, 0u);
 }
 
+TEST_F(HcclApiTest, NetSendsOfAOneServerCommunicatorAreZero) {
+  ExpectErrorLog("hzc_comm_net_sends: ");
+  int x = 0;
+  hzc_net_sends sends;
+  std::memset(&sends, 0xff, sizeof(sends));
+  EXPECT_EQ(hzc_comm_net_sends(nullptr, &sends), HCCL_E_PTR);
+  EXPECT_EQ(hzc_comm_net_sends(comm_, nullptr), HCCL_E_PTR);
+  EXPECT_EQ(hzc_comm_net_sends(&x, &sends), HCCL_E_PARA);
+  ASSERT_EQ(hzc_comm_net_sends(comm_, &sends), HCCL_SUCCESS);
+  EXPECT_EQ(sends.staged, 0u);
+  EXPECT_EQ(sends.direct, 0u);
+}
+
 // Ranks as forked processes; two simulated servers (HZC_HOST_ID) -> HCCL_E_NOT_SUPPORT.
 class HcclMultiProcessTest : public hzc::test::Test {};
 

@@ -2,6 +2,8 @@
 #include "core/range_registry.h"
 
 #include <memory>
+#include <utility>
+#include <vector>
 
 #include "core/comm.h"
 #include "hzc_test.h"
@@ -179,6 +181,46 @@ TEST_F(RangeRegistryTest, ManySetUnsetPairsStayBalanced) {
     ASSERT_TRUE(Unset(kBase).ok());
   }
   EXPECT_EQ(reg.RangeCount(), 0U);
+}
+
+// Holding finds the settled activation around a span: not one that is arriving or leaving, not
+// across two activations, not outside one.
+TEST_F(RangeRegistryTest, HoldingFindsTheSettledActivationAroundASpan) {
+  ASSERT_TRUE(Set(kBase, kSize).ok());
+  ASSERT_TRUE(Activate(kBase + 0x1000, 0x2000, nullptr).ok());
+  ASSERT_TRUE(Activate(kBase + 0x3000, 0x1000, nullptr).ok());
+  const auto held = reg.Holding(kBase + 0x1800, 0x1800);
+  ASSERT_TRUE(held.has_value());
+  EXPECT_EQ(held->va, kBase + 0x1000);
+  EXPECT_EQ(held->size, 0x2000U);
+  EXPECT_TRUE(reg.Holding(kBase + 0x3000, 0x1000).has_value());
+  EXPECT_FALSE(reg.Holding(kBase + 0x2800, 0x1000).has_value()) << "across two activations";
+  EXPECT_FALSE(reg.Holding(kBase + 0x800, 0x1000).has_value()) << "starts before it";
+  EXPECT_FALSE(reg.Holding(kBase + 0x4000, 1).has_value()) << "after the last";
+  EXPECT_FALSE(reg.Holding(kBase + 0x1000, 0).has_value()) << "empty";
+  EXPECT_FALSE(reg.Holding(kBase - 1, 1).has_value()) << "before every range";
+  ASSERT_TRUE(reg.Deactivate(kBase + 0x3000).ok());  // leaving, not yet settled
+  EXPECT_FALSE(reg.Holding(kBase + 0x3000, 1).has_value());
+  reg.SettleActivation(kBase + 0x3000, false);  // the transport refused: set again
+  EXPECT_TRUE(reg.Holding(kBase + 0x3000, 1).has_value());
+  ASSERT_TRUE(reg.Activate(kBase + 0x8000, 0x1000, nullptr).ok());  // arriving
+  EXPECT_FALSE(reg.Holding(kBase + 0x8000, 1).has_value());
+}
+
+// Deactivated reaches every watcher until it unwatches.
+TEST_F(RangeRegistryTest, WatchersHearOfDeactivationsUntilTheyUnwatch) {
+  std::vector<std::pair<uintptr_t, size_t>> a, b;
+  const uint64_t wa = reg.Watch([&](uintptr_t va, size_t size) { a.emplace_back(va, size); });
+  const uint64_t wb = reg.Watch([&](uintptr_t va, size_t size) { b.emplace_back(va, size); });
+  EXPECT_NE(wa, wb);
+  reg.Deactivated(kBase, 0x1000);
+  reg.Unwatch(wa);
+  reg.Deactivated(kBase + 0x1000, 0x2000);
+  reg.Unwatch(wb);
+  reg.Deactivated(kBase, 1);
+  using V = std::vector<std::pair<uintptr_t, size_t>>;
+  EXPECT_EQ(a, (V{{kBase, 0x1000}}));
+  EXPECT_EQ(b, (V{{kBase, 0x1000}, {kBase + 0x1000, 0x2000}}));
 }
 
 }  // namespace

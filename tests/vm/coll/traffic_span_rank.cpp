@@ -7,11 +7,22 @@
 //            of docs/architecture.md ("What the leaders move, against the bound") says it does,
 //            to the byte, and agrees on the call over its TCP connections (control bytes). Exit
 //            62 when a count differs (the rank logs which).
+//   direct   (a server's first rank sends, HZC_NET=rdma or socket) an in-place AllReduce of 1 MiB
+//            (the leaders' ring sends from the buffer itself) and a 1 MiB send to the next
+//            server's first rank: in zerocopy mode over RDMA every data byte leaves from the
+//            activated buffer (hzc_comm_net_sends: direct, none staged), in staging mode every
+//            byte is copied first, over TCP neither is counted. Then (zerocopy) the memory is
+//            deactivated, unmapped, other physical memory mapped at the same address and
+//            activated: the next AllReduce sends the new bytes (a registration kept past the
+//            deactivation would send the old pages), and leaves directly again. Exit 62 for a
+//            wrong count, 63 for a wrong result.
+#include <acl/acl.h>
 #include <hccl/hccl.h>
 #include <hzc/hzc.h>
 
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <string>
@@ -80,9 +91,141 @@ struct Buffers {
   HcclDataType type = HCCL_DATA_TYPE_FP32;
 };
 
+hzc_net_sends Sends() {
+  hzc_net_sends s{};
+  if (hzc_comm_net_sends(g_comm, &s) != HCCL_SUCCESS) {
+    std::memset(&s, 0xff, sizeof(s));
+  }
+  return s;
+}
+
+constexpr int64_t kAll = -1;
+
+// Runs @call and checks how this rank's data left for other servers: over RDMA @direct bytes
+// (kAll: every byte) read from the caller's buffer and the rest copied first; over TCP (@rdma
+// false) none counted either way; nothing at all on a rank that is not its server's first.
+int Leaves(const std::string &what, bool rdma, int64_t direct,
+           const std::function<HcclResult()> &call) {
+  const hzc_net_stats before = Stats();
+  const hzc_net_sends sends_before = Sends();
+  if (HcclResult rc = call(); rc != HCCL_SUCCESS) {
+    std::fprintf(stderr, "rank %u: %s: %d\n", g_rank, what.c_str(), rc);
+    return rc;
+  }
+  const uint64_t sent = Stats().data_sent - before.data_sent;
+  const hzc_net_sends after = Sends();
+  const uint64_t staged = after.staged - sends_before.staged;
+  const uint64_t straight = after.direct - sends_before.direct;
+  std::fprintf(stderr, "rank %u: %s: %lu bytes to other servers, %lu staged, %lu direct\n", g_rank,
+               what.c_str(), static_cast<unsigned long>(sent), static_cast<unsigned long>(staged),
+               static_cast<unsigned long>(straight));
+  const bool first = g_rank % g_per_server == 0;
+  const uint64_t want = direct == kAll ? sent : static_cast<uint64_t>(direct);
+  const bool ok = !first  ? sent == 0 && staged == 0 && straight == 0
+                  : !rdma ? sent > 0 && staged == 0 && straight == 0
+                          : sent > 0 && straight == want && staged == sent - want;
+  if (!ok) {
+    std::fprintf(stderr, "rank %u: %s: expected %s%lu direct\n", g_rank, what.c_str(),
+                 !first  ? "nothing sent, "
+                 : !rdma ? "no staged bytes and (TCP) "
+                         : "the rest staged, ",
+                 static_cast<unsigned long>(first && rdma ? want : 0));
+    return 62;
+  }
+  return 0;
+}
+
+// The in-place AllReduce of @count floats at @buf, rank r's input r + 1 + (i % 5) * @salt,
+// checked; its bytes left as Leaves says.
+int SumInPlace(float *buf, uint64_t count, float salt, bool rdma, int64_t direct) {
+  for (uint64_t i = 0; i < count; ++i) {
+    buf[i] = static_cast<float>(g_rank + 1) + static_cast<float>(i % 5) * salt;
+  }
+  if (int rc = Leaves("AllReduce of " + std::to_string(count * 4) + " B", rdma, direct, [&] {
+        return HcclAllReduce(buf, buf, count, HCCL_DATA_TYPE_FP32, HCCL_REDUCE_SUM, g_comm,
+                             nullptr);
+      })) {
+    return rc;
+  }
+  for (uint64_t i = 0; i < count; ++i) {
+    const float want = static_cast<float>(g_n * (g_n + 1) / 2) +
+                       static_cast<float>(g_n) * static_cast<float>(i % 5) * salt;
+    if (buf[i] != want) {
+      std::fprintf(stderr, "rank %u: AllReduce element %lu is %g, not %g\n", g_rank,
+                   static_cast<unsigned long>(i), static_cast<double>(buf[i]),
+                   static_cast<double>(want));
+      return 63;
+    }
+  }
+  return 0;
+}
+
+int Direct() {
+  const char *net = std::getenv("HZC_NET");
+  if (g_per_server == 0 || g_n % g_per_server != 0 || g_n / g_per_server < 2 || net == nullptr ||
+      (std::string(net) != "rdma" && std::string(net) != "socket")) {
+    return 51;
+  }
+  const bool rdma = std::string(net) == "rdma";
+  constexpr uint64_t kBytes = 1 << 20;
+  Arena arena(2 * kBytes, g_zero_copy);
+  if (!arena.ok) {
+    return 52;
+  }
+  auto *buf = reinterpret_cast<float *>(arena.base);
+  if (int rc = SumInPlace(buf, kBytes / 4, 1.0f, rdma, g_zero_copy ? kAll : 0)) {
+    return rc;
+  }
+  // The first ranks of servers 0 and 1: 1 MiB from the first to the second.
+  const uint32_t server = g_rank / g_per_server;
+  if (g_rank % g_per_server == 0 && server < 2) {
+    const uint32_t peer = server == 0 ? g_per_server : 0;
+    std::memset(arena.base, server == 0 ? 0x5a : 0, kBytes);
+    // The receiver sends only its answer to the header (copied), the sender the header (copied)
+    // and the data.
+    const int64_t direct = server == 0 && g_zero_copy ? static_cast<int64_t>(kBytes) : 0;
+    if (int rc = Leaves(server == 0 ? "HcclSend of 1 MiB" : "HcclRecv of 1 MiB", rdma, direct, [&] {
+          return server == 0
+                     ? HcclSend(arena.base, kBytes, HCCL_DATA_TYPE_INT8, peer, g_comm, nullptr)
+                     : HcclRecv(arena.base, kBytes, HCCL_DATA_TYPE_INT8, peer, g_comm, nullptr);
+        })) {
+      return rc;
+    }
+    for (uint64_t i = 0; i < kBytes; ++i) {
+      if (arena.base[i] != 0x5a) {
+        std::fprintf(stderr, "rank %u: received byte %lu is %#x\n", g_rank,
+                     static_cast<unsigned long>(i), arena.base[i]);
+        return 63;
+      }
+    }
+  }
+  if (!g_zero_copy) {
+    return 0;
+  }
+  // Other physical memory at the same address.
+  aclrtPhysicalMemProp prop{};
+  prop.memAttr = ACL_HBM_MEM_NORMAL;
+  prop.location.type = ACL_MEM_LOCATION_TYPE_DEVICE;
+  aclrtDrvMemHandle fresh = nullptr;
+  if (HcclCommDeactivateCommMemory(arena.comm, arena.va) != HCCL_SUCCESS ||
+      aclrtUnmapMem(arena.va) != ACL_SUCCESS || aclrtFreePhysical(arena.handle) != ACL_SUCCESS ||
+      aclrtMallocPhysical(&fresh, arena.size, &prop, 0) != ACL_SUCCESS) {
+    return 52;
+  }
+  arena.handle = fresh;
+  if (aclrtMapMem(arena.va, arena.size, 0, fresh, 0) != ACL_SUCCESS ||
+      HcclCommActivateCommMemory(arena.comm, arena.va, arena.size, 0, fresh, 0) != HCCL_SUCCESS) {
+    return 52;
+  }
+  return SumInPlace(buf, kBytes / 4, 3.0f, rdma, kAll);
+}
+
 }  // namespace
 
 int TrafficScenario(const std::string &scenario) {
+  if (scenario == "direct") {
+    return Direct();
+  }
   if (scenario != "traffic") {
     return -1;
   }

@@ -147,6 +147,20 @@ TEST_F(SpanSocketTest, TwoServersOfTwoRanksZeroCopyEveryCollectiveTypeAndOp) {
   EXPECT_EQ(Run(2, 2, "matrix", "zerocopy"), std::vector<int>(4, 0));
 }
 
+// What the first ranks send each other leaves activated memory without a copy over RDMA, and is
+// copied first from plain memory (hzc_comm_net_sends, hzc-coll-rank "direct": an AllReduce, a
+// send, then the memory deactivated and other memory activated at its address: the next
+// AllReduce sends the new bytes). Over TCP (the host) neither count moves. Two servers of two
+// ranks, and three of one.
+TEST_F(SpanSocketTest, ActivatedMemoryLeavesForOtherServersWithoutACopy) {
+  const char *net = std::getenv("HZC_TEST_NET");
+  const std::map<std::string, std::string> env{
+      {"HZC_NET", net != nullptr && std::string(net) != "socket" ? "rdma" : "socket"}};
+  EXPECT_EQ(Run(2, 2, "direct", "zerocopy", env), std::vector<int>(4, 0));
+  EXPECT_EQ(Run(2, 2, "direct", "staging", env), std::vector<int>(4, 0));
+  EXPECT_EQ(Run(3, 1, "direct", "zerocopy", env), std::vector<int>(3, 0));
+}
+
 TEST_F(SpanSocketTest, ThreeServersOfTwoRanksEveryCollectiveTypeAndOp) {
   EXPECT_EQ(Run(3, 2, "matrix", "staging"), std::vector<int>(6, 0));
 }

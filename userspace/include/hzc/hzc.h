@@ -131,6 +131,25 @@ struct hzc_net_stats {
  */
 HcclResult hzc_comm_net_stats(HcclComm comm, struct hzc_net_stats *stats);
 
+/* How the calls' data this rank sent to other servers left it (@comm only, since it was made). */
+struct hzc_net_sends {
+  /* Bytes the CPU copied into the network transport's buffers before the RDMA device sent them:
+   * what did not lie in activated memory. */
+  uint64_t staged;
+  /* Bytes the RDMA device read straight from the caller's buffer: activated memory
+   * (HcclCommActivateCommMemory through any communicator of the process), registered with the
+   * link to each server at its first use and dropped when it is deactivated. */
+  uint64_t direct;
+};
+
+/**
+ * hzc_comm_net_sends: fill @sends for @comm. Both zero over TCP (HZC_NET=socket: the kernel
+ * copies into its socket buffers) and on a communicator on one server; staged + direct is
+ * hzc_comm_net_stats' data_sent over RDMA. HCCL_E_PTR for NULL, HCCL_E_PARA for a destroyed or
+ * foreign comm.
+ */
+HcclResult hzc_comm_net_sends(HcclComm comm, struct hzc_net_sends *sends);
+
 /**
  * RDMA between activated memory of this rank and of rank @rank over @comm's RDMA links
  * (one operation, returns when it has completed).

@@ -200,6 +200,22 @@ HcclResult hzc_comm_net_stats(HcclComm comm, struct hzc_net_stats *stats) {
   });
 }
 
+HcclResult hzc_comm_net_sends(HcclComm comm, struct hzc_net_sends *sends) {
+  return api::HcclGuard("hzc_comm_net_sends", [&]() -> Status {
+    HZC_RETURN_IF_ERROR(api::NotNull(comm, "comm"));
+    HZC_RETURN_IF_ERROR(api::NotNull(sends, "sends"));
+    return api::WithComm(comm, [&](const auto &c) {
+      hzc_net_sends out{};
+      if (const hzc::bootstrap::Group *g = c->group(); g != nullptr) {
+        out.staged = g->traffic().wire_staged.load(std::memory_order_relaxed);
+        out.direct = g->traffic().wire_direct.load(std::memory_order_relaxed);
+      }
+      *sends = out;
+      return Status::Ok();
+    });
+  });
+}
+
 namespace {
 
 // hzc_comm_rdma_write (@write) or hzc_comm_rdma_read; see hzc/hzc.h.

@@ -117,6 +117,9 @@ class Group {
   struct Traffic {
     std::atomic<uint64_t> sent{0}, received{0};            // the group's messages
     std::atomic<uint64_t> wire_sent{0}, wire_received{0};  // the wires' payload
+    // Of wire_sent over RDMA: copied into the wire's outbox first, or read by the RDMA device
+    // from the caller's buffer (Wire::Region). Over TCP neither (the kernel copies).
+    std::atomic<uint64_t> wire_staged{0}, wire_direct{0};
   };
   Traffic &traffic() { return traffic_; }
   const Traffic &traffic() const { return traffic_; }

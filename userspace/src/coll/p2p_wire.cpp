@@ -10,6 +10,7 @@
 
 #include "base/log.h"
 #include "coll/reduce.h"
+#include "coll/wire_memory.h"
 
 namespace hzc::coll {
 
@@ -45,9 +46,10 @@ struct RemoteP2p::Link {
   uint32_t peer = 0;
   P2pItem::Dir dir = P2pItem::kSend;  // this rank's
   std::unique_ptr<transport::Wire> wire;
-  Status broken;         // a failure half-way: the wire is unusable
-  uint64_t seq = 0;      // messages on the wire so far
-  uint64_t pending = 0;  // the other halves of refused messages, still to be read
+  std::unique_ptr<WireWatch> watch;  // the wire's, while it lives
+  Status broken;                     // a failure half-way: the wire is unusable
+  uint64_t seq = 0;                  // messages on the wire so far
+  uint64_t pending = 0;              // the other halves of refused messages, still to be read
 
   uint32_t other() const { return 1 - wire->index(); }
   std::string Name() const {
@@ -156,6 +158,7 @@ Status RemoteP2p::Open(Link &link, Clock::time_point deadline) {
     return Error(wire.status().code(), "opening {}: {}", link.Name(), wire.status().message());
   }
   link.wire = std::move(*wire);
+  link.watch = std::make_unique<WireWatch>(link.wire.get());
   LogDebug("p2p: rank {} opened {}", me, link.Name());
   return Status::Ok();
 }
@@ -181,7 +184,9 @@ Status RemoteP2p::Send(Link &link, const P2pItem &item, Clock::time_point deadli
                  item.peer, a->count, a->dtype, item.count, static_cast<int>(item.dtype));
   }
   std::vector<transport::Wire::Out> out(2);
-  out[link.other()] = {static_cast<const uint8_t *>(item.buf), item.count * TypeSize(item.dtype)};
+  out[link.other()] = {.data = static_cast<const uint8_t *>(item.buf),
+                       .len = item.count * TypeSize(item.dtype)};
+  MarkRegions(&out);
   return link.wire->Transfer(out, std::vector<size_t>(2), Link::Ignore, deadline);
 }
 

@@ -20,6 +20,7 @@
 #include "coll/exchange.h"
 #include "coll/kinds.h"
 #include "coll/reduce.h"
+#include "coll/wire_memory.h"
 #include "core/comm_init.h"
 #include "transport/wire.h"
 
@@ -80,6 +81,7 @@ struct SpanState : Communicator::CollState, ServerLayout {
   uint64_t seq = 0;
   std::shared_ptr<Communicator> local;    // this server's ranks (MakeServerLocal)
   std::unique_ptr<transport::Wire> wire;  // the leaders'
+  std::unique_ptr<WireWatch> watch;       // the wire's, while it lives
   Status wire_status;                     // why a leader has no wire
   // The leaders: the first leader's HZC_SPAN_RING_MIN, agreed on each call.
   uint64_t ring_min = 0;
@@ -107,6 +109,7 @@ Expected<std::unique_ptr<SpanState>> MakeState(Communicator &comm) {
                                       Clock::now() + GetConfig().connect_timeout);
     if (wire.ok()) {
       s->wire = std::move(*wire);
+      s->watch = std::make_unique<WireWatch>(s->wire.get());
     } else {
       s->wire_status = wire.status();  // told to the local ranks by the first call
     }
@@ -209,7 +212,9 @@ class Spanning {
                      const std::vector<std::vector<uint8_t>> &got, uint8_t *recv);
   Status Transfer(const std::vector<transport::Wire::Out> &out, const std::vector<size_t> &in,
                   const transport::Wire::Sink &sink) {
-    return s_.wire->Transfer(out, in, sink, deadline_);
+    std::vector<transport::Wire::Out> marked = out;
+    MarkRegions(&marked);
+    return s_.wire->Transfer(marked, in, sink, deadline_);
   }
   bool Leads() const { return s_.leader() && s_.nservers() > 1; }
   // Whether the leaders move @bytes of collective @coll in a ring (from s_.ring_min) rather than

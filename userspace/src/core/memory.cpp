@@ -109,6 +109,8 @@ Status Deactivate(uintptr_t va) {
   if (const std::shared_ptr<Communicator> comm = removed.comm.lock()) {
     comm->DropMemory(va);
   }
+  // The registrations of the wires between servers (coll/span.cpp, coll/p2p_wire.cpp).
+  RangeRegistry::Process().Deactivated(va, removed.size);
   return Status::Ok();
 }
 

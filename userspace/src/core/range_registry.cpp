@@ -157,6 +157,43 @@ size_t RangeRegistry::RangeCount() const {
   return ranges_.size();
 }
 
+std::optional<RangeRegistry::Held> RangeRegistry::Holding(uintptr_t p, size_t len) const {
+  std::lock_guard lock(mutex_);
+  auto it = ranges_.upper_bound(p);
+  if (it == ranges_.begin() || len == 0) {
+    return std::nullopt;
+  }
+  const auto &acts = std::prev(it)->second.activations;
+  auto act = acts.upper_bound(p);
+  if (act == acts.begin()) {
+    return std::nullopt;
+  }
+  --act;
+  const Activation &a = act->second;
+  if (a.state != State::kSet || p - act->first >= a.size || len > a.size - (p - act->first)) {
+    return std::nullopt;
+  }
+  return Held{.va = act->first, .size = a.size};
+}
+
+uint64_t RangeRegistry::Watch(Watcher on) {
+  std::lock_guard lock(watch_mutex_);
+  watchers_.emplace(++watches_, std::move(on));
+  return watches_;
+}
+
+void RangeRegistry::Unwatch(uint64_t id) {
+  std::lock_guard lock(watch_mutex_);
+  watchers_.erase(id);
+}
+
+void RangeRegistry::Deactivated(uintptr_t va, size_t size) {
+  std::lock_guard lock(watch_mutex_);
+  for (const auto &[id, on] : watchers_) {
+    on(va, size);
+  }
+}
+
 size_t RangeRegistry::ActivationCount() const {
   std::lock_guard lock(mutex_);
   size_t n = 0;

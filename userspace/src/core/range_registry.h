@@ -13,9 +13,11 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 
 #include "base/status.h"
 
@@ -58,12 +60,32 @@ class RangeRegistry {
   size_t RangeCount() const;
   size_t ActivationCount() const;
 
+  // The settled activation that holds [p, p + len) (len > 0), or nullopt.
+  struct Held {
+    uintptr_t va = 0;
+    size_t size = 0;
+  };
+  std::optional<Held> Holding(uintptr_t p, size_t len) const;
+
+  // Those that keep something of activated memory (an RDMA registration of it) and must drop it
+  // when the memory is deactivated: @on(va, size) runs after every deactivation that took effect
+  // (Deactivated, from memory::Deactivate), before the call returns, on its thread. It must not
+  // call Watch or Unwatch. Unwatch(@id) returns once no run of it is in progress.
+  using Watcher = std::function<void(uintptr_t va, size_t size)>;
+  uint64_t Watch(Watcher on);
+  void Unwatch(uint64_t id);
+  void Deactivated(uintptr_t va, size_t size);
+
  private:
   // The range containing [va, va+size), or end().
   std::map<uintptr_t, Range>::iterator Containing(uintptr_t va, size_t size);
 
   mutable std::mutex mutex_;
   std::map<uintptr_t, Range> ranges_;
+
+  std::mutex watch_mutex_;  // held while watchers run
+  std::map<uint64_t, Watcher> watchers_;
+  uint64_t watches_ = 0;
 };
 
 }  // namespace hzc

@@ -327,12 +327,14 @@ Status RdmaWire::Probe(uint32_t p, Clock::time_point deadline) {
   return Status::Ok();
 }
 
-Status RdmaWire::Turn(const std::vector<Out> &out, const std::vector<size_t> &in, const Sink &sink,
-                      std::vector<size_t> *sent, std::vector<size_t> *received, bool *moved,
+Status RdmaWire::Turn(const std::vector<Out> &out, const Direct &direct,
+                      const std::vector<size_t> &in, const Sink &sink, std::vector<size_t> *sent,
+                      std::vector<size_t> *received, bool *moved,
                       std::vector<Clock::time_point> *progress, Clock::time_point deadline) {
   const uint32_t slots = options_.slots;
   std::vector<verbs::WorkRequest> wrs;
   std::vector<bool> touched(size());
+  size_t posted = 0, staged = 0;  // bytes posted; of them copied into the outbox first
   // What has arrived, each member's chunks in order; the credits go first in the batch, so
   // each peer's sender gets its room back before this member's own chunks follow.
   for (uint32_t p = 0; p < size(); ++p) {
@@ -361,24 +363,10 @@ Status RdmaWire::Turn(const std::vector<Out> &out, const std::vector<size_t> &in
     const uint64_t credit =
         std::atomic_ref<uint64_t>(*Flag(kCredit, p)).load(std::memory_order_acquire);
     while ((*sent)[p] < out[p].len && sent_[p] < credit + slots) {
-      const auto slot = static_cast<uint32_t>(sent_[p] % slots);
       const size_t len = std::min(kChunk, out[p].len - (*sent)[p]);
-      std::memcpy(Outbox(p, slot), out[p].data + (*sent)[p], len);
-      *ReadySource(p, slot) = ++sent_[p];
+      staged += PostChunk(p, out[p].data + (*sent)[p], len, direct[p].get(), &wrs);
       (*sent)[p] += len;
-      const Peer &peer = *peers_[p];
-      wrs.push_back({.peer = p,
-                     .mr = peer.mr.get(),
-                     .local = Outbox(p, slot),
-                     .length = len,
-                     .remote_addr = peer.remote.addr + LandingOffset(slot),
-                     .rkey = peer.remote.rkey});
-      wrs.push_back({.peer = p,
-                     .mr = peer.mr.get(),
-                     .local = ReadySource(p, slot),
-                     .length = sizeof(uint64_t),
-                     .remote_addr = peer.remote.addr + FlagOffset(kReady),
-                     .rkey = peer.remote.rkey});
+      posted += len;
       touched[p] = true;
     }
   }
@@ -392,7 +380,38 @@ Status RdmaWire::Turn(const std::vector<Out> &out, const std::vector<size_t> &in
       (*progress)[p] = now;
     }
   }
-  return Execute(wrs, deadline);
+  HZC_RETURN_IF_ERROR(Execute(wrs, deadline));
+  group_.traffic().wire_staged.fetch_add(staged, std::memory_order_relaxed);
+  group_.traffic().wire_direct.fetch_add(posted - staged, std::memory_order_relaxed);
+  return Status::Ok();
+}
+
+size_t RdmaWire::PostChunk(uint32_t p, const uint8_t *data, size_t len,
+                           const verbs::MemoryRegion *direct,
+                           std::vector<verbs::WorkRequest> *wrs) {
+  const auto slot = static_cast<uint32_t>(sent_[p] % options_.slots);
+  const Peer &peer = *peers_[p];
+  auto *from = const_cast<uint8_t *>(data);  // an RDMA WRITE only reads its source
+  const verbs::MemoryRegion *mr = direct;
+  if (mr == nullptr) {
+    std::memcpy(Outbox(p, slot), from, len);
+    from = Outbox(p, slot);
+    mr = peer.mr.get();
+  }
+  *ReadySource(p, slot) = ++sent_[p];
+  wrs->push_back({.peer = p,
+                  .mr = mr,
+                  .local = from,
+                  .length = len,
+                  .remote_addr = peer.remote.addr + LandingOffset(slot),
+                  .rkey = peer.remote.rkey});
+  wrs->push_back({.peer = p,
+                  .mr = peer.mr.get(),
+                  .local = ReadySource(p, slot),
+                  .length = sizeof(uint64_t),
+                  .remote_addr = peer.remote.addr + FlagOffset(kReady),
+                  .rkey = peer.remote.rkey});
+  return direct == nullptr ? len : 0;
 }
 
 Status RdmaWire::Idle(const std::vector<Out> &out, const std::vector<size_t> &in,
@@ -420,6 +439,7 @@ Status RdmaWire::Idle(const std::vector<Out> &out, const std::vector<size_t> &in
 Status RdmaWire::Move(const std::vector<Out> &out, const std::vector<size_t> &in, const Sink &sink,
                       Clock::time_point deadline) {
   HZC_RETURN_IF_ERROR(Link(out, in, deadline));
+  const Direct direct = Sources(out);
   std::vector<size_t> sent(size()), received(size());
   std::vector<Clock::time_point> progress(size(), Clock::now());
   auto more = [&] {
@@ -432,7 +452,7 @@ Status RdmaWire::Move(const std::vector<Out> &out, const std::vector<size_t> &in
   };
   for (uint32_t idle = 0; more();) {
     bool moved = false;
-    Status st = Turn(out, in, sink, &sent, &received, &moved, &progress, deadline);
+    Status st = Turn(out, direct, in, sink, &sent, &received, &moved, &progress, deadline);
     if (st.ok() && !moved) {
       st = Idle(out, in, sent, received, &progress, deadline);
       if (++idle > 64) {
@@ -446,6 +466,54 @@ Status RdmaWire::Move(const std::vector<Out> &out, const std::vector<size_t> &in
     HZC_RETURN_IF_ERROR(st);
   }
   return Status::Ok();
+}
+
+RdmaWire::Direct RdmaWire::Sources(const std::vector<Out> &out) {
+  Direct direct(size());
+  for (uint32_t p = 0; p < size(); ++p) {
+    const Region &r = out[p].region;
+    const auto data = reinterpret_cast<uintptr_t>(out[p].data);
+    if (p != me_ && out[p].len != 0 && r.base != 0 && data >= r.base &&
+        out[p].len <= r.len - (data - r.base)) {
+      direct[p] = Lent(p, r);
+    }
+  }
+  return direct;
+}
+
+std::shared_ptr<const verbs::MemoryRegion> RdmaWire::Lent(uint32_t p, const Region &region) {
+  std::lock_guard lock(lent_mutex_);
+  auto it = lent_.find({p, region.base});
+  if (it != lent_.end() && it->second.len == region.len) {
+    return it->second.mr;
+  }
+  auto mr = links_->RegisterFor(p, reinterpret_cast<void *>(region.base), region.len,
+                                /*remote=*/false);
+  Loan &loan = lent_[{p, region.base}];
+  loan = {.len = region.len, .mr = nullptr};
+  if (!mr.ok()) {
+    LogWarn(
+        "wire: activated memory [{:#x}, +{:#x}) cannot be registered for rank {} ({}): its "
+        "messages go through the outbox",
+        region.base, region.len, members_[p], mr.status().message());
+    return nullptr;
+  }
+  loan.mr = std::move(*mr);
+  LogDebug("wire: rank {} sends from activated memory [{:#x}, +{:#x}) to rank {} directly",
+           group_.rank(), region.base, region.len, members_[p]);
+  return loan.mr;
+}
+
+void RdmaWire::Withdraw(uintptr_t base, size_t len) {
+  std::lock_guard lock(lent_mutex_);
+  for (auto it = lent_.begin(); it != lent_.end();) {
+    const uintptr_t b = it->first.second;
+    if (b < base + len && base < b + it->second.len) {
+      it = lent_.erase(it);
+    } else {
+      ++it;
+    }
+  }
 }
 
 Status RdmaWire::Execute(std::span<const verbs::WorkRequest> wrs, Clock::time_point deadline) {

@@ -28,8 +28,11 @@
 // a member that links with it, now or later, learns it (HCCL_E_REMOTE naming this rank).
 #pragma once
 
+#include <map>
 #include <memory>
+#include <mutex>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "transport/wire.h"
@@ -48,6 +51,7 @@ class RdmaWire final : public Wire {
 
   const char *kind() const override { return "RDMA"; }
   uint32_t links() const override;
+  void Withdraw(uintptr_t base, size_t len) override;
 
  private:
   struct Card;  // what members tell each other over the group (rdma_wire.cpp)
@@ -67,15 +71,27 @@ class RdmaWire final : public Wire {
 
   Status Move(const std::vector<Out> &out, const std::vector<size_t> &in, const Sink &sink,
               Clock::time_point deadline) override;
+  // Per member p, the registration @out[p] is sent from directly (Lent), or nullptr: through
+  // the outbox.
+  using Direct = std::vector<std::shared_ptr<const verbs::MemoryRegion>>;
+  Direct Sources(const std::vector<Out> &out);
+  // The registration of @region for member @p: made at its first use and kept until Withdraw;
+  // nullptr when it cannot be made (logged once per region and member).
+  std::shared_ptr<const verbs::MemoryRegion> Lent(uint32_t p, const Region &region);
   void Tell(HcclResult code) override;
 
   // One turn of Move on the chunks still to go (@sent, @received: bytes per member): hand
   // every chunk that has arrived to @sink, then post the credits for them and every chunk the
   // peers' credits allow. *@moved: whether anything was consumed or posted; @progress[p] is
   // set to now for each member something moved with.
-  Status Turn(const std::vector<Out> &out, const std::vector<size_t> &in, const Sink &sink,
-              std::vector<size_t> *sent, std::vector<size_t> *received, bool *moved,
-              std::vector<Clock::time_point> *progress, Clock::time_point deadline);
+  Status Turn(const std::vector<Out> &out, const Direct &direct, const std::vector<size_t> &in,
+              const Sink &sink, std::vector<size_t> *sent, std::vector<size_t> *received,
+              bool *moved, std::vector<Clock::time_point> *progress, Clock::time_point deadline);
+  // Post chunk sent_[p] (and count it) to member @p: @len bytes at @data, read from @direct or
+  // copied into the outbox slot first, then the slot's ready flag (one queue pair: in order).
+  // The bytes copied.
+  size_t PostChunk(uint32_t p, const uint8_t *data, size_t len, const verbs::MemoryRegion *direct,
+                   std::vector<verbs::WorkRequest> *wrs);
   // Nothing could move: check for aborts and @deadline, probe the members that have been
   // quiet for a while (@progress) and have chunks to go to or from them.
   Status Idle(const std::vector<Out> &out, const std::vector<size_t> &in,
@@ -107,6 +123,14 @@ class RdmaWire final : public Wire {
   std::unique_ptr<verbs::Links> links_;
   std::vector<verbs::EndpointHeader> ports_;  // [member]
   std::vector<std::unique_ptr<Peer>> peers_;  // [member]: null until a transfer links it
+
+  // Registrations of activated memory by (member, base): Lent, dropped by Withdraw.
+  struct Loan {
+    size_t len = 0;
+    std::shared_ptr<const verbs::MemoryRegion> mr;  // null: refused, not tried again
+  };
+  std::mutex lent_mutex_;
+  std::map<std::pair<uint32_t, uintptr_t>, Loan> lent_;
 };
 
 }  // namespace hzc::transport

@@ -37,9 +37,17 @@ class Wire {
   static constexpr size_t kChunk = size_t{1} << 20;
   static constexpr uint32_t kMaxSlots = 16;
 
+  // Memory that stays mapped, and holds what it holds, until the wire is told otherwise
+  // (Withdraw): activated memory. The RDMA wire registers it with its peers' protection domains
+  // at its first use and sends from it directly; other messages go through its outbox (a copy).
+  struct Region {
+    uintptr_t base = 0;  // 0: none
+    size_t len = 0;
+  };
   struct Out {
     const uint8_t *data = nullptr;
     size_t len = 0;
+    Region region{};  // holds [data, data + len), if any
   };
   // A received chunk: bytes [offset, offset + len) of member @from's message.
   using Sink = std::function<void(uint32_t from, size_t offset, const uint8_t *data, size_t len)>;
@@ -95,6 +103,14 @@ class Wire {
   // group's traffic (Group::Traffic's wire_sent and wire_received).
   Status Transfer(const std::vector<Out> &out, const std::vector<size_t> &in, const Sink &sink,
                   Clock::time_point deadline);
+
+  // [base, base + len) is no longer activated: every registration of a Region inside it is
+  // dropped before this returns (a transfer in progress keeps its own until it ends). Any
+  // thread.
+  virtual void Withdraw(uintptr_t base, size_t len) {
+    (void)base;
+    (void)len;
+  }
 
   // Tell every other member that this member failed the call with @code (best effort): their
   // waits on this member end with HCCL_E_REMOTE naming it. The wire is unusable afterwards.

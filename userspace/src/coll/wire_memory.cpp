@@ -1,0 +1,29 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "coll/wire_memory.h"
+
+#include "core/range_registry.h"
+
+namespace hzc::coll {
+
+void MarkRegions(std::vector<transport::Wire::Out> *out) {
+  for (transport::Wire::Out &o : *out) {
+    o.region = {};
+    if (o.len == 0) {
+      continue;
+    }
+    if (const auto held =
+            RangeRegistry::Process().Holding(reinterpret_cast<uintptr_t>(o.data), o.len)) {
+      o.region = {.base = held->va, .len = held->size};
+    }
+  }
+}
+
+WireWatch::WireWatch(transport::Wire *wire)
+    : id_(RangeRegistry::Process().Watch(
+          [wire](uintptr_t va, size_t size) { wire->Withdraw(va, size); })) {}
+
+WireWatch::~WireWatch() {
+  RangeRegistry::Process().Unwatch(id_);
+}
+
+}  // namespace hzc::coll
