@@ -7,15 +7,16 @@
 //            of docs/architecture.md ("What the leaders move, against the bound") says it does,
 //            to the byte, and agrees on the call over its TCP connections (control bytes). Exit
 //            62 when a count differs (the rank logs which).
-//   direct   (a server's first rank sends, HZC_NET=rdma or socket) an in-place AllReduce of 1 MiB
-//            (the leaders' ring sends from the buffer itself) and a 1 MiB send to the next
-//            server's first rank: in zerocopy mode over RDMA every data byte leaves from the
-//            activated buffer (hzc_comm_net_sends: direct, none staged), in staging mode every
-//            byte is copied first, over TCP neither is counted. Then (zerocopy) the memory is
-//            deactivated, unmapped, other physical memory mapped at the same address and
-//            activated: the next AllReduce sends the new bytes (a registration kept past the
-//            deactivation would send the old pages), and leaves directly again. Exit 62 for a
-//            wrong count, 63 for a wrong result.
+//   direct   (HZC_NET=rdma or socket) in-place AllReduces of 1 MiB (the leaders' ring) and 4 KiB
+//            (recursive doubling), a Broadcast of 1 MiB, an AllGather of 1 MiB (the ring, in the
+//            output) and a 1 MiB HcclSend from server 0's first rank to server 1's: in zerocopy
+//            mode over RDMA every data byte leaves from the activated buffer
+//            (hzc_comm_net_sends: direct, none staged), in staging mode every byte is copied
+//            first, over TCP neither is counted. Then (zerocopy) the memory is deactivated,
+//            unmapped, other physical memory mapped at the same address and activated: the next
+//            AllReduce and send carry the new bytes (a registration kept past the deactivation
+//            would send the old pages) and leave directly again. Exit 62 for a wrong count, 63
+//            for a wrong result, 64 when hzc_comm_net_sends fails.
 #include <acl/acl.h>
 #include <hccl/hccl.h>
 #include <hzc/hzc.h>
@@ -91,14 +92,6 @@ struct Buffers {
   HcclDataType type = HCCL_DATA_TYPE_FP32;
 };
 
-hzc_net_sends Sends() {
-  hzc_net_sends s{};
-  if (hzc_comm_net_sends(g_comm, &s) != HCCL_SUCCESS) {
-    std::memset(&s, 0xff, sizeof(s));
-  }
-  return s;
-}
-
 constexpr int64_t kAll = -1;
 
 // Runs @call and checks how this rank's data left for other servers: over RDMA @direct bytes
@@ -107,13 +100,18 @@ constexpr int64_t kAll = -1;
 int Leaves(const std::string &what, bool rdma, int64_t direct,
            const std::function<HcclResult()> &call) {
   const hzc_net_stats before = Stats();
-  const hzc_net_sends sends_before = Sends();
+  hzc_net_sends sends_before{}, after{};
+  if (hzc_comm_net_sends(g_comm, &sends_before) != HCCL_SUCCESS) {
+    return 64;
+  }
   if (HcclResult rc = call(); rc != HCCL_SUCCESS) {
     std::fprintf(stderr, "rank %u: %s: %d\n", g_rank, what.c_str(), rc);
     return rc;
   }
   const uint64_t sent = Stats().data_sent - before.data_sent;
-  const hzc_net_sends after = Sends();
+  if (hzc_comm_net_sends(g_comm, &after) != HCCL_SUCCESS) {
+    return 64;
+  }
   const uint64_t staged = after.staged - sends_before.staged;
   const uint64_t straight = after.direct - sends_before.direct;
   std::fprintf(stderr, "rank %u: %s: %lu bytes to other servers, %lu staged, %lu direct\n", g_rank,
@@ -122,8 +120,8 @@ int Leaves(const std::string &what, bool rdma, int64_t direct,
   const bool first = g_rank % g_per_server == 0;
   const uint64_t want = direct == kAll ? sent : static_cast<uint64_t>(direct);
   const bool ok = !first  ? sent == 0 && staged == 0 && straight == 0
-                  : !rdma ? sent > 0 && staged == 0 && straight == 0
-                          : sent > 0 && straight == want && staged == sent - want;
+                  : !rdma ? staged == 0 && straight == 0
+                          : straight == want && staged == sent - want;
   if (!ok) {
     std::fprintf(stderr, "rank %u: %s: expected %s%lu direct\n", g_rank, what.c_str(),
                  !first  ? "nothing sent, "
@@ -135,16 +133,30 @@ int Leaves(const std::string &what, bool rdma, int64_t direct,
   return 0;
 }
 
+// Whether @n bytes at @p are @want(i) each; logs the first that is not.
+int ExpectBytes(const char *what, const uint8_t *p, uint64_t n,
+                const std::function<uint8_t(uint64_t)> &want) {
+  for (uint64_t i = 0; i < n; ++i) {
+    if (p[i] != want(i)) {
+      std::fprintf(stderr, "rank %u: %s byte %lu is %#x, not %#x\n", g_rank, what,
+                   static_cast<unsigned long>(i), p[i], want(i));
+      return 63;
+    }
+  }
+  return 0;
+}
+
 // The in-place AllReduce of @count floats at @buf, rank r's input r + 1 + (i % 5) * @salt,
-// checked; its bytes left as Leaves says.
-int SumInPlace(float *buf, uint64_t count, float salt, bool rdma, int64_t direct) {
+// checked; its bytes left as Leaves says (@direct: every byte leaves directly).
+int SumInPlace(float *buf, uint64_t count, float salt, bool rdma, bool direct) {
   for (uint64_t i = 0; i < count; ++i) {
     buf[i] = static_cast<float>(g_rank + 1) + static_cast<float>(i % 5) * salt;
   }
-  if (int rc = Leaves("AllReduce of " + std::to_string(count * 4) + " B", rdma, direct, [&] {
-        return HcclAllReduce(buf, buf, count, HCCL_DATA_TYPE_FP32, HCCL_REDUCE_SUM, g_comm,
-                             nullptr);
-      })) {
+  if (int rc =
+          Leaves("AllReduce of " + std::to_string(count * 4) + " B", rdma, direct ? kAll : 0, [&] {
+            return HcclAllReduce(buf, buf, count, HCCL_DATA_TYPE_FP32, HCCL_REDUCE_SUM, g_comm,
+                                 nullptr);
+          })) {
     return rc;
   }
   for (uint64_t i = 0; i < count; ++i) {
@@ -160,49 +172,28 @@ int SumInPlace(float *buf, uint64_t count, float salt, bool rdma, int64_t direct
   return 0;
 }
 
-int Direct() {
-  const char *net = std::getenv("HZC_NET");
-  if (g_per_server == 0 || g_n % g_per_server != 0 || g_n / g_per_server < 2 || net == nullptr ||
-      (std::string(net) != "rdma" && std::string(net) != "socket")) {
-    return 51;
-  }
-  const bool rdma = std::string(net) == "rdma";
-  constexpr uint64_t kBytes = 1 << 20;
-  Arena arena(2 * kBytes, g_zero_copy);
-  if (!arena.ok) {
-    return 52;
-  }
-  auto *buf = reinterpret_cast<float *>(arena.base);
-  if (int rc = SumInPlace(buf, kBytes / 4, 1.0f, rdma, g_zero_copy ? kAll : 0)) {
-    return rc;
-  }
-  // The first ranks of servers 0 and 1: 1 MiB from the first to the second.
+// @bytes from the first rank of server 0 to that of server 1, @salt in every byte, checked.
+int SendAcross(uint8_t *buf, uint64_t bytes, uint8_t salt, bool rdma, bool direct) {
   const uint32_t server = g_rank / g_per_server;
-  if (g_rank % g_per_server == 0 && server < 2) {
-    const uint32_t peer = server == 0 ? g_per_server : 0;
-    std::memset(arena.base, server == 0 ? 0x5a : 0, kBytes);
-    // The receiver sends only its answer to the header (copied), the sender the header (copied)
-    // and the data.
-    const int64_t direct = server == 0 && g_zero_copy ? static_cast<int64_t>(kBytes) : 0;
-    if (int rc = Leaves(server == 0 ? "HcclSend of 1 MiB" : "HcclRecv of 1 MiB", rdma, direct, [&] {
-          return server == 0
-                     ? HcclSend(arena.base, kBytes, HCCL_DATA_TYPE_INT8, peer, g_comm, nullptr)
-                     : HcclRecv(arena.base, kBytes, HCCL_DATA_TYPE_INT8, peer, g_comm, nullptr);
-        })) {
-      return rc;
-    }
-    for (uint64_t i = 0; i < kBytes; ++i) {
-      if (arena.base[i] != 0x5a) {
-        std::fprintf(stderr, "rank %u: received byte %lu is %#x\n", g_rank,
-                     static_cast<unsigned long>(i), arena.base[i]);
-        return 63;
-      }
-    }
-  }
-  if (!g_zero_copy) {
+  if (g_rank % g_per_server != 0 || server > 1) {
     return 0;
   }
-  // Other physical memory at the same address.
+  const uint32_t peer = server == 0 ? g_per_server : 0;
+  std::memset(buf, server == 0 ? salt : 0, bytes);
+  // The receiver sends only its answer to the header (copied), the sender the header (copied)
+  // and the data.
+  const int64_t straight = server == 0 && direct ? static_cast<int64_t>(bytes) : 0;
+  if (int rc = Leaves(server == 0 ? "HcclSend" : "HcclRecv", rdma, straight, [&] {
+        return server == 0 ? HcclSend(buf, bytes, HCCL_DATA_TYPE_INT8, peer, g_comm, nullptr)
+                           : HcclRecv(buf, bytes, HCCL_DATA_TYPE_INT8, peer, g_comm, nullptr);
+      })) {
+    return rc;
+  }
+  return ExpectBytes("received", buf, bytes, [salt](uint64_t) { return salt; });
+}
+
+// Other physical memory mapped and activated at @arena's address.
+int Replace(Arena &arena) {
   aclrtPhysicalMemProp prop{};
   prop.memAttr = ACL_HBM_MEM_NORMAL;
   prop.location.type = ACL_MEM_LOCATION_TYPE_DEVICE;
@@ -217,7 +208,70 @@ int Direct() {
       HcclCommActivateCommMemory(arena.comm, arena.va, arena.size, 0, fresh, 0) != HCCL_SUCCESS) {
     return 52;
   }
-  return SumInPlace(buf, kBytes / 4, 3.0f, rdma, kAll);
+  return 0;
+}
+
+int Direct() {
+  const char *net = std::getenv("HZC_NET");
+  if (g_per_server == 0 || g_n % g_per_server != 0 || g_n / g_per_server < 2 || net == nullptr ||
+      (std::string(net) != "rdma" && std::string(net) != "socket")) {
+    return 51;
+  }
+  const bool rdma = std::string(net) == "rdma";
+  const bool zc = g_zero_copy;
+  constexpr uint64_t kBytes = 1 << 20;
+  Arena arena(2 * kBytes, zc);
+  if (!arena.ok) {
+    return 52;
+  }
+  uint8_t *base = arena.base;
+  auto *buf = reinterpret_cast<float *>(base);
+  // AllReduce by the ring (1 MiB) and by recursive doubling (4 KiB), in place.
+  if (int rc = SumInPlace(buf, kBytes / 4, 1.0f, rdma, zc)) {
+    return rc;
+  }
+  if (int rc = SumInPlace(buf, 1024, 2.0f, rdma, zc)) {
+    return rc;
+  }
+  // Broadcast of 1 MiB from rank 0 (the tree, or scattered and all-gathered), in the buffer.
+  auto pattern = [](uint64_t i) { return static_cast<uint8_t>(i * 7 + 3); };
+  for (uint64_t i = 0; i < kBytes; ++i) {
+    base[i] = g_rank == 0 ? pattern(i) : 0;
+  }
+  if (int rc = Leaves("Broadcast of 1 MiB", rdma, zc ? kAll : 0, [&] {
+        return HcclBroadcast(base, kBytes, HCCL_DATA_TYPE_INT8, 0, g_comm, nullptr);
+      })) {
+    return rc;
+  }
+  if (int rc = ExpectBytes("broadcast", base, kBytes, pattern)) {
+    return rc;
+  }
+  // AllGather of 1 MiB of output by the ring (consecutive ranks: in the output itself).
+  const uint64_t block = kBytes / g_n;
+  std::memset(base + kBytes, static_cast<int>(g_rank + 1), block);
+  if (int rc = Leaves("AllGather of 1 MiB", rdma, zc ? kAll : 0, [&] {
+        return HcclAllGather(base + kBytes, base, block, HCCL_DATA_TYPE_INT8, g_comm, nullptr);
+      })) {
+    return rc;
+  }
+  if (int rc = ExpectBytes("gathered", base, block * g_n,
+                           [block](uint64_t i) { return static_cast<uint8_t>(i / block + 1); })) {
+    return rc;
+  }
+  if (int rc = SendAcross(base, kBytes, 0x5a, rdma, zc)) {
+    return rc;
+  }
+  if (!zc) {
+    return 0;
+  }
+  // The same address, other memory: sent afresh by the leaders' wire and the pair's link.
+  if (int rc = Replace(arena)) {
+    return rc;
+  }
+  if (int rc = SumInPlace(buf, kBytes / 4, 3.0f, rdma, true)) {
+    return rc;
+  }
+  return SendAcross(base, kBytes, 0xa5, rdma, true);
 }
 
 }  // namespace

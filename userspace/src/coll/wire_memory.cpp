@@ -13,7 +13,7 @@ void MarkRegions(std::vector<transport::Wire::Out> *out) {
     }
     if (const auto held =
             RangeRegistry::Process().Holding(reinterpret_cast<uintptr_t>(o.data), o.len)) {
-      o.region = {.base = held->va, .len = held->size};
+      o.region = {.base = held->va, .len = held->size, .serial = held->serial};
     }
   }
 }

@@ -101,17 +101,25 @@ Status Activate(const std::shared_ptr<Communicator> &comm, uintptr_t va, size_t 
 
 Status Deactivate(uintptr_t va) {
   RangeRegistry::Activation removed;
-  HZC_RETURN_IF_ERROR(
+  bool gone = false;
+  const Status st =
       Withdraw([&](RangeRegistry &ranges) { return ranges.Deactivate(va, &removed); },
-               [&](RangeRegistry &ranges, bool done) { ranges.SettleActivation(va, done); },
-               [&](transport::Transport &transport) { return transport.Deactivate(va); }));
-  // A communicator destroyed meanwhile dropped its registrations already.
-  if (const std::shared_ptr<Communicator> comm = removed.comm.lock()) {
-    comm->DropMemory(va);
+               [&](RangeRegistry &ranges, bool done) {
+                 ranges.SettleActivation(va, done);
+                 gone = done;
+               },
+               [&](transport::Transport &transport) { return transport.Deactivate(va); });
+  // Gone also when the withdrawal failed after it took effect (a peer late to acknowledge):
+  // what was kept of the memory goes with it. A communicator destroyed meanwhile dropped its
+  // registrations already.
+  if (gone) {
+    if (const std::shared_ptr<Communicator> comm = removed.comm.lock()) {
+      comm->DropMemory(va);
+    }
+    // The registrations of the wires between servers (coll/span.cpp, coll/p2p_wire.cpp).
+    RangeRegistry::Process().Deactivated(va, removed.size);
   }
-  // The registrations of the wires between servers (coll/span.cpp, coll/p2p_wire.cpp).
-  RangeRegistry::Process().Deactivated(va, removed.size);
-  return Status::Ok();
+  return st;
 }
 
 }  // namespace hzc::memory

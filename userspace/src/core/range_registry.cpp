@@ -118,9 +118,11 @@ Status RangeRegistry::Activate(uintptr_t va, size_t size, void *handle,
                    size, prev->first, prev->second.size);
     }
   }
-  acts.emplace(
-      va, Activation{
-              .state = State::kArriving, .size = size, .handle = handle, .comm = std::move(comm)});
+  acts.emplace(va, Activation{.state = State::kArriving,
+                              .size = size,
+                              .handle = handle,
+                              .comm = std::move(comm),
+                              .serial = ++activations_made_});
   return Status::Ok();
 }
 
@@ -173,7 +175,7 @@ std::optional<RangeRegistry::Held> RangeRegistry::Holding(uintptr_t p, size_t le
   if (a.state != State::kSet || p - act->first >= a.size || len > a.size - (p - act->first)) {
     return std::nullopt;
   }
-  return Held{.va = act->first, .size = a.size};
+  return Held{.va = act->first, .size = a.size, .serial = a.serial};
 }
 
 uint64_t RangeRegistry::Watch(Watcher on) {

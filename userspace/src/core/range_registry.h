@@ -34,6 +34,7 @@ class RangeRegistry {
     void *handle = nullptr;
     // The communicator it was activated through, which holds its RDMA registration if any.
     std::weak_ptr<Communicator> comm;
+    uint64_t serial = 0;  // this activation's number: never another's in the process
   };
   struct Range {
     State state = State::kArriving;
@@ -64,6 +65,7 @@ class RangeRegistry {
   struct Held {
     uintptr_t va = 0;
     size_t size = 0;
+    uint64_t serial = 0;  // Activation::serial
   };
   std::optional<Held> Holding(uintptr_t p, size_t len) const;
 
@@ -82,6 +84,7 @@ class RangeRegistry {
 
   mutable std::mutex mutex_;
   std::map<uintptr_t, Range> ranges_;
+  uint64_t activations_made_ = 0;
 
   std::mutex watch_mutex_;  // held while watchers run
   std::map<uint64_t, Watcher> watchers_;

@@ -381,8 +381,8 @@ Status RdmaWire::Turn(const std::vector<Out> &out, const Direct &direct,
     }
   }
   HZC_RETURN_IF_ERROR(Execute(wrs, deadline));
-  group_.traffic().wire_staged.fetch_add(staged, std::memory_order_relaxed);
-  group_.traffic().wire_direct.fetch_add(posted - staged, std::memory_order_relaxed);
+  moved_staged_ += staged;
+  moved_direct_ += posted - staged;
   return Status::Ok();
 }
 
@@ -440,6 +440,7 @@ Status RdmaWire::Move(const std::vector<Out> &out, const std::vector<size_t> &in
                       Clock::time_point deadline) {
   HZC_RETURN_IF_ERROR(Link(out, in, deadline));
   const Direct direct = Sources(out);
+  moved_staged_ = moved_direct_ = 0;
   std::vector<size_t> sent(size()), received(size());
   std::vector<Clock::time_point> progress(size(), Clock::now());
   auto more = [&] {
@@ -465,6 +466,9 @@ Status RdmaWire::Move(const std::vector<Out> &out, const std::vector<size_t> &in
     }
     HZC_RETURN_IF_ERROR(st);
   }
+  // Counted with the transfer (Wire::Transfer counts wire_sent once it completed).
+  group_.traffic().wire_staged.fetch_add(moved_staged_, std::memory_order_relaxed);
+  group_.traffic().wire_direct.fetch_add(moved_direct_, std::memory_order_relaxed);
   return Status::Ok();
 }
 
@@ -473,7 +477,7 @@ RdmaWire::Direct RdmaWire::Sources(const std::vector<Out> &out) {
   for (uint32_t p = 0; p < size(); ++p) {
     const Region &r = out[p].region;
     const auto data = reinterpret_cast<uintptr_t>(out[p].data);
-    if (p != me_ && out[p].len != 0 && r.base != 0 && data >= r.base &&
+    if (p != me_ && out[p].len != 0 && r.base != 0 && data >= r.base && data - r.base <= r.len &&
         out[p].len <= r.len - (data - r.base)) {
       direct[p] = Lent(p, r);
     }
@@ -484,17 +488,20 @@ RdmaWire::Direct RdmaWire::Sources(const std::vector<Out> &out) {
 std::shared_ptr<const verbs::MemoryRegion> RdmaWire::Lent(uint32_t p, const Region &region) {
   std::lock_guard lock(lent_mutex_);
   auto it = lent_.find({p, region.base});
-  if (it != lent_.end() && it->second.len == region.len) {
+  if (it != lent_.end() && it->second.len == region.len && it->second.serial == region.serial) {
     return it->second.mr;
   }
+  // What overlaps it belongs to activations that are gone (one missed by Withdraw: deactivated
+  // between the caller's look-up and this registration).
+  DropLoans(p, region.base, region.len);
   auto mr = links_->RegisterFor(p, reinterpret_cast<void *>(region.base), region.len,
                                 /*remote=*/false);
   Loan &loan = lent_[{p, region.base}];
-  loan = {.len = region.len, .mr = nullptr};
+  loan = {.len = region.len, .serial = region.serial, .mr = nullptr};
   if (!mr.ok()) {
     LogWarn(
-        "wire: activated memory [{:#x}, +{:#x}) cannot be registered for rank {} ({}): its "
-        "messages go through the outbox",
+        "wire: activated memory [{:#x}, +{:#x}) cannot be registered for rank {} ({}): what this "
+        "rank sends it from there goes through the outbox",
         region.base, region.len, members_[p], mr.status().message());
     return nullptr;
   }
@@ -504,16 +511,20 @@ std::shared_ptr<const verbs::MemoryRegion> RdmaWire::Lent(uint32_t p, const Regi
   return loan.mr;
 }
 
-void RdmaWire::Withdraw(uintptr_t base, size_t len) {
-  std::lock_guard lock(lent_mutex_);
+void RdmaWire::DropLoans(uint32_t p, uintptr_t base, size_t len) {
   for (auto it = lent_.begin(); it != lent_.end();) {
     const uintptr_t b = it->first.second;
-    if (b < base + len && base < b + it->second.len) {
+    if ((p == UINT32_MAX || it->first.first == p) && b < base + len && base < b + it->second.len) {
       it = lent_.erase(it);
     } else {
       ++it;
     }
   }
+}
+
+void RdmaWire::Withdraw(uintptr_t base, size_t len) {
+  std::lock_guard lock(lent_mutex_);
+  DropLoans(UINT32_MAX, base, len);
 }
 
 Status RdmaWire::Execute(std::span<const verbs::WorkRequest> wrs, Clock::time_point deadline) {

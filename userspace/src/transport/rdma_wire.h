@@ -75,9 +75,13 @@ class RdmaWire final : public Wire {
   // the outbox.
   using Direct = std::vector<std::shared_ptr<const verbs::MemoryRegion>>;
   Direct Sources(const std::vector<Out> &out);
-  // The registration of @region for member @p: made at its first use and kept until Withdraw;
-  // nullptr when it cannot be made (logged once per region and member).
+  // The registration of @region for member @p: made at its first use and kept until Withdraw
+  // or until another activation (Region::serial) overlaps it; nullptr when it cannot be made
+  // (logged once per activation and member).
   std::shared_ptr<const verbs::MemoryRegion> Lent(uint32_t p, const Region &region);
+  // Drop the registrations for member @p (UINT32_MAX: every member) that overlap
+  // [base, base + len); lent_mutex_ held.
+  void DropLoans(uint32_t p, uintptr_t base, size_t len);
   void Tell(HcclResult code) override;
 
   // One turn of Move on the chunks still to go (@sent, @received: bytes per member): hand
@@ -127,8 +131,11 @@ class RdmaWire final : public Wire {
   // Registrations of activated memory by (member, base): Lent, dropped by Withdraw.
   struct Loan {
     size_t len = 0;
+    uint64_t serial = 0;
     std::shared_ptr<const verbs::MemoryRegion> mr;  // null: refused, not tried again
   };
+  // Bytes of the transfer in progress posted so far: copied into the outbox first, or not.
+  uint64_t moved_staged_ = 0, moved_direct_ = 0;
   std::mutex lent_mutex_;
   std::map<std::pair<uint32_t, uintptr_t>, Loan> lent_;
 };

@@ -43,6 +43,7 @@ class Wire {
   struct Region {
     uintptr_t base = 0;  // 0: none
     size_t len = 0;
+    uint64_t serial = 0;  // the activation's number: another at the same place is another
   };
   struct Out {
     const uint8_t *data = nullptr;
