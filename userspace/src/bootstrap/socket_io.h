@@ -152,7 +152,10 @@ class HelloReader {
   // Options::hello_time; Next returns it with @hello.state as given here.
   void Again(Hello hello);
 
-  // Log that the connection of @peer was dropped because of @why, as this reader does.
+  // Log that the connection of @peer was dropped because of @why, as this reader does: at most
+  // kDroppedLines lines a second (a host that floods the listener does not flood the log); the
+  // next line after a second in which more were dropped says how many went unlogged.
+  static constexpr int kDroppedLines = 10;
   void LogDropped(const std::string &peer, const std::string &why) const;
 
  private:
@@ -178,6 +181,10 @@ class HelloReader {
   std::deque<Hello> ready_;      // whole hellos not yet returned
   Clock::time_point accept_paused_until_{};
   int last_accept_error_ = 0;
+  // LogDropped's second: when it began, lines logged in it, drops not logged since.
+  mutable Clock::time_point dropped_since_{};
+  mutable int dropped_lines_ = 0;
+  mutable uint64_t dropped_quietly_ = 0;
 };
 
 }  // namespace hzc::bootstrap
