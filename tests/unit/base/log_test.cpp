@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -52,6 +53,28 @@ TEST(LogFilePatternTest, Expansion) {
 
 // The rank of the prefix: a thread's own (inside a scope), else the process's when its
 // communicators agree (this test's process creates no communicator through the API).
+// A budget of 3 lines a second: three lines go, the rest of the second's are counted and
+// reported with the first line of a later second, once.
+TEST(LineBudgetTest, ThreeLinesASecondThenHowManyWereRefused) {
+  LineBudget budget(3);
+  uint64_t skipped = 99;
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_TRUE(budget.Allow(&skipped)) << i;
+  }
+  EXPECT_EQ(skipped, 0U) << "the first second reports nothing refused";
+  for (int i = 0; i < 5; ++i) {
+    EXPECT_FALSE(budget.Allow(&skipped)) << i;
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(1050));
+  EXPECT_TRUE(budget.Allow(&skipped));
+  EXPECT_EQ(skipped, 5U);
+  skipped = 99;
+  EXPECT_TRUE(budget.Allow(&skipped));
+  EXPECT_EQ(skipped, 99U) << "reported once, with the first line of the new second";
+  EXPECT_TRUE(budget.Allow(nullptr));
+  EXPECT_FALSE(budget.Allow(nullptr));
+}
+
 TEST(LogRankTest, ScopeSetsAndRestores) {
   const auto before = CurrentLogRank();
   {

@@ -2,29 +2,24 @@
 #include "bootstrap/socket_io.h"
 
 #include <arpa/inet.h>
-#include <fcntl.h>
 #include <ifaddrs.h>
 #include <net/if.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
-#include <sys/mman.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <array>
 #include <chrono>
 #include <cstddef>
-#include <cstdio>
-#include <functional>
 #include <optional>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "hzc_test.h"
+#include "stderr_lines.h"
 
 namespace hzc::bootstrap {
 namespace {
@@ -298,35 +293,6 @@ TEST(HelloReaderTest, WhenEveryWaitingConnectionIsAPeersAStrangersNewOneIsTurned
   }
 }
 
-// The lines of fd 2 written while @run runs.
-std::vector<std::string> StderrLinesOf(const std::function<void()> &run) {
-  std::fflush(stderr);
-  UniqueFd capture(memfd_create("hzc-test-stderr", MFD_CLOEXEC));
-  UniqueFd saved(fcntl(2, F_DUPFD_CLOEXEC, 3));
-  EXPECT_TRUE(capture.valid() && saved.valid() && dup2(capture.get(), 2) == 2);
-  run();
-  std::fflush(stderr);
-  dup2(saved.get(), 2);
-  std::string text;
-  char buf[4096];
-  ssize_t n = 0;
-  for (off_t off = 0; (n = pread(capture.get(), buf, sizeof(buf), off)) > 0; off += n) {
-    text.append(buf, static_cast<size_t>(n));
-  }
-  std::vector<std::string> lines;
-  std::istringstream in(text);
-  for (std::string line; std::getline(in, line);) {
-    lines.push_back(line);
-  }
-  return lines;
-}
-
-size_t Containing(const std::vector<std::string> &lines, const std::string &text) {
-  return static_cast<size_t>(std::count_if(lines.begin(), lines.end(), [&](const std::string &l) {
-    return l.find(text) != std::string::npos;
-  }));
-}
-
 // A host that opens and closes connections as fast as it can gets at most kDroppedLines lines
 // a second in the log; the next line after that second says how many more were dropped.
 TEST(HelloReaderTest, AFloodOfDroppedConnectionsLogsAFewLinesASecond) {
@@ -343,15 +309,16 @@ TEST(HelloReaderTest, AFloodOfDroppedConnectionsLogsAFewLinesASecond) {
       t.Look();
     }
   };
-  const auto first = StderrLinesOf([&] { flood(kFlood); });
-  EXPECT_EQ(Containing(first, "dropped a connection from 127.0.0.2"),
+  const auto first = test::StderrLinesOf([&] { flood(kFlood); });
+  EXPECT_EQ(test::LinesContaining(first, "dropped a connection from 127.0.0.2"),
             static_cast<size_t>(HelloReader::kDroppedLines));
   std::this_thread::sleep_for(std::chrono::milliseconds(1100));
-  const auto next = StderrLinesOf([&] { flood(1); });
-  EXPECT_EQ(Containing(next, "dropped " + std::to_string(kFlood - HelloReader::kDroppedLines) +
-                                 " more connection(s) without a line each"),
-            1U);
-  EXPECT_EQ(Containing(next, "dropped a connection from 127.0.0.2"), 1U);
+  const auto next = test::StderrLinesOf([&] { flood(1); });
+  EXPECT_EQ(
+      test::LinesContaining(next, "dropped " + std::to_string(kFlood - HelloReader::kDroppedLines) +
+                                      " more connection(s) without a line each"),
+      1U);
+  EXPECT_EQ(test::LinesContaining(next, "dropped a connection from 127.0.0.2"), 1U);
 }
 
 }  // namespace

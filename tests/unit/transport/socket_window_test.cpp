@@ -21,6 +21,7 @@
 #include "base/unique_fd.h"
 #include "bootstrap/socket_io.h"
 #include "hzc_test.h"
+#include "stderr_lines.h"
 
 namespace hzc::transport {
 namespace {
@@ -194,6 +195,42 @@ TEST_F(SocketWindowTest, AnotherHostsSilentConnectionsPushOutOnlyEachOther) {
       EXPECT_TRUE(ClosedWithin(peer.get(), kWait)) << "the oldest was not pushed out";
     }
   }
+}
+
+// A flood of silent connections from a host that is not a peer's: each pushes an older one out,
+// and the log gets at most 10 of those lines a second, then one line with how many more.
+TEST_F(SocketWindowTest, AFloodOfClosedConnectionsLogsAFewLinesASecond) {
+  auto w = SocketWindows::Open(1, 3, kAddress, {});
+  ASSERT_TRUE(w.ok()) << w.status().message();
+  auto card = (*w)->CardFor(0);
+  ASSERT_TRUE(card.ok());
+  auto at = bootstrap::ParseEndpoint(kAddress);
+  ASSERT_TRUE(at.ok());
+  bootstrap::SetPort(&*at, card->port);
+  const auto dial = [&] {
+    UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    EXPECT_EQ(::connect(fd.get(), reinterpret_cast<const sockaddr *>(&*at), sizeof(sockaddr_in)),
+              0);
+    return fd;
+  };
+  // 16 wait for their hello; each of the next 30 closes the oldest.
+  constexpr int kFlood = 46;
+  std::vector<UniqueFd> flood;
+  const auto first = test::StderrLinesOf([&] {
+    for (int i = 0; i < kFlood; ++i) {
+      flood.push_back(dial());
+    }
+    EXPECT_TRUE(ClosedWithin(flood[kFlood - 17].get(), std::chrono::milliseconds(5000)));
+  });
+  const std::string line = "connections wait for their hello: the oldest";
+  EXPECT_EQ(test::LinesContaining(first, line), 10U);
+  std::this_thread::sleep_for(std::chrono::milliseconds(1100));
+  const auto next = test::StderrLinesOf([&] {
+    flood.push_back(dial());
+    EXPECT_TRUE(ClosedWithin(flood[kFlood - 16].get(), std::chrono::milliseconds(5000)));
+  });
+  EXPECT_EQ(test::LinesContaining(next, "closed 20 more connection(s) without a line each"), 1U);
+  EXPECT_EQ(test::LinesContaining(next, line), 1U);
 }
 
 TEST_F(SocketWindowTest, WithdrawnMemoryIsNotTouchedAfterwards) {

@@ -242,4 +242,22 @@ LogRankScope::~LogRankScope() {
   t_rank = saved_;
 }
 
+bool LineBudget::Allow(uint64_t *skipped) {
+  const auto now = std::chrono::steady_clock::now();
+  if (now - since_ >= std::chrono::seconds(1)) {
+    if (skipped != nullptr) {
+      *skipped = refused_;
+    }
+    since_ = now;
+    lines_ = 0;
+    refused_ = 0;
+  }
+  if (lines_ < per_second_) {
+    ++lines_;
+    return true;
+  }
+  ++refused_;
+  return false;
+}
+
 }  // namespace hzc

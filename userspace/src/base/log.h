@@ -13,6 +13,7 @@
 #include <spdlog/logger.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -83,6 +84,22 @@ void SetLogRank(uint32_t rank);
 
 // The process created a communicator of rank @rank.
 void NoteProcessRank(uint32_t rank);
+
+// A budget of log lines for something a remote host can make happen as often as it likes (a
+// dropped connection): at most @per_second lines in each second. Allow() says whether the next
+// line may go; once a new second begins, *@skipped (if not null) gets the number of lines
+// refused in the seconds before, for one line that says so. One thread at a time.
+class LineBudget {
+ public:
+  explicit LineBudget(int per_second) : per_second_(per_second) {}
+  bool Allow(uint64_t *skipped);
+
+ private:
+  const int per_second_;
+  std::chrono::steady_clock::time_point since_{};
+  int lines_ = 0;
+  uint64_t refused_ = 0;
+};
 
 // Saves the thread's log rank and restores it on destruction.
 class LogRankScope {

@@ -371,22 +371,15 @@ Expected<HelloReader> HelloReader::Open(int listener, Options options) {
 }
 
 void HelloReader::LogDropped(const std::string &peer, const std::string &why) const {
-  const auto now = Clock::now();
-  if (now - dropped_since_ >= std::chrono::seconds(1)) {
-    if (dropped_quietly_ != 0) {
-      LogWarn("{}: dropped {} more connection(s) without a line each (at most {} lines a second)",
-              options_.where, dropped_quietly_, kDroppedLines);
-    }
-    dropped_since_ = now;
-    dropped_lines_ = 0;
-    dropped_quietly_ = 0;
+  uint64_t skipped = 0;
+  if (!dropped_lines_.Allow(&skipped)) {
+    return;
   }
-  if (dropped_lines_ < kDroppedLines) {
-    ++dropped_lines_;
-    LogWarn("{}: dropped a connection from {}: {}", options_.where, peer, why);
-  } else {
-    ++dropped_quietly_;
+  if (skipped != 0) {
+    LogWarn("{}: dropped {} more connection(s) without a line each (at most {} lines a second)",
+            options_.where, skipped, kDroppedLines);
   }
+  LogWarn("{}: dropped a connection from {}: {}", options_.where, peer, why);
 }
 
 Expected<std::optional<HelloReader::Hello>> HelloReader::Next(Clock::time_point deadline) {

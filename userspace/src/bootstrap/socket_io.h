@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "base/log.h"
 #include "base/status.h"
 #include "base/unique_fd.h"
 
@@ -181,10 +182,7 @@ class HelloReader {
   std::deque<Hello> ready_;      // whole hellos not yet returned
   Clock::time_point accept_paused_until_{};
   int last_accept_error_ = 0;
-  // LogDropped's second: when it began, lines logged in it, drops not logged since.
-  mutable Clock::time_point dropped_since_{};
-  mutable int dropped_lines_ = 0;
-  mutable uint64_t dropped_quietly_ = 0;
+  mutable LineBudget dropped_lines_{kDroppedLines};  // LogDropped's
 };
 
 }  // namespace hzc::bootstrap

@@ -113,6 +113,22 @@ struct SocketWindows::Impl {
   };
   std::vector<Conn> conns;
   Clock::time_point accept_after{};  // accept failed (out of descriptors): not before then
+  // Lines about closed connections (anyone who can reach the listener can make them): at most
+  // 10 a second; MayLogClosed says whether the next may go (and logs how many did not).
+  LineBudget closed_lines{10};
+  bool MayLogClosed() {
+    uint64_t skipped = 0;
+    if (!closed_lines.Allow(&skipped)) {
+      return false;
+    }
+    if (skipped != 0) {
+      LogWarn(
+          "one-sided: rank {} {}: closed {} more connection(s) without a line each (at most "
+          "10 lines a second)",
+          rank, where, skipped);
+    }
+    return true;
+  }
 
   // This rank's connection to each peer, for its own requests.
   struct Out {
@@ -176,8 +192,10 @@ void SocketWindows::Impl::Run() {
       } else if (fds[i + 2].revents != 0) {
         drop[i] = !Progress(c);
       } else if (c.peer == UINT32_MAX && Clock::now() >= c.hello_by) {
-        LogWarn("one-sided: rank {} {}: a connection said nothing in {} s: closed", rank, where,
-                kHelloTime.count());
+        if (MayLogClosed()) {
+          LogWarn("one-sided: rank {} {}: a connection said nothing in {} s: closed", rank, where,
+                  kHelloTime.count());
+        }
         drop[i] = true;
       }
     }
@@ -227,17 +245,22 @@ void SocketWindows::Impl::Accept() {
       auto oldest = std::find_if(conns.begin(), conns.end(),
                                  [&](const Conn &c) { return pending(c) && !c.known; });
       if (oldest == conns.end() && !peer_hosts.empty() && !known) {
-        LogWarn(
-            "one-sided: rank {} {}: {} connections from the peers' hosts wait for their "
-            "hello: a new one from {} is closed",
-            rank, where, kMaxPending, bootstrap::EndpointString(from));
+        if (MayLogClosed()) {
+          LogWarn(
+              "one-sided: rank {} {}: {} connections from the peers' hosts wait for their "
+              "hello: a new one from {} is closed",
+              rank, where, kMaxPending, bootstrap::EndpointString(from));
+        }
         continue;
       }
       if (oldest == conns.end()) {
         oldest = std::find_if(conns.begin(), conns.end(), pending);
       }
-      LogWarn("one-sided: rank {} {}: {} connections wait for their hello: the oldest{} is closed",
-              rank, where, kMaxPending, oldest->known ? "" : " from a host that is not a peer's");
+      if (MayLogClosed()) {
+        LogWarn(
+            "one-sided: rank {} {}: {} connections wait for their hello: the oldest{} is closed",
+            rank, where, kMaxPending, oldest->known ? "" : " from a host that is not a peer's");
+      }
       conns.erase(oldest);
     }
     bootstrap::TuneLink(fd.get());
@@ -384,7 +407,10 @@ bool SocketWindows::Impl::OnHeader(Conn &c) {
       }
     }
     if (!known) {
-      LogWarn("one-sided: rank {} {}: a connection without a hello of a peer: closed", rank, where);
+      if (MayLogClosed()) {
+        LogWarn("one-sided: rank {} {}: a connection without a hello of a peer: closed", rank,
+                where);
+      }
       return false;
     }
     c.peer = h.rank;
