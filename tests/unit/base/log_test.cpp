@@ -51,8 +51,6 @@ TEST(LogFilePatternTest, Expansion) {
   EXPECT_EQ(ExpandLogFilePattern("", "a", 7), "");
 }
 
-// The rank of the prefix: a thread's own (inside a scope), else the process's when its
-// communicators agree (this test's process creates no communicator through the API).
 // A budget of 3 lines a second: three lines go, the rest of the second's are counted and
 // reported with the first line of a later second, once.
 TEST(LineBudgetTest, ThreeLinesASecondThenHowManyWereRefused) {
@@ -75,6 +73,8 @@ TEST(LineBudgetTest, ThreeLinesASecondThenHowManyWereRefused) {
   EXPECT_FALSE(budget.Allow(nullptr));
 }
 
+// The rank of the prefix: a thread's own (inside a scope), else the process's when its
+// communicators agree (this test's process creates no communicator through the API).
 TEST(LogRankTest, ScopeSetsAndRestores) {
   const auto before = CurrentLogRank();
   {

@@ -309,16 +309,25 @@ TEST(HelloReaderTest, AFloodOfDroppedConnectionsLogsAFewLinesASecond) {
       t.Look();
     }
   };
+  const auto t0 = std::chrono::steady_clock::now();
   const auto first = test::StderrLinesOf([&] { flood(kFlood); });
-  EXPECT_EQ(test::LinesContaining(first, "dropped a connection from 127.0.0.2"),
-            static_cast<size_t>(HelloReader::kDroppedLines));
+  const auto took = std::chrono::steady_clock::now() - t0;
   std::this_thread::sleep_for(std::chrono::milliseconds(1100));
   const auto next = test::StderrLinesOf([&] { flood(1); });
-  EXPECT_EQ(
-      test::LinesContaining(next, "dropped " + std::to_string(kFlood - HelloReader::kDroppedLines) +
-                                      " more connection(s) without a line each"),
-      1U);
-  EXPECT_EQ(test::LinesContaining(next, "dropped a connection from 127.0.0.2"), 1U);
+  const std::string line = "dropped a connection from 127.0.0.2";
+  const std::string more = "more connection(s) without a line each";
+  const size_t lines = test::LinesContaining(first, line) + test::LinesContaining(next, line);
+  const uint64_t skipped =
+      test::SumOfCounts(first, "dropped ", more) + test::SumOfCounts(next, "dropped ", more);
+  EXPECT_EQ(lines + skipped, static_cast<size_t>(kFlood + 1)) << "each drop logged or counted";
+  EXPECT_EQ(test::LinesContaining(next, line), 1U);
+  if (took < std::chrono::milliseconds(900)) {  // else the flood spanned seconds (a loaded host)
+    EXPECT_EQ(test::LinesContaining(first, line), static_cast<size_t>(HelloReader::kDroppedLines));
+    EXPECT_EQ(test::SumOfCounts(next, "dropped ", more),
+              static_cast<uint64_t>(kFlood - HelloReader::kDroppedLines));
+  } else {
+    EXPECT_LT(test::LinesContaining(first, line), static_cast<size_t>(kFlood));
+  }
 }
 
 }  // namespace

@@ -216,21 +216,32 @@ TEST_F(SocketWindowTest, AFloodOfClosedConnectionsLogsAFewLinesASecond) {
   // 16 wait for their hello; each of the next 30 closes the oldest.
   constexpr int kFlood = 46;
   std::vector<UniqueFd> flood;
+  const auto t0 = std::chrono::steady_clock::now();
   const auto first = test::StderrLinesOf([&] {
     for (int i = 0; i < kFlood; ++i) {
       flood.push_back(dial());
     }
     EXPECT_TRUE(ClosedWithin(flood[kFlood - 17].get(), std::chrono::milliseconds(5000)));
   });
-  const std::string line = "connections wait for their hello: the oldest";
-  EXPECT_EQ(test::LinesContaining(first, line), 10U);
+  const auto took = std::chrono::steady_clock::now() - t0;
   std::this_thread::sleep_for(std::chrono::milliseconds(1100));
   const auto next = test::StderrLinesOf([&] {
     flood.push_back(dial());
     EXPECT_TRUE(ClosedWithin(flood[kFlood - 16].get(), std::chrono::milliseconds(5000)));
   });
-  EXPECT_EQ(test::LinesContaining(next, "closed 20 more connection(s) without a line each"), 1U);
+  const std::string line = "connections wait for their hello: the oldest";
+  const std::string more = " more connection(s) without a line each";
+  const size_t lines = test::LinesContaining(first, line) + test::LinesContaining(next, line);
+  const uint64_t skipped =
+      test::SumOfCounts(first, "closed ", more) + test::SumOfCounts(next, "closed ", more);
+  EXPECT_EQ(lines + skipped, 31U) << "each closed connection logged or counted";
   EXPECT_EQ(test::LinesContaining(next, line), 1U);
+  if (took < std::chrono::milliseconds(900)) {  // else the flood spanned seconds (a loaded host)
+    EXPECT_EQ(test::LinesContaining(first, line), 10U);
+    EXPECT_EQ(test::SumOfCounts(next, "closed ", more), 20U);
+  } else {
+    EXPECT_LT(test::LinesContaining(first, line), 30U);
+  }
 }
 
 TEST_F(SocketWindowTest, WithdrawnMemoryIsNotTouchedAfterwards) {

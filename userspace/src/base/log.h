@@ -87,8 +87,10 @@ void NoteProcessRank(uint32_t rank);
 
 // A budget of log lines for something a remote host can make happen as often as it likes (a
 // dropped connection): at most @per_second lines in each second. Allow() says whether the next
-// line may go; once a new second begins, *@skipped (if not null) gets the number of lines
-// refused in the seconds before, for one line that says so. One thread at a time.
+// line may go; once a new second begins, *@skipped gets the number of lines refused in the
+// seconds before, for one line that says so (null: that number is dropped). The number comes
+// with the next line allowed, whenever that is: a flood that stops is summed up by the next
+// such event, not at once. One thread at a time (the object's owner).
 class LineBudget {
  public:
   explicit LineBudget(int per_second) : per_second_(per_second) {}
