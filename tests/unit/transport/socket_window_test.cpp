@@ -148,6 +148,19 @@ TEST_F(SocketWindowTest, AStrangerOrAPeerPosingAsAnotherIsNotServed) {
 }
 
 // Whether @fd's other end closed it within @wait (EOF).
+// Where @w's service listens, as its card for rank 0 says.
+Expected<sockaddr_storage> ServiceOf(SocketWindows &w) {
+  auto card = w.CardFor(0);
+  if (!card.ok()) {
+    return card.status();
+  }
+  auto at = bootstrap::ParseEndpoint(kAddress);
+  if (at.ok()) {
+    bootstrap::SetPort(&*at, card->port);
+  }
+  return at;
+}
+
 bool ClosedWithin(int fd, std::chrono::milliseconds wait) {
   pollfd p{fd, POLLIN, 0};
   char c = 0;
@@ -165,11 +178,8 @@ TEST_F(SocketWindowTest, AnotherHostsSilentConnectionsPushOutOnlyEachOther) {
         1, 3, kAddress,
         known ? std::vector<std::string>{kAddress, kAddress} : std::vector<std::string>{});
     ASSERT_TRUE(w.ok()) << w.status().message();
-    auto card = (*w)->CardFor(0);
-    ASSERT_TRUE(card.ok());
-    auto at = bootstrap::ParseEndpoint(kAddress);
+    auto at = ServiceOf(**w);
     ASSERT_TRUE(at.ok());
-    bootstrap::SetPort(&*at, card->port);
     const auto dial_from = [&](const char *from) {
       UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
       sockaddr_in src{};
@@ -202,11 +212,8 @@ TEST_F(SocketWindowTest, AnotherHostsSilentConnectionsPushOutOnlyEachOther) {
 TEST_F(SocketWindowTest, AFloodOfClosedConnectionsLogsAFewLinesASecond) {
   auto w = SocketWindows::Open(1, 3, kAddress, {});
   ASSERT_TRUE(w.ok()) << w.status().message();
-  auto card = (*w)->CardFor(0);
-  ASSERT_TRUE(card.ok());
-  auto at = bootstrap::ParseEndpoint(kAddress);
+  auto at = ServiceOf(**w);
   ASSERT_TRUE(at.ok());
-  bootstrap::SetPort(&*at, card->port);
   const auto dial = [&] {
     UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
     EXPECT_EQ(::connect(fd.get(), reinterpret_cast<const sockaddr *>(&*at), sizeof(sockaddr_in)),

@@ -334,7 +334,6 @@ Status RdmaWire::Turn(const std::vector<Out> &out, const Direct &direct,
   const uint32_t slots = options_.slots;
   std::vector<verbs::WorkRequest> wrs;
   std::vector<bool> touched(size());
-  size_t posted = 0, staged = 0;  // bytes posted; of them copied into the outbox first
   // What has arrived, each member's chunks in order; the credits go first in the batch, so
   // each peer's sender gets its room back before this member's own chunks follow.
   for (uint32_t p = 0; p < size(); ++p) {
@@ -364,9 +363,8 @@ Status RdmaWire::Turn(const std::vector<Out> &out, const Direct &direct,
         std::atomic_ref<uint64_t>(*Flag(kCredit, p)).load(std::memory_order_acquire);
     while ((*sent)[p] < out[p].len && sent_[p] < credit + slots) {
       const size_t len = std::min(kChunk, out[p].len - (*sent)[p]);
-      staged += PostChunk(p, out[p].data + (*sent)[p], len, direct[p].get(), &wrs);
+      PostChunk(p, out[p].data + (*sent)[p], len, direct[p].get(), &wrs);
       (*sent)[p] += len;
-      posted += len;
       touched[p] = true;
     }
   }
@@ -380,15 +378,11 @@ Status RdmaWire::Turn(const std::vector<Out> &out, const Direct &direct,
       (*progress)[p] = now;
     }
   }
-  HZC_RETURN_IF_ERROR(Execute(wrs, deadline));
-  moved_staged_ += staged;
-  moved_direct_ += posted - staged;
-  return Status::Ok();
+  return Execute(wrs, deadline);
 }
 
-size_t RdmaWire::PostChunk(uint32_t p, const uint8_t *data, size_t len,
-                           const verbs::MemoryRegion *direct,
-                           std::vector<verbs::WorkRequest> *wrs) {
+void RdmaWire::PostChunk(uint32_t p, const uint8_t *data, size_t len,
+                         const verbs::MemoryRegion *direct, std::vector<verbs::WorkRequest> *wrs) {
   const auto slot = static_cast<uint32_t>(sent_[p] % options_.slots);
   const Peer &peer = *peers_[p];
   auto *from = const_cast<uint8_t *>(data);  // an RDMA WRITE only reads its source
@@ -397,6 +391,9 @@ size_t RdmaWire::PostChunk(uint32_t p, const uint8_t *data, size_t len,
     std::memcpy(Outbox(p, slot), from, len);
     from = Outbox(p, slot);
     mr = peer.mr.get();
+    moved_staged_ += len;
+  } else {
+    moved_direct_ += len;
   }
   *ReadySource(p, slot) = ++sent_[p];
   wrs->push_back({.peer = p,
@@ -411,7 +408,6 @@ size_t RdmaWire::PostChunk(uint32_t p, const uint8_t *data, size_t len,
                   .length = sizeof(uint64_t),
                   .remote_addr = peer.remote.addr + FlagOffset(kReady),
                   .rkey = peer.remote.rkey});
-  return direct == nullptr ? len : 0;
 }
 
 Status RdmaWire::Idle(const std::vector<Out> &out, const std::vector<size_t> &in,

@@ -92,10 +92,10 @@ class RdmaWire final : public Wire {
               const Sink &sink, std::vector<size_t> *sent, std::vector<size_t> *received,
               bool *moved, std::vector<Clock::time_point> *progress, Clock::time_point deadline);
   // Post chunk sent_[p] (and count it) to member @p: @len bytes at @data, read from @direct or
-  // copied into the outbox slot first, then the slot's ready flag (one queue pair: in order).
-  // The bytes copied.
-  size_t PostChunk(uint32_t p, const uint8_t *data, size_t len, const verbs::MemoryRegion *direct,
-                   std::vector<verbs::WorkRequest> *wrs);
+  // copied into the outbox slot first (moved_direct_ or moved_staged_), then the slot's ready
+  // flag (one queue pair: in order).
+  void PostChunk(uint32_t p, const uint8_t *data, size_t len, const verbs::MemoryRegion *direct,
+                 std::vector<verbs::WorkRequest> *wrs);
   // Nothing could move: check for aborts and @deadline, probe the members that have been
   // quiet for a while (@progress) and have chunks to go to or from them.
   Status Idle(const std::vector<Out> &out, const std::vector<size_t> &in,
@@ -134,7 +134,8 @@ class RdmaWire final : public Wire {
     uint64_t serial = 0;
     std::shared_ptr<const verbs::MemoryRegion> mr;  // null: refused, not tried again
   };
-  // Bytes of the transfer in progress posted so far: copied into the outbox first, or not.
+  // Bytes of the transfer in progress posted so far (PostChunk): copied into the outbox first,
+  // or not; counted in the group's traffic once the transfer completed.
   uint64_t moved_staged_ = 0, moved_direct_ = 0;
   std::mutex lent_mutex_;
   std::map<std::pair<uint32_t, uintptr_t>, Loan> lent_;
