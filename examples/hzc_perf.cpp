@@ -731,6 +731,7 @@ class Rank {
     }
     const hzc_net_stats net0 = NetStats();
     const hzc_net_sends sends0 = NetSends();
+    const hzc_net_receives receives0 = NetReceives();
     const auto t0 = std::chrono::steady_clock::now();
     for (int i = 0; i < o_.iters; ++i) {
       for (int a = 0; a < o_.agg_iters; ++a) {
@@ -750,11 +751,12 @@ class Rank {
       double data = static_cast<double>(net1.data_sent - net0.data_sent) / calls;
       double control = static_cast<double>(net1.control_sent - net0.control_sent) / calls;
       double staged = static_cast<double>(NetSends().staged - sends0.staged) / calls;
+      double landed = static_cast<double>(NetReceives().landed - receives0.landed) / calls;
       if (!AllReduce(&data, HCCL_REDUCE_MAX) || !AllReduce(&control, HCCL_REDUCE_MAX) ||
-          !AllReduce(&staged, HCCL_REDUCE_MAX)) {
+          !AllReduce(&staged, HCCL_REDUCE_MAX) || !AllReduce(&landed, HCCL_REDUCE_MAX)) {
         return false;
       }
-      net_[in_place ? 1 : 0] = {data, control, staged};
+      net_[in_place ? 1 : 0] = {data, control, staged, landed};
     }
     if (o_.coll == Coll::kSendRecv) {
       us /= 2;  // a call is a round trip; the one-way time is half of it
@@ -821,9 +823,10 @@ class Rank {
         if (ok && spans_) {
           std::printf(
               "# bytes between servers per call, the busiest rank: data %.0f / %.0f, control "
-              "%.0f / %.0f, data copied before RDMA %.0f / %.0f (out of place / in place)\n",
+              "%.0f / %.0f, data copied before RDMA %.0f / %.0f, after RDMA %.0f / %.0f (out of "
+              "place / in place)\n",
               net_[0].data, net_[1].data, net_[0].control, net_[1].control, net_[0].staged,
-              net_[1].staged);
+              net_[1].staged, net_[0].landed, net_[1].landed);
         }
         std::fflush(stdout);
       }
@@ -849,8 +852,18 @@ class Rank {
     return s;
   }
 
+  // How this rank's data arrived (over RDMA: copied or reduced from the landing slots, or
+  // written in place).
+  hzc_net_receives NetReceives() const {
+    hzc_net_receives r{};
+    if (spans_ && hzc_comm_net_receives(comm_, &r) != HCCL_SUCCESS) {
+      r = {};
+    }
+    return r;
+  }
+
   struct NetPerCall {
-    double data = 0, control = 0, staged = 0;
+    double data = 0, control = 0, staged = 0, landed = 0;
   };
 
   const Options &o_;

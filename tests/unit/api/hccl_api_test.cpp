@@ -379,6 +379,19 @@ TEST_F(HcclApiTest, NetSendsOfAOneServerCommunicatorAreZero) {
   EXPECT_EQ(sends.direct, 0u);
 }
 
+TEST_F(HcclApiTest, NetReceivesOfAOneServerCommunicatorAreZero) {
+  ExpectErrorLog("hzc_comm_net_receives: ");
+  int x = 0;
+  hzc_net_receives receives;
+  std::memset(&receives, 0xff, sizeof(receives));
+  EXPECT_EQ(hzc_comm_net_receives(nullptr, &receives), HCCL_E_PTR);
+  EXPECT_EQ(hzc_comm_net_receives(comm_, nullptr), HCCL_E_PTR);
+  EXPECT_EQ(hzc_comm_net_receives(&x, &receives), HCCL_E_PARA);
+  ASSERT_EQ(hzc_comm_net_receives(comm_, &receives), HCCL_SUCCESS);
+  EXPECT_EQ(receives.landed, 0u);
+  EXPECT_EQ(receives.placed, 0u);
+}
+
 // Ranks as forked processes; two simulated servers (HZC_HOST_ID) -> HCCL_E_NOT_SUPPORT.
 class HcclMultiProcessTest : public hzc::test::Test {};
 

@@ -11,16 +11,20 @@
 //            (recursive doubling), a Broadcast of 1 MiB, an AllGather of 1 MiB (the ring, in the
 //            output) and a 1 MiB HcclSend from server 0's first rank to server 1's: in zerocopy
 //            mode over RDMA every data byte leaves from the activated buffer
-//            (hzc_comm_net_sends: direct, none staged), in staging mode every byte is copied
-//            first, over TCP neither is counted. Then (zerocopy) the memory is deactivated,
-//            unmapped, other physical memory mapped at the same address and activated: the next
-//            AllReduce and send carry the new bytes (a registration kept past the deactivation
-//            would send the old pages) and leave directly again. Exit 62 for a wrong count, 63
-//            for a wrong result, 64 when hzc_comm_net_sends fails.
+//            (hzc_comm_net_sends: direct, none staged) and every byte placed (gathered,
+//            broadcast, received; the ring AllReduce's all-gather half) is written straight into
+//            it (hzc_comm_net_receives: placed, the rest landed), in staging mode every byte is
+//            copied first and lands, over TCP neither is counted. Then (zerocopy) the memory is
+//            deactivated, unmapped, other physical memory mapped at the same address and activated:
+//            the next AllReduce and send carry the new bytes (a registration kept past the
+//            deactivation would send the old pages) and leave directly again. Exit 62 for a wrong
+//            count, 63 for a wrong result, 64 when hzc_comm_net_sends or hzc_comm_net_receives
+//            fails.
 #include <acl/acl.h>
 #include <hccl/hccl.h>
 #include <hzc/hzc.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -94,40 +98,64 @@ struct Buffers {
 
 constexpr int64_t kAll = -1;
 
-// Runs @call and checks how this rank's data left for other servers: over RDMA @direct bytes
-// (kAll: every byte) read from the caller's buffer and the rest copied first; over TCP (@rdma
-// false) none counted either way; nothing at all on a rank that is not its server's first.
-int Leaves(const std::string &what, bool rdma, int64_t direct,
+// Bytes of the ring's segment @i of @count floats among @n servers (coll/call.h's Blocks).
+uint64_t Segment(uint64_t count, uint32_t n, uint32_t i) {
+  const uint64_t per = ((count + n - 1) / n + 15) / 16 * 16;
+  const uint64_t first = std::min<uint64_t>(count, i * per);
+  return (std::min<uint64_t>(count, first + per) - first) * 4;
+}
+
+// Runs @call and checks how this rank's data left for other servers and reached it from them:
+// over RDMA @direct bytes (kAll: every byte) read from the caller's buffer and the rest copied
+// first, @placed bytes (kAll: every byte) written straight into the caller's buffer and the
+// rest through the landing slots; over TCP (@rdma false) none counted either way; nothing at
+// all on a rank that is not its server's first.
+int Leaves(const std::string &what, bool rdma, int64_t direct, int64_t placed,
            const std::function<HcclResult()> &call) {
   const hzc_net_stats before = Stats();
   hzc_net_sends sends_before{}, after{};
-  if (hzc_comm_net_sends(g_comm, &sends_before) != HCCL_SUCCESS) {
+  hzc_net_receives receives_before{}, receives_after{};
+  if (hzc_comm_net_sends(g_comm, &sends_before) != HCCL_SUCCESS ||
+      hzc_comm_net_receives(g_comm, &receives_before) != HCCL_SUCCESS) {
     return 64;
   }
   if (HcclResult rc = call(); rc != HCCL_SUCCESS) {
     std::fprintf(stderr, "rank %u: %s: %d\n", g_rank, what.c_str(), rc);
     return rc;
   }
-  const uint64_t sent = Stats().data_sent - before.data_sent;
-  if (hzc_comm_net_sends(g_comm, &after) != HCCL_SUCCESS) {
+  const hzc_net_stats stats = Stats();
+  const uint64_t sent = stats.data_sent - before.data_sent;
+  const uint64_t received = stats.data_received - before.data_received;
+  if (hzc_comm_net_sends(g_comm, &after) != HCCL_SUCCESS ||
+      hzc_comm_net_receives(g_comm, &receives_after) != HCCL_SUCCESS) {
     return 64;
   }
   const uint64_t staged = after.staged - sends_before.staged;
   const uint64_t straight = after.direct - sends_before.direct;
-  std::fprintf(stderr, "rank %u: %s: %lu bytes to other servers, %lu staged, %lu direct\n", g_rank,
-               what.c_str(), static_cast<unsigned long>(sent), static_cast<unsigned long>(staged),
-               static_cast<unsigned long>(straight));
+  const uint64_t landed = receives_after.landed - receives_before.landed;
+  const uint64_t in_place = receives_after.placed - receives_before.placed;
+  std::fprintf(stderr,
+               "rank %u: %s: %lu bytes to other servers, %lu staged, %lu direct; %lu bytes from "
+               "them, %lu landed, %lu placed\n",
+               g_rank, what.c_str(), static_cast<unsigned long>(sent),
+               static_cast<unsigned long>(staged), static_cast<unsigned long>(straight),
+               static_cast<unsigned long>(received), static_cast<unsigned long>(landed),
+               static_cast<unsigned long>(in_place));
   const bool first = g_rank % g_per_server == 0;
   const uint64_t want = direct == kAll ? sent : static_cast<uint64_t>(direct);
-  const bool ok = !first  ? sent == 0 && staged == 0 && straight == 0
-                  : !rdma ? staged == 0 && straight == 0
-                          : straight == want && staged == sent - want;
+  const uint64_t want_placed = placed == kAll ? received : static_cast<uint64_t>(placed);
+  const bool none = staged == 0 && straight == 0 && landed == 0 && in_place == 0;
+  const bool ok = !first  ? sent == 0 && received == 0 && none
+                  : !rdma ? none
+                          : straight == want && staged == sent - want && in_place == want_placed &&
+                                landed == received - want_placed;
   if (!ok) {
-    std::fprintf(stderr, "rank %u: %s: expected %s%lu direct\n", g_rank, what.c_str(),
-                 !first  ? "nothing sent, "
-                 : !rdma ? "no staged bytes and (TCP) "
-                         : "the rest staged, ",
-                 static_cast<unsigned long>(first && rdma ? want : 0));
+    std::fprintf(stderr, "rank %u: %s: expected %s%lu direct, %lu placed\n", g_rank, what.c_str(),
+                 !first  ? "nothing sent or received, "
+                 : !rdma ? "nothing counted (TCP), "
+                         : "the rest staged or landed, ",
+                 static_cast<unsigned long>(first && rdma ? want : 0),
+                 static_cast<unsigned long>(first && rdma ? want_placed : 0));
     return 62;
   }
   return 0;
@@ -152,11 +180,17 @@ int SumInPlace(float *buf, uint64_t count, float salt, bool rdma, bool direct) {
   for (uint64_t i = 0; i < count; ++i) {
     buf[i] = static_cast<float>(g_rank + 1) + static_cast<float>(i % 5) * salt;
   }
-  if (int rc =
-          Leaves("AllReduce of " + std::to_string(count * 4) + " B", rdma, direct ? kAll : 0, [&] {
-            return HcclAllReduce(buf, buf, count, HCCL_DATA_TYPE_FP32, HCCL_REDUCE_SUM, g_comm,
-                                 nullptr);
-          })) {
+  // By the ring (from 256 KiB), the all-gather half's segments (every one but this server's)
+  // are placed; by recursive doubling nothing is (each round reduces what it received).
+  const uint32_t servers = g_n / g_per_server, server = g_rank / g_per_server;
+  const int64_t placed = direct && count * 4 >= (256 << 10)
+                             ? static_cast<int64_t>(count * 4 - Segment(count, servers, server))
+                             : 0;
+  if (int rc = Leaves("AllReduce of " + std::to_string(count * 4) + " B", rdma, direct ? kAll : 0,
+                      placed, [&] {
+                        return HcclAllReduce(buf, buf, count, HCCL_DATA_TYPE_FP32, HCCL_REDUCE_SUM,
+                                             g_comm, nullptr);
+                      })) {
     return rc;
   }
   for (uint64_t i = 0; i < count; ++i) {
@@ -181,9 +215,10 @@ int SendAcross(uint8_t *buf, uint64_t bytes, uint8_t salt, bool rdma, bool direc
   const uint32_t peer = server == 0 ? g_per_server : 0;
   std::memset(buf, server == 0 ? salt : 0, bytes);
   // The receiver sends only its answer to the header (copied), the sender the header (copied)
-  // and the data.
+  // and the data, which the receiver finds in place; the headers land.
   const int64_t straight = server == 0 && direct ? static_cast<int64_t>(bytes) : 0;
-  if (int rc = Leaves(server == 0 ? "HcclSend" : "HcclRecv", rdma, straight, [&] {
+  const int64_t placed = server == 1 && direct ? static_cast<int64_t>(bytes) : 0;
+  if (int rc = Leaves(server == 0 ? "HcclSend" : "HcclRecv", rdma, straight, placed, [&] {
         return server == 0 ? HcclSend(buf, bytes, HCCL_DATA_TYPE_INT8, peer, g_comm, nullptr)
                            : HcclRecv(buf, bytes, HCCL_DATA_TYPE_INT8, peer, g_comm, nullptr);
       })) {
@@ -238,7 +273,7 @@ int Direct() {
   for (uint64_t i = 0; i < kBytes; ++i) {
     base[i] = g_rank == 0 ? pattern(i) : 0;
   }
-  if (int rc = Leaves("Broadcast of 1 MiB", rdma, zc ? kAll : 0, [&] {
+  if (int rc = Leaves("Broadcast of 1 MiB", rdma, zc ? kAll : 0, zc ? kAll : 0, [&] {
         return HcclBroadcast(base, kBytes, HCCL_DATA_TYPE_INT8, 0, g_comm, nullptr);
       })) {
     return rc;
@@ -249,7 +284,7 @@ int Direct() {
   // AllGather of 1 MiB of output by the ring (consecutive ranks: in the output itself).
   const uint64_t block = kBytes / g_n;
   std::memset(base + kBytes, static_cast<int>(g_rank + 1), block);
-  if (int rc = Leaves("AllGather of 1 MiB", rdma, zc ? kAll : 0, [&] {
+  if (int rc = Leaves("AllGather of 1 MiB", rdma, zc ? kAll : 0, zc ? kAll : 0, [&] {
         return HcclAllGather(base + kBytes, base, block, HCCL_DATA_TYPE_INT8, g_comm, nullptr);
       })) {
     return rc;

@@ -369,14 +369,15 @@ TEST_P(WireTest, MembersWithDifferentSlotCountsRefuseTheWire) {
 }
 
 // With S slots a sender writes S chunks into a peer that consumes none of them yet, and not
-// one more: the next chunk waits for the peer's credit (here until the deadline). RDMA: over TCP
-// the socket buffers are the slots.
+// one more: the next chunk waits for the peer's credit (here until the deadline). Messages below
+// Wire::kPlaceMin, one chunk each (a larger one waits for the receiver's word first:
+// AMessageOfPlaceMinWaitsForTheReceiversWord). RDMA: over TCP the socket buffers are the slots.
 TEST_P(WireTest, ASenderRunsAheadByItsSlotsAndNoFurther) {
   if (GetParam() != NetChoice::kRdma) {
     GTEST_SKIP() << "the RDMA wire's landing slots";
   }
   constexpr uint32_t kSlots = 4;
-  constexpr size_t kLen = kSlots * Wire::kChunk;
+  constexpr size_t kLen = Wire::kPlaceMin - 1;
   std::atomic<bool> sent{false}, received{false};
   // Until @flag is set or a minute has passed: whether it was set.
   auto await = [](const std::atomic<bool> &flag) {
@@ -404,15 +405,18 @@ TEST_P(WireTest, ASenderRunsAheadByItsSlotsAndNoFurther) {
                             Clock::now() + std::chrono::seconds(60))
                         .ok());
         if (me == 0) {
-          std::vector<uint8_t> out(kLen + 1);
+          std::vector<uint8_t> out(kSlots * kLen + 1);
           for (size_t i = 0; i < out.size(); ++i) {
             out[i] = Byte(0, 1, i, 0);
           }
           const auto none = [](uint32_t, size_t, const uint8_t *, size_t) {};
-          const Status ahead = wire.Transfer({{}, {out.data(), kLen}}, {0, 0}, none,
-                                             Clock::now() + std::chrono::seconds(60));
+          Status ahead;
+          for (uint32_t k = 0; k < kSlots && ahead.ok(); ++k) {
+            ahead = wire.Transfer({{}, {out.data() + k * kLen, kLen}}, {0, 0}, none,
+                                  Clock::now() + std::chrono::seconds(60));
+          }
           const uint64_t chunks = wire.chunks_sent();
-          const Status beyond = wire.Transfer({{}, {out.data() + kLen, 1}}, {0, 0}, none,
+          const Status beyond = wire.Transfer({{}, {out.data() + kSlots * kLen, 1}}, {0, 0}, none,
                                               Clock::now() + std::chrono::seconds(3));
           sent = true;
           // The queue pair stays until member 1 has returned its credits.
@@ -425,24 +429,166 @@ TEST_P(WireTest, ASenderRunsAheadByItsSlotsAndNoFurther) {
           EXPECT_EQ(wire.chunks_sent(), kSlots);
           return;
         }
-        // Member 1 starts receiving once member 0 is done with both transfers.
+        // Member 1 starts receiving once member 0 is done with its transfers.
         const bool started = await(sent);
-        std::vector<uint8_t> got(kLen);
-        const Status st = wire.Transfer(
-            std::vector<Wire::Out>(2), {kLen, 0},
-            [&](uint32_t, size_t off, const uint8_t *d, size_t len) {
-              std::memcpy(got.data() + off, d, len);
-            },
-            Clock::now() + std::chrono::seconds(60));
+        std::vector<uint8_t> got(kSlots * kLen);
+        Status st;
+        for (uint32_t k = 0; k < kSlots && st.ok(); ++k) {
+          st = wire.Transfer(
+              std::vector<Wire::Out>(2), {kLen, 0},
+              [&](uint32_t, size_t off, const uint8_t *d, size_t len) {
+                std::memcpy(got.data() + k * kLen + off, d, len);
+              },
+              Clock::now() + std::chrono::seconds(60));
+        }
         received = true;
         ASSERT_TRUE(started) << "member 0 never finished";
         ASSERT_TRUE(st.ok()) << st.message();
         EXPECT_EQ(wire.chunks_received(), kSlots);
-        for (size_t i = 0; i < kLen; ++i) {
+        for (size_t i = 0; i < got.size(); ++i) {
           ASSERT_EQ(got[i], Byte(0, 1, i, 0)) << "byte " << i;
         }
       },
       kSlots);
+}
+
+// A message of kPlaceMin bytes or more goes only once its receiver said where (its want): a
+// receiver that never takes it leaves the sender with no chunk sent, timing out naming it.
+TEST_P(WireTest, AMessageOfPlaceMinWaitsForTheReceiversWord) {
+  if (GetParam() != NetChoice::kRdma) {
+    GTEST_SKIP() << "the RDMA wire's wants";
+  }
+  std::atomic<bool> done{false};
+  RunMembers(2, [&](uint32_t me, Wire &wire) {
+    const uint8_t hello = 7;
+    std::vector<Wire::Out> first(2);
+    std::vector<size_t> first_in(2);
+    if (me == 1) {
+      first[0] = {&hello, 1};
+    } else {
+      first_in[1] = 1;
+    }
+    ASSERT_TRUE(wire.Transfer(
+                        first, first_in, [](uint32_t, size_t, const uint8_t *, size_t) {},
+                        Clock::now() + std::chrono::seconds(60))
+                    .ok());
+    if (me == 1) {
+      const auto until = Clock::now() + std::chrono::seconds(60);
+      while (!done && Clock::now() < until) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      }
+      EXPECT_TRUE(done.load());
+      return;
+    }
+    std::vector<uint8_t> out(Wire::kPlaceMin, 1);
+    const Status st = wire.Transfer(
+        {{}, {out.data(), out.size()}}, {0, 0}, [](uint32_t, size_t, const uint8_t *, size_t) {},
+        Clock::now() + std::chrono::seconds(3));
+    done = true;
+    EXPECT_EQ(st.code(), HCCL_E_TIMEOUT) << st.message();
+    EXPECT_NE(st.message().find("rank 1"), std::string::npos) << st.message();
+    EXPECT_NE(st.message().find("where its data goes"), std::string::npos) << st.message();
+    EXPECT_EQ(wire.chunks_sent(), 0u);
+  });
+}
+
+// Messages a receiver only places (Wire::Place): at the edges of kPlaceMin and of a chunk, into
+// a registered region at an offset (over RDMA written there by the sender: counted placed), to
+// a destination no region holds and to the sink (through the landing slots: counted landed),
+// the kinds mixed between members and rounds so that the wants are taken in turn; then the
+// region withdrawn (as a deactivation does) and another at the same address, which is
+// registered afresh. Every byte checked where it arrives; over TCP nothing is counted.
+TEST_P(WireTest, PlacedMessagesArriveWhereTheReceiverSays) {
+  constexpr uint32_t kN = 3;
+  const size_t lengths[] = {Wire::kPlaceMin - 1, Wire::kPlaceMin, Wire::kPlaceMin + 1,
+                            Wire::kChunk + 3, 2 * Wire::kChunk + 7};
+  constexpr size_t kRoom = 3 * Wire::kChunk;  // per member: a destination at offset 64
+  const bool rdma = GetParam() == NetChoice::kRdma;
+  test::RunGroupRanks(
+      kN,
+      [&](uint32_t me, bootstrap::Group &group) {
+        std::vector<uint32_t> members{0, 1, 2};
+        auto wire = Wire::Open(group, members, {.tags = 0x1000, .slots = 2, .net = GetParam()},
+                               Clock::now() + std::chrono::seconds(60));
+        ASSERT_TRUE(wire.ok()) << wire.status().message();
+        // One region holds every member's destination (page-aligned, as activated memory is).
+        std::vector<uint8_t> arena(kN * kRoom + 8192);
+        auto *base = reinterpret_cast<uint8_t *>(
+            (reinterpret_cast<uintptr_t>(arena.data()) + 4095) / 4096 * 4096);
+        const size_t span = kN * kRoom;
+        uint64_t serial = 1;
+        uint64_t placed = 0, landed = 0;  // expected, over RDMA
+        for (int round = 0; round < 6; ++round) {
+          if (round == 4) {
+            (*wire)->Withdraw(reinterpret_cast<uintptr_t>(base), span);
+            ++serial;
+          }
+          std::vector<std::vector<uint8_t>> out(kN), plain(kN), sunk(kN);
+          std::vector<Wire::Out> outs(kN);
+          std::vector<size_t> in(kN);
+          std::vector<Wire::Place> places(kN);
+          // The kind of member p's message to this one: 0 into the region, 1 to plain memory,
+          // 2 to the sink.
+          auto kind = [&](uint32_t from, uint32_t to) { return (from + 2 * to + round) % 3; };
+          auto length = [&](uint32_t from, uint32_t to) {
+            return lengths[(from * 3 + to + round) % std::size(lengths)];
+          };
+          for (uint32_t p = 0; p < kN; ++p) {
+            if (p == me) {
+              continue;
+            }
+            out[p].resize(length(me, p));
+            for (size_t i = 0; i < out[p].size(); ++i) {
+              out[p][i] = Byte(me, p, i, round);
+            }
+            outs[p] = {out[p].data(), out[p].size()};
+            in[p] = length(p, me);
+            uint8_t *room = base + p * kRoom + 64;
+            std::memset(room, 0, in[p]);
+            switch (kind(p, me)) {
+              case 0:
+                places[p] = {room, {reinterpret_cast<uintptr_t>(base), span, serial}};
+                (in[p] >= Wire::kPlaceMin ? placed : landed) += in[p];
+                break;
+              case 1:
+                plain[p].assign(in[p], 0);
+                places[p] = {plain[p].data(), {}};
+                landed += in[p];
+                break;
+              default:
+                sunk[p].assign(in[p], 0);
+                landed += in[p];
+            }
+          }
+          const Status st = (*wire)->Transfer(
+              outs, in,
+              [&](uint32_t from, size_t off, const uint8_t *d, size_t len) {
+                ASSERT_EQ(kind(from, me), 2u) << "a placed message reached the sink";
+                ASSERT_LE(off + len, sunk[from].size());
+                std::memcpy(sunk[from].data() + off, d, len);
+              },
+              Clock::now() + std::chrono::seconds(120), places);
+          ASSERT_TRUE(st.ok()) << st.message();
+          for (uint32_t p = 0; p < kN; ++p) {
+            if (p == me) {
+              continue;
+            }
+            const uint8_t *got = kind(p, me) == 0   ? base + p * kRoom + 64
+                                 : kind(p, me) == 1 ? plain[p].data()
+                                                    : sunk[p].data();
+            for (size_t i = 0; i < in[p]; ++i) {
+              ASSERT_EQ(got[i], Byte(p, me, i, round))
+                  << "round " << round << ", from " << p << " (kind " << kind(p, me) << ", "
+                  << in[p] << " bytes), byte " << i;
+            }
+          }
+        }
+        EXPECT_EQ(group.traffic().wire_placed.load(), rdma ? placed : 0);
+        EXPECT_EQ(group.traffic().wire_landed.load(), rdma ? landed : 0);
+        EXPECT_GT(placed, 0u);
+        (*wire)->Close(Clock::now() + std::chrono::seconds(2));
+      },
+      std::chrono::seconds(120));
 }
 
 // Every length (0, 1, around a chunk, several chunks and odd bytes), a different one on each

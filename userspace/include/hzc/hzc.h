@@ -150,6 +150,26 @@ struct hzc_net_sends {
  */
 HcclResult hzc_comm_net_sends(HcclComm comm, struct hzc_net_sends *sends);
 
+/* How the calls' data this rank received from other servers reached it (@comm only, since it
+ * was made). */
+struct hzc_net_receives {
+  /* Bytes the RDMA device wrote into the network transport's buffers, which the CPU then copied
+   * or reduced into the caller's buffer. */
+  uint64_t landed;
+  /* Bytes the sending server's RDMA device wrote straight into the caller's buffer: a message
+   * of 64 KiB or more that the collective only places (a gather's or a broadcast's block, a
+   * receive) into activated memory, registered for writes by each server at its first use and
+   * dropped when it is deactivated. */
+  uint64_t placed;
+};
+
+/**
+ * hzc_comm_net_receives: fill @receives for @comm. Both zero over TCP and on a communicator on
+ * one server; landed + placed is hzc_comm_net_stats' data_received over RDMA. HCCL_E_PTR for
+ * NULL, HCCL_E_PARA for a destroyed or foreign comm.
+ */
+HcclResult hzc_comm_net_receives(HcclComm comm, struct hzc_net_receives *receives);
+
 /**
  * RDMA between activated memory of this rank and of rank @rank over @comm's RDMA links
  * (one operation, returns when it has completed).

@@ -216,6 +216,22 @@ HcclResult hzc_comm_net_sends(HcclComm comm, struct hzc_net_sends *sends) {
   });
 }
 
+HcclResult hzc_comm_net_receives(HcclComm comm, struct hzc_net_receives *receives) {
+  return api::HcclGuard("hzc_comm_net_receives", [&]() -> Status {
+    HZC_RETURN_IF_ERROR(api::NotNull(comm, "comm"));
+    HZC_RETURN_IF_ERROR(api::NotNull(receives, "receives"));
+    return api::WithComm(comm, [&](const auto &c) {
+      hzc_net_receives out{};
+      if (const hzc::bootstrap::Group *g = c->group(); g != nullptr) {
+        out.landed = g->traffic().wire_landed.load(std::memory_order_relaxed);
+        out.placed = g->traffic().wire_placed.load(std::memory_order_relaxed);
+      }
+      *receives = out;
+      return Status::Ok();
+    });
+  });
+}
+
 namespace {
 
 // hzc_comm_rdma_write (@write) or hzc_comm_rdma_read; see hzc/hzc.h.

@@ -120,6 +120,9 @@ class Group {
     // Of wire_sent over RDMA: copied into the wire's outbox first, or read by the RDMA device
     // from the caller's buffer (Wire::Region). Over TCP neither (the kernel copies).
     std::atomic<uint64_t> wire_staged{0}, wire_direct{0};
+    // Of wire_received over RDMA: copied or reduced from the wire's landing slots, or written
+    // by the sending server's RDMA device straight into the caller's buffer (Wire::Place).
+    std::atomic<uint64_t> wire_landed{0}, wire_placed{0};
   };
   Traffic &traffic() { return traffic_; }
   const Traffic &traffic() const { return traffic_; }

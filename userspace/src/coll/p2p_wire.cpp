@@ -213,13 +213,12 @@ Status RemoteP2p::Recv(Link &link, const P2pItem &item, Clock::time_point deadli
   }
   HZC_RETURN_IF_ERROR(link.Put(a, deadline));
   HZC_RETURN_IF_ERROR(verdict);
-  auto *buf = static_cast<uint8_t *>(item.buf);
   std::vector<size_t> in(2);
   in[link.other()] = item.count * TypeSize(item.dtype);
-  return link.wire->Transfer(
-      std::vector<transport::Wire::Out>(2), in,
-      [&](uint32_t, size_t off, const uint8_t *d, size_t len) { std::memcpy(buf + off, d, len); },
-      deadline);
+  std::vector<uint8_t *> into(2);
+  into[link.other()] = static_cast<uint8_t *>(item.buf);
+  return link.wire->Transfer(std::vector<transport::Wire::Out>(2), in, Link::Ignore, deadline,
+                             Places(into, in));
 }
 
 Status RemoteP2p::RunOne(Link &link, const P2pItem &item, Clock::time_point deadline) {

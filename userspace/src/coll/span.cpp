@@ -210,11 +210,13 @@ class Spanning {
                    const std::vector<uint8_t> &gathered, std::vector<std::vector<uint8_t>> *got);
   Status DeliverMail(const std::vector<uint32_t> &away,
                      const std::vector<std::vector<uint8_t>> &got, uint8_t *recv);
+  // @into[p]: where member p's bytes only go (transport::Wire::Place), or nullptr: to @sink
+  // (@into empty: all of them).
   Status Transfer(const std::vector<transport::Wire::Out> &out, const std::vector<size_t> &in,
-                  const transport::Wire::Sink &sink) {
+                  const transport::Wire::Sink &sink, const std::vector<uint8_t *> &into = {}) {
     std::vector<transport::Wire::Out> marked = out;
     MarkRegions(&marked);
-    return s_.wire->Transfer(marked, in, sink, deadline_);
+    return s_.wire->Transfer(marked, in, sink, deadline_, Places(into, in));
   }
   bool Leads() const { return s_.leader() && s_.nservers() > 1; }
   // Whether the leaders move @bytes of collective @coll in a ring (from s_.ring_min) rather than
@@ -262,6 +264,16 @@ class Spanning {
     outs[to] = out;
     ins[from] = in;
     return Transfer(outs, ins, sink);
+  }
+  // Step whose @in bytes from @from only go to @into.
+  Status StepInto(uint32_t to, transport::Wire::Out out, uint32_t from, size_t in, uint8_t *into) {
+    std::vector<transport::Wire::Out> outs(s_.nservers());
+    std::vector<size_t> ins(s_.nservers());
+    std::vector<uint8_t *> dest(s_.nservers());
+    outs[to] = out;
+    ins[from] = in;
+    dest[from] = into;
+    return Transfer(outs, ins, kNoSink, dest);
   }
   // Recursive halving over @segs (as RingReduceScatter's): the leaders beyond the largest power
   // of two, P, hand their segments to leader me - P first; then in ceil(log2 P) rounds each
@@ -520,10 +532,8 @@ Status Spanning::RingAllGather(const std::vector<std::span<uint8_t>> &segs) {
   for (uint32_t k = 0; k + 1 < n; ++k) {
     const std::span<uint8_t> send = segs[(me + n - k) % n];
     const std::span<uint8_t> got = segs[(me + 2 * n - k - 1) % n];
-    HZC_RETURN_IF_ERROR(Step((me + 1) % n, {send.data(), send.size()}, (me + n - 1) % n, got.size(),
-                             [&](uint32_t, size_t off, const uint8_t *d, size_t l) {
-                               std::memcpy(got.data() + off, d, l);
-                             }));
+    HZC_RETURN_IF_ERROR(StepInto((me + 1) % n, {send.data(), send.size()}, (me + n - 1) % n,
+                                 got.size(), got.data()));
   }
   return Status::Ok();
 }
@@ -642,10 +652,7 @@ Status Spanning::HalvingReduceScatter(const std::vector<std::span<uint8_t>> &seg
     std::vector<std::span<uint8_t>> all(segs.begin(), segs.end());
     pack(all, &out);
     HZC_RETURN_IF_ERROR(Step(me - pow2, {out.data(), out.size()}, me - pow2, 0, kNoSink));
-    return Step(me - pow2, {}, me - pow2, segs[me].size(),
-                [&](uint32_t, size_t off, const uint8_t *d, size_t l) {
-                  std::memcpy(segs[me].data() + off, d, l);
-                });
+    return StepInto(me - pow2, {}, me - pow2, segs[me].size(), segs[me].data());
   }
   if (me + pow2 < n) {
     const std::vector<std::span<uint8_t>> all(segs.begin(), segs.end());
@@ -693,9 +700,7 @@ Status Spanning::LeadersBroadcast(uint8_t *buf, uint32_t root) {
   const size_t bytes = c_.count * es_;
   std::vector<transport::Wire::Out> out(n);
   std::vector<size_t> in(n);
-  auto copy = [&](uint32_t, size_t off, const uint8_t *d, size_t len) {
-    std::memcpy(buf + off, d, len);
-  };
+  std::vector<uint8_t *> into(n);
   if (n == 2 || bytes < kScatteredBroadcast) {
     // Numbered from the root: leader v's parent is v less its lowest set bit, its children v + m
     // for each power of two m below that bit (below S for the root).
@@ -703,7 +708,8 @@ Status Spanning::LeadersBroadcast(uint8_t *buf, uint32_t root) {
     const uint32_t low = v == 0 ? std::bit_ceil(n) : v & (~v + 1);
     if (v != 0) {
       in[(v - low + root) % n] = bytes;
-      HZC_RETURN_IF_ERROR(Transfer(out, in, copy));
+      into[(v - low + root) % n] = buf;
+      HZC_RETURN_IF_ERROR(Transfer(out, in, kNoSink, into));
       in.assign(n, 0);
     }
     bool any = false;
@@ -725,19 +731,16 @@ Status Spanning::LeadersBroadcast(uint8_t *buf, uint32_t root) {
   for (uint32_t p = 0; p < n; ++p) {
     out[p] = me == root ? block(p) : transport::Wire::Out{};
     in[p] = p == root && me != root ? blk.size(me) * es_ : 0;
+    into[p] = buf + blk.first(me) * es_;
   }
-  const size_t mine = blk.first(me) * es_;
-  HZC_RETURN_IF_ERROR(Transfer(out, in, [&](uint32_t, size_t off, const uint8_t *d, size_t len) {
-    std::memcpy(buf + mine + off, d, len);
-  }));
+  HZC_RETURN_IF_ERROR(Transfer(out, in, kNoSink, into));
   // Every leader's block to every leader but the root (which has them all).
   for (uint32_t p = 0; p < n; ++p) {
     out[p] = p == root ? transport::Wire::Out{} : block(me);
     in[p] = me == root ? 0 : blk.size(p) * es_;
+    into[p] = buf + blk.first(p) * es_;
   }
-  return Transfer(out, in, [&](uint32_t p, size_t off, const uint8_t *d, size_t len) {
-    std::memcpy(buf + blk.first(p) * es_ + off, d, len);
-  });
+  return Transfer(out, in, kNoSink, into);
 }
 
 void Spanning::Blockwise(uint32_t p, size_t block, size_t off, const uint8_t *from, size_t len,

@@ -18,6 +18,22 @@ void MarkRegions(std::vector<transport::Wire::Out> *out) {
   }
 }
 
+std::vector<transport::Wire::Place> Places(const std::vector<uint8_t *> &into,
+                                           const std::vector<size_t> &in) {
+  std::vector<transport::Wire::Place> places(into.size());
+  for (size_t p = 0; p < into.size(); ++p) {
+    places[p].dest = into[p];
+    if (into[p] == nullptr || in[p] == 0) {
+      continue;
+    }
+    if (const auto held =
+            RangeRegistry::Process().Holding(reinterpret_cast<uintptr_t>(into[p]), in[p])) {
+      places[p].region = {.base = held->va, .len = held->size, .serial = held->serial};
+    }
+  }
+  return places;
+}
+
 WireWatch::WireWatch(transport::Wire *wire)
     : id_(RangeRegistry::Process().Watch(
           [wire](uintptr_t va, size_t size) { wire->Withdraw(va, size); })) {}

@@ -28,7 +28,9 @@ constexpr uint32_t kReady = 0;
 constexpr uint32_t kCredit = 1;
 constexpr uint32_t kProbe = 2;
 constexpr uint32_t kAbort = 3;
-constexpr uint32_t kLines = 4;
+constexpr uint32_t kWant = 4;      // the count of wants written (RdmaWire::Want)
+constexpr uint32_t kWantBody = 5;  // the last want
+constexpr uint32_t kLines = 6;
 // Tags on the group's connections, from Options::tags: the ports at the open, the links
 // (transport/wire.cpp uses tags + 1 and tags + 2, the socket wire tags + 3).
 constexpr uint32_t kPortTag = 0;
@@ -72,6 +74,29 @@ std::optional<Card> AsCard(std::span<const std::byte> blob) {
 
 }  // namespace
 
+// Where a receiver wants the next message of kPlaceMin bytes or more from a sender: written
+// into the sender's kWantBody line, then its count into kWant (one queue pair: in order).
+struct RdmaWire::Want {
+  uint64_t addr;  // 0: through the landing slots
+  uint64_t len;   // the message's length
+  uint32_t rkey;
+  uint32_t pad;
+};
+
+// One Move: the transfer's arguments and how far it got.
+struct RdmaWire::Pass {
+  const std::vector<Out> &out;
+  const std::vector<size_t> &in;
+  const Sink &sink;
+  const std::vector<Place> &places;    // one per member, or empty
+  std::vector<Loaned> direct;          // [member]: the registration out[p] is sent from, if any
+  std::vector<size_t> sent, received;  // [member]: bytes posted, bytes consumed
+  std::vector<Clock::time_point> progress;  // [member]: when something last moved
+  std::vector<std::optional<Want>> wants;   // [member]: where out[p] goes, once known
+  std::vector<Loaned> into;  // [member]: the registration in[p] is written into, if any
+  uint8_t *Dest(uint32_t p) const { return places.empty() ? nullptr : places[p].dest; }
+};
+
 struct RdmaWire::Peer {
   UniqueMapping area;  // this member's area for the peer
   std::unique_ptr<verbs::MemoryRegion> mr;
@@ -81,7 +106,11 @@ struct RdmaWire::Peer {
 
 RdmaWire::RdmaWire(bootstrap::Group &group, std::vector<uint32_t> members, uint32_t me,
                    const Options &options)
-    : Wire(group, std::move(members), me, options), ports_(size()), peers_(size()) {}
+    : Wire(group, std::move(members), me, options),
+      ports_(size()),
+      peers_(size()),
+      wants_sent_(size()),
+      wants_taken_(size()) {}
 
 RdmaWire::~RdmaWire() = default;
 
@@ -327,25 +356,34 @@ Status RdmaWire::Probe(uint32_t p, Clock::time_point deadline) {
   return Status::Ok();
 }
 
-Status RdmaWire::Turn(const std::vector<Out> &out, const Direct &direct,
-                      const std::vector<size_t> &in, const Sink &sink, std::vector<size_t> *sent,
-                      std::vector<size_t> *received, bool *moved,
-                      std::vector<Clock::time_point> *progress, Clock::time_point deadline) {
+Status RdmaWire::Turn(Pass *pass, bool *moved, Clock::time_point deadline) {
   const uint32_t slots = options_.slots;
   std::vector<verbs::WorkRequest> wrs;
   std::vector<bool> touched(size());
   // What has arrived, each member's chunks in order; the credits go first in the batch, so
   // each peer's sender gets its room back before this member's own chunks follow.
   for (uint32_t p = 0; p < size(); ++p) {
-    if (p == me_ || (*received)[p] >= in[p]) {
+    size_t &received = pass->received[p];
+    const size_t in = pass->in[p];
+    if (p == me_ || received >= in) {
       continue;
     }
     const std::atomic_ref<uint64_t> ready(*Flag(kReady, p));
     const uint64_t before = received_[p];
-    while ((*received)[p] < in[p] && ready.load(std::memory_order_acquire) > received_[p]) {
-      const size_t len = std::min(kChunk, in[p] - (*received)[p]);
-      sink(p, (*received)[p], Landing(p, received_[p] % slots), len);
-      (*received)[p] += len;
+    uint8_t *dest = pass->Dest(p);
+    while (received < in && ready.load(std::memory_order_acquire) > received_[p]) {
+      const size_t len = std::min(kChunk, in - received);
+      const uint8_t *landing = Landing(p, received_[p] % slots);
+      if (pass->into[p]) {
+        moved_placed_ += len;  // written in place by the sender
+      } else if (dest != nullptr) {
+        std::memcpy(dest + received, landing, len);
+        moved_landed_ += len;
+      } else {
+        pass->sink(p, received, landing, len);
+        moved_landed_ += len;
+      }
+      received += len;
       ++received_[p];
     }
     if (received_[p] != before) {
@@ -356,15 +394,27 @@ Status RdmaWire::Turn(const std::vector<Out> &out, const Direct &direct,
   }
   // Every chunk the peers' credits allow: chunk k needs chunk k - slots consumed.
   for (uint32_t p = 0; p < size(); ++p) {
-    if (p == me_ || (*sent)[p] >= out[p].len) {
+    const Out &out = pass->out[p];
+    size_t &sent = pass->sent[p];
+    if (p == me_ || sent >= out.len) {
       continue;
     }
+    auto wanted = Wanted(pass, p);
+    if (!wanted.ok()) {
+      return wanted.status();
+    }
+    if (!*wanted) {
+      continue;
+    }
+    const Want *want = pass->wants[p] ? &*pass->wants[p] : nullptr;
     const uint64_t credit =
         std::atomic_ref<uint64_t>(*Flag(kCredit, p)).load(std::memory_order_acquire);
-    while ((*sent)[p] < out[p].len && sent_[p] < credit + slots) {
-      const size_t len = std::min(kChunk, out[p].len - (*sent)[p]);
-      PostChunk(p, out[p].data + (*sent)[p], len, direct[p].get(), &wrs);
-      (*sent)[p] += len;
+    while (sent < out.len && sent_[p] < credit + slots) {
+      const size_t len = std::min(kChunk, out.len - sent);
+      const bool there = want != nullptr && want->addr != 0;
+      PostChunk(p, out.data + sent, len, pass->direct[p].get(), there ? want->addr + sent : 0,
+                there ? want->rkey : 0, &wrs);
+      sent += len;
       touched[p] = true;
     }
   }
@@ -375,14 +425,39 @@ Status RdmaWire::Turn(const std::vector<Out> &out, const Direct &direct,
   const auto now = Clock::now();
   for (uint32_t p = 0; p < size(); ++p) {
     if (touched[p]) {
-      (*progress)[p] = now;
+      pass->progress[p] = now;
     }
   }
   return Execute(wrs, deadline);
 }
 
+Expected<bool> RdmaWire::Wanted(Pass *pass, uint32_t p) {
+  const size_t len = pass->out[p].len;
+  if (len < kPlaceMin || pass->wants[p]) {
+    return true;
+  }
+  const uint64_t count = std::atomic_ref<uint64_t>(*Flag(kWant, p)).load(std::memory_order_acquire);
+  if (count == wants_taken_[p]) {
+    return false;
+  }
+  // The member wrote its want, then the count: both untrusted.
+  Want want{};
+  std::memcpy(&want, Flag(kWantBody, p), sizeof(want));
+  if (count != wants_taken_[p] + 1 || want.len != len ||
+      (want.addr != 0 && want.addr + len < want.addr)) {
+    return Error(HCCL_E_ROCE_TRANSFER,
+                 "wire: rank {} (another server) broke the wire's protocol: want {} of {} bytes "
+                 "at {:#x} where want {} of {} bytes was due",
+                 members_[p], count, want.len, want.addr, wants_taken_[p] + 1, len);
+  }
+  ++wants_taken_[p];
+  pass->wants[p] = want;
+  return true;
+}
+
 void RdmaWire::PostChunk(uint32_t p, const uint8_t *data, size_t len,
-                         const verbs::MemoryRegion *direct, std::vector<verbs::WorkRequest> *wrs) {
+                         const verbs::MemoryRegion *direct, uint64_t at, uint32_t rkey,
+                         std::vector<verbs::WorkRequest> *wrs) {
   const auto slot = static_cast<uint32_t>(sent_[p] % options_.slots);
   const Peer &peer = *peers_[p];
   auto *from = const_cast<uint8_t *>(data);  // an RDMA WRITE only reads its source
@@ -400,8 +475,8 @@ void RdmaWire::PostChunk(uint32_t p, const uint8_t *data, size_t len,
                   .mr = mr,
                   .local = from,
                   .length = len,
-                  .remote_addr = peer.remote.addr + LandingOffset(slot),
-                  .rkey = peer.remote.rkey});
+                  .remote_addr = at != 0 ? at : peer.remote.addr + LandingOffset(slot),
+                  .rkey = at != 0 ? rkey : peer.remote.rkey});
   wrs->push_back({.peer = p,
                   .mr = peer.mr.get(),
                   .local = ReadySource(p, slot),
@@ -410,38 +485,48 @@ void RdmaWire::PostChunk(uint32_t p, const uint8_t *data, size_t len,
                   .rkey = peer.remote.rkey});
 }
 
-Status RdmaWire::Idle(const std::vector<Out> &out, const std::vector<size_t> &in,
-                      const std::vector<size_t> &sent, const std::vector<size_t> &received,
-                      std::vector<Clock::time_point> *progress, Clock::time_point deadline) {
+Status RdmaWire::Idle(Pass *pass, Clock::time_point deadline) {
   HZC_RETURN_IF_ERROR(CheckAborts());
   const auto now = Clock::now();
   for (uint32_t p = 0; p < size(); ++p) {
-    const bool data = received[p] < in[p];
-    if (p == me_ || (!data && sent[p] >= out[p].len)) {
+    const bool data = pass->received[p] < pass->in[p];
+    if (p == me_ || (!data && pass->sent[p] >= pass->out[p].len)) {
       continue;
     }
     if (now >= deadline) {
-      return Error(HCCL_E_TIMEOUT, "rank {} (another server): no {} within HCCL_EXEC_TIMEOUT",
-                   members_[p], data ? "data" : "room for the next chunk");
+      return Error(
+          HCCL_E_TIMEOUT, "rank {} (another server): no {} within HCCL_EXEC_TIMEOUT", members_[p],
+          data                                             ? "data"
+          : pass->wants[p] || pass->out[p].len < kPlaceMin ? "room for the next chunk"
+                                                           : "word on where its data goes");
     }
-    if (now - (*progress)[p] >= kProbeAfter) {
+    if (now - pass->progress[p] >= kProbeAfter) {
       HZC_RETURN_IF_ERROR(Probe(p, deadline));
-      (*progress)[p] = Clock::now();
+      pass->progress[p] = Clock::now();
     }
   }
   return Status::Ok();
 }
 
 Status RdmaWire::Move(const std::vector<Out> &out, const std::vector<size_t> &in, const Sink &sink,
-                      Clock::time_point deadline) {
+                      const std::vector<Place> &places, Clock::time_point deadline) {
   HZC_RETURN_IF_ERROR(Link(out, in, deadline));
-  const Direct direct = Sources(out);
-  moved_staged_ = moved_direct_ = 0;
-  std::vector<size_t> sent(size()), received(size());
-  std::vector<Clock::time_point> progress(size(), Clock::now());
+  const uint32_t n = size();
+  Pass pass{.out = out,
+            .in = in,
+            .sink = sink,
+            .places = places,
+            .direct = Sources(out),
+            .sent = std::vector<size_t>(n),
+            .received = std::vector<size_t>(n),
+            .progress = std::vector<Clock::time_point>(n, Clock::now()),
+            .wants = std::vector<std::optional<Want>>(n),
+            .into = std::vector<Loaned>(n)};
+  moved_staged_ = moved_direct_ = moved_landed_ = moved_placed_ = 0;
+  HZC_RETURN_IF_ERROR(Ask(&pass, deadline));
   auto more = [&] {
-    for (uint32_t p = 0; p < size(); ++p) {
-      if (p != me_ && (sent[p] < out[p].len || received[p] < in[p])) {
+    for (uint32_t p = 0; p < n; ++p) {
+      if (p != me_ && (pass.sent[p] < out[p].len || pass.received[p] < in[p])) {
         return true;
       }
     }
@@ -449,9 +534,9 @@ Status RdmaWire::Move(const std::vector<Out> &out, const std::vector<size_t> &in
   };
   for (uint32_t idle = 0; more();) {
     bool moved = false;
-    Status st = Turn(out, direct, in, sink, &sent, &received, &moved, &progress, deadline);
+    Status st = Turn(&pass, &moved, deadline);
     if (st.ok() && !moved) {
-      st = Idle(out, in, sent, received, &progress, deadline);
+      st = Idle(&pass, deadline);
       if (++idle > 64) {
         // The CPU also runs the RDMA device's work on soft-RoCE: do not spin it away; the
         // longer nothing arrives, the longer the naps (at most 200 us).
@@ -463,54 +548,92 @@ Status RdmaWire::Move(const std::vector<Out> &out, const std::vector<size_t> &in
     HZC_RETURN_IF_ERROR(st);
   }
   // Counted with the transfer (Wire::Transfer counts wire_sent once it completed).
-  group_.traffic().wire_staged.fetch_add(moved_staged_, std::memory_order_relaxed);
-  group_.traffic().wire_direct.fetch_add(moved_direct_, std::memory_order_relaxed);
+  bootstrap::Group::Traffic &t = group_.traffic();
+  t.wire_staged.fetch_add(moved_staged_, std::memory_order_relaxed);
+  t.wire_direct.fetch_add(moved_direct_, std::memory_order_relaxed);
+  t.wire_landed.fetch_add(moved_landed_, std::memory_order_relaxed);
+  t.wire_placed.fetch_add(moved_placed_, std::memory_order_relaxed);
   return Status::Ok();
 }
 
-RdmaWire::Direct RdmaWire::Sources(const std::vector<Out> &out) {
-  Direct direct(size());
+Status RdmaWire::Ask(Pass *pass, Clock::time_point deadline) {
+  std::vector<verbs::WorkRequest> wrs;
+  for (uint32_t p = 0; p < size(); ++p) {
+    const size_t len = pass->in[p];
+    if (p == me_ || len < kPlaceMin) {
+      continue;
+    }
+    static_assert(sizeof(Want) <= kLine);
+    Want want{.addr = 0, .len = len, .rkey = 0, .pad = 0};
+    const auto dest = reinterpret_cast<uintptr_t>(pass->Dest(p));
+    if (dest != 0) {
+      const Region &r = pass->places[p].region;
+      if (r.base != 0 && dest >= r.base && dest - r.base <= r.len &&
+          len <= r.len - (dest - r.base)) {
+        pass->into[p] = Lent(p, r, /*writes=*/true);
+      }
+    }
+    if (pass->into[p]) {
+      want.addr = dest;
+      want.rkey = pass->into[p]->rkey();
+    }
+    std::memcpy(OutFlag(kWantBody, p), &want, sizeof(want));
+    *OutFlag(kWant, p) = ++wants_sent_[p];
+    verbs::WorkRequest body = FlagWrite(kWantBody, p);
+    body.length = sizeof(want);
+    wrs.push_back(body);
+    wrs.push_back(FlagWrite(kWant, p));
+  }
+  return wrs.empty() ? Status::Ok() : Execute(wrs, deadline);
+}
+
+std::vector<RdmaWire::Loaned> RdmaWire::Sources(const std::vector<Out> &out) {
+  std::vector<Loaned> direct(size());
   for (uint32_t p = 0; p < size(); ++p) {
     const Region &r = out[p].region;
     const auto data = reinterpret_cast<uintptr_t>(out[p].data);
     if (p != me_ && out[p].len != 0 && r.base != 0 && data >= r.base && data - r.base <= r.len &&
         out[p].len <= r.len - (data - r.base)) {
-      direct[p] = Lent(p, r);
+      direct[p] = Lent(p, r, /*writes=*/false);
     }
   }
   return direct;
 }
 
-std::shared_ptr<const verbs::MemoryRegion> RdmaWire::Lent(uint32_t p, const Region &region) {
+RdmaWire::Loaned RdmaWire::Lent(uint32_t p, const Region &region, bool writes) {
   std::lock_guard lock(lent_mutex_);
-  auto it = lent_.find({p, region.base});
+  auto it = lent_.find({p, region.base, writes});
   if (it != lent_.end() && it->second.len == region.len && it->second.serial == region.serial) {
     return it->second.mr;
   }
   // What overlaps it belongs to activations that are gone (one missed by Withdraw: deactivated
   // between the caller's look-up and this registration).
   DropLoans(p, region.base, region.len);
-  auto mr = links_->RegisterFor(p, reinterpret_cast<void *>(region.base), region.len,
-                                /*remote=*/false);
-  Loan &loan = lent_[{p, region.base}];
+  auto *va = reinterpret_cast<void *>(region.base);
+  auto mr = writes ? links_->RegisterForWrites(p, va, region.len)
+                   : links_->RegisterFor(p, va, region.len, /*remote=*/false);
+  Loan &loan = lent_[{p, region.base, writes}];
   loan = {.len = region.len, .serial = region.serial, .mr = nullptr};
   if (!mr.ok()) {
-    LogWarn(
-        "wire: activated memory [{:#x}, +{:#x}) cannot be registered for rank {} ({}): what this "
-        "rank sends it from there goes through the outbox",
-        region.base, region.len, members_[p], mr.status().message());
+    LogWarn("wire: activated memory [{:#x}, +{:#x}) cannot be registered for rank {} ({}): {}",
+            region.base, region.len, members_[p], mr.status().message(),
+            writes
+                ? "what that rank sends into it lands in the wire's buffers first"
+                : "what this rank sends that rank from it is copied into the wire's outbox first");
     return nullptr;
   }
   loan.mr = std::move(*mr);
-  LogDebug("wire: rank {} sends from activated memory [{:#x}, +{:#x}) to rank {} directly",
-           group_.rank(), region.base, region.len, members_[p]);
+  LogDebug("wire: rank {} {} activated memory [{:#x}, +{:#x}) {} rank {} directly", group_.rank(),
+           writes ? "lets" : "sends from", region.base, region.len, writes ? "be written by" : "to",
+           members_[p]);
   return loan.mr;
 }
 
 void RdmaWire::DropLoans(uint32_t p, uintptr_t base, size_t len) {
   for (auto it = lent_.begin(); it != lent_.end();) {
-    const uintptr_t b = it->first.second;
-    if ((p == UINT32_MAX || it->first.first == p) && b < base + len && base < b + it->second.len) {
+    const uintptr_t b = std::get<1>(it->first);
+    if ((p == UINT32_MAX || std::get<0>(it->first) == p) && b < base + len &&
+        base < b + it->second.len) {
       it = lent_.erase(it);
     } else {
       ++it;

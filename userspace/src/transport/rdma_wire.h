@@ -9,13 +9,18 @@
 // flag), copies it into its outbox slot, RDMA-WRITEs it into the matching landing slot at the
 // peer and then WRITEs k + 1 into the peer's ready flag (writes of one queue pair land in
 // order); the receiver sees the ready flag, hands the chunk to the caller and WRITEs its
-// credit back. One loop does both: each turn it consumes whatever has arrived from any peer,
-// then posts the credits and every chunk the credits allow to every peer in one batch, and it
-// waits only when it can do neither. Chunk sequence numbers count up for the communicator's
-// life, so no flag is ever reset. A wait that sees nothing for a while probes the peer (an
-// 8-byte RDMA READ of its flags, which fails once the queue pair's retries run out when the
-// peer's server or its link is gone) and asks the TCP connection, so a dead peer fails the
-// transfer with HCCL_E_ROCE_TRANSFER or HCCL_E_REMOTE naming it long before the deadline.
+// credit back. A message of Wire::kPlaceMin bytes or more waits, before its first chunk, for
+// the receiver's word on where it goes (its "want", written into the sender's flag lines): an
+// address and key in the caller's activated buffer, registered for that peer with remote write
+// access (kept like the sends' registrations, dropped by Withdraw), or none; the sender then
+// writes each chunk at its offset there instead of into a landing slot (the same ready flags
+// and credits), and the receiver finds it in place. One loop does both: each turn it consumes
+// whatever has arrived from any peer, then posts the credits and every chunk the credits allow to
+// every peer in one batch, and it waits only when it can do neither. Chunk sequence numbers count
+// up for the communicator's life, so no flag is ever reset. A wait that sees nothing for a while
+// probes the peer (an 8-byte RDMA READ of its flags, which fails once the queue pair's retries run
+// out when the peer's server or its link is gone) and asks the TCP connection, so a dead peer fails
+// the transfer with HCCL_E_ROCE_TRANSFER or HCCL_E_REMOTE naming it long before the deadline.
 //
 // Setup, when the wire opens: every member opens its RDMA port and sends the others its port's
 // address (GID, LID, MTU, link layer) and slot count over the group (Bruck's all-gather); no
@@ -32,6 +37,7 @@
 #include <memory>
 #include <mutex>
 #include <span>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -69,38 +75,46 @@ class RdmaWire final : public Wire {
   // HCCL_E_ROCE_CONNECT when it is not a card of that kind.
   Expected<Card> Expect(uint32_t p, uint32_t kind, Clock::time_point deadline);
 
+  struct Want;  // where a receiver wants a message (rdma_wire.cpp)
+  struct Pass;  // one Move's state (rdma_wire.cpp)
+  using Loaned = std::shared_ptr<const verbs::MemoryRegion>;
+
   Status Move(const std::vector<Out> &out, const std::vector<size_t> &in, const Sink &sink,
-              Clock::time_point deadline) override;
+              const std::vector<Place> &places, Clock::time_point deadline) override;
   // Per member p, the registration @out[p] is sent from directly (Lent), or nullptr: through
   // the outbox.
-  using Direct = std::vector<std::shared_ptr<const verbs::MemoryRegion>>;
-  Direct Sources(const std::vector<Out> &out);
-  // The registration of @region for member @p: made at its first use and kept until Withdraw
-  // or until another activation (Region::serial) overlaps it; nullptr when it cannot be made
-  // (logged once per activation and member).
-  std::shared_ptr<const verbs::MemoryRegion> Lent(uint32_t p, const Region &region);
+  std::vector<Loaned> Sources(const std::vector<Out> &out);
+  // Tell each member that sends this one kPlaceMin bytes or more where they go (@pass's
+  // places: into the caller's buffer where a region holds it, registered for the member, else
+  // the landing slots).
+  Status Ask(Pass *pass, Clock::time_point deadline);
+  // The registration of @region for member @p (@writes: the member may RDMA-WRITE it, else
+  // only this member sends from it): made at its first use and kept until Withdraw or until
+  // another activation (Region::serial) overlaps it; nullptr when it cannot be made (logged
+  // once per activation, member and kind).
+  Loaned Lent(uint32_t p, const Region &region, bool writes);
   // Drop the registrations for member @p (UINT32_MAX: every member) that overlap
   // [base, base + len); lent_mutex_ held.
   void DropLoans(uint32_t p, uintptr_t base, size_t len);
   void Tell(HcclResult code) override;
 
-  // One turn of Move on the chunks still to go (@sent, @received: bytes per member): hand
-  // every chunk that has arrived to @sink, then post the credits for them and every chunk the
-  // peers' credits allow. *@moved: whether anything was consumed or posted; @progress[p] is
-  // set to now for each member something moved with.
-  Status Turn(const std::vector<Out> &out, const Direct &direct, const std::vector<size_t> &in,
-              const Sink &sink, std::vector<size_t> *sent, std::vector<size_t> *received,
-              bool *moved, std::vector<Clock::time_point> *progress, Clock::time_point deadline);
+  // One turn of @pass: hand every chunk that has arrived to the sink (or find it in place),
+  // then post the credits for them and every chunk the peers' credits allow (a message that
+  // waits for its receiver's want only once that has come). *@moved: whether anything was
+  // consumed or posted; the pass's progress[p] is set to now for each member something moved
+  // with.
+  Status Turn(Pass *pass, bool *moved, Clock::time_point deadline);
+  // Member @p's want for the message @pass sends it, once it has come: false while it has not.
+  Expected<bool> Wanted(Pass *pass, uint32_t p);
   // Post chunk sent_[p] (and count it) to member @p: @len bytes at @data, read from @direct or
-  // copied into the outbox slot first (moved_direct_ or moved_staged_), then the slot's ready
-  // flag (one queue pair: in order).
+  // copied into the outbox slot first (moved_direct_ or moved_staged_), to @at in the peer's
+  // buffer (its key @rkey) or else to the landing slot, then the slot's ready flag (one queue
+  // pair: in order).
   void PostChunk(uint32_t p, const uint8_t *data, size_t len, const verbs::MemoryRegion *direct,
-                 std::vector<verbs::WorkRequest> *wrs);
+                 uint64_t at, uint32_t rkey, std::vector<verbs::WorkRequest> *wrs);
   // Nothing could move: check for aborts and @deadline, probe the members that have been
-  // quiet for a while (@progress) and have chunks to go to or from them.
-  Status Idle(const std::vector<Out> &out, const std::vector<size_t> &in,
-              const std::vector<size_t> &sent, const std::vector<size_t> &received,
-              std::vector<Clock::time_point> *progress, Clock::time_point deadline);
+  // quiet for a while and have chunks to go to or from them.
+  Status Idle(Pass *pass, Clock::time_point deadline);
   Status Probe(uint32_t p, Clock::time_point deadline);
   // A linked member that aborted (Abort), as an error.
   Status CheckAborts() const;
@@ -128,17 +142,21 @@ class RdmaWire final : public Wire {
   std::vector<verbs::EndpointHeader> ports_;  // [member]
   std::vector<std::unique_ptr<Peer>> peers_;  // [member]: null until a transfer links it
 
-  // Registrations of activated memory by (member, base): Lent, dropped by Withdraw.
+  // Wants this member wrote to each member, and took from each ([member], over the wire's life).
+  std::vector<uint64_t> wants_sent_, wants_taken_;
+  // Registrations of activated memory by (member, base, whether the member may write it):
+  // Lent, dropped by Withdraw.
   struct Loan {
     size_t len = 0;
     uint64_t serial = 0;
-    std::shared_ptr<const verbs::MemoryRegion> mr;  // null: refused, not tried again
+    Loaned mr;  // null: refused, not tried again
   };
   // Bytes of the transfer in progress posted so far (PostChunk): copied into the outbox first,
-  // or not; counted in the group's traffic once the transfer completed.
-  uint64_t moved_staged_ = 0, moved_direct_ = 0;
+  // or not; and received: found in place, or through a landing slot. Counted in the group's
+  // traffic once the transfer completed.
+  uint64_t moved_staged_ = 0, moved_direct_ = 0, moved_landed_ = 0, moved_placed_ = 0;
   std::mutex lent_mutex_;
-  std::map<std::pair<uint32_t, uintptr_t>, Loan> lent_;
+  std::map<std::tuple<uint32_t, uintptr_t, bool>, Loan> lent_;
 };
 
 }  // namespace hzc::transport

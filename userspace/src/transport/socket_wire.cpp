@@ -373,13 +373,14 @@ Status SocketWire::Send(uint32_t p, const Out &out, size_t *sent, bool *moved) {
   return Status::Ok();
 }
 
-Status SocketWire::Receive(uint32_t p, size_t len, const Sink &sink, size_t *received,
-                           bool *moved) {
+Status SocketWire::Receive(uint32_t p, size_t len, const Sink &sink, uint8_t *dest,
+                           size_t *received, bool *moved) {
   Peer &peer = peers_[p];
   while (*received < len) {
     const bool head = peer.in_done < sizeof(Frame);
+    uint8_t *body = dest != nullptr ? dest + *received : peer.chunk.get();
     uint8_t *to = head ? reinterpret_cast<uint8_t *>(&peer.in_head) + peer.in_done
-                       : peer.chunk.get() + (peer.in_done - sizeof(Frame));
+                       : body + (peer.in_done - sizeof(Frame));
     const size_t want =
         head ? sizeof(Frame) - peer.in_done : sizeof(Frame) + peer.in_head.length - peer.in_done;
     const ssize_t n = recv(peer.fd.get(), to, want, MSG_DONTWAIT);
@@ -413,11 +414,13 @@ Status SocketWire::Receive(uint32_t p, size_t len, const Sink &sink, size_t *rec
                      "where chunk {} of {} bytes was due",
                      Name(p), f.magic, f.length, f.word, received_[p], due);
       }
-      if (!peer.chunk) {
+      if (!peer.chunk && dest == nullptr) {
         peer.chunk = std::make_unique<uint8_t[]>(kChunk);
       }
     } else if (!head && peer.in_done == sizeof(Frame) + peer.in_head.length) {
-      sink(p, *received, peer.chunk.get(), peer.in_head.length);
+      if (dest == nullptr) {
+        sink(p, *received, peer.chunk.get(), peer.in_head.length);
+      }
       *received += peer.in_head.length;
       ++received_[p];
       peer.in_done = 0;
@@ -427,7 +430,8 @@ Status SocketWire::Receive(uint32_t p, size_t len, const Sink &sink, size_t *rec
 }
 
 Status SocketWire::Move(const std::vector<Out> &out, const std::vector<size_t> &in,
-                        const Sink &sink, Clock::time_point deadline) {
+                        const Sink &sink, const std::vector<Place> &places,
+                        Clock::time_point deadline) {
   const uint32_t n = size();
   if (Status st = Link(out, in, deadline); !st.ok()) {
     return FirstCause(std::move(st));
@@ -443,7 +447,8 @@ Status SocketWire::Move(const std::vector<Out> &out, const std::vector<size_t> &
       if (p == me_) {
         continue;
       }
-      Status st = Receive(p, in[p], sink, &received[p], &moved);
+      Status st =
+          Receive(p, in[p], sink, places.empty() ? nullptr : places[p].dest, &received[p], &moved);
       if (st.ok()) {
         st = Send(p, out[p], &sent[p], &moved);
       }

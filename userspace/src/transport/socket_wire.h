@@ -86,13 +86,14 @@ class SocketWire final : public Wire {
   // that is taken says nothing and is closed after a probe's hello.
   bool Gone(uint32_t p, Clock::time_point deadline);
   Status Move(const std::vector<Out> &out, const std::vector<size_t> &in, const Sink &sink,
-              Clock::time_point deadline) override;
+              const std::vector<Place> &places, Clock::time_point deadline) override;
   void Tell(HcclResult code) override;
   // Send what member @p's socket takes of @out, from *@sent bytes on. *@moved when anything went.
   Status Send(uint32_t p, const Out &out, size_t *sent, bool *moved);
-  // Receive what has arrived of @len bytes from member @p, from *@received bytes on, whole
-  // chunks to @sink. *@moved when anything came.
-  Status Receive(uint32_t p, size_t len, const Sink &sink, size_t *received, bool *moved);
+  // Receive what has arrived of @len bytes from member @p, from *@received bytes on: straight
+  // into @dest when set, else whole chunks to @sink. *@moved when anything came.
+  Status Receive(uint32_t p, size_t len, const Sink &sink, uint8_t *dest, size_t *received,
+                 bool *moved);
   // The error to report for @st, a transfer's failure: a member's abort that is waiting to be
   // read explains more than the connection another member closed after it learnt of it (an
   // abort for a reason of its own before one that relays HCCL_E_REMOTE); else @st.

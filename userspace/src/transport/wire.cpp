@@ -115,19 +115,23 @@ void Wire::Close(Clock::time_point deadline) {
 }
 
 Status Wire::Transfer(const std::vector<Out> &out, const std::vector<size_t> &in, const Sink &sink,
-                      Clock::time_point deadline) {
+                      Clock::time_point deadline, const std::vector<Place> &places) {
   if (!broken_.ok()) {
     return Error(broken_.code(), "an earlier transfer failed: {}", broken_.message());
   }
-  if (Status st = Move(out, in, sink, deadline); !st.ok()) {
+  if (out.size() != size() || in.size() != size() || (!places.empty() && places.size() != size())) {
+    return Error(HCCL_E_INTERNAL, "wire: a transfer of {} messages out, {} in, {} places among {}",
+                 out.size(), in.size(), places.size(), size());
+  }
+  if (Status st = Move(out, in, sink, places, deadline); !st.ok()) {
     broken_ = st;
     return st;
   }
   uint64_t sent = 0, received = 0;
   for (uint32_t p = 0; p < size(); ++p) {
     if (p != me_) {
-      sent += p < out.size() ? out[p].len : 0;
-      received += p < in.size() ? in[p] : 0;
+      sent += out[p].len;
+      received += in[p];
     }
   }
   group_.traffic().wire_sent.fetch_add(sent, std::memory_order_relaxed);

@@ -50,6 +50,19 @@ class Wire {
     size_t len = 0;
     Region region{};  // holds [data, data + len), if any
   };
+  // Where a member's message goes when the caller only places it (no sink work): the wire puts
+  // its bytes at @dest itself. Over RDMA a message of kPlaceMin bytes or more whose @region
+  // holds [dest, dest + len) is written there by the sending member's RDMA device (the region
+  // registered with remote write access for that member at its first use, dropped by
+  // Withdraw); any other is copied there from the landing slot. Over TCP it is received there.
+  struct Place {
+    uint8_t *dest = nullptr;  // nullptr: the sink gets the member's chunks
+    Region region{};
+  };
+  // From this many bytes a message to a member waits, before its first chunk, for the
+  // receiver to say where it goes (one one-way latency): into its caller's buffer or through
+  // the landing slots.
+  static constexpr size_t kPlaceMin = size_t{64} << 10;
   // A received chunk: bytes [offset, offset + len) of member @from's message.
   using Sink = std::function<void(uint32_t from, size_t offset, const uint8_t *data, size_t len)>;
 
@@ -59,8 +72,9 @@ class Wire {
     // may be open on one pair of ranks at once need ranges at least 0x1000 apart.
     uint32_t tags = 0;
     // Chunks a sender may have in flight to each peer before the peer consumed them (the RDMA
-    // wire registers 2 * slots * kChunk bytes per peer for them). 1 to kMaxSlots, the same on
-    // every member.
+    // wire registers 2 * slots * kChunk bytes per peer for them; a message of kPlaceMin bytes
+    // or more first waits for the peer to say where it goes). 1 to kMaxSlots, the same on every
+    // member.
     uint32_t slots = 1;
     // The kind of wire (HZC_NET when unset).
     std::optional<NetChoice> net;
@@ -95,15 +109,16 @@ class Wire {
   // Send @out[p] to member p and receive @in[p] bytes from member p, for every other member
   // p (entries for this member are ignored; zero lengths are fine), chunk by chunk: @sink gets
   // every received chunk, each member's in the order of their offsets, the members' chunks
-  // interleaved as they arrive. The sender's and the receiver's lengths must agree (the caller
-  // checked the call's arguments across servers).
+  // interleaved as they arrive; a member with @places[p].dest set gets its bytes put there
+  // instead (Place), and the sink none of them (@places empty: none placed). The sender's and
+  // the receiver's lengths must agree (the caller checked the call's arguments across servers).
   // Errors name the member's rank: HCCL_E_ROCE_TRANSFER (an RDMA transfer failed),
   // HCCL_E_TCP_TRANSFER (a TCP connection failed, or a member broke the wire's protocol),
   // HCCL_E_REMOTE (the member aborted, or its connection ended), HCCL_E_TIMEOUT at @deadline.
   // After an error the wire is unusable. A transfer that completed adds its bytes to the
   // group's traffic (Group::Traffic's wire_sent and wire_received).
   Status Transfer(const std::vector<Out> &out, const std::vector<size_t> &in, const Sink &sink,
-                  Clock::time_point deadline);
+                  Clock::time_point deadline, const std::vector<Place> &places = {});
 
   // [base, base + len) is no longer activated: every registration of a Region inside it is
   // dropped before this returns (a transfer in progress keeps its own until it ends). Any
@@ -125,8 +140,9 @@ class Wire {
   Wire(bootstrap::Group &group, std::vector<uint32_t> members, uint32_t me, const Options &options);
 
   // Transfer on a wire that works; an error breaks it.
+  // @places: one per member, or empty.
   virtual Status Move(const std::vector<Out> &out, const std::vector<size_t> &in, const Sink &sink,
-                      Clock::time_point deadline) = 0;
+                      const std::vector<Place> &places, Clock::time_point deadline) = 0;
   // Abort: tell the members @code (not HCCL_SUCCESS).
   virtual void Tell(HcclResult code) = 0;
 

@@ -576,6 +576,15 @@ Expected<std::unique_ptr<MemoryRegion>> Links::RegisterFor(uint32_t peer, void *
   return RegisterIn(std::move(*pd), va, length, access);
 }
 
+Expected<std::unique_ptr<MemoryRegion>> Links::RegisterForWrites(uint32_t peer, void *va,
+                                                                 size_t length) const {
+  auto pd = Domain(peer);
+  if (!pd.ok()) {
+    return pd.status();
+  }
+  return RegisterIn(std::move(*pd), va, length, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+}
+
 Expected<std::unique_ptr<MemoryRegion>> Links::RegisterIn(
     std::shared_ptr<const ProtectionDomain> pd, void *va, size_t length, int access) const {
   const auto start = reinterpret_cast<uintptr_t>(va);

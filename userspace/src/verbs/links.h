@@ -240,6 +240,9 @@ class Links {
   // else only for this rank's requests to @peer. Errors as Register's.
   Expected<std::unique_ptr<MemoryRegion>> RegisterFor(uint32_t peer, void *va, size_t length,
                                                       bool remote) const;
+  // As RegisterFor with @remote, but the peer may only write it (RDMA WRITE), not read it.
+  Expected<std::unique_ptr<MemoryRegion>> RegisterForWrites(uint32_t peer, void *va,
+                                                            size_t length) const;
 
   // Post every request (up to queue_depth in flight per peer, large ones split at the
   // port's max message size and at post_bytes) and wait for all completions. HCCL_E_PARA for
