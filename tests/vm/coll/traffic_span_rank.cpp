@@ -14,7 +14,9 @@
 //            (hzc_comm_net_sends: direct, none staged) and every byte placed (gathered,
 //            broadcast, received; the ring AllReduce's all-gather half) is written straight into
 //            it (hzc_comm_net_receives: placed, the rest landed), in staging mode every byte is
-//            copied first and lands, over TCP neither is counted. Then (zerocopy) the memory is
+//            copied first and lands, over TCP neither is counted. A ReduceScatter and a Reduce
+//            of 1 MiB run in the leaders' registered scratch: sent without a copy in either
+//            mode. Then (zerocopy) the memory is
 //            deactivated, unmapped, other physical memory mapped at the same address and activated:
 //            the next AllReduce and send carry the new bytes (a registration kept past the
 //            deactivation would send the old pages) and leave directly again. Exit 62 for a wrong
@@ -227,6 +229,62 @@ int SendAcross(uint8_t *buf, uint64_t bytes, uint8_t salt, bool rdma, bool direc
   return ExpectBytes("received", buf, bytes, [salt](uint64_t) { return salt; });
 }
 
+// A ReduceScatter of about 1 MiB of input and a Reduce of 1 MiB at @base (2 MiB): the leaders
+// run both in their registered scratch, so in either mode every byte leaves from there without
+// a copy (the ReduceScatter's received chunks are reduced as they land; the Reduce's AllReduce
+// places its all-gather half there). Results checked.
+int Temporaries(uint8_t *base, bool rdma) {
+  const uint64_t count = (1 << 20) / 4 / g_n;  // ReduceScatter: elements per rank
+  auto *in = reinterpret_cast<float *>(base);
+  auto *out = reinterpret_cast<float *>(base + (1 << 20));
+  auto value = [](uint32_t rank, uint64_t i) {
+    return static_cast<float>(rank + 1) + static_cast<float>(i % 7);
+  };
+  auto sum = [](uint64_t i) {
+    return static_cast<float>(g_n * (g_n + 1) / 2) +
+           static_cast<float>(g_n) * static_cast<float>(i % 7);
+  };
+  for (uint64_t i = 0; i < count * g_n; ++i) {
+    in[i] = value(g_rank, i);
+  }
+  if (int rc =
+          Leaves("ReduceScatter of " + std::to_string(count * g_n * 4) + " B", rdma, kAll, 0, [&] {
+            return HcclReduceScatter(in, out, count, HCCL_DATA_TYPE_FP32, HCCL_REDUCE_SUM, g_comm,
+                                     nullptr);
+          })) {
+    return rc;
+  }
+  for (uint64_t i = 0; i < count; ++i) {
+    if (out[i] != sum(g_rank * count + i)) {
+      std::fprintf(stderr, "rank %u: ReduceScatter element %lu is %g, not %g\n", g_rank,
+                   static_cast<unsigned long>(i), static_cast<double>(out[i]),
+                   static_cast<double>(sum(g_rank * count + i)));
+      return 63;
+    }
+  }
+  const uint64_t n = (1 << 20) / 4;
+  const uint32_t servers = g_n / g_per_server, server = g_rank / g_per_server;
+  for (uint64_t i = 0; i < n; ++i) {
+    in[i] = value(g_rank, i);
+  }
+  if (int rc = Leaves("Reduce of 1 MiB", rdma, kAll,
+                      static_cast<int64_t>(n * 4 - Segment(n, servers, server)), [&] {
+                        return HcclReduce(in, out, n, HCCL_DATA_TYPE_FP32, HCCL_REDUCE_SUM, 0,
+                                          g_comm, nullptr);
+                      })) {
+    return rc;
+  }
+  for (uint64_t i = 0; i < n && g_rank == 0; ++i) {
+    if (out[i] != sum(i)) {
+      std::fprintf(stderr, "rank 0: Reduce element %lu is %g, not %g\n",
+                   static_cast<unsigned long>(i), static_cast<double>(out[i]),
+                   static_cast<double>(sum(i)));
+      return 63;
+    }
+  }
+  return 0;
+}
+
 // Other physical memory mapped and activated at @arena's address.
 int Replace(Arena &arena) {
   aclrtPhysicalMemProp prop{};
@@ -291,6 +349,9 @@ int Direct() {
   }
   if (int rc = ExpectBytes("gathered", base, block * g_n,
                            [block](uint64_t i) { return static_cast<uint8_t>(i / block + 1); })) {
+    return rc;
+  }
+  if (int rc = Temporaries(base, rdma)) {
     return rc;
   }
   if (int rc = SendAcross(base, kBytes, 0x5a, rdma, zc)) {

@@ -1,8 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "coll/span.h"
 
+#include <sys/mman.h>
+
 #include <algorithm>
+#include <atomic>
 #include <bit>
+#include <cerrno>
 #include <cstring>
 #include <functional>
 #include <map>
@@ -14,8 +18,10 @@
 #include <vector>
 
 #include "base/config.h"
+#include "base/errno_string.h"
 #include "base/log.h"
 #include "base/rank_list.h"
+#include "base/unique_mapping.h"
 #include "coll/collectives.h"
 #include "coll/exchange.h"
 #include "coll/kinds.h"
@@ -79,7 +85,13 @@ struct SpanState : Communicator::CollState, ServerLayout {
   std::mutex mutex;  // one call at a time
   Status broken;     // set once a call failed half-way
   uint64_t seq = 0;
-  std::shared_ptr<Communicator> local;    // this server's ranks (MakeServerLocal)
+  std::shared_ptr<Communicator> local;  // this server's ranks (MakeServerLocal)
+  // A leader's buffer for its calls' temporaries (Spanning::Temp), a region of the wire like
+  // activated memory (what it sends from or receives into there moves without a copy): kept
+  // between calls, grown to the largest need up to the communicator's HCCL_BUFFSIZE. Declared
+  // before the wire, which goes first with its registrations of it.
+  UniqueMapping scratch;
+  transport::Wire::Region scratch_region;
   std::unique_ptr<transport::Wire> wire;  // the leaders'
   std::unique_ptr<WireWatch> watch;       // the wire's, while it lives
   Status wire_status;                     // why a leader has no wire
@@ -216,8 +228,14 @@ class Spanning {
                   const transport::Wire::Sink &sink, const std::vector<uint8_t *> &into = {}) {
     std::vector<transport::Wire::Out> marked = out;
     MarkRegions(&marked);
-    return s_.wire->Transfer(marked, in, sink, deadline_, Places(into, in));
+    std::vector<transport::Wire::Place> places = Places(into, in);
+    MarkScratch(s_.scratch_region, &marked, &places, in);
+    return s_.wire->Transfer(marked, in, sink, deadline_, places);
   }
+  // @len bytes for one temporary of this call (zeroed only when new), valid until the next
+  // Temp of this call: a leader's scratch (SpanState) when its wire takes regions (RDMA) and
+  // the communicator's HCCL_BUFFSIZE holds them, else memory of this call's own.
+  uint8_t *Temp(size_t len);
   bool Leads() const { return s_.leader() && s_.nservers() > 1; }
   // Whether the leaders move @bytes of collective @coll in a ring (from s_.ring_min) rather than
   // by @below; logged.
@@ -296,7 +314,38 @@ class Spanning {
   const Clock::time_point deadline_;
   const size_t es_;
   std::vector<Plan> &plans_;  // the exchanges': by rank, this server's ranks' only (PlanExchange)
+  std::vector<uint8_t> own_;  // Temp's, where the scratch is not used
 };
+
+// Numbers of the scratch's regions: apart from the activations' (RangeRegistry's count up from 1).
+constexpr uint64_t kScratchSerial = uint64_t{1} << 63;
+
+uint8_t *Spanning::Temp(size_t len) {
+  if (!Leads() || !s_.wire || !s_.wire->uses_regions() || len == 0 || len > comm_.StagingBytes()) {
+    own_.assign(len, 0);
+    return own_.data();
+  }
+  if (s_.scratch.size() < len) {
+    if (s_.scratch.valid()) {
+      s_.wire->Withdraw(s_.scratch_region.base, s_.scratch_region.len);
+    }
+    s_.scratch_region = {};
+    constexpr size_t kGrain = size_t{2} << 20;
+    const size_t size = (len + kGrain - 1) / kGrain * kGrain;
+    s_.scratch = UniqueMapping::Map(size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1);
+    if (!s_.scratch.valid()) {
+      LogWarn("span: cannot map {} bytes for the leaders' temporaries: {}", size,
+              ErrnoString(errno));
+      own_.assign(len, 0);
+      return own_.data();
+    }
+    static std::atomic<uint64_t> serials{0};
+    s_.scratch_region = {.base = reinterpret_cast<uintptr_t>(s_.scratch.get()),
+                         .len = size,
+                         .serial = kScratchSerial | ++serials};
+  }
+  return s_.scratch.as<uint8_t>();
+}
 
 Status Spanning::OnServer(const Call &call) {
   Status st = coll::Run(*s_.local, call);
@@ -789,7 +838,7 @@ Status Spanning::AllGather() {
 
 Status Spanning::ReduceScatter() {
   const size_t block = c_.count * es_;
-  std::vector<uint8_t> part(comm_.size() * block);
+  const std::span<uint8_t> part(Temp(comm_.size() * block), comm_.size() * block);
   HZC_RETURN_IF_ERROR(Local({.kind = Kind::kAllReduce,
                              .send = c_.send,
                              .recv = part.data(),
@@ -978,7 +1027,7 @@ Status Spanning::Reduce() {
   if (c_.count == 0) {
     return Status::Ok();
   }
-  std::vector<uint8_t> tmp(c_.count * es_);
+  const std::span<uint8_t> tmp(Temp(c_.count * es_), c_.count * es_);
   HZC_RETURN_IF_ERROR(Sub({.kind = Kind::kAllReduce,
                            .send = c_.send,
                            .recv = tmp.data(),
@@ -999,7 +1048,7 @@ Status Spanning::Scatter() {
   if (bytes == 0) {
     return Status::Ok();
   }
-  std::vector<uint8_t> tmp(bytes);
+  const std::span<uint8_t> tmp(Temp(bytes), bytes);
   if (comm_.rank() == c_.root) {
     std::memcpy(tmp.data(), c_.send, bytes);
   }
@@ -1022,7 +1071,7 @@ Status Spanning::ReduceScatterV() {
   if (bytes == 0) {
     return Status::Ok();
   }
-  std::vector<uint8_t> tmp(bytes);
+  const std::span<uint8_t> tmp(Temp(bytes), bytes);
   HZC_RETURN_IF_ERROR(Sub({.kind = Kind::kAllReduce,
                            .send = c_.send,
                            .recv = tmp.data(),

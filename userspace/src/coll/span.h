@@ -61,6 +61,9 @@
 //   its leader gathers the packs (a local AlltoAllV to local rank 0), sends each other leader
 //   the blocks of that server's ranks, and scatters what it received to its ranks, which unpack
 //   it. Every size follows from the checked plans: nothing but the blocks travels.
+// Over RDMA a leader keeps the temporaries of ReduceScatter, Reduce, Scatter and ReduceScatterV
+// (up to HCCL_BUFFSIZE) in a scratch buffer of its own that the wire registers like activated
+// memory: what it sends from there or receives into it moves without a copy.
 // A failure half-way aborts the call on every rank of every server (the local communicators
 // and the wire carry the abort) and leaves the communicator's collectives unusable.
 #pragma once

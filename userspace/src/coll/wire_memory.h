@@ -22,6 +22,11 @@ void MarkRegions(std::vector<transport::Wire::Out> *out);
 std::vector<transport::Wire::Place> Places(const std::vector<uint8_t *> &into,
                                            const std::vector<size_t> &in);
 
+// Mark the messages (@out) and places (@places, of @in bytes each) that lie in @scratch, a
+// region of the caller's own (coll/span.cpp's temporaries), and have no region yet.
+void MarkScratch(const transport::Wire::Region &scratch, std::vector<transport::Wire::Out> *out,
+                 std::vector<transport::Wire::Place> *places, const std::vector<size_t> &in);
+
 // Tells @wire of every deactivation while it lives (transport::Wire::Withdraw).
 class WireWatch {
  public:

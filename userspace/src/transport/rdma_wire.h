@@ -56,6 +56,7 @@ class RdmaWire final : public Wire {
   ~RdmaWire() override;
 
   const char *kind() const override { return "RDMA"; }
+  bool uses_regions() const override { return true; }
   uint32_t links() const override;
   void Withdraw(uintptr_t base, size_t len) override;
 

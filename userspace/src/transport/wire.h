@@ -99,6 +99,8 @@ class Wire {
 
   // "RDMA" or "TCP", for logs and tests.
   virtual const char *kind() const = 0;
+  // Whether Regions spare the wire a copy (RDMA: registered, sent from and written into).
+  virtual bool uses_regions() const { return false; }
   // The members this one has a connection with (RDMA: every other from the open on; TCP: those
   // a transfer moved bytes with), for logs and tests.
   virtual uint32_t links() const = 0;
