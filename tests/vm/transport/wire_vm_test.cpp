@@ -496,8 +496,9 @@ TEST_P(WireTest, AMessageOfPlaceMinWaitsForTheReceiversWord) {
 // a registered region at an offset (over RDMA written there by the sender: counted placed), to
 // a destination no region holds and to the sink (through the landing slots: counted landed),
 // the kinds mixed between members and rounds so that the wants are taken in turn; then the
-// region withdrawn (as a deactivation does) and another at the same address, which is
-// registered afresh. Every byte checked where it arrives; over TCP nothing is counted.
+// region withdrawn (as a deactivation does) and another at the same address used on (the
+// count of registrations: ARegionSentFromAndPlacedIntoIsRegisteredOncePerDirection). Every byte
+// checked where it arrives; over TCP nothing is counted.
 TEST_P(WireTest, PlacedMessagesArriveWhereTheReceiverSays) {
   constexpr uint32_t kN = 3;
   const size_t lengths[] = {Wire::kPlaceMin - 1, Wire::kPlaceMin, Wire::kPlaceMin + 1,
@@ -589,6 +590,79 @@ TEST_P(WireTest, PlacedMessagesArriveWhereTheReceiverSays) {
         (*wire)->Close(Clock::now() + std::chrono::seconds(2));
       },
       std::chrono::seconds(120));
+}
+
+// One region that a member both sends from and receives into with the same peer (a ring
+// AllReduce's buffer) is registered once per direction and kept: three rounds, two
+// registrations on each member; once withdrawn and activated anew (another number), two more.
+TEST_P(WireTest, ARegionSentFromAndPlacedIntoIsRegisteredOncePerDirection) {
+  if (GetParam() != NetChoice::kRdma) {
+    GTEST_SKIP() << "the RDMA wire's registrations";
+  }
+  constexpr size_t kLen = Wire::kPlaceMin;
+  RunMembers(2, [&](uint32_t me, Wire &wire) {
+    const uint32_t peer = 1 - me;
+    std::vector<uint8_t> arena(2 * kLen + 8192);
+    auto *base = reinterpret_cast<uint8_t *>((reinterpret_cast<uintptr_t>(arena.data()) + 4095) /
+                                             4096 * 4096);
+    Wire::Region region{reinterpret_cast<uintptr_t>(base), 2 * kLen, 1};
+    for (int round = 0; round < 4; ++round) {
+      if (round == 3) {
+        wire.Withdraw(region.base, region.len);
+        region.serial = 2;
+      }
+      for (size_t i = 0; i < kLen; ++i) {
+        base[i] = Byte(me, peer, i, round);
+      }
+      std::memset(base + kLen, 0, kLen);
+      std::vector<Wire::Out> out(2);
+      std::vector<size_t> in(2);
+      std::vector<Wire::Place> places(2);
+      out[peer] = {base, kLen, region};
+      in[peer] = kLen;
+      places[peer] = {base + kLen, region};
+      const Status st = wire.Transfer(
+          out, in, [](uint32_t, size_t, const uint8_t *, size_t) { FAIL() << "not placed"; },
+          Clock::now() + std::chrono::seconds(60), places);
+      ASSERT_TRUE(st.ok()) << st.message();
+      for (size_t i = 0; i < kLen; ++i) {
+        ASSERT_EQ(base[kLen + i], Byte(peer, me, i, round)) << "round " << round << " byte " << i;
+      }
+      EXPECT_EQ(wire.registrations(), round < 3 ? 2u : 4u) << "round " << round;
+    }
+  });
+}
+
+// A sender whose message is not the length its receiver expects (a want for another length)
+// fails at once with HCCL_E_ROCE_TRANSFER naming the receiver, before any chunk; its abort ends
+// the receiver's wait naming it.
+TEST_P(WireTest, AWantForAnotherLengthBreaksTheWire) {
+  if (GetParam() != NetChoice::kRdma) {
+    GTEST_SKIP() << "the RDMA wire's wants";
+  }
+  RunMembers(2, [&](uint32_t me, Wire &wire) {
+    std::vector<uint8_t> buf(Wire::kPlaceMin + 1, 3);
+    std::vector<Wire::Out> out(2);
+    std::vector<size_t> in(2);
+    if (me == 0) {
+      out[1] = {buf.data(), buf.size()};
+    } else {
+      in[0] = Wire::kPlaceMin;
+    }
+    const Status st = wire.Transfer(
+        out, in, [](uint32_t, size_t, const uint8_t *, size_t) {},
+        Clock::now() + std::chrono::seconds(30));
+    if (me == 0) {
+      EXPECT_EQ(st.code(), HCCL_E_ROCE_TRANSFER) << st.message();
+      EXPECT_NE(st.message().find("rank 1"), std::string::npos) << st.message();
+      EXPECT_NE(st.message().find("broke the wire's protocol"), std::string::npos) << st.message();
+      EXPECT_EQ(wire.chunks_sent(), 0u);
+      wire.Abort(st.code());
+    } else {
+      EXPECT_EQ(st.code(), HCCL_E_REMOTE) << st.message();
+      EXPECT_NE(st.message().find("rank 0"), std::string::npos) << st.message();
+    }
+  });
 }
 
 // Every length (0, 1, around a chunk, several chunks and odd bytes), a different one on each

@@ -138,7 +138,9 @@ struct hzc_net_sends {
   uint64_t staged;
   /* Bytes the RDMA device read straight from the caller's buffer: activated memory
    * (HcclCommActivateCommMemory through any communicator of the process), registered with the
-   * link to each server at its first use and dropped when it is deactivated. */
+   * link to each server at its first use and dropped when it is deactivated; or from the
+   * registered buffer a server's first rank keeps for the temporaries of ReduceScatter, Reduce,
+   * Scatter and ReduceScatterV. */
   uint64_t direct;
 };
 
@@ -156,10 +158,11 @@ struct hzc_net_receives {
   /* Bytes the RDMA device wrote into the network transport's buffers, which the CPU then copied
    * or reduced into the caller's buffer. */
   uint64_t landed;
-  /* Bytes the sending server's RDMA device wrote straight into the caller's buffer: a message
-   * of 64 KiB or more that the collective only places (a gather's or a broadcast's block, a
+  /* Bytes the sending server's RDMA device wrote straight where they belong: a message of
+   * 64 KiB or more that the collective only places (a gather's or a broadcast's block, a
    * receive) into activated memory, registered for writes by each server at its first use and
-   * dropped when it is deactivated. */
+   * dropped when it is deactivated, or into the first rank's registered buffer for
+   * temporaries (as for direct). */
   uint64_t placed;
 };
 

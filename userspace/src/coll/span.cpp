@@ -92,6 +92,7 @@ struct SpanState : Communicator::CollState, ServerLayout {
   // before the wire, which goes first with its registrations of it.
   UniqueMapping scratch;
   transport::Wire::Region scratch_region;
+  bool scratch_busy = false;              // a call (Spanning::Temp) holds it
   std::unique_ptr<transport::Wire> wire;  // the leaders'
   std::unique_ptr<WireWatch> watch;       // the wire's, while it lives
   Status wire_status;                     // why a leader has no wire
@@ -162,6 +163,13 @@ class Spanning {
         deadline_(ctx.deadline),
         es_(TypeSize(c.dtype)),
         plans_(ctx.plans) {}
+  ~Spanning() {
+    if (holds_scratch_) {
+      s_.scratch_busy = false;
+    }
+  }
+  Spanning(const Spanning &) = delete;
+  Spanning &operator=(const Spanning &) = delete;
 
   // Check the call on every rank, @refused when this rank refused it: HCCL_E_PARA (on every
   // rank alike) when a rank refused it or made another call; nothing moved then.
@@ -233,8 +241,9 @@ class Spanning {
     return s_.wire->Transfer(marked, in, sink, deadline_, places);
   }
   // @len bytes for one temporary of this call (zeroed only when new), valid until the next
-  // Temp of this call: a leader's scratch (SpanState) when its wire takes regions (RDMA) and
-  // the communicator's HCCL_BUFFSIZE holds them, else memory of this call's own.
+  // Temp of this call: a leader's scratch (SpanState) when its wire takes regions (RDMA), the
+  // communicator's HCCL_BUFFSIZE holds them and no other call of it (a Sub) holds the scratch,
+  // else memory of this call's own.
   uint8_t *Temp(size_t len);
   bool Leads() const { return s_.leader() && s_.nservers() > 1; }
   // Whether the leaders move @bytes of collective @coll in a ring (from s_.ring_min) rather than
@@ -313,29 +322,35 @@ class Spanning {
   const Call &c_;
   const Clock::time_point deadline_;
   const size_t es_;
-  std::vector<Plan> &plans_;  // the exchanges': by rank, this server's ranks' only (PlanExchange)
-  std::vector<uint8_t> own_;  // Temp's, where the scratch is not used
+  std::vector<Plan> &plans_;    // the exchanges': by rank, this server's ranks' only (PlanExchange)
+  std::vector<uint8_t> own_;    // Temp's, where the scratch is not used
+  bool holds_scratch_ = false;  // this call's Temp is the scratch (SpanState::scratch_busy)
 };
 
 // Numbers of the scratch's regions: apart from the activations' (RangeRegistry's count up from 1).
 constexpr uint64_t kScratchSerial = uint64_t{1} << 63;
 
 uint8_t *Spanning::Temp(size_t len) {
-  if (!Leads() || !s_.wire || !s_.wire->uses_regions() || len == 0 || len > comm_.StagingBytes()) {
+  // The scratch is the communicator's: one temporary at a time (a call's Sub that took one too
+  // gets its own memory).
+  if (!Leads() || !s_.wire || !s_.wire->uses_regions() || len == 0 || len > comm_.StagingBytes() ||
+      (s_.scratch_busy && !holds_scratch_)) {
     own_.assign(len, 0);
     return own_.data();
   }
   if (s_.scratch.size() < len) {
     if (s_.scratch.valid()) {
       s_.wire->Withdraw(s_.scratch_region.base, s_.scratch_region.len);
+      s_.scratch = UniqueMapping();
     }
     s_.scratch_region = {};
     constexpr size_t kGrain = size_t{2} << 20;
-    const size_t size = (len + kGrain - 1) / kGrain * kGrain;
+    const size_t size =
+        std::max(len, std::min<size_t>((len + kGrain - 1) / kGrain * kGrain, comm_.StagingBytes()));
     s_.scratch = UniqueMapping::Map(size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1);
     if (!s_.scratch.valid()) {
-      LogWarn("span: cannot map {} bytes for the leaders' temporaries: {}", size,
-              ErrnoString(errno));
+      const int err = errno;
+      LogWarn("span: cannot map {} bytes for the leaders' temporaries: {}", size, ErrnoString(err));
       own_.assign(len, 0);
       return own_.data();
     }
@@ -344,6 +359,7 @@ uint8_t *Spanning::Temp(size_t len) {
                          .len = size,
                          .serial = kScratchSerial | ++serials};
   }
+  s_.scratch_busy = holds_scratch_ = true;
   return s_.scratch.as<uint8_t>();
 }
 

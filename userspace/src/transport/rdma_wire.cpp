@@ -46,7 +46,8 @@ constexpr std::chrono::milliseconds kProbeAfter{1000};
 // address, or why it has none, and the slot count), then per pair its queue pair and area
 // (kLink), that it connected (kReady), or that it aborted (kAbort, code).
 struct RdmaWire::Card {
-  static constexpr uint32_t kMagic = 0x574d4448;  // "HDMW"
+  // "HDM2": the second protocol (wants, Want); a member of another one fails the open.
+  static constexpr uint32_t kMagic = 0x324d4448;
   enum Kind : uint32_t { kPort = 1, kLink = 2, kReady = 3, kAbort = 4 };
 
   uint32_t magic = kMagic;
@@ -154,8 +155,11 @@ Status RdmaWire::Setup(Clock::time_point deadline, bool *none) {
   for (uint32_t i = 0; i < size(); ++i) {
     const std::optional<Card> card = AsCard<Card>((*all)[i]);
     if (!card || card->kind != Card::kPort) {
-      return Error(HCCL_E_ROCE_CONNECT, "wire: rank {} sent {} bytes that are not its RDMA port",
-                   members_[i], (*all)[i].size());
+      return Error(
+          HCCL_E_ROCE_CONNECT,
+          "wire: rank {} sent {} bytes that are not its RDMA port of this version (another "
+          "hzc build on that server?)",
+          members_[i], (*all)[i].size());
     }
     const Card &c = *card;
     if (c.state == verbs::EndpointHeader::kNoRdmaDevice) {
@@ -440,6 +444,13 @@ Expected<bool> RdmaWire::Wanted(Pass *pass, uint32_t p) {
   if (count == wants_taken_[p]) {
     return false;
   }
+  // A member that failed since it wrote its want revokes it: do not write into it.
+  if (const uint64_t code =
+          std::atomic_ref<uint64_t>(*Flag(kAbort, p)).load(std::memory_order_acquire);
+      code != 0) {
+    return Error(HCCL_E_REMOTE, "rank {} (another server) failed the call with code {}",
+                 members_[p], code);
+  }
   // The member wrote its want, then the count: both untrusted.
   Want want{};
   std::memcpy(&want, Flag(kWantBody, p), sizeof(want));
@@ -523,10 +534,36 @@ Status RdmaWire::Move(const std::vector<Out> &out, const std::vector<size_t> &in
             .wants = std::vector<std::optional<Want>>(n),
             .into = std::vector<Loaned>(n)};
   moved_staged_ = moved_direct_ = moved_landed_ = moved_placed_ = 0;
-  HZC_RETURN_IF_ERROR(Ask(&pass, deadline));
+  Status st = Pump(&pass, deadline);
+  if (!st.ok()) {
+    // The members this pass told where to write must not reach the caller's memory after the
+    // call failed: their registrations go now (a late write fails at their device).
+    std::lock_guard lock(lent_mutex_);
+    for (uint32_t p = 0; p < n; ++p) {
+      if (pass.into[p]) {
+        const Region &r = places[p].region;
+        lent_.erase({p, r.base, true});
+      }
+    }
+    return st;
+  }
+  // Counted with the transfer (Wire::Transfer counts wire_sent once it completed).
+  bootstrap::Group::Traffic &t = group_.traffic();
+  t.wire_staged.fetch_add(moved_staged_, std::memory_order_relaxed);
+  t.wire_direct.fetch_add(moved_direct_, std::memory_order_relaxed);
+  t.wire_landed.fetch_add(moved_landed_, std::memory_order_relaxed);
+  t.wire_placed.fetch_add(moved_placed_, std::memory_order_relaxed);
+  return Status::Ok();
+}
+
+Status RdmaWire::Pump(Pass *pass, Clock::time_point deadline) {
+  const uint32_t n = size();
+  const std::vector<Out> &out = pass->out;
+  const std::vector<size_t> &in = pass->in;
+  HZC_RETURN_IF_ERROR(Ask(pass, deadline));
   auto more = [&] {
     for (uint32_t p = 0; p < n; ++p) {
-      if (p != me_ && (pass.sent[p] < out[p].len || pass.received[p] < in[p])) {
+      if (p != me_ && (pass->sent[p] < out[p].len || pass->received[p] < in[p])) {
         return true;
       }
     }
@@ -534,9 +571,9 @@ Status RdmaWire::Move(const std::vector<Out> &out, const std::vector<size_t> &in
   };
   for (uint32_t idle = 0; more();) {
     bool moved = false;
-    Status st = Turn(&pass, &moved, deadline);
+    Status st = Turn(pass, &moved, deadline);
     if (st.ok() && !moved) {
-      st = Idle(&pass, deadline);
+      st = Idle(pass, deadline);
       if (++idle > 64) {
         // The CPU also runs the RDMA device's work on soft-RoCE: do not spin it away; the
         // longer nothing arrives, the longer the naps (at most 200 us).
@@ -547,12 +584,6 @@ Status RdmaWire::Move(const std::vector<Out> &out, const std::vector<size_t> &in
     }
     HZC_RETURN_IF_ERROR(st);
   }
-  // Counted with the transfer (Wire::Transfer counts wire_sent once it completed).
-  bootstrap::Group::Traffic &t = group_.traffic();
-  t.wire_staged.fetch_add(moved_staged_, std::memory_order_relaxed);
-  t.wire_direct.fetch_add(moved_direct_, std::memory_order_relaxed);
-  t.wire_landed.fetch_add(moved_landed_, std::memory_order_relaxed);
-  t.wire_placed.fetch_add(moved_placed_, std::memory_order_relaxed);
   return Status::Ok();
 }
 
@@ -606,9 +637,10 @@ RdmaWire::Loaned RdmaWire::Lent(uint32_t p, const Region &region, bool writes) {
   if (it != lent_.end() && it->second.len == region.len && it->second.serial == region.serial) {
     return it->second.mr;
   }
-  // What overlaps it belongs to activations that are gone (one missed by Withdraw: deactivated
-  // between the caller's look-up and this registration).
-  DropLoans(p, region.base, region.len);
+  // What overlaps it for another activation belongs to one that is gone (missed by Withdraw:
+  // deactivated between the caller's look-up and this registration); this one's registration
+  // of the other kind stays.
+  DropLoans(p, region.base, region.len, region.serial);
   auto *va = reinterpret_cast<void *>(region.base);
   auto mr = writes ? links_->RegisterForWrites(p, va, region.len)
                    : links_->RegisterFor(p, va, region.len, /*remote=*/false);
@@ -623,17 +655,18 @@ RdmaWire::Loaned RdmaWire::Lent(uint32_t p, const Region &region, bool writes) {
     return nullptr;
   }
   loan.mr = std::move(*mr);
+  registered_.fetch_add(1, std::memory_order_relaxed);
   LogDebug("wire: rank {} {} activated memory [{:#x}, +{:#x}) {} rank {} directly", group_.rank(),
            writes ? "lets" : "sends from", region.base, region.len, writes ? "be written by" : "to",
            members_[p]);
   return loan.mr;
 }
 
-void RdmaWire::DropLoans(uint32_t p, uintptr_t base, size_t len) {
+void RdmaWire::DropLoans(uint32_t p, uintptr_t base, size_t len, uint64_t keep) {
   for (auto it = lent_.begin(); it != lent_.end();) {
     const uintptr_t b = std::get<1>(it->first);
     if ((p == UINT32_MAX || std::get<0>(it->first) == p) && b < base + len &&
-        base < b + it->second.len) {
+        base < b + it->second.len && (keep == 0 || it->second.serial != keep)) {
       it = lent_.erase(it);
     } else {
       ++it;
@@ -643,7 +676,7 @@ void RdmaWire::DropLoans(uint32_t p, uintptr_t base, size_t len) {
 
 void RdmaWire::Withdraw(uintptr_t base, size_t len) {
   std::lock_guard lock(lent_mutex_);
-  DropLoans(UINT32_MAX, base, len);
+  DropLoans(UINT32_MAX, base, len, 0);
 }
 
 Status RdmaWire::Execute(std::span<const verbs::WorkRequest> wrs, Clock::time_point deadline) {

@@ -33,6 +33,7 @@
 // a member that links with it, now or later, learns it (HCCL_E_REMOTE naming this rank).
 #pragma once
 
+#include <atomic>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -57,6 +58,7 @@ class RdmaWire final : public Wire {
 
   const char *kind() const override { return "RDMA"; }
   bool uses_regions() const override { return true; }
+  uint64_t registrations() const override { return registered_.load(std::memory_order_relaxed); }
   uint32_t links() const override;
   void Withdraw(uintptr_t base, size_t len) override;
 
@@ -95,10 +97,12 @@ class RdmaWire final : public Wire {
   // once per activation, member and kind).
   Loaned Lent(uint32_t p, const Region &region, bool writes);
   // Drop the registrations for member @p (UINT32_MAX: every member) that overlap
-  // [base, base + len); lent_mutex_ held.
-  void DropLoans(uint32_t p, uintptr_t base, size_t len);
+  // [base, base + len), but those of activation @keep (0: none kept); lent_mutex_ held.
+  void DropLoans(uint32_t p, uintptr_t base, size_t len, uint64_t keep);
   void Tell(HcclResult code) override;
 
+  // Move's work once linked: the wants, then turns until every chunk moved.
+  Status Pump(Pass *pass, Clock::time_point deadline);
   // One turn of @pass: hand every chunk that has arrived to the sink (or find it in place),
   // then post the credits for them and every chunk the peers' credits allow (a message that
   // waits for its receiver's want only once that has come). *@moved: whether anything was
@@ -156,6 +160,7 @@ class RdmaWire final : public Wire {
   // or not; and received: found in place, or through a landing slot. Counted in the group's
   // traffic once the transfer completed.
   uint64_t moved_staged_ = 0, moved_direct_ = 0, moved_landed_ = 0, moved_placed_ = 0;
+  std::atomic<uint64_t> registered_{0};  // Loans made
   std::mutex lent_mutex_;
   std::map<std::tuple<uint32_t, uintptr_t, bool>, Loan> lent_;
 };

@@ -59,9 +59,10 @@ class Wire {
     uint8_t *dest = nullptr;  // nullptr: the sink gets the member's chunks
     Region region{};
   };
-  // From this many bytes a message to a member waits, before its first chunk, for the
-  // receiver to say where it goes (one one-way latency): into its caller's buffer or through
-  // the landing slots.
+  // From this many bytes every message to a member (placed or not: both ends decide by its
+  // length alone) waits, before its first chunk, for the receiver to say where it goes, into
+  // its caller's buffer or through the landing slots: the sender cannot run ahead of a
+  // receiver that has not reached the transfer.
   static constexpr size_t kPlaceMin = size_t{64} << 10;
   // A received chunk: bytes [offset, offset + len) of member @from's message.
   using Sink = std::function<void(uint32_t from, size_t offset, const uint8_t *data, size_t len)>;
@@ -101,6 +102,9 @@ class Wire {
   virtual const char *kind() const = 0;
   // Whether Regions spare the wire a copy (RDMA: registered, sent from and written into).
   virtual bool uses_regions() const { return false; }
+  // Registrations of Regions made since the wire opened (one per region, member and direction
+  // while they stay), for tests.
+  virtual uint64_t registrations() const { return 0; }
   // The members this one has a connection with (RDMA: every other from the open on; TCP: those
   // a transfer moved bytes with), for logs and tests.
   virtual uint32_t links() const = 0;
@@ -117,7 +121,8 @@ class Wire {
   // Errors name the member's rank: HCCL_E_ROCE_TRANSFER (an RDMA transfer failed),
   // HCCL_E_TCP_TRANSFER (a TCP connection failed, or a member broke the wire's protocol),
   // HCCL_E_REMOTE (the member aborted, or its connection ended), HCCL_E_TIMEOUT at @deadline.
-  // After an error the wire is unusable. A transfer that completed adds its bytes to the
+  // HCCL_E_INTERNAL (the wire still usable) when a vector is not one entry per member.
+  // After any other error the wire is unusable. A transfer that completed adds its bytes to the
   // group's traffic (Group::Traffic's wire_sent and wire_received).
   Status Transfer(const std::vector<Out> &out, const std::vector<size_t> &in, const Sink &sink,
                   Clock::time_point deadline, const std::vector<Place> &places = {});
