@@ -633,6 +633,63 @@ TEST_P(WireTest, ARegionSentFromAndPlacedIntoIsRegisteredOncePerDirection) {
   });
 }
 
+// A transfer that fails after it told a member where to write revokes that registration before
+// it returns (a late write would fail at the member's device, not land in the caller's
+// memory): member 1 takes a placed message from member 0 but waits in vain for member 2.
+TEST_P(WireTest, AFailedTransferRevokesTheWritesItAllowed) {
+  if (GetParam() != NetChoice::kRdma) {
+    GTEST_SKIP() << "the RDMA wire's registrations";
+  }
+  std::atomic<bool> done{false};
+  RunMembers(3, [&](uint32_t me, Wire &wire) {
+    // Every pair links first: one byte each way.
+    std::vector<uint8_t> one(3, 1);
+    std::vector<Wire::Out> hello(3);
+    std::vector<size_t> hello_in(3);
+    for (uint32_t p = 0; p < 3; ++p) {
+      if (p != me) {
+        hello[p] = {&one[p], 1};
+        hello_in[p] = 1;
+      }
+    }
+    ASSERT_TRUE(wire.Transfer(
+                        hello, hello_in, [](uint32_t, size_t, const uint8_t *, size_t) {},
+                        Clock::now() + std::chrono::seconds(60))
+                    .ok());
+    std::vector<uint8_t> arena(Wire::kPlaceMin + 8192, 0);
+    auto *base = reinterpret_cast<uint8_t *>((reinterpret_cast<uintptr_t>(arena.data()) + 4095) /
+                                             4096 * 4096);
+    if (me == 0) {
+      std::vector<Wire::Out> out(3);
+      out[1] = {base, Wire::kPlaceMin};
+      const Status st = wire.Transfer(
+          out, std::vector<size_t>(3), [](uint32_t, size_t, const uint8_t *, size_t) {},
+          Clock::now() + std::chrono::seconds(60));
+      EXPECT_TRUE(st.ok()) << st.message();
+    } else if (me == 1) {
+      std::vector<size_t> in(3);
+      in[0] = Wire::kPlaceMin;
+      in[2] = 1;  // never sent
+      std::vector<Wire::Place> places(3);
+      places[0] = {base, {reinterpret_cast<uintptr_t>(base), Wire::kPlaceMin, 1}};
+      const Status st = wire.Transfer(
+          std::vector<Wire::Out>(3), in, [](uint32_t, size_t, const uint8_t *, size_t) {},
+          Clock::now() + std::chrono::seconds(3), places);
+      EXPECT_EQ(st.code(), HCCL_E_TIMEOUT) << st.message();
+      EXPECT_EQ(wire.registrations(), 1u);
+      EXPECT_EQ(wire.registrations_kept(), 0u);
+      done = true;
+    }
+    if (me != 1) {
+      const auto until = Clock::now() + std::chrono::seconds(60);
+      while (!done && Clock::now() < until) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      }
+      EXPECT_TRUE(done.load());
+    }
+  });
+}
+
 // A sender whose message is not the length its receiver expects (a want for another length)
 // fails at once with HCCL_E_ROCE_TRANSFER naming the receiver, before any chunk; its abort ends
 // the receiver's wait naming it.

@@ -134,7 +134,7 @@ HcclResult hzc_comm_net_stats(HcclComm comm, struct hzc_net_stats *stats);
 /* How the calls' data this rank sent to other servers left it (@comm only, since it was made). */
 struct hzc_net_sends {
   /* Bytes the CPU copied into the network transport's buffers before the RDMA device sent them:
-   * what did not lie in activated memory. */
+   * what did not lie in activated memory (or the first rank's registered temporaries). */
   uint64_t staged;
   /* Bytes the RDMA device read straight from the caller's buffer: activated memory
    * (HcclCommActivateCommMemory through any communicator of the process), registered with the
@@ -161,8 +161,8 @@ struct hzc_net_receives {
   /* Bytes the sending server's RDMA device wrote straight where they belong: a message of
    * 64 KiB or more that the collective only places (a gather's or a broadcast's block, a
    * receive) into activated memory, registered for writes by each server at its first use and
-   * dropped when it is deactivated, or into the first rank's registered buffer for
-   * temporaries (as for direct). */
+   * dropped when it is deactivated (or when a transfer that told that server of it failed), or
+   * into the first rank's registered buffer for temporaries (as for direct). */
   uint64_t placed;
 };
 

@@ -542,7 +542,10 @@ Status RdmaWire::Move(const std::vector<Out> &out, const std::vector<size_t> &in
     for (uint32_t p = 0; p < n; ++p) {
       if (pass.into[p]) {
         const Region &r = places[p].region;
-        lent_.erase({p, r.base, true});
+        if (auto it = lent_.find({p, r.base, true});
+            it != lent_.end() && it->second.mr == pass.into[p]) {
+          lent_.erase(it);
+        }
       }
     }
     return st;
@@ -599,7 +602,7 @@ Status RdmaWire::Ask(Pass *pass, Clock::time_point deadline) {
     const auto dest = reinterpret_cast<uintptr_t>(pass->Dest(p));
     if (dest != 0) {
       const Region &r = pass->places[p].region;
-      if (r.base != 0 && dest >= r.base && dest - r.base <= r.len &&
+      if (r.base != 0 && r.serial != 0 && dest >= r.base && dest - r.base <= r.len &&
           len <= r.len - (dest - r.base)) {
         pass->into[p] = Lent(p, r, /*writes=*/true);
       }
@@ -623,8 +626,8 @@ std::vector<RdmaWire::Loaned> RdmaWire::Sources(const std::vector<Out> &out) {
   for (uint32_t p = 0; p < size(); ++p) {
     const Region &r = out[p].region;
     const auto data = reinterpret_cast<uintptr_t>(out[p].data);
-    if (p != me_ && out[p].len != 0 && r.base != 0 && data >= r.base && data - r.base <= r.len &&
-        out[p].len <= r.len - (data - r.base)) {
+    if (p != me_ && out[p].len != 0 && r.base != 0 && r.serial != 0 && data >= r.base &&
+        data - r.base <= r.len && out[p].len <= r.len - (data - r.base)) {
       direct[p] = Lent(p, r, /*writes=*/false);
     }
   }
@@ -672,6 +675,12 @@ void RdmaWire::DropLoans(uint32_t p, uintptr_t base, size_t len, uint64_t keep) 
       ++it;
     }
   }
+}
+
+size_t RdmaWire::registrations_kept() {
+  std::lock_guard lock(lent_mutex_);
+  return static_cast<size_t>(std::count_if(lent_.begin(), lent_.end(),
+                                           [](const auto &l) { return l.second.mr != nullptr; }));
 }
 
 void RdmaWire::Withdraw(uintptr_t base, size_t len) {

@@ -12,7 +12,8 @@
 // credit back. A message of Wire::kPlaceMin bytes or more waits, before its first chunk, for
 // the receiver's word on where it goes (its "want", written into the sender's flag lines): an
 // address and key in the caller's activated buffer, registered for that peer with remote write
-// access (kept like the sends' registrations, dropped by Withdraw), or none; the sender then
+// access (kept like the sends' registrations, dropped by Withdraw and, for the members told of
+// it, by the failure of the transfer that told them), or none; the sender then
 // writes each chunk at its offset there instead of into a landing slot (the same ready flags
 // and credits), and the receiver finds it in place. One loop does both: each turn it consumes
 // whatever has arrived from any peer, then posts the credits and every chunk the credits allow to
@@ -59,6 +60,7 @@ class RdmaWire final : public Wire {
   const char *kind() const override { return "RDMA"; }
   bool uses_regions() const override { return true; }
   uint64_t registrations() const override { return registered_.load(std::memory_order_relaxed); }
+  size_t registrations_kept() override;
   uint32_t links() const override;
   void Withdraw(uintptr_t base, size_t len) override;
 
@@ -150,7 +152,7 @@ class RdmaWire final : public Wire {
   // Wants this member wrote to each member, and took from each ([member], over the wire's life).
   std::vector<uint64_t> wants_sent_, wants_taken_;
   // Registrations of activated memory by (member, base, whether the member may write it):
-  // Lent, dropped by Withdraw.
+  // Lent, dropped by Withdraw (and a write one by the failure of the transfer that gave it out).
   struct Loan {
     size_t len = 0;
     uint64_t serial = 0;

@@ -43,7 +43,9 @@ class Wire {
   struct Region {
     uintptr_t base = 0;  // 0: none
     size_t len = 0;
-    uint64_t serial = 0;  // the activation's number: another at the same place is another
+    // The activation's number (never 0: a region without one is not used), naming exactly one
+    // [base, base + len): another at the same place is another.
+    uint64_t serial = 0;
   };
   struct Out {
     const uint8_t *data = nullptr;
@@ -103,8 +105,9 @@ class Wire {
   // Whether Regions spare the wire a copy (RDMA: registered, sent from and written into).
   virtual bool uses_regions() const { return false; }
   // Registrations of Regions made since the wire opened (one per region, member and direction
-  // while they stay), for tests.
+  // while they stay), and those kept now, for tests.
   virtual uint64_t registrations() const { return 0; }
+  virtual size_t registrations_kept() { return 0; }
   // The members this one has a connection with (RDMA: every other from the open on; TCP: those
   // a transfer moved bytes with), for logs and tests.
   virtual uint32_t links() const = 0;
@@ -118,8 +121,9 @@ class Wire {
   // interleaved as they arrive; a member with @places[p].dest set gets its bytes put there
   // instead (Place), and the sink none of them (@places empty: none placed). The sender's and
   // the receiver's lengths must agree (the caller checked the call's arguments across servers).
-  // Errors name the member's rank: HCCL_E_ROCE_TRANSFER (an RDMA transfer failed),
-  // HCCL_E_TCP_TRANSFER (a TCP connection failed, or a member broke the wire's protocol),
+  // Errors name the member's rank: HCCL_E_ROCE_TRANSFER (an RDMA transfer failed, or a member
+  // broke the RDMA wire's protocol), HCCL_E_TCP_TRANSFER (a TCP connection failed, or a member
+  // broke the TCP wire's protocol),
   // HCCL_E_REMOTE (the member aborted, or its connection ended), HCCL_E_TIMEOUT at @deadline.
   // HCCL_E_INTERNAL (the wire still usable) when a vector is not one entry per member.
   // After any other error the wire is unusable. A transfer that completed adds its bytes to the
