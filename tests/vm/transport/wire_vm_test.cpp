@@ -65,6 +65,32 @@ void ExchangeChecked(Wire &wire, uint32_t n, uint32_t me,
   }
 }
 
+// Until @flag is set or a minute has passed: whether it was set.
+bool AwaitFlag(const std::atomic<bool> &flag) {
+  const auto until = Clock::now() + std::chrono::seconds(60);
+  while (!flag && Clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return flag.load();
+}
+
+// Member @me of a pair links with the other at a first transfer, which takes both: one byte
+// from member 1 to 0 (no chunk from 0 to 1 yet).
+void LinkPair(uint32_t me, Wire &wire) {
+  const uint8_t hello = 7;
+  std::vector<Wire::Out> first(2);
+  std::vector<size_t> first_in(2);
+  if (me == 1) {
+    first[0] = {&hello, 1};
+  } else {
+    first_in[1] = 1;
+  }
+  ASSERT_TRUE(wire.Transfer(
+                      first, first_in, [](uint32_t, size_t, const uint8_t *, size_t) {},
+                      Clock::now() + std::chrono::seconds(60))
+                  .ok());
+}
+
 std::string NetName(NetChoice net) {
   return net == NetChoice::kRdma ? "Rdma" : "Socket";
 }
@@ -379,31 +405,10 @@ TEST_P(WireTest, ASenderRunsAheadByItsSlotsAndNoFurther) {
   constexpr uint32_t kSlots = 4;
   constexpr size_t kLen = Wire::kPlaceMin - 1;
   std::atomic<bool> sent{false}, received{false};
-  // Until @flag is set or a minute has passed: whether it was set.
-  auto await = [](const std::atomic<bool> &flag) {
-    const auto until = Clock::now() + std::chrono::seconds(60);
-    while (!flag && Clock::now() < until) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    return flag.load();
-  };
   RunMembers(
       2,
       [&](uint32_t me, Wire &wire) {
-        // The pair links at its first transfer, which takes both: one byte from member 1 to 0
-        // (no chunk from 0 to 1 yet).
-        const uint8_t hello = 7;
-        std::vector<Wire::Out> first(2);
-        std::vector<size_t> first_in(2);
-        if (me == 1) {
-          first[0] = {&hello, 1};
-        } else {
-          first_in[1] = 1;
-        }
-        ASSERT_TRUE(wire.Transfer(
-                            first, first_in, [](uint32_t, size_t, const uint8_t *, size_t) {},
-                            Clock::now() + std::chrono::seconds(60))
-                        .ok());
+        ASSERT_NO_FATAL_FAILURE(LinkPair(me, wire));
         if (me == 0) {
           std::vector<uint8_t> out(kSlots * kLen + 1);
           for (size_t i = 0; i < out.size(); ++i) {
@@ -420,7 +425,7 @@ TEST_P(WireTest, ASenderRunsAheadByItsSlotsAndNoFurther) {
                                               Clock::now() + std::chrono::seconds(3));
           sent = true;
           // The queue pair stays until member 1 has returned its credits.
-          EXPECT_TRUE(await(received));
+          EXPECT_TRUE(AwaitFlag(received));
           ASSERT_TRUE(ahead.ok()) << ahead.message();
           EXPECT_EQ(chunks, kSlots);
           EXPECT_EQ(beyond.code(), HCCL_E_TIMEOUT) << beyond.message();
@@ -430,7 +435,7 @@ TEST_P(WireTest, ASenderRunsAheadByItsSlotsAndNoFurther) {
           return;
         }
         // Member 1 starts receiving once member 0 is done with its transfers.
-        const bool started = await(sent);
+        const bool started = AwaitFlag(sent);
         std::vector<uint8_t> got(kSlots * kLen);
         Status st;
         for (uint32_t k = 0; k < kSlots && st.ok(); ++k) {
@@ -460,24 +465,9 @@ TEST_P(WireTest, AMessageOfPlaceMinWaitsForTheReceiversWord) {
   }
   std::atomic<bool> done{false};
   RunMembers(2, [&](uint32_t me, Wire &wire) {
-    const uint8_t hello = 7;
-    std::vector<Wire::Out> first(2);
-    std::vector<size_t> first_in(2);
+    ASSERT_NO_FATAL_FAILURE(LinkPair(me, wire));
     if (me == 1) {
-      first[0] = {&hello, 1};
-    } else {
-      first_in[1] = 1;
-    }
-    ASSERT_TRUE(wire.Transfer(
-                        first, first_in, [](uint32_t, size_t, const uint8_t *, size_t) {},
-                        Clock::now() + std::chrono::seconds(60))
-                    .ok());
-    if (me == 1) {
-      const auto until = Clock::now() + std::chrono::seconds(60);
-      while (!done && Clock::now() < until) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(10));
-      }
-      EXPECT_TRUE(done.load());
+      EXPECT_TRUE(AwaitFlag(done));
       return;
     }
     std::vector<uint8_t> out(Wire::kPlaceMin, 1);
@@ -681,11 +671,7 @@ TEST_P(WireTest, AFailedTransferRevokesTheWritesItAllowed) {
       done = true;
     }
     if (me != 1) {
-      const auto until = Clock::now() + std::chrono::seconds(60);
-      while (!done && Clock::now() < until) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(10));
-      }
-      EXPECT_TRUE(done.load());
+      EXPECT_TRUE(AwaitFlag(done));
     }
   });
 }
