@@ -7,9 +7,11 @@
 #include <sys/resource.h>
 #include <sys/syscall.h>
 
+#include <array>
 #include <chrono>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "base/config.h"
@@ -577,6 +579,153 @@ TEST_F(VerbsVmTest, ARequestToAPeerThatIsGoneEndsAtItsDeadline) {
   EXPECT_NE(st.message().find("no completion by the deadline"), std::string::npos) << st.message();
   EXPECT_LT(took, seconds(10));
   EXPECT_FALSE((*a)->broken(1).empty());
+}
+
+// Links of one process, rank 0 writing to rank 1 (which keeps @arrivals receive entries), with a
+// buffer at each end registered for the other (rank 1's for remote writes).
+struct ImmPair {
+  std::unique_ptr<Links> a, b;
+  std::vector<uint8_t> src, dst;
+  std::unique_ptr<MemoryRegion> from, into;
+
+  static ImmPair Make(uint32_t arrivals, size_t bytes, uint64_t post_bytes = 0) {
+    ImmPair pair;
+    LinkOptions options = LinkOptions::BetweenServers(Config{});
+    options.timeout = seconds(60);
+    options.arrivals = arrivals;
+    options.post_bytes = post_bytes;
+    auto a = Links::OpenLazy(0, 2, options);
+    auto b = Links::OpenLazy(1, 2, options);
+    EXPECT_TRUE(a.ok() && b.ok() && *a && *b);
+    if (!a.ok() || !b.ok() || !*a || !*b) {
+      return pair;
+    }
+    pair.a = std::move(*a);
+    pair.b = std::move(*b);
+    EXPECT_TRUE(Pair(*pair.a, 0, *pair.b, 1).ok());
+    pair.src.resize(bytes);
+    pair.dst.assign(bytes, 0);
+    for (size_t i = 0; i < bytes; ++i) {
+      pair.src[i] = Pattern(0, 1, i);
+    }
+    auto from = pair.a->RegisterFor(1, pair.src.data(), bytes, false);
+    auto into = pair.b->RegisterFor(0, pair.dst.data(), bytes, true);
+    EXPECT_TRUE(from.ok() && into.ok());
+    if (from.ok() && into.ok()) {
+      pair.from = std::move(*from);
+      pair.into = std::move(*into);
+    }
+    return pair;
+  }
+
+  // Rank 0's write of [off, off + len) to the same offset at rank 1, with @imm.
+  WorkRequest Write(size_t off, size_t len, uint32_t imm) const {
+    return {.op = WorkRequest::kWriteImm,
+            .peer = 1,
+            .mr = from.get(),
+            .local = const_cast<uint8_t *>(src.data()) + off,
+            .length = len,
+            .remote_addr = reinterpret_cast<uint64_t>(dst.data()) + off,
+            .rkey = into->rkey(),
+            .imm = imm};
+  }
+
+  // Rank 1 takes arrivals until it has @n (or 20 s pass); *@waits counts its AwaitArrival calls.
+  std::vector<Links::Arrival> Take(size_t n, size_t *waits = nullptr) const {
+    std::vector<Links::Arrival> got;
+    const auto until = std::chrono::steady_clock::now() + seconds(20);
+    std::array<Links::Arrival, 8> some;
+    while (got.size() < n && std::chrono::steady_clock::now() < until) {
+      const size_t k = b->Arrivals(some);
+      got.insert(got.end(), some.begin(), some.begin() + static_cast<ptrdiff_t>(k));
+      if (k == 0) {
+        b->AwaitArrival(until);
+        if (waits != nullptr) {
+          ++*waits;
+        }
+      }
+    }
+    return got;
+  }
+};
+
+// A write with immediate data is reported once its bytes are in memory, with its value, in
+// the order sent; a write of several work requests (split at post_bytes) is reported once,
+// after its last bytes; a plain write and a read are not reported.
+TEST_F(VerbsVmTest, AWriteWithImmediateDataIsReportedOnceItsBytesArrived) {
+  constexpr size_t kBytes = 256 << 10;
+  ImmPair pair = ImmPair::Make(8, kBytes, /*post_bytes=*/16 << 10);
+  ASSERT_TRUE(pair.into);
+  const std::vector<WorkRequest> writes = {
+      pair.Write(0, 4096, 7),
+      pair.Write(4096, 0, 8),
+      {.op = WorkRequest::kWrite,
+       .peer = 1,
+       .mr = pair.from.get(),
+       .local = pair.src.data() + 4096,
+       .length = 4096,
+       .remote_addr = reinterpret_cast<uint64_t>(pair.dst.data()) + 4096,
+       .rkey = pair.into->rkey()},
+      pair.Write(8192, kBytes - 8192, 0xfedcba98)};
+  Status st = pair.a->Execute(writes);
+  ASSERT_TRUE(st.ok()) << Describe(st);
+  const std::vector<Links::Arrival> got = pair.Take(3);
+  ASSERT_EQ(got.size(), 3u);
+  EXPECT_EQ(got[0].imm, 7u);
+  EXPECT_EQ(got[1].imm, 8u);
+  EXPECT_EQ(got[2].imm, 0xfedcba98u);
+  for (const Links::Arrival &a : got) {
+    EXPECT_EQ(a.peer, 0u);
+  }
+  EXPECT_EQ(pair.dst, pair.src);
+  std::array<Links::Arrival, 4> more;
+  EXPECT_EQ(pair.b->Arrivals(more), 0u);
+}
+
+// More writes with immediate data than the receiver keeps entries for: the writer waits (RNR)
+// until the receiver takes arrivals, whose entries go back; none is lost, none fails.
+TEST_F(VerbsVmTest, MoreWritesThanReceiveEntriesWaitForThemAndAllArrive) {
+  constexpr uint32_t kEntries = 2;
+  constexpr size_t kWrites = 40;
+  ImmPair pair = ImmPair::Make(kEntries, kWrites * 64);
+  ASSERT_TRUE(pair.into);
+  std::vector<WorkRequest> writes;
+  for (size_t i = 0; i < kWrites; ++i) {
+    writes.push_back(pair.Write(i * 64, 64, static_cast<uint32_t>(i)));
+  }
+  Status st;
+  std::thread writer([&] { st = pair.a->Execute(writes); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the entries run out first
+  const std::vector<Links::Arrival> got = pair.Take(kWrites);
+  writer.join();
+  EXPECT_TRUE(st.ok()) << Describe(st);
+  ASSERT_EQ(got.size(), kWrites);
+  for (size_t i = 0; i < kWrites; ++i) {
+    EXPECT_EQ(got[i].imm, i);
+  }
+  EXPECT_EQ(pair.dst, pair.src);
+}
+
+// A receiver with nothing to take sleeps on the completion channel until a write arrives
+// rather than polling: over a second of waiting it calls AwaitArrival a few times per 100 ms
+// slice, where a loop that polled would call it thousands of times.
+TEST_F(VerbsVmTest, AReceiverSleepsUntilAWriteArrives) {
+  ImmPair pair = ImmPair::Make(4, 4096);
+  ASSERT_TRUE(pair.into);
+  Status st;
+  std::thread writer([&] {
+    std::this_thread::sleep_for(seconds(1));
+    const WorkRequest w = pair.Write(0, 4096, 1);
+    st = pair.a->Execute({&w, 1});
+  });
+  size_t waits = 0;
+  const std::vector<Links::Arrival> got = pair.Take(1, &waits);
+  writer.join();
+  EXPECT_TRUE(st.ok()) << Describe(st);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(pair.dst, pair.src);
+  EXPECT_GE(waits, 2u);  // it did wait: armed, then slept
+  EXPECT_LE(waits, 40u);
 }
 
 }  // namespace

@@ -4,11 +4,11 @@
 #include <sys/mman.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <optional>
-#include <thread>
 #include <utility>
 
 #include "base/errno_string.h"
@@ -24,13 +24,18 @@ constexpr size_t kLine = 64;
 constexpr size_t kPage = 4096;
 // Flag lines in the area (written by peers) and in the out region (what this member writes
 // to peers, and where a probe reads into).
-constexpr uint32_t kReady = 0;
-constexpr uint32_t kCredit = 1;
-constexpr uint32_t kProbe = 2;
-constexpr uint32_t kAbort = 3;
-constexpr uint32_t kWant = 4;      // the count of wants written (RdmaWire::Want)
-constexpr uint32_t kWantBody = 5;  // the last want
-constexpr uint32_t kLines = 6;
+constexpr uint32_t kCredit = 0;
+constexpr uint32_t kProbe = 1;
+constexpr uint32_t kAbort = 2;
+constexpr uint32_t kWant = 3;      // the count of wants written (RdmaWire::Want)
+constexpr uint32_t kWantBody = 4;  // the last want
+constexpr uint32_t kLines = 5;
+// What a write with immediate data tells its receiver (verbs::Links::Arrival::imm): a chunk
+// arrived, or the line of that name was written.
+constexpr uint32_t kChunkNews = 1;
+constexpr uint32_t kCreditNews = 2;
+constexpr uint32_t kWantNews = 3;
+constexpr uint32_t kAbortNews = 4;
 // Tags on the group's connections, from Options::tags: the ports at the open, the links
 // (transport/wire.cpp uses tags + 1 and tags + 2, the socket wire tags + 3).
 constexpr uint32_t kPortTag = 0;
@@ -46,8 +51,9 @@ constexpr std::chrono::milliseconds kProbeAfter{1000};
 // address, or why it has none, and the slot count), then per pair its queue pair and area
 // (kLink), that it connected (kReady), or that it aborted (kAbort, code).
 struct RdmaWire::Card {
-  // "HDM2": the second protocol (wants, Want); a member of another one fails the open.
-  static constexpr uint32_t kMagic = 0x324d4448;
+  // "HDM3": the third protocol (news in writes with immediate data); a member of another one
+  // fails the open.
+  static constexpr uint32_t kMagic = 0x334d4448;
   enum Kind : uint32_t { kPort = 1, kLink = 2, kReady = 3, kAbort = 4 };
 
   uint32_t magic = kMagic;
@@ -110,6 +116,7 @@ RdmaWire::RdmaWire(bootstrap::Group &group, std::vector<uint32_t> members, uint3
     : Wire(group, std::move(members), me, options),
       ports_(size()),
       peers_(size()),
+      arrived_(size()),
       wants_sent_(size()),
       wants_taken_(size()) {}
 
@@ -130,7 +137,11 @@ Expected<std::unique_ptr<Wire>> RdmaWire::Open(bootstrap::Group &group,
 }
 
 Status RdmaWire::Setup(Clock::time_point deadline, bool *none) {
-  auto links = verbs::Links::OpenLazy(me_, size(), verbs::LinkOptions::BetweenServers());
+  verbs::LinkOptions link_options = verbs::LinkOptions::BetweenServers();
+  // A peer has at most its credits' worth of chunks and as many credits, a want and an abort
+  // in flight to this member before it takes them: their receive entries, with room to spare.
+  link_options.arrivals = 4 * options_.slots + 16;
+  auto links = verbs::Links::OpenLazy(me_, size(), link_options);
   static_assert(sizeof(Card) == 104, "cards travel as they are: one layout on every member");
   Card mine{.kind = Card::kPort, .slots = options_.slots};
   if (!links.ok()) {
@@ -282,11 +293,9 @@ Expected<RdmaWire::Card> RdmaWire::Expect(uint32_t p, uint32_t kind, Clock::time
 }
 
 // The area for a member: the flag lines the member writes (kLines), the out flag lines this
-// member writes from (kLines, then one ready source per slot), the landing slots and the
-// outbox slots.
+// member writes from (kLines), the landing slots and the outbox slots.
 size_t RdmaWire::FlagBytes() const {
-  const size_t lines = kLines + options_.slots;
-  return (lines * kLine + kPage - 1) / kPage * kPage;
+  return (kLines * kLine + kPage - 1) / kPage * kPage;
 }
 
 size_t RdmaWire::AreaBytes() const {
@@ -310,10 +319,6 @@ uint64_t *RdmaWire::OutFlag(uint32_t line, uint32_t p) const {
                                       FlagOffset(line));
 }
 
-uint64_t *RdmaWire::ReadySource(uint32_t p, uint32_t slot) const {
-  return OutFlag(kLines + slot, p);
-}
-
 uint8_t *RdmaWire::Landing(uint32_t p, uint32_t slot) const {
   return peers_[p]->area.as<uint8_t>() + LandingOffset(slot);
 }
@@ -323,12 +328,43 @@ uint8_t *RdmaWire::Outbox(uint32_t p, uint32_t slot) const {
 }
 
 verbs::WorkRequest RdmaWire::FlagWrite(uint32_t line, uint32_t p) const {
-  return {.peer = p,
+  // The lines a member waits for come with news; the want's body precedes its count.
+  const uint32_t news = line == kCredit  ? kCreditNews
+                        : line == kWant  ? kWantNews
+                        : line == kAbort ? kAbortNews
+                                         : 0;
+  return {.op = news != 0 ? verbs::WorkRequest::kWriteImm : verbs::WorkRequest::kWrite,
+          .peer = p,
           .mr = peers_[p]->mr.get(),
           .local = OutFlag(line, p),
           .length = sizeof(uint64_t),
           .remote_addr = peers_[p]->remote.addr + FlagOffset(line),
-          .rkey = peers_[p]->remote.rkey};
+          .rkey = peers_[p]->remote.rkey,
+          .imm = news};
+}
+
+Status RdmaWire::Listen() {
+  std::array<verbs::Links::Arrival, 64> news;
+  size_t n = 0;
+  do {
+    n = links_->Arrivals(news);
+    for (size_t i = 0; i < n; ++i) {
+      const uint32_t p = news[i].peer;
+      if (news[i].imm == kChunkNews && p < size()) {
+        ++arrived_[p];
+      }
+    }
+  } while (n == news.size());
+  // A member never has more chunks in flight than its credits allow: more is a broken peer.
+  for (uint32_t p = 0; p < size(); ++p) {
+    if (arrived_[p] > received_[p] + options_.slots) {
+      return Error(HCCL_E_ROCE_TRANSFER,
+                   "wire: rank {} (another server) broke the wire's protocol: {} chunks arrived "
+                   "where {} were taken and {} may be in flight",
+                   members_[p], arrived_[p], received_[p], options_.slots);
+    }
+  }
+  return Status::Ok();
 }
 
 Status RdmaWire::Probe(uint32_t p, Clock::time_point deadline) {
@@ -351,7 +387,7 @@ Status RdmaWire::Probe(uint32_t p, Clock::time_point deadline) {
                                 .mr = peers_[p]->mr.get(),
                                 .local = OutFlag(kProbe, p),
                                 .length = sizeof(uint64_t),
-                                .remote_addr = peers_[p]->remote.addr + FlagOffset(kReady),
+                                .remote_addr = peers_[p]->remote.addr + FlagOffset(kCredit),
                                 .rkey = peers_[p]->remote.rkey};
   if (Status st = Execute({&read, 1}, deadline); !st.ok()) {
     return Error(st.code(), "rank {} (another server) does not answer: {}", members_[p],
@@ -364,6 +400,7 @@ Status RdmaWire::Turn(Pass *pass, bool *moved, Clock::time_point deadline) {
   const uint32_t slots = options_.slots;
   std::vector<verbs::WorkRequest> wrs;
   std::vector<bool> touched(size());
+  HZC_RETURN_IF_ERROR(Listen());
   // What has arrived, each member's chunks in order; the credits go first in the batch, so
   // each peer's sender gets its room back before this member's own chunks follow.
   for (uint32_t p = 0; p < size(); ++p) {
@@ -372,10 +409,9 @@ Status RdmaWire::Turn(Pass *pass, bool *moved, Clock::time_point deadline) {
     if (p == me_ || received >= in) {
       continue;
     }
-    const std::atomic_ref<uint64_t> ready(*Flag(kReady, p));
     const uint64_t before = received_[p];
     uint8_t *dest = pass->Dest(p);
-    while (received < in && ready.load(std::memory_order_acquire) > received_[p]) {
+    while (received < in && arrived_[p] > received_[p]) {
       const size_t len = std::min(kChunk, in - received);
       const uint8_t *landing = Landing(p, received_[p] % slots);
       if (pass->into[p]) {
@@ -481,19 +517,15 @@ void RdmaWire::PostChunk(uint32_t p, const uint8_t *data, size_t len,
   } else {
     moved_direct_ += len;
   }
-  *ReadySource(p, slot) = ++sent_[p];
-  wrs->push_back({.peer = p,
+  ++sent_[p];
+  wrs->push_back({.op = verbs::WorkRequest::kWriteImm,
+                  .peer = p,
                   .mr = mr,
                   .local = from,
                   .length = len,
                   .remote_addr = at != 0 ? at : peer.remote.addr + LandingOffset(slot),
-                  .rkey = at != 0 ? rkey : peer.remote.rkey});
-  wrs->push_back({.peer = p,
-                  .mr = peer.mr.get(),
-                  .local = ReadySource(p, slot),
-                  .length = sizeof(uint64_t),
-                  .remote_addr = peer.remote.addr + FlagOffset(kReady),
-                  .rkey = peer.remote.rkey});
+                  .rkey = at != 0 ? rkey : peer.remote.rkey,
+                  .imm = kChunkNews});
 }
 
 Status RdmaWire::Idle(Pass *pass, Clock::time_point deadline) {
@@ -577,10 +609,11 @@ Status RdmaWire::Pump(Pass *pass, Clock::time_point deadline) {
     Status st = Turn(pass, &moved, deadline);
     if (st.ok() && !moved) {
       st = Idle(pass, deadline);
-      if (++idle > 64) {
-        // The CPU also runs the RDMA device's work on soft-RoCE: do not spin it away; the
-        // longer nothing arrives, the longer the naps (at most 200 us).
-        std::this_thread::sleep_for(std::chrono::microseconds(idle > 256 ? 200 : 20));
+      if (++idle > 64 && st.ok()) {
+        // What this member waits for comes with news (a chunk, a credit, a want, an abort):
+        // sleep on the completion channel until it does (the first call only arms it; the next
+        // turn looks once more). The CPU also runs the RDMA device on soft-RoCE: no spinning.
+        links_->AwaitArrival(std::min(deadline, Clock::now() + kProbeAfter));
       }
     } else {
       idle = 0;

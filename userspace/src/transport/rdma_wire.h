@@ -6,19 +6,22 @@
 // as many outbox slots and the flag lines. A transfer moves each peer's message in chunks,
 // chunk k of the stream to a peer (counted over the wire's life) through slot k % slots: the
 // sender may write chunk k once the peer has consumed chunk k - slots (the peer's credit
-// flag), copies it into its outbox slot, RDMA-WRITEs it into the matching landing slot at the
-// peer and then WRITEs k + 1 into the peer's ready flag (writes of one queue pair land in
-// order); the receiver sees the ready flag, hands the chunk to the caller and WRITEs its
-// credit back. A message of Wire::kPlaceMin bytes or more waits, before its first chunk, for
+// flag), copies it into its outbox slot and RDMA-WRITEs it into the matching landing slot at
+// the peer with immediate data; the receiver's completion queue says the chunk arrived (the
+// network's word: no flag is polled), it hands the chunk to the caller and WRITEs its credit
+// back. A message of Wire::kPlaceMin bytes or more waits, before its first chunk, for
 // the receiver's word on where it goes (its "want", written into the sender's flag lines): an
 // address and key in the caller's activated buffer, registered for that peer with remote write
 // access (kept like the sends' registrations, dropped by Withdraw and, for the members told of
 // it, by the failure of the transfer that told them), or none; the sender then
-// writes each chunk at its offset there instead of into a landing slot (the same ready flags
-// and credits), and the receiver finds it in place. One loop does both: each turn it consumes
+// writes each chunk at its offset there instead of into a landing slot (the same news and
+// credits), and the receiver finds it in place. Every write a member waits for (a chunk, a
+// credit, a want's count, an abort) comes with immediate data, so a member with nothing to do
+// sleeps on the completion channel until one arrives. One loop does both: each turn it consumes
 // whatever has arrived from any peer, then posts the credits and every chunk the credits allow to
 // every peer in one batch, and it waits only when it can do neither. Chunk sequence numbers count
-// up for the communicator's life, so no flag is ever reset. A wait that sees nothing for a while
+// up for the communicator's life, so no flag is ever reset; a peer that reports more chunks than
+// its credits allow breaks the transfer. A wait that sees nothing for a while
 // probes the peer (an 8-byte RDMA READ of its flags, which fails once the queue pair's retries run
 // out when the peer's server or its link is gone) and asks the TCP connection, so a dead peer fails
 // the transfer with HCCL_E_ROCE_TRANSFER or HCCL_E_REMOTE naming it long before the deadline.
@@ -105,6 +108,9 @@ class RdmaWire final : public Wire {
 
   // Move's work once linked: the wants, then turns until every chunk moved.
   Status Pump(Pass *pass, Clock::time_point deadline);
+  // Take the news that arrived (Links::Arrivals): count the chunks; HCCL_E_ROCE_TRANSFER when
+  // a member reports more than its credits allow.
+  Status Listen();
   // One turn of @pass: hand every chunk that has arrived to the sink (or find it in place),
   // then post the credits for them and every chunk the peers' credits allow (a message that
   // waits for its receiver's want only once that has come). *@moved: whether anything was
@@ -115,8 +121,7 @@ class RdmaWire final : public Wire {
   Expected<bool> Wanted(Pass *pass, uint32_t p);
   // Post chunk sent_[p] (and count it) to member @p: @len bytes at @data, read from @direct or
   // copied into the outbox slot first (moved_direct_ or moved_staged_), to @at in the peer's
-  // buffer (its key @rkey) or else to the landing slot, then the slot's ready flag (one queue
-  // pair: in order).
+  // buffer (its key @rkey) or else to the landing slot, with the news of a chunk.
   void PostChunk(uint32_t p, const uint8_t *data, size_t len, const verbs::MemoryRegion *direct,
                  uint64_t at, uint32_t rkey, std::vector<verbs::WorkRequest> *wrs);
   // Nothing could move: check for aborts and @deadline, probe the members that have been
@@ -135,9 +140,6 @@ class RdmaWire final : public Wire {
   // The lines and slots of the area for member @p (the same layout on both sides).
   uint64_t *Flag(uint32_t line, uint32_t p) const;
   uint64_t *OutFlag(uint32_t line, uint32_t p) const;
-  // Where the ready flag of chunk slot @slot to @p is written from (one per slot: a batch
-  // carries several chunks' ready values to one peer).
-  uint64_t *ReadySource(uint32_t p, uint32_t slot) const;
   uint8_t *Landing(uint32_t p, uint32_t slot) const;
   uint8_t *Outbox(uint32_t p, uint32_t slot) const;
   static uint64_t FlagOffset(uint32_t line);
@@ -149,6 +151,8 @@ class RdmaWire final : public Wire {
   std::vector<verbs::EndpointHeader> ports_;  // [member]
   std::vector<std::unique_ptr<Peer>> peers_;  // [member]: null until a transfer links it
 
+  // Chunks whose news arrived from each member ([member], over the wire's life).
+  std::vector<uint64_t> arrived_;
   // Wants this member wrote to each member, and took from each ([member], over the wire's life).
   std::vector<uint64_t> wants_sent_, wants_taken_;
   // Registrations of activated memory by (member, base, whether the member may write it):

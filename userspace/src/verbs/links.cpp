@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "verbs/links.h"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <sched.h>
@@ -12,6 +13,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <thread>
 #include <unordered_map>
 #include <utility>
 
@@ -113,6 +115,46 @@ Status WaitUntilReady(const BlobBoard &board, const LinkOptions &options,
                  RankList(failed));
   }
   return Status::Ok();
+}
+
+// A completion channel whose reads do not block, or null.
+CompChannelPtr NonBlockingChannel(ibv_context *ctx) {
+  CompChannelPtr channel(ibv_create_comp_channel(ctx));
+  if (channel) {
+    const int flags = fcntl(channel->fd, F_GETFL);
+    if (flags < 0 || fcntl(channel->fd, F_SETFL, flags | O_NONBLOCK) != 0) {
+      channel.reset();
+    }
+  }
+  return channel;
+}
+
+// Wait on @channel for news of @cq until @until, at most a slice: when not *@armed, only ask
+// for the next news and return (completions that came before the request raise no event, so
+// the caller polls once more before it waits); false when that request failed.
+bool AwaitEvent(ibv_comp_channel *channel, ibv_cq *cq, bool *armed, Clock::time_point until) {
+  if (!*armed) {
+    if (ibv_req_notify_cq(cq, 0) != 0) {
+      return false;
+    }
+    *armed = true;
+    return true;
+  }
+  // A slice, so a wait never outlives its caller's limits by much.
+  constexpr std::chrono::milliseconds kSlice{100};
+  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - Clock::now());
+  pollfd fd{.fd = channel->fd, .events = POLLIN, .revents = 0};
+  if (poll(&fd, 1,
+           static_cast<int>(std::clamp(left, std::chrono::milliseconds(0), kSlice).count())) <= 0) {
+    return true;
+  }
+  ibv_cq *ev_cq = nullptr;
+  void *context = nullptr;
+  if (ibv_get_cq_event(channel, &ev_cq, &context) == 0) {
+    ibv_ack_cq_events(ev_cq, 1);
+    *armed = false;
+  }
+  return true;
 }
 
 }  // namespace
@@ -282,13 +324,7 @@ Status Links::CreateDomain() {
   }
   options_.queue_depth = depth;
   cq_size_ = std::clamp<uint32_t>(peers * depth, 1, max_cqe);
-  channel_.reset(ibv_create_comp_channel(ctx));
-  if (channel_) {
-    const int flags = fcntl(channel_->fd, F_GETFL);
-    if (flags < 0 || fcntl(channel_->fd, F_SETFL, flags | O_NONBLOCK) != 0) {
-      channel_.reset();
-    }
-  }
+  channel_ = NonBlockingChannel(ctx);
   if (!channel_) {
     LogDebug("verbs: no completion channel on {} ({}): waits poll", port_->device,
              ErrnoString(errno));
@@ -296,6 +332,18 @@ Status Links::CreateDomain() {
   cq_.reset(ibv_create_cq(ctx, static_cast<int>(cq_size_), nullptr, channel_.get(), 0));
   if (!cq_) {
     return ConnectError("ibv_create_cq", errno, fmt::format("{} entries", cq_size_));
+  }
+  if (options_.arrivals != 0 && peers > 0) {
+    // Every peer's entries fit the queue: no arrival is ever dropped for want of room.
+    options_.arrivals = std::clamp<uint32_t>(std::min({options_.arrivals, max_wr, max_cqe / peers}),
+                                             1, options_.arrivals);
+    const uint32_t entries = peers * options_.arrivals;
+    arrivals_channel_ = NonBlockingChannel(ctx);
+    arrivals_cq_.reset(
+        ibv_create_cq(ctx, static_cast<int>(entries), nullptr, arrivals_channel_.get(), 0));
+    if (!arrivals_cq_) {
+      return ConnectError("ibv_create_cq", errno, fmt::format("{} entries for arrivals", entries));
+    }
   }
   return Status::Ok();
 }
@@ -306,10 +354,10 @@ Expected<QpEndpoint> Links::AddPeer(uint32_t peer) {
   }
   ibv_qp_init_attr attr{};
   attr.send_cq = cq_.get();
-  attr.recv_cq = cq_.get();
+  attr.recv_cq = arrivals_cq_ ? arrivals_cq_.get() : cq_.get();
   attr.qp_type = IBV_QPT_RC;
   attr.cap.max_send_wr = options_.queue_depth;
-  attr.cap.max_recv_wr = 1;
+  attr.cap.max_recv_wr = arrivals_cq_ ? options_.arrivals : 1;
   attr.cap.max_send_sge = 1;
   attr.cap.max_recv_sge = 1;
   auto pd = Domain(peer);
@@ -324,6 +372,12 @@ Expected<QpEndpoint> Links::AddPeer(uint32_t peer) {
   if (Status st = ModifyToInit(peer); !st.ok()) {
     qps_[peer].reset();
     return st;
+  }
+  if (arrivals_cq_ && !PostReceives(peer, options_.arrivals)) {
+    const int err = errno;
+    qps_[peer].reset();
+    return ConnectError("ibv_post_recv", err,
+                        fmt::format("{} entries for rank {}", options_.arrivals, peer));
   }
   return QpEndpoint{.qpn = qps_[peer]->qp_num, .psn = send_psn_[peer]};
 }
@@ -395,8 +449,10 @@ Status Links::ModifyToReadyToSend(uint32_t peer) {
   attr.sq_psn = send_psn_[peer];
   attr.timeout = options_.ack_timeout;
   attr.retry_cnt = options_.retry_count;
-  // 7 would mean for ever for RNR; only WRITE and READ are posted, which meet no RNR.
-  attr.rnr_retry = std::min<uint8_t>(options_.retry_count, 6);
+  // 7 means for ever for RNR: a write with immediate data that finds the peer's receive
+  // entries all taken waits until it takes their arrivals (LinkOptions::arrivals). Plain
+  // WRITE and READ meet no RNR.
+  attr.rnr_retry = options_.arrivals != 0 ? 7 : std::min<uint8_t>(options_.retry_count, 6);
   attr.max_rd_atomic =
       static_cast<uint8_t>(std::clamp(port_->device_attr.max_qp_init_rd_atom, 1, 16));
   const int mask = IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
@@ -666,7 +722,8 @@ Status Links::CheckRequests(std::span<const WorkRequest> requests) const {
       return Error(HCCL_E_PARA, "rdma request {}: rank {} is not a peer of rank {} of {}", i,
                    r.peer, rank_, nranks_);
     }
-    if (r.op != WorkRequest::kWrite && r.op != WorkRequest::kRead) {
+    if (r.op != WorkRequest::kWrite && r.op != WorkRequest::kRead &&
+        r.op != WorkRequest::kWriteImm) {
       return Error(HCCL_E_PARA, "rdma request {}: unknown operation {}", i, static_cast<int>(r.op));
     }
     if (!qps_[r.peer]) {
@@ -717,7 +774,11 @@ void Links::ChainRequests(Batch &batch) {
     wr.wr_id = (batch.tag << 32) | batch.next;
     wr.sg_list = &sges.back();
     wr.num_sge = 1;
-    wr.opcode = r.op == WorkRequest::kWrite ? IBV_WR_RDMA_WRITE : IBV_WR_RDMA_READ;
+    wr.opcode = r.op == WorkRequest::kRead ? IBV_WR_RDMA_READ : IBV_WR_RDMA_WRITE;
+    if (r.op == WorkRequest::kWriteImm && batch.offset + len >= r.length) {
+      wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;  // the last piece: the others have landed then
+      wr.imm_data = htonl(r.imm);
+    }
     wr.send_flags = IBV_SEND_SIGNALED;
     wr.wr.rdma.remote_addr = r.remote_addr + batch.offset;
     wr.wr.rdma.rkey = r.rkey;
@@ -800,8 +861,8 @@ bool Links::Reap(Batch &batch, int *reaped) {
       Fail(batch, peer,
            fmt::format("rdma {} of {:#x} bytes to rank {} (remote {:#x}, rkey {:#x}) "
                        "failed: {} (vendor error {:#x})",
-                       r.op == WorkRequest::kWrite ? "write" : "read", r.length, peer,
-                       r.remote_addr, r.rkey, ibv_wc_status_str(wc.status), wc.vendor_err));
+                       r.op == WorkRequest::kRead ? "read" : "write", r.length, peer, r.remote_addr,
+                       r.rkey, ibv_wc_status_str(wc.status), wc.vendor_err));
     } else if (wc.status == IBV_WC_WR_FLUSH_ERR) {
       Fail(batch, peer,
            fmt::format("rdma to rank {} flushed: the queue pair is in the error state", peer));
@@ -879,33 +940,67 @@ Status Links::Execute(std::span<const WorkRequest> requests, Clock::time_point d
 }
 
 void Links::AwaitCompletion(Clock::time_point until) {
-  if (!channel_) {
+  if (!channel_ || !AwaitEvent(channel_.get(), cq_.get(), &armed_, until)) {
     sched_yield();
-    return;
   }
-  if (!armed_) {
-    // Completions that arrived before the request raise no event: the caller polls once more
-    // before this sleeps.
-    if (ibv_req_notify_cq(cq_.get(), 0) != 0) {
-      sched_yield();
-      return;
+}
+
+bool Links::PostReceives(uint32_t peer, uint32_t n) {
+  // No scatter list: a write with immediate data lands where it says and only takes the entry.
+  ibv_recv_wr wr{};
+  wr.wr_id = peer;
+  for (uint32_t i = 0; i < n; ++i) {
+    ibv_recv_wr *bad = nullptr;
+    if (int ret = ibv_post_recv(qps_[peer].get(), &wr, &bad); ret != 0) {
+      errno = ret;
+      return false;
     }
-    armed_ = true;
-    return;
   }
-  // A slice, so a wait never outlives the progress timeout by much.
-  constexpr std::chrono::milliseconds kSlice{100};
-  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - Clock::now());
-  pollfd fd{.fd = channel_->fd, .events = POLLIN, .revents = 0};
-  if (poll(&fd, 1,
-           static_cast<int>(std::clamp(left, std::chrono::milliseconds(0), kSlice).count())) <= 0) {
-    return;
+  return true;
+}
+
+size_t Links::Arrivals(std::span<Arrival> out) {
+  std::lock_guard lock(arrivals_mutex_);
+  if (!arrivals_cq_) {
+    return 0;
   }
-  ibv_cq *cq = nullptr;
-  void *context = nullptr;
-  if (ibv_get_cq_event(channel_.get(), &cq, &context) == 0) {
-    ibv_ack_cq_events(cq, 1);
-    armed_ = false;
+  size_t got = 0;
+  ibv_wc wcs[32];
+  while (got < out.size()) {
+    const int n = ibv_poll_cq(arrivals_cq_.get(),
+                              static_cast<int>(std::min<size_t>(32, out.size() - got)), wcs);
+    if (n <= 0) {
+      break;  // a failed poll: the data path's own completions say what broke
+    }
+    for (int i = 0; i < n; ++i) {
+      const ibv_wc &wc = wcs[i];
+      const auto peer = static_cast<uint32_t>(wc.wr_id);
+      // A flushed entry: the link broke (Break), nothing more comes from it.
+      if (wc.status != IBV_WC_SUCCESS || peer >= nranks_ || !qps_[peer]) {
+        continue;
+      }
+      if (!PostReceives(peer, 1)) {
+        LogDebug("verbs: cannot post a receive entry for rank {} again: {}", peer,
+                 ErrnoString(errno));
+      }
+      // Anything else that took an entry (a SEND of no bytes) is not an arrival.
+      if (wc.opcode == IBV_WC_RECV_RDMA_WITH_IMM && (wc.wc_flags & IBV_WC_WITH_IMM) != 0) {
+        out[got++] = {.peer = peer, .imm = ntohl(wc.imm_data)};
+      }
+    }
+  }
+  return got;
+}
+
+void Links::AwaitArrival(Clock::time_point until) {
+  bool slept = false;
+  {
+    std::lock_guard lock(arrivals_mutex_);
+    slept = arrivals_channel_ &&
+            AwaitEvent(arrivals_channel_.get(), arrivals_cq_.get(), &arrivals_armed_, until);
+  }
+  if (!slept) {
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
   }
 }
 

@@ -70,6 +70,11 @@ struct LinkOptions {
   // speed. On hardware the split only costs a few more doorbells and completions.
   static constexpr uint64_t kPacketsPerPost = 1024;
   uint64_t post_bytes = 0;
+  // Receive entries kept posted on each queue pair for the peer's writes with immediate data
+  // (WorkRequest::kWriteImm), which this rank learns of from Arrivals and waits for with
+  // AwaitArrival; 0: none (the peer must not send any). An entry is posted again as its
+  // arrival is taken; a peer that runs out of them waits (RNR) until then, without a limit.
+  uint32_t arrivals = 0;
 
   // HZC_RDMA_DEVICE, HZC_RDMA_GID_INDEX and HCCL_CONNECT_TIMEOUT from GetConfig().
   static LinkOptions FromEnvironment();
@@ -180,8 +185,10 @@ class MemoryRegion {
 };
 
 // One RDMA operation between registered local memory and a peer's registered memory.
+// kWriteImm: an RDMA WRITE whose last bytes arrive with @imm, which the peer's Arrivals
+// reports once all of them are in its memory (the peer needs LinkOptions::arrivals).
 struct WorkRequest {
-  enum Opcode { kWrite, kRead };
+  enum Opcode { kWrite, kRead, kWriteImm };
   Opcode op = kWrite;
   uint32_t peer = 0;
   const MemoryRegion *mr = nullptr;  // contains [local, local + length)
@@ -189,6 +196,7 @@ struct WorkRequest {
   uint64_t length = 0;
   uint64_t remote_addr = 0;
   uint32_t rkey = 0;
+  uint32_t imm = 0;  // kWriteImm
 };
 
 class Links {
@@ -259,6 +267,20 @@ class Links {
   Status Read(uint32_t peer, const MemoryRegion &mr, void *local, size_t length,
               uint64_t remote_addr, uint32_t rkey);
 
+  // A peer's write with immediate data (WorkRequest::kWriteImm) whose bytes are in memory.
+  struct Arrival {
+    uint32_t peer = 0;
+    uint32_t imm = 0;  // as the peer sent it: untrusted
+  };
+  // The arrivals since the last call, at most @out.size() of them, in the order each peer
+  // sent them; their receive entries are posted again. Nothing from a peer whose link broke.
+  // One thread takes arrivals and waits for them (AwaitArrival) at a time.
+  size_t Arrivals(std::span<Arrival> out);
+  // Sleep until an arrival is reported or @until (at most a slice of 100 ms). The first call
+  // after an arrival only asks to be woken and returns at once: the caller looks at Arrivals
+  // once more before the next call sleeps. Without a completion channel, a nap of 100 us.
+  void AwaitArrival(std::chrono::steady_clock::time_point until);
+
   uint32_t rank() const { return rank_; }
   uint32_t nranks() const { return nranks_; }
   const Port &port() const { return *port_; }
@@ -304,6 +326,8 @@ class Links {
   // Nothing completed for a while: sleep until the completion queue has news or @until (at
   // most a slice), arming its event first; without a completion channel, yield the CPU.
   void AwaitCompletion(std::chrono::steady_clock::time_point until);
+  // Post @n receive entries for @peer's writes with immediate data; false when verbs refuse.
+  bool PostReceives(uint32_t peer, uint32_t n);
 
   // The link to @peer failed: move its queue pair to the error state so everything posted
   // on it completes (flushed), and refuse further requests to it.
@@ -325,7 +349,13 @@ class Links {
   CqPtr cq_;
   bool armed_ = false;  // cq_'s event is requested and not yet taken
   uint32_t cq_size_ = 0;
-  std::vector<QpPtr> qps_;            // [peer], null for the own rank; destroyed before cq_
+  // Where the peers' writes with immediate data complete (LinkOptions::arrivals; else null),
+  // with a channel of its own; arrivals_mutex_ guards them.
+  CompChannelPtr arrivals_channel_;
+  CqPtr arrivals_cq_;
+  bool arrivals_armed_ = false;
+  std::mutex arrivals_mutex_;
+  std::vector<QpPtr> qps_;            // [peer], null for the own rank; destroyed before the queues
   std::vector<uint32_t> send_psn_;    // [peer]
   std::vector<uint64_t> post_bytes_;  // [peer]: options_.post_bytes for the path MTU
   std::vector<std::string> broken_;   // [peer]
