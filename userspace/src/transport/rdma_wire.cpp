@@ -109,6 +109,11 @@ struct RdmaWire::Peer {
   std::unique_ptr<verbs::MemoryRegion> mr;
   verbs::RemoteBuffer remote;  // the peer's area for this member
   bool ready = false;          // both ends connected: flags reach it
+  // The window the peer writes placed messages through (opened at the first one; null when the
+  // device has none: then they land in the slots), and whether it is open now.
+  std::unique_ptr<verbs::Window> window;
+  bool windowless = false;
+  bool open = false;
 };
 
 RdmaWire::RdmaWire(bootstrap::Group &group, std::vector<uint32_t> members, uint32_t me,
@@ -120,7 +125,14 @@ RdmaWire::RdmaWire(bootstrap::Group &group, std::vector<uint32_t> members, uint3
       wants_sent_(size()),
       wants_taken_(size()) {}
 
-RdmaWire::~RdmaWire() = default;
+RdmaWire::~RdmaWire() {
+  // Windows before the registrations they may still be bound to (a broken link's).
+  for (auto &peer : peers_) {
+    if (peer) {
+      peer->window.reset();
+    }
+  }
+}
 
 Expected<std::unique_ptr<Wire>> RdmaWire::Open(bootstrap::Group &group,
                                                std::vector<uint32_t> members, uint32_t me,
@@ -567,19 +579,11 @@ Status RdmaWire::Move(const std::vector<Out> &out, const std::vector<size_t> &in
             .into = std::vector<Loaned>(n)};
   moved_staged_ = moved_direct_ = moved_landed_ = moved_placed_ = 0;
   Status st = Pump(&pass, deadline);
+  // The members this pass told where to write reach the caller's memory no more once it
+  // returns, whether it succeeded or failed: their windows close first (a late write fails at
+  // their device).
+  CloseWindows();
   if (!st.ok()) {
-    // The members this pass told where to write must not reach the caller's memory after the
-    // call failed: their registrations go now (a late write fails at their device).
-    std::lock_guard lock(lent_mutex_);
-    for (uint32_t p = 0; p < n; ++p) {
-      if (pass.into[p]) {
-        const Region &r = places[p].region;
-        if (auto it = lent_.find({p, r.base, true});
-            it != lent_.end() && it->second.mr == pass.into[p]) {
-          lent_.erase(it);
-        }
-      }
-    }
     return st;
   }
   // Counted with the transfer (Wire::Transfer counts wire_sent once it completed).
@@ -624,6 +628,33 @@ Status RdmaWire::Pump(Pass *pass, Clock::time_point deadline) {
 }
 
 Status RdmaWire::Ask(Pass *pass, Clock::time_point deadline) {
+  // Where each message goes: a window onto its bytes in the caller's buffer, opened for its
+  // sender alone until this pass ends, where a region holds them; else the landing slots.
+  std::vector<verbs::WorkRequest> binds;
+  for (uint32_t p = 0; p < size(); ++p) {
+    const size_t len = pass->in[p];
+    const auto dest = reinterpret_cast<uintptr_t>(pass->Dest(p));
+    if (p == me_ || len < kPlaceMin || dest == 0) {
+      continue;
+    }
+    const Region &r = pass->places[p].region;
+    if (r.base != 0 && r.serial != 0 && dest >= r.base && dest - r.base <= r.len &&
+        len <= r.len - (dest - r.base) && Windowed(p)) {
+      pass->into[p] = Lent(p, r, /*writes=*/true);
+    }
+    if (pass->into[p]) {
+      binds.push_back({.op = verbs::WorkRequest::kBind,
+                       .peer = p,
+                       .mr = pass->into[p].get(),
+                       .local = pass->Dest(p),
+                       .length = len,
+                       .window = peers_[p]->window.get()});
+      peers_[p]->open = true;
+    }
+  }
+  if (!binds.empty()) {
+    HZC_RETURN_IF_ERROR(Execute(binds, deadline));
+  }
   std::vector<verbs::WorkRequest> wrs;
   for (uint32_t p = 0; p < size(); ++p) {
     const size_t len = pass->in[p];
@@ -632,17 +663,9 @@ Status RdmaWire::Ask(Pass *pass, Clock::time_point deadline) {
     }
     static_assert(sizeof(Want) <= kLine);
     Want want{.addr = 0, .len = len, .rkey = 0, .pad = 0};
-    const auto dest = reinterpret_cast<uintptr_t>(pass->Dest(p));
-    if (dest != 0) {
-      const Region &r = pass->places[p].region;
-      if (r.base != 0 && r.serial != 0 && dest >= r.base && dest - r.base <= r.len &&
-          len <= r.len - (dest - r.base)) {
-        pass->into[p] = Lent(p, r, /*writes=*/true);
-      }
-    }
     if (pass->into[p]) {
-      want.addr = dest;
-      want.rkey = pass->into[p]->rkey();
+      want.addr = reinterpret_cast<uintptr_t>(pass->Dest(p));
+      want.rkey = peers_[p]->window->rkey();
     }
     std::memcpy(OutFlag(kWantBody, p), &want, sizeof(want));
     *OutFlag(kWant, p) = ++wants_sent_[p];
@@ -652,6 +675,60 @@ Status RdmaWire::Ask(Pass *pass, Clock::time_point deadline) {
     wrs.push_back(FlagWrite(kWant, p));
   }
   return wrs.empty() ? Status::Ok() : Execute(wrs, deadline);
+}
+
+bool RdmaWire::Windowed(uint32_t p) {
+  Peer &peer = *peers_[p];
+  if (!peer.window && !peer.windowless) {
+    auto w = links_->OpenWindow(p);
+    if (!w.ok()) {
+      LogWarn(
+          "wire: no memory window for rank {} ({}): what it sends this rank lands in the "
+          "wire's buffers first",
+          members_[p], w.status().message());
+      peer.windowless = true;
+      return false;
+    }
+    peer.window = std::move(*w);
+  }
+  return peer.window != nullptr;
+}
+
+void RdmaWire::CloseWindows() {
+  std::vector<verbs::WorkRequest> closes;
+  for (uint32_t p = 0; p < size(); ++p) {
+    if (peers_[p] && peers_[p]->open) {
+      peers_[p]->open = false;
+      closes.push_back(
+          {.op = verbs::WorkRequest::kInvalidate, .peer = p, .window = peers_[p]->window.get()});
+    }
+  }
+  if (closes.empty()) {
+    return;
+  }
+  // A broken link reaches nothing any more (its queue pair is in the error state), and its
+  // window's close fails with it: the window goes instead, which unbinds it, so that the
+  // memory it was bound to can be deregistered.
+  std::erase_if(closes, [&](const verbs::WorkRequest &r) {
+    if (links_->broken(r.peer).empty()) {
+      return false;
+    }
+    peers_[r.peer]->window.reset();
+    return true;
+  });
+  if (Status st = links_->Execute(closes, Clock::now() + kNewsTime); !st.ok()) {
+    LogDebug("wire: closing the windows of a transfer: {}", st.message());
+    for (const verbs::WorkRequest &r : closes) {
+      if (!links_->broken(r.peer).empty()) {
+        peers_[r.peer]->window.reset();
+      }
+    }
+  }
+}
+
+uint32_t RdmaWire::windows_open() const {
+  return static_cast<uint32_t>(
+      std::count_if(peers_.begin(), peers_.end(), [](const auto &p) { return p && p->open; }));
 }
 
 std::vector<RdmaWire::Loaned> RdmaWire::Sources(const std::vector<Out> &out) {
@@ -678,7 +755,7 @@ RdmaWire::Loaned RdmaWire::Lent(uint32_t p, const Region &region, bool writes) {
   // of the other kind stays.
   DropLoans(p, region.base, region.len, region.serial);
   auto *va = reinterpret_cast<void *>(region.base);
-  auto mr = writes ? links_->RegisterForWrites(p, va, region.len)
+  auto mr = writes ? links_->RegisterForWindows(p, va, region.len)
                    : links_->RegisterFor(p, va, region.len, /*remote=*/false);
   Loan &loan = lent_[{p, region.base, writes}];
   loan = {.len = region.len, .serial = region.serial, .mr = nullptr};

@@ -11,9 +11,11 @@
 // network's word: no flag is polled), it hands the chunk to the caller and WRITEs its credit
 // back. A message of Wire::kPlaceMin bytes or more waits, before its first chunk, for
 // the receiver's word on where it goes (its "want", written into the sender's flag lines): an
-// address and key in the caller's activated buffer, registered for that peer with remote write
-// access (kept like the sends' registrations, dropped by Withdraw and, for the members told of
-// it, by the failure of the transfer that told them), or none; the sender then
+// address in the caller's activated buffer and the key of a memory window the receiver opened
+// onto exactly the message's bytes for that peer alone, closed before the transfer returns,
+// whether it succeeded or failed (the activation is registered for that peer for windows only,
+// kept like the sends' registrations and dropped by Withdraw; its own key reaches nothing), or
+// none; the sender then
 // writes each chunk at its offset there instead of into a landing slot (the same news and
 // credits), and the receiver finds it in place. Every write a member waits for (a chunk, a
 // credit, a want's count, an abort) comes with immediate data, so a member with nothing to do
@@ -64,6 +66,7 @@ class RdmaWire final : public Wire {
   bool uses_regions() const override { return true; }
   uint64_t registrations() const override { return registered_.load(std::memory_order_relaxed); }
   size_t registrations_kept() override;
+  uint32_t windows_open() const override;
   uint32_t links() const override;
   void Withdraw(uintptr_t base, size_t len) override;
 
@@ -96,11 +99,16 @@ class RdmaWire final : public Wire {
   // places: into the caller's buffer where a region holds it, registered for the member, else
   // the landing slots).
   Status Ask(Pass *pass, Clock::time_point deadline);
-  // The registration of @region for member @p (@writes: the member may RDMA-WRITE it, else
-  // only this member sends from it): made at its first use and kept until Withdraw or until
-  // another activation (Region::serial) overlaps it; nullptr when it cannot be made (logged
-  // once per activation, member and kind).
+  // The registration of @region for member @p (@writes: the member may RDMA-WRITE the parts
+  // a window opens onto, else only this member sends from it): made at its first use and kept
+  // until Withdraw or until another activation (Region::serial) overlaps it; nullptr when it
+  // cannot be made (logged once per activation, member and kind).
   Loaned Lent(uint32_t p, const Region &region, bool writes);
+  // Whether member @p has a window to write placed messages through (opened at the first
+  // call; false, logged once, when the device has none).
+  bool Windowed(uint32_t p);
+  // Close the windows this transfer opened (Ask), before it returns.
+  void CloseWindows();
   // Drop the registrations for member @p (UINT32_MAX: every member) that overlap
   // [base, base + len), but those of activation @keep (0: none kept); lent_mutex_ held.
   void DropLoans(uint32_t p, uintptr_t base, size_t len, uint64_t keep);

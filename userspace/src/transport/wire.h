@@ -54,9 +54,11 @@ class Wire {
   };
   // Where a member's message goes when the caller only places it (no sink work): the wire puts
   // its bytes at @dest itself. Over RDMA a message of kPlaceMin bytes or more whose @region
-  // holds [dest, dest + len) is written there by the sending member's RDMA device (the region
-  // registered with remote write access for that member at its first use, dropped by
-  // Withdraw); any other is copied there from the landing slot. Over TCP it is received there.
+  // holds [dest, dest + len) is written there by the sending member's RDMA device, through a
+  // memory window onto those bytes alone, open during the transfer only (the region registered
+  // for that member's windows at its first use, dropped by Withdraw; without windows on the
+  // device, the landing slots); any other is copied there from the landing slot. Over TCP it is
+  // received there.
   struct Place {
     uint8_t *dest = nullptr;  // nullptr: the sink gets the member's chunks
     Region region{};
@@ -108,6 +110,9 @@ class Wire {
   // while they stay), and those kept now, for tests.
   virtual uint64_t registrations() const { return 0; }
   virtual size_t registrations_kept() { return 0; }
+  // Windows onto a caller's buffer open to members now (RDMA: only during the transfer that
+  // placed a message there), for tests.
+  virtual uint32_t windows_open() const { return 0; }
   // The members this one has a connection with (RDMA: every other from the open on; TCP: those
   // a transfer moved bytes with), for logs and tests.
   virtual uint32_t links() const = 0;

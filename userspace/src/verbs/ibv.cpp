@@ -60,6 +60,12 @@ void MrDeleter::operator()(ibv_mr *mr) const noexcept {
   }
 }
 
+void MwDeleter::operator()(ibv_mw *mw) const noexcept {
+  if (int ret = ibv_dealloc_mw(mw); ret != 0) {
+    LogWarn("verbs: ibv_dealloc_mw failed: {}", ErrnoString(ErrOf(ret)));
+  }
+}
+
 Status ConnectError(std::string_view call, int err, std::string_view what) {
   return Error(HCCL_E_ROCE_CONNECT, "verbs: {} failed ({}): {}", call, what, ErrnoString(err));
 }

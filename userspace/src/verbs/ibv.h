@@ -36,6 +36,9 @@ struct QpDeleter {
 struct MrDeleter {
   void operator()(ibv_mr *mr) const noexcept;
 };
+struct MwDeleter {
+  void operator()(ibv_mw *mw) const noexcept;
+};
 
 using DeviceListPtr = std::unique_ptr<ibv_device *, DeviceListDeleter>;
 using ContextPtr = std::unique_ptr<ibv_context, ContextDeleter>;
@@ -44,6 +47,7 @@ using CompChannelPtr = std::unique_ptr<ibv_comp_channel, CompChannelDeleter>;
 using CqPtr = std::unique_ptr<ibv_cq, CqDeleter>;
 using QpPtr = std::unique_ptr<ibv_qp, QpDeleter>;
 using MrPtr = std::unique_ptr<ibv_mr, MrDeleter>;
+using MwPtr = std::unique_ptr<ibv_mw, MwDeleter>;
 
 // HCCL_E_ROCE_CONNECT naming the verbs call and the errno (set by libibverbs, or returned by
 // the calls that return it), for link-setup failures.

@@ -281,6 +281,11 @@ bool MemoryRegion::Contains(const void *p, size_t len) const {
   return start >= begin && start - begin <= mr_->length && len <= mr_->length - (start - begin);
 }
 
+Window::Window(std::shared_ptr<const ProtectionDomain> pd, MwPtr mw)
+    : pd_(std::move(pd)), mw_(std::move(mw)), rkey_(mw_->rkey) {}
+
+Window::~Window() = default;
+
 Links::Links(uint32_t rank, uint32_t nranks, const LinkOptions &options, std::unique_ptr<Port> port)
     : rank_(rank),
       nranks_(nranks),
@@ -632,13 +637,29 @@ Expected<std::unique_ptr<MemoryRegion>> Links::RegisterFor(uint32_t peer, void *
   return RegisterIn(std::move(*pd), va, length, access);
 }
 
-Expected<std::unique_ptr<MemoryRegion>> Links::RegisterForWrites(uint32_t peer, void *va,
-                                                                 size_t length) const {
+Expected<std::unique_ptr<MemoryRegion>> Links::RegisterForWindows(uint32_t peer, void *va,
+                                                                  size_t length) const {
   auto pd = Domain(peer);
   if (!pd.ok()) {
     return pd.status();
   }
-  return RegisterIn(std::move(*pd), va, length, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+  return RegisterIn(std::move(*pd), va, length, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_MW_BIND);
+}
+
+Expected<std::unique_ptr<Window>> Links::OpenWindow(uint32_t peer) const {
+  constexpr uint64_t kType2 = IBV_DEVICE_MEM_WINDOW_TYPE_2A | IBV_DEVICE_MEM_WINDOW_TYPE_2B;
+  if ((port_->device_attr.device_cap_flags & kType2) == 0 || port_->device_attr.max_mw <= 0) {
+    return Error(HCCL_E_NOT_SUPPORT, "verbs: {} has no type 2 memory windows", port_->device);
+  }
+  auto pd = Domain(peer);
+  if (!pd.ok()) {
+    return pd.status();
+  }
+  MwPtr mw(ibv_alloc_mw((*pd)->pd.get(), IBV_MW_TYPE_2));
+  if (!mw) {
+    return ConnectError("ibv_alloc_mw", errno, fmt::format("a window for rank {}", peer));
+  }
+  return std::make_unique<Window>(std::move(*pd), std::move(mw));
 }
 
 Expected<std::unique_ptr<MemoryRegion>> Links::RegisterIn(
@@ -723,11 +744,21 @@ Status Links::CheckRequests(std::span<const WorkRequest> requests) const {
                    r.peer, rank_, nranks_);
     }
     if (r.op != WorkRequest::kWrite && r.op != WorkRequest::kRead &&
-        r.op != WorkRequest::kWriteImm) {
+        r.op != WorkRequest::kWriteImm && r.op != WorkRequest::kBind &&
+        r.op != WorkRequest::kInvalidate) {
       return Error(HCCL_E_PARA, "rdma request {}: unknown operation {}", i, static_cast<int>(r.op));
     }
     if (!qps_[r.peer]) {
       return Error(HCCL_E_INTERNAL, "rdma request {}: no queue pair to rank {}", i, r.peer);
+    }
+    const bool windowed = r.op == WorkRequest::kBind || r.op == WorkRequest::kInvalidate;
+    if (windowed != (r.window != nullptr) || (windowed && !r.window->Serves(qps_[r.peer].get()))) {
+      return Error(HCCL_E_PARA, "rdma request {}: {}", i,
+                   windowed ? "no window of rank " + std::to_string(r.peer)
+                            : std::string("a window where none belongs"));
+    }
+    if (r.op == WorkRequest::kInvalidate) {
+      continue;
     }
     if (r.mr == nullptr || !r.mr->Contains(r.local, r.length)) {
       return Error(HCCL_E_PARA, "rdma request {}: local [{}, +{:#x}) is not in the registration", i,
@@ -752,6 +783,27 @@ void Links::Fail(Batch &batch, uint32_t peer, const std::string &why) {
   Break(peer, why);
 }
 
+ibv_send_wr Links::WindowRequest(const WorkRequest &r, uint64_t wr_id) {
+  ibv_send_wr wr{};
+  wr.wr_id = wr_id;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  Window &w = *r.window;
+  if (r.op == WorkRequest::kBind) {
+    w.rkey_ = ibv_inc_rkey(w.rkey_);
+    wr.opcode = IBV_WR_BIND_MW;
+    wr.bind_mw.mw = w.mw_.get();
+    wr.bind_mw.rkey = w.rkey_;
+    wr.bind_mw.bind_info = {.mr = r.mr->get(),
+                            .addr = reinterpret_cast<uintptr_t>(r.local),
+                            .length = r.length,
+                            .mw_access_flags = IBV_ACCESS_REMOTE_WRITE};
+  } else {
+    wr.opcode = IBV_WR_LOCAL_INV;
+    wr.invalidate_rkey = w.rkey_;
+  }
+  return wr;
+}
+
 // Turn the next requests into work requests, as many as the queue depth lets through, as
 // one chain per peer.
 void Links::ChainRequests(Batch &batch) {
@@ -765,6 +817,11 @@ void Links::ChainRequests(Batch &batch) {
     }
     if (sges.capacity() < depth) {
       sges.reserve(depth);  // chains point into it: no reallocation while filling
+    }
+    if (r.op == WorkRequest::kBind || r.op == WorkRequest::kInvalidate) {
+      chain.push_back(WindowRequest(r, (batch.tag << 32) | batch.next));
+      ++batch.next;
+      continue;
     }
     const uint64_t len = std::min({r.length - batch.offset, batch.max_msg, post_bytes_[r.peer]});
     sges.push_back({.addr = reinterpret_cast<uintptr_t>(r.local) + batch.offset,
@@ -795,10 +852,13 @@ void Links::ChainRequests(Batch &batch) {
 // work request).
 void Links::PostChain(Batch &batch, uint32_t peer) {
   auto &c = batch.chains[peer];
+  const auto bytes_of = [](const ibv_send_wr &wr) -> uint64_t {
+    return wr.num_sge != 0 ? wr.sg_list->length : 0;
+  };
   for (size_t first = 0, last = 0; first < c.size(); first = last) {
-    uint64_t bytes = c[first].sg_list->length;
+    uint64_t bytes = bytes_of(c[first]);
     for (last = first + 1; last < c.size(); ++last) {
-      bytes += c[last].sg_list->length;
+      bytes += bytes_of(c[last]);
       if (bytes > post_bytes_[peer]) {
         break;
       }
@@ -807,6 +867,12 @@ void Links::PostChain(Batch &batch, uint32_t peer) {
     ibv_send_wr *bad = nullptr;
     const int ret = ibv_post_send(qps_[peer].get(), &c[first], &bad);
     const size_t posted = ret == 0 ? last - first : static_cast<size_t>(bad - &c[first]);
+    // A window's key is the one its last bind gave it (the provider names the window by it).
+    for (size_t i = first; i < first + posted; ++i) {
+      if (c[i].opcode == IBV_WR_BIND_MW) {
+        c[i].bind_mw.mw->rkey = c[i].bind_mw.rkey;
+      }
+    }
     batch.outstanding[peer] += static_cast<uint32_t>(posted);
     batch.total += posted;
     if (ret != 0) {
@@ -861,8 +927,12 @@ bool Links::Reap(Batch &batch, int *reaped) {
       Fail(batch, peer,
            fmt::format("rdma {} of {:#x} bytes to rank {} (remote {:#x}, rkey {:#x}) "
                        "failed: {} (vendor error {:#x})",
-                       r.op == WorkRequest::kRead ? "read" : "write", r.length, peer, r.remote_addr,
-                       r.rkey, ibv_wc_status_str(wc.status), wc.vendor_err));
+                       r.op == WorkRequest::kRead         ? "read"
+                       : r.op == WorkRequest::kBind       ? "window bind"
+                       : r.op == WorkRequest::kInvalidate ? "window invalidation"
+                                                          : "write",
+                       r.length, peer, r.remote_addr, r.rkey, ibv_wc_status_str(wc.status),
+                       wc.vendor_err));
     } else if (wc.status == IBV_WC_WR_FLUSH_ERR) {
       Fail(batch, peer,
            fmt::format("rdma to rank {} flushed: the queue pair is in the error state", peer));

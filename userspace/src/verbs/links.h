@@ -178,17 +178,41 @@ class MemoryRegion {
   bool Contains(const void *p, size_t len) const;
   // Whether it was registered in the protection domain of @qp (whose requests may use it then).
   bool Serves(const ibv_qp *qp) const { return qp != nullptr && mr_->pd == qp->pd; }
+  ibv_mr *get() const { return mr_.get(); }
 
  private:
   std::shared_ptr<const ProtectionDomain> pd_;
   MrPtr mr_;
 };
 
+// A memory window (type 2) for one peer (Links::OpenWindow): a kBind request on that peer's
+// queue pair opens it onto a part of memory registered for the peer with RegisterForWindows,
+// which that peer alone may then RDMA-WRITE with rkey(), until a kInvalidate request closes
+// it. Each bind gives it a new key: the previous one no longer reaches anything.
+class Window {
+ public:
+  Window(std::shared_ptr<const ProtectionDomain> pd, MwPtr mw);
+  ~Window();
+  Window(const Window &) = delete;
+  Window &operator=(const Window &) = delete;
+
+  uint32_t rkey() const { return rkey_; }  // of the last bind
+  bool Serves(const ibv_qp *qp) const { return qp != nullptr && mw_->pd == qp->pd; }
+
+ private:
+  friend class Links;
+  std::shared_ptr<const ProtectionDomain> pd_;
+  MwPtr mw_;
+  uint32_t rkey_ = 0;
+};
+
 // One RDMA operation between registered local memory and a peer's registered memory.
 // kWriteImm: an RDMA WRITE whose last bytes arrive with @imm, which the peer's Arrivals
 // reports once all of them are in its memory (the peer needs LinkOptions::arrivals).
+// kBind: open @window onto [local, local + length) of @mr for the peer's writes (a new key,
+// window->rkey() once it completed); kInvalidate: close @window (local, mr and length unused).
 struct WorkRequest {
-  enum Opcode { kWrite, kRead, kWriteImm };
+  enum Opcode { kWrite, kRead, kWriteImm, kBind, kInvalidate };
   Opcode op = kWrite;
   uint32_t peer = 0;
   const MemoryRegion *mr = nullptr;  // contains [local, local + length)
@@ -196,7 +220,8 @@ struct WorkRequest {
   uint64_t length = 0;
   uint64_t remote_addr = 0;
   uint32_t rkey = 0;
-  uint32_t imm = 0;  // kWriteImm
+  uint32_t imm = 0;          // kWriteImm
+  Window *window = nullptr;  // kBind, kInvalidate
 };
 
 class Links {
@@ -248,9 +273,14 @@ class Links {
   // else only for this rank's requests to @peer. Errors as Register's.
   Expected<std::unique_ptr<MemoryRegion>> RegisterFor(uint32_t peer, void *va, size_t length,
                                                       bool remote) const;
-  // As RegisterFor with @remote, but the peer may only write it (RDMA WRITE), not read it.
-  Expected<std::unique_ptr<MemoryRegion>> RegisterForWrites(uint32_t peer, void *va,
-                                                            size_t length) const;
+  // As RegisterFor, but the peer reaches it only through a Window this rank opens onto a
+  // part of it (its own key reaches nothing). Errors as Register's.
+  Expected<std::unique_ptr<MemoryRegion>> RegisterForWindows(uint32_t peer, void *va,
+                                                             size_t length) const;
+  // A window for @peer (domain_per_peer: in its protection domain), closed.
+  // HCCL_E_NOT_SUPPORT when the device has no type 2 memory windows, HCCL_E_ROCE_CONNECT when
+  // verbs fail.
+  Expected<std::unique_ptr<Window>> OpenWindow(uint32_t peer) const;
 
   // Post every request (up to queue_depth in flight per peer, large ones split at the
   // port's max message size and at post_bytes) and wait for all completions. HCCL_E_PARA for
@@ -320,6 +350,8 @@ class Links {
   void Fail(Batch &batch, uint32_t peer, const std::string &why);
   void Post(Batch &batch);
   void ChainRequests(Batch &batch);
+  // The work request of a kBind (the window's next key) or kInvalidate request.
+  static ibv_send_wr WindowRequest(const WorkRequest &r, uint64_t wr_id);
   void PostChain(Batch &batch, uint32_t peer);
   bool Reap(Batch &batch, int *reaped);
   void TimeOut(Batch &batch, bool deadline);
