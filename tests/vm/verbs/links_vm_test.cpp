@@ -667,7 +667,14 @@ TEST_F(VerbsVmTest, AWriteWithImmediateDataIsReportedOnceItsBytesArrived) {
        .length = 4096,
        .remote_addr = reinterpret_cast<uint64_t>(pair.dst.data()) + 4096,
        .rkey = pair.into->rkey()},
-      pair.Write(8192, kBytes - 8192, 0xfedcba98)};
+      pair.Write(8192, kBytes - 8192, 0xfedcba98),
+      {.op = WorkRequest::kRead,  // back what the first write put there: the same bytes
+       .peer = 1,
+       .mr = pair.from.get(),
+       .local = pair.src.data(),
+       .length = 4096,
+       .remote_addr = reinterpret_cast<uint64_t>(pair.dst.data()),
+       .rkey = pair.into->rkey()}};
   Status st = pair.a->Execute(writes);
   ASSERT_TRUE(st.ok()) << Describe(st);
   const std::vector<Links::Arrival> got = pair.Take(3);

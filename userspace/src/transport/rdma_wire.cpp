@@ -358,6 +358,8 @@ verbs::WorkRequest RdmaWire::FlagWrite(uint32_t line, uint32_t p) const {
 Status RdmaWire::Listen() {
   std::array<verbs::Links::Arrival, 64> news;
   size_t n = 0;
+  // A bounded number of rounds: a peer that floods this member with news does not keep it here.
+  int rounds = 0;
   do {
     n = links_->Arrivals(news);
     for (size_t i = 0; i < n; ++i) {
@@ -366,7 +368,7 @@ Status RdmaWire::Listen() {
         ++arrived_[p];
       }
     }
-  } while (n == news.size());
+  } while (n == news.size() && ++rounds < 16);
   // A member never has more chunks in flight than its credits allow: more is a broken peer.
   for (uint32_t p = 0; p < size(); ++p) {
     if (arrived_[p] > received_[p] + options_.slots) {
@@ -639,7 +641,7 @@ Status RdmaWire::Ask(Pass *pass, Clock::time_point deadline) {
     }
     const Region &r = pass->places[p].region;
     if (r.base != 0 && r.serial != 0 && dest >= r.base && dest - r.base <= r.len &&
-        len <= r.len - (dest - r.base) && Windowed(p)) {
+        len <= r.len - (dest - r.base) && links_->broken(p).empty() && Windowed(p)) {
       pass->into[p] = Lent(p, r, /*writes=*/true);
     }
     if (pass->into[p]) {
@@ -697,31 +699,35 @@ bool RdmaWire::Windowed(uint32_t p) {
 void RdmaWire::CloseWindows() {
   std::vector<verbs::WorkRequest> closes;
   for (uint32_t p = 0; p < size(); ++p) {
-    if (peers_[p] && peers_[p]->open) {
-      peers_[p]->open = false;
-      closes.push_back(
-          {.op = verbs::WorkRequest::kInvalidate, .peer = p, .window = peers_[p]->window.get()});
+    if (!peers_[p] || !peers_[p]->open) {
+      continue;
     }
+    if (!links_->broken(p).empty()) {
+      // A broken link reaches nothing any more (its queue pair is in the error state) and its
+      // window's close would fail with it: the window goes instead, which unbinds it, so that
+      // the memory it was bound to can be deregistered.
+      peers_[p]->window.reset();
+      peers_[p]->open = false;
+      continue;
+    }
+    closes.push_back(
+        {.op = verbs::WorkRequest::kInvalidate, .peer = p, .window = peers_[p]->window.get()});
   }
   if (closes.empty()) {
     return;
   }
-  // A broken link reaches nothing any more (its queue pair is in the error state), and its
-  // window's close fails with it: the window goes instead, which unbinds it, so that the
-  // memory it was bound to can be deregistered.
-  std::erase_if(closes, [&](const verbs::WorkRequest &r) {
-    if (links_->broken(r.peer).empty()) {
-      return false;
-    }
-    peers_[r.peer]->window.reset();
-    return true;
-  });
-  if (Status st = links_->Execute(closes, Clock::now() + kNewsTime); !st.ok()) {
-    LogDebug("wire: closing the windows of a transfer: {}", st.message());
-    for (const verbs::WorkRequest &r : closes) {
-      if (!links_->broken(r.peer).empty()) {
+  const Status st = links_->Execute(closes, Clock::now() + kNewsTime);
+  if (!st.ok()) {
+    LogWarn("wire: closing the windows of a transfer: {}", st.message());
+  }
+  // Closed when the invalidation completed, or gone with a link that broke on the way; else it
+  // stays counted open (windows_open) until a later close or the wire's end.
+  for (const verbs::WorkRequest &r : closes) {
+    if (st.ok() || !links_->broken(r.peer).empty()) {
+      if (!st.ok()) {
         peers_[r.peer]->window.reset();
       }
+      peers_[r.peer]->open = false;
     }
   }
 }

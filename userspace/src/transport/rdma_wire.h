@@ -12,7 +12,9 @@
 // back. A message of Wire::kPlaceMin bytes or more waits, before its first chunk, for
 // the receiver's word on where it goes (its "want", written into the sender's flag lines): an
 // address in the caller's activated buffer and the key of a memory window the receiver opened
-// onto exactly the message's bytes for that peer alone, closed before the transfer returns,
+// onto the message's bytes for that peer's queue pair alone (a device that does not check a
+// window's bounds, as soft-RoCE, lets it reach the whole registration), closed before the
+// transfer returns,
 // whether it succeeded or failed (the activation is registered for that peer for windows only,
 // kept like the sends' registrations and dropped by Withdraw; its own key reaches nothing), or
 // none; the sender then
@@ -164,7 +166,7 @@ class RdmaWire final : public Wire {
   // Wants this member wrote to each member, and took from each ([member], over the wire's life).
   std::vector<uint64_t> wants_sent_, wants_taken_;
   // Registrations of activated memory by (member, base, whether the member may write it):
-  // Lent, dropped by Withdraw (and a write one by the failure of the transfer that gave it out).
+  // Lent, dropped by Withdraw (a write one reaches nothing but through a window of a transfer).
   struct Loan {
     size_t len = 0;
     uint64_t serial = 0;

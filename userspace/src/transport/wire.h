@@ -55,7 +55,8 @@ class Wire {
   // Where a member's message goes when the caller only places it (no sink work): the wire puts
   // its bytes at @dest itself. Over RDMA a message of kPlaceMin bytes or more whose @region
   // holds [dest, dest + len) is written there by the sending member's RDMA device, through a
-  // memory window onto those bytes alone, open during the transfer only (the region registered
+  // memory window onto those bytes (on a device that checks a window's bounds; soft-RoCE checks
+  // the region's), open during the transfer only (the region registered
   // for that member's windows at its first use, dropped by Withdraw; without windows on the
   // device, the landing slots); any other is copied there from the landing slot. Over TCP it is
   // received there.

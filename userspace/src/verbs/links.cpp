@@ -340,8 +340,15 @@ Status Links::CreateDomain() {
   }
   if (options_.arrivals != 0 && peers > 0) {
     // Every peer's entries fit the queue: no arrival is ever dropped for want of room.
-    options_.arrivals = std::clamp<uint32_t>(std::min({options_.arrivals, max_wr, max_cqe / peers}),
-                                             1, options_.arrivals);
+    const uint32_t wanted = options_.arrivals;
+    options_.arrivals =
+        std::clamp<uint32_t>(std::min({wanted, max_wr, max_cqe / peers}), 1, wanted);
+    if (options_.arrivals < wanted) {
+      LogWarn(
+          "verbs: {} keeps {} receive entries per peer for {} peers, not {}: a peer that "
+          "sends more news at once waits for them",
+          port_->device, options_.arrivals, peers, wanted);
+    }
     const uint32_t entries = peers * options_.arrivals;
     arrivals_channel_ = NonBlockingChannel(ctx);
     arrivals_cq_.reset(
@@ -757,6 +764,10 @@ Status Links::CheckRequests(std::span<const WorkRequest> requests) const {
                    windowed ? "no window of rank " + std::to_string(r.peer)
                             : std::string("a window where none belongs"));
     }
+    if (!broken_[r.peer].empty()) {
+      return Error(HCCL_E_ROCE_TRANSFER, "rdma to rank {}: the link is broken ({})", r.peer,
+                   broken_[r.peer]);
+    }
     if (r.op == WorkRequest::kInvalidate) {
       continue;
     }
@@ -767,10 +778,6 @@ Status Links::CheckRequests(std::span<const WorkRequest> requests) const {
     if (!r.mr->Serves(qps_[r.peer].get())) {
       return Error(HCCL_E_PARA, "rdma request {}: its local memory is not registered for rank {}",
                    i, r.peer);
-    }
-    if (!broken_[r.peer].empty()) {
-      return Error(HCCL_E_ROCE_TRANSFER, "rdma to rank {}: the link is broken ({})", r.peer,
-                   broken_[r.peer]);
     }
   }
   return Status::Ok();
@@ -931,8 +938,9 @@ bool Links::Reap(Batch &batch, int *reaped) {
                        : r.op == WorkRequest::kBind       ? "window bind"
                        : r.op == WorkRequest::kInvalidate ? "window invalidation"
                                                           : "write",
-                       r.length, peer, r.remote_addr, r.rkey, ibv_wc_status_str(wc.status),
-                       wc.vendor_err));
+                       r.length, peer, r.remote_addr,
+                       r.window != nullptr ? r.window->rkey() : r.rkey,
+                       ibv_wc_status_str(wc.status), wc.vendor_err));
     } else if (wc.status == IBV_WC_WR_FLUSH_ERR) {
       Fail(batch, peer,
            fmt::format("rdma to rank {} flushed: the queue pair is in the error state", peer));

@@ -73,7 +73,8 @@ struct LinkOptions {
   // Receive entries kept posted on each queue pair for the peer's writes with immediate data
   // (WorkRequest::kWriteImm), which this rank learns of from Arrivals and waits for with
   // AwaitArrival; 0: none (the peer must not send any). An entry is posted again as its
-  // arrival is taken; a peer that runs out of them waits (RNR) until then, without a limit.
+  // arrival is taken; a peer that runs out of them waits (RNR) until then (its requests fail
+  // after progress_timeout without a completion, as any).
   uint32_t arrivals = 0;
 
   // HZC_RDMA_DEVICE, HZC_RDMA_GID_INDEX and HCCL_CONNECT_TIMEOUT from GetConfig().
@@ -303,7 +304,8 @@ class Links {
     uint32_t imm = 0;  // as the peer sent it: untrusted
   };
   // The arrivals since the last call, at most @out.size() of them, in the order each peer
-  // sent them; their receive entries are posted again. Nothing from a peer whose link broke.
+  // sent them; their receive entries are posted again. Nothing that arrives after a peer's
+  // link broke.
   // One thread takes arrivals and waits for them (AwaitArrival) at a time.
   size_t Arrivals(std::span<Arrival> out);
   // Sleep until an arrival is reported or @until (at most a slice of 100 ms). The first call
