@@ -45,6 +45,12 @@ constexpr std::chrono::milliseconds kNewsTime{1000};
 // A wait without progress for this long probes the peer.
 constexpr std::chrono::milliseconds kProbeAfter{1000};
 
+// Whether @r, an activation's (its number set), holds [at, at + len).
+bool Holds(const Wire::Region &r, uintptr_t at, size_t len) {
+  return r.base != 0 && r.serial != 0 && at >= r.base && at - r.base <= r.len &&
+         len <= r.len - (at - r.base);
+}
+
 }  // namespace
 
 // What members tell each other over the group: at the open its port (kPort: the port's
@@ -640,8 +646,7 @@ Status RdmaWire::Ask(Pass *pass, Clock::time_point deadline) {
       continue;
     }
     const Region &r = pass->places[p].region;
-    if (r.base != 0 && r.serial != 0 && dest >= r.base && dest - r.base <= r.len &&
-        len <= r.len - (dest - r.base) && links_->broken(p).empty() && Windowed(p)) {
+    if (Holds(r, dest, len) && links_->broken(p).empty() && Windowed(p)) {
       pass->into[p] = Lent(p, r, /*writes=*/true);
     }
     if (pass->into[p]) {
@@ -742,8 +747,7 @@ std::vector<RdmaWire::Loaned> RdmaWire::Sources(const std::vector<Out> &out) {
   for (uint32_t p = 0; p < size(); ++p) {
     const Region &r = out[p].region;
     const auto data = reinterpret_cast<uintptr_t>(out[p].data);
-    if (p != me_ && out[p].len != 0 && r.base != 0 && r.serial != 0 && data >= r.base &&
-        data - r.base <= r.len && out[p].len <= r.len - (data - r.base)) {
+    if (p != me_ && out[p].len != 0 && Holds(r, data, out[p].len)) {
       direct[p] = Lent(p, r, /*writes=*/false);
     }
   }
